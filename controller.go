@@ -1,0 +1,516 @@
+package kctl
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+)
+
+// Key names the object a reconcile is for. Namespace is "" for cluster-scoped objects.
+type Key struct{ Namespace, Name string }
+
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// Result tells the worker what to do after a successful reconcile.
+type Result struct {
+	// RequeueAfter > 0 reconciles the key again after this long, even if
+	// nothing changes (e.g. to poll something outside the cluster).
+	RequeueAfter time.Duration
+}
+
+// Terminal wraps err so the worker logs it and does not retry the key until
+// the next event for it. errors.Is(Terminal(err), ErrTerminal) is true.
+func Terminal(err error) error { return terminalError{err} }
+
+// ErrTerminal matches every error made by Terminal.
+var ErrTerminal = errors.New("terminal error")
+
+type terminalError struct{ err error }
+
+func (e terminalError) Error() string        { return "terminal: " + e.err.Error() }
+func (e terminalError) Unwrap() []error      { return []error{e.err, ErrTerminal} }
+func (e terminalError) Is(target error) bool { return target == ErrTerminal }
+
+// Controller reconciles objects of type T. Make it with NewController, then
+// add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
+// Builder mistakes are returned by Manager.Start, never panics.
+//
+// Contract of the reconcile function, applied by one switch in handle:
+//
+//	returns              worker does
+//	err != nil           retry after the key's backoff (5 ms doubling to 1000 s); Result ignored
+//	Terminal(err)        log, forget the backoff, no retry
+//	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
+//	Result{}, nil        forget the backoff
+type Controller[T any] struct {
+	name      string
+	mgr       *Manager
+	res       Resource
+	reconcile func(ctx context.Context, obj *T) (Result, error)
+	informer  *Informer[T]
+	client    *Client[T] // writes finalizers; uncached
+	log       *slog.Logger
+	// queue is nil while the controller is not running (a standby replica):
+	// events are then dropped, and each run starts a new queue filled with
+	// every cached key (replays), so nothing that happened meanwhile is lost.
+	queue   atomic.Pointer[Queue[Key]]
+	replays []func()
+	metrics *controllerMetrics
+
+	workers     int
+	predicates  []Predicate // own events only
+	filters     []Predicate // every object source
+	onDelete    func(ctx context.Context, obj *T)
+	finalizer   string
+	cleanup     func(ctx context.Context, obj *T) error
+	rateLimiter RateLimiter[Key]
+
+	mu       sync.Mutex
+	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
+	deleted  map[Key]*T       // last known state of deleted objects, for onDelete
+}
+
+// NewController makes a controller named name that calls reconcile for every
+// object of type T that changes, and for every key other sources enqueue.
+// T is inferred from reconcile:
+//
+//	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) { ... })
+func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(ctx context.Context, obj *T) (Result, error)) *Controller[T] {
+	c := &Controller[T]{
+		name: name, mgr: m, reconcile: reconcile, workers: 1,
+		log:      m.log.With("controller", name),
+		client:   NewClient[T, PT](m.conn),
+		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{},
+	}
+	var err error
+	if c.res, err = ResourceOf[T](); err != nil {
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
+		return c
+	}
+	if c.informer, err = InformerFor[T, PT](m.cache); err != nil {
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
+		return c
+	}
+	c.informer.AddHandler(c.onEvent)
+	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+	m.writes.watch(c.res)
+	m.mu.Lock()
+	m.informers = append(m.informers, c.informer)
+	m.runnables = append(m.runnables, Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run})
+	m.mu.Unlock()
+	return c
+}
+
+// MaxConcurrentReconciles sets how many workers reconcile different keys at
+// once. Defaults to 1.
+func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
+	if n < 1 {
+		c.mgr.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
+		return c
+	}
+	c.workers = n
+	return c
+}
+
+// WithRateLimiter replaces the retry backoff. Defaults to the queue's default:
+// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
+// token bucket over all keys (10 per second, burst 100).
+func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
+	c.rateLimiter = rl
+	return c
+}
+
+// WithPredicates filters the events of T itself: an event enqueues its key
+// only if every predicate returns true.
+func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
+	c.predicates = append(c.predicates, p...)
+	return c
+}
+
+// WithEventFilter filters the events of every object source (T, Owns and
+// Watches): an event enqueues keys only if every predicate returns true.
+func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
+	c.filters = append(c.filters, p...)
+	return c
+}
+
+// OnDelete sets a hook called, instead of reconcile, with the last known state
+// of an object that is gone. It is a notification, not a guarantee: a delete
+// missed while the controller was down is never seen. Use Finalizer for
+// cleanup that must happen.
+func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
+	c.onDelete = fn
+	return c
+}
+
+// Finalizer makes deletion wait for cleanup. kctl adds the finalizer name to
+// every object before its first reconcile; when the object is being deleted
+// it calls cleanup instead of reconcile and removes the finalizer once cleanup
+// returns nil. An error from cleanup is retried with backoff.
+func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
+	c.finalizer, c.cleanup = name, cleanup
+	return c
+}
+
+// Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
+// Its trigger is "manual".
+func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, false) }
+
+// Owns makes changes to objects of type C enqueue their controller owner of
+// type T (the owner reference with controller: true, see SetControllerReference).
+func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
+	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key {
+		ref := metav1.GetControllerOf(metaOf(obj))
+		if ref == nil || ref.Kind != c.res.Kind || ref.APIVersion != c.res.APIVersion() {
+			return nil
+		}
+		ns := metaOf(obj).GetNamespace()
+		if !c.res.Namespaced {
+			ns = ""
+		}
+		return []Key{{Namespace: ns, Name: ref.Name}}
+	})
+}
+
+// Watches makes changes to objects of type O enqueue the keys mapFn returns,
+// e.g. a ConfigMap change enqueues every object that mounts it.
+func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []Key, preds ...Predicate) *Controller[T] {
+	return watchSource[O, PO](c, "mapped", preds, mapFn)
+}
+
+func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
+	inf, err := InformerFor[O, PO](c.mgr.cache)
+	if err != nil {
+		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, err))
+		return c
+	}
+	kind := ""
+	if r, err := ResourceOf[O](); err == nil {
+		kind = r.Kind
+	}
+	handle := func(ev Event[O]) {
+		if !c.pass(objectEvent(ev), preds) {
+			return
+		}
+		m := metaOf(ev.Object)
+		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
+		for _, k := range keys(ev.Object) {
+			c.enqueue(k, t, ev.Initial)
+		}
+		if ev.Old != nil { // an update that moved the object away from its old keys
+			for _, k := range keys(ev.Old) {
+				c.enqueue(k, t, false)
+			}
+		}
+	}
+	inf.AddHandler(handle)
+	if cause == "mapped" { // mapped keys need not be objects of T: replay them too
+		c.replays = append(c.replays, replay(inf, handle))
+	}
+	return c
+}
+
+// replay returns a function that hands every cached object to handle as an
+// initial Added event: how a new run learns what happened while it was not running.
+func replay[O any](inf *Informer[O], handle func(Event[O])) func() {
+	return func() {
+		for _, obj := range inf.List(ListOptions{}) {
+			handle(Event[O]{Type: Added, Object: obj, Initial: true})
+		}
+	}
+}
+
+// FromChannel reconciles keys for events from outside the cluster (a ticker,
+// a webhook): every value received from ch that passes filter (nil passes
+// all) enqueues the keys toKeys returns. The channel is read while the
+// Manager runs; closing it ends the source.
+func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
+	c.mgr.mu.Lock()
+	defer c.mgr.mu.Unlock()
+	c.mgr.runnables = append(c.mgr.runnables, Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case e, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				if filter != nil && !filter(e) {
+					continue
+				}
+				for _, k := range toKeys(e) {
+					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, false)
+				}
+			}
+		}
+	}})
+	return c
+}
+
+// onEvent turns an event of T into a queued key.
+func (c *Controller[T]) onEvent(ev Event[T]) {
+	m := metaOf(ev.Object)
+	k := Key{m.GetNamespace(), m.GetName()}
+	c.mgr.writes.caughtUp(c.res, k, m.GetResourceVersion())
+	if !c.pass(objectEvent(ev), c.predicates) {
+		return
+	}
+	t := Trigger{Cause: "created"}
+	switch {
+	case ev.Initial:
+		t.Cause = "initial"
+	case ev.Resync:
+		t.Cause = "resync"
+	case ev.Type == Updated:
+		t.Cause, t.Detail = "updated", changes(metaOf(ev.Old), m)
+	case ev.Type == Deleted:
+		t.Cause = "deleted"
+		if c.onDelete != nil {
+			c.mu.Lock()
+			c.deleted[k] = ev.Object
+			c.mu.Unlock()
+		}
+	}
+	if ev.Relisted {
+		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
+	}
+	c.enqueue(k, t, ev.Initial)
+}
+
+func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
+	for _, p := range c.filters {
+		if !p(ev) {
+			return false
+		}
+	}
+	for _, p := range preds {
+		if !p(ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// enqueue remembers why k is queued (the first cause since the last run
+// wins) and adds it; keys from an informer's initial list go in at low priority.
+func (c *Controller[T]) enqueue(k Key, t Trigger, initial bool) {
+	q := c.queue.Load()
+	if q == nil {
+		return // not running: the next run replays every key
+	}
+	c.mu.Lock()
+	if prev, ok := c.triggers[k]; ok {
+		prev.Merged++
+	} else {
+		t.queued = time.Now()
+		c.triggers[k] = &t
+	}
+	c.mu.Unlock()
+	if initial {
+		q.AddLowPriority(k)
+	} else {
+		q.Add(k)
+	}
+}
+
+// run is one term of work (the whole Manager run, or one leadership term):
+// a new queue filled with every cached key, then the workers, until ctx ends.
+func (c *Controller[T]) run(ctx context.Context) error {
+	if c.metrics == nil {
+		c.metrics = c.mgr.metrics.forController(c.name, c.workers)
+	}
+	q := NewQueue(QueueOptions[Key]{RateLimiter: c.rateLimiter, Observer: c.metrics})
+	c.metrics.setQueue(q.Len, q.InFlight)
+	c.mu.Lock()
+	clear(c.triggers)
+	c.mu.Unlock()
+	c.queue.Store(q)
+	defer c.queue.Store(nil)
+	for _, replay := range c.replays {
+		replay()
+	}
+	// Reconciles run on their own context so that a graceful shutdown lets
+	// them finish: it ends ShutdownTimeout after ctx does, or at once when
+	// leadership is lost (another replica may already be reconciling).
+	work, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Go(func() {
+			c.metrics.workerStarted()
+			defer c.metrics.workerStopped()
+			for c.processNext(work, q) {
+			}
+		})
+	}
+	c.log.Info("controller started", "workers", c.workers)
+	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), ErrLeaderLost) {
+		c.log.Warn("leadership lost: abandoning in-flight reconciles")
+		stop()
+		q.ShutDown()
+	} else {
+		drain, cancel := context.WithTimeout(context.Background(), c.mgr.opts.ShutdownTimeout)
+		defer cancel()
+		if err := q.ShutDownWithDrain(drain); err != nil {
+			c.log.Warn("shutdown timeout passed: abandoning in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout)
+		}
+		stop()
+	}
+	wg.Wait()
+	c.log.Info("controller stopped")
+	return nil
+}
+
+// processNext is the worker loop's body: take a key, reconcile it, decide
+// what happens to it next. The queue never hands one key to two workers, so
+// no key is ever reconciled concurrently.
+func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
+	k, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(k)
+	c.mu.Lock()
+	t := c.triggers[k]
+	delete(c.triggers, k)
+	c.mu.Unlock()
+	if t == nil {
+		t = &Trigger{Cause: "retry"}
+	}
+	t.Waited = time.Since(t.queued)
+	t.Attempt = q.NumRequeues(k) + 1
+	c.handle(ctx, q, k, *t)
+	return true
+}
+
+// handle runs one reconcile of k and applies the reconcile contract.
+func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trigger) {
+	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
+	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
+	start := time.Now()
+	res, err := c.reconcileKey(ctx, k)
+	took := time.Since(start)
+	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
+	if t.Detail != "" {
+		attrs = append(attrs, "detail", t.Detail)
+	}
+	switch {
+	case errors.Is(err, ErrTerminal):
+		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
+		c.metrics.reconciled("error", took)
+		q.Forget(k)
+	case err != nil:
+		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
+		c.metrics.reconciled("error", took)
+		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
+	case res.RequeueAfter > 0:
+		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
+		c.metrics.reconciled("requeue_after", took)
+		q.Forget(k)
+		c.requeue(k, Trigger{Cause: "requeue-after", Detail: res.RequeueAfter.String()}, func() { q.AddAfter(k, res.RequeueAfter) })
+	default:
+		log.Debug("reconciled", attrs...)
+		c.metrics.reconciled("success", took)
+		q.Forget(k)
+	}
+}
+
+// requeue records why k comes back (unless an event already queued it) and adds it.
+func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
+	c.mu.Lock()
+	if _, ok := c.triggers[k]; !ok {
+		t.queued = time.Now()
+		c.triggers[k] = &t
+	}
+	c.mu.Unlock()
+	add()
+}
+
+// reconcileKey fetches the latest state of k and calls the user's code:
+// onDelete when the object is gone, cleanup when it is being deleted
+// (finalizer), reconcile otherwise. A panic becomes an error.
+func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
+		}
+	}()
+	if rv := c.mgr.writes.pending(c.res, k); rv != "" {
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.informer.WaitForResourceVersion(wait, rv)
+		cancel()
+		if err != nil {
+			return Result{}, fmt.Errorf("kctl: cache of %s did not reach this controller's last write (resourceVersion %s) in 10s: %w", c.res, rv, err)
+		}
+	}
+	cached, ok := c.informer.Get(k.Namespace, k.Name)
+	if ok && c.onDelete != nil {
+		c.mu.Lock()
+		delete(c.deleted, k) // deleted and created again
+		c.mu.Unlock()
+	}
+	if !ok {
+		c.mu.Lock()
+		last := c.deleted[k]
+		delete(c.deleted, k)
+		c.mu.Unlock()
+		if last != nil && c.onDelete != nil {
+			c.onDelete(ctx, deepCopy(last))
+		}
+		return Result{}, nil
+	}
+	obj := deepCopy(cached)
+	if c.finalizer == "" {
+		return c.reconcile(ctx, obj)
+	}
+	m := metaOf(obj)
+	has := slices.Contains(m.GetFinalizers(), c.finalizer)
+	switch {
+	case m.GetDeletionTimestamp() != nil && !has:
+		return Result{}, nil // being deleted, our cleanup is done
+	case m.GetDeletionTimestamp() != nil:
+		if err := c.cleanup(ctx, obj); err != nil {
+			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, err)
+		}
+		m.SetFinalizers(slices.DeleteFunc(m.GetFinalizers(), func(f string) bool { return f == c.finalizer }))
+		return Result{}, c.client.Update(ctx, obj)
+	case !has:
+		m.SetFinalizers(append(m.GetFinalizers(), c.finalizer))
+		if err := c.client.Update(ctx, obj); err != nil {
+			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, err)
+		}
+	}
+	return c.reconcile(ctx, obj)
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// olderRV reports whether resourceVersion a is older than b. Kubernetes
+// resourceVersions are comparable since 1.35; unparsable ones count as not older.
+func olderRV(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp < 0
+}

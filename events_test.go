@@ -1,0 +1,415 @@
+package kctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// fakeEvents is an eventSink that keeps Events in memory, like the API
+// server: create stores a copy, patch merges count and lastTimestamp.
+type fakeEvents struct {
+	mu      sync.Mutex
+	events  map[string]*corev1.Event // by namespace/name
+	order   []string
+	creates int
+	patches int
+	fail    []error // returned by the next writes, in order
+}
+
+func newFakeEvents() *fakeEvents { return &fakeEvents{events: map[string]*corev1.Event{}} }
+
+func (f *fakeEvents) failNext() error {
+	if len(f.fail) == 0 {
+		return nil
+	}
+	err := f.fail[0]
+	f.fail = f.fail[1:]
+	return err
+}
+
+func (f *fakeEvents) create(_ context.Context, ev *corev1.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.failNext(); err != nil {
+		return err
+	}
+	f.creates++
+	key := ev.Namespace + "/" + ev.Name
+	if _, ok := f.events[key]; ok {
+		return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, ev.Name)
+	}
+	ev.ResourceVersion = "1"
+	f.events[key] = ev.DeepCopy()
+	f.order = append(f.order, key)
+	return nil
+}
+
+func (f *fakeEvents) patch(_ context.Context, namespace, name string, patch []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.failNext(); err != nil {
+		return err
+	}
+	f.patches++
+	ev, ok := f.events[namespace+"/"+name]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "events"}, name)
+	}
+	return json.Unmarshal(patch, ev) // a merge patch of top-level scalars
+}
+
+// list returns the Events in the order they were created.
+func (f *fakeEvents) list() []*corev1.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*corev1.Event
+	for _, k := range f.order {
+		if ev, ok := f.events[k]; ok {
+			out = append(out, ev.DeepCopy())
+		}
+	}
+	return out
+}
+
+// testRecorder returns a recorder writing to a fake, and its log.
+func testRecorder() (*EventRecorder, *fakeEvents, *bytes.Buffer) {
+	var log bytes.Buffer
+	r := newEventRecorder(nil, "widget-controller", slog.New(slog.NewTextHandler(&log, nil)))
+	sink := newFakeEvents()
+	r.sink = sink
+	return r, sink, &log
+}
+
+// running runs r.run in the bubble until the test ends.
+func runRecorder(t *testing.T, r *EventRecorder) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { r.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func eventPod(name, uid string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: "7"}}
+}
+
+func TestEventRecorder_TenIdenticalEvents_BecomeOneEventWithCountTen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, _ := testRecorder()
+		runRecorder(t, r)
+		pod := eventPod("web-0", "uid-1")
+		start := time.Now()
+		for range 10 {
+			r.Event(pod, corev1.EventTypeWarning, "BackOff", "restarting failed container")
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		evs := sink.list()
+		if len(evs) != 1 || sink.creates != 1 || sink.patches != 9 {
+			t.Fatalf("10 identical Events: %d Events, %d creates, %d patches; want 1, 1, 9", len(evs), sink.creates, sink.patches)
+		}
+		ev := evs[0]
+		if ev.Count != 10 || !ev.FirstTimestamp.Time.Equal(start) || !ev.LastTimestamp.Time.Equal(start.Add(9*time.Second)) {
+			t.Errorf("Event count %d, first %v, last %v; want 10, %v, %v", ev.Count, ev.FirstTimestamp, ev.LastTimestamp, start, start.Add(9*time.Second))
+		}
+	})
+}
+
+func TestEventRecorder_NewEvent_CarriesObjectSourceAndClientGoName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, _ := testRecorder()
+		runRecorder(t, r)
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-d", ResourceVersion: "42"}}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "uid-n"}} // cluster-scoped, no TypeMeta
+		r.Eventf(dep, corev1.EventTypeNormal, "ScalingReplicaSet", "scaled up to %d", 3)
+		r.Event(node, corev1.EventTypeNormal, "Ready", "node is ready")
+		synctest.Wait()
+		evs := sink.list()
+		if len(evs) != 2 {
+			t.Fatalf("got %d Events, want 2", len(evs))
+		}
+		d, n := evs[0], evs[1]
+		wantRef := corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: "ns", Name: "web", UID: "uid-d", ResourceVersion: "42"}
+		if d.InvolvedObject != wantRef {
+			t.Errorf("involvedObject = %+v, want %+v", d.InvolvedObject, wantRef)
+		}
+		if want := fmt.Sprintf("web.%x", time.Now().UnixNano()); d.Name != want || d.Namespace != "ns" {
+			t.Errorf("Event %s/%s, want ns/%s", d.Namespace, d.Name, want)
+		}
+		if d.Reason != "ScalingReplicaSet" || d.Message != "scaled up to 3" || d.Type != "Normal" || d.Count != 1 ||
+			d.Source.Component != "widget-controller" || d.ReportingController != "widget-controller" || d.ReportingInstance != d.Source.Host {
+			t.Errorf("Event = %+v", d)
+		}
+		if n.Namespace != "default" || n.InvolvedObject.Kind != "Node" || n.InvolvedObject.APIVersion != "v1" || n.InvolvedObject.Namespace != "" {
+			t.Errorf("Event about a Node: namespace %q, involvedObject %+v; want namespace default, a v1 Node", n.Namespace, n.InvolvedObject)
+		}
+	})
+}
+
+func TestEventRecorder_DifferentReasonMessageOrType_AreSeparateEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, _ := testRecorder()
+		runRecorder(t, r)
+		pod := eventPod("web-0", "uid-1")
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a")
+		time.Sleep(time.Microsecond) // Event names carry the time in nanoseconds
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "b")
+		time.Sleep(time.Microsecond)
+		r.Event(pod, corev1.EventTypeWarning, "Other", "a")
+		time.Sleep(time.Microsecond)
+		r.Event(pod, corev1.EventTypeNormal, "Failed", "a")
+		time.Sleep(time.Microsecond)
+		r.Event(eventPod("web-1", "uid-2"), corev1.EventTypeWarning, "Failed", "a")
+		synctest.Wait()
+		if n := len(sink.list()); n != 5 || sink.patches != 0 {
+			t.Errorf("5 different Events: %d Events, %d patches; want 5, 0", n, sink.patches)
+		}
+	})
+}
+
+func TestEventRecorder_RepeatAfterMergeWindow_CreatesNewEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, _ := testRecorder()
+		runRecorder(t, r)
+		pod := eventPod("web-0", "uid-1")
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a")
+		time.Sleep(eventMergeWindow - time.Second)
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a") // merged
+		time.Sleep(eventMergeWindow)
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a") // too long after the last one
+		synctest.Wait()
+		evs := sink.list()
+		if len(evs) != 2 || evs[0].Count != 2 || evs[1].Count != 1 {
+			t.Fatalf("got %d Events, want 2 with counts 2 and 1: %+v", len(evs), evs)
+		}
+	})
+}
+
+func TestEventRecorder_ExpiredEvent_RepeatCreatesNewEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, log := testRecorder()
+		runRecorder(t, r)
+		pod := eventPod("web-0", "uid-1")
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a")
+		synctest.Wait()
+		sink.mu.Lock()
+		clear(sink.events) // the API server's --event-ttl
+		sink.mu.Unlock()
+		time.Sleep(time.Second)
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a")
+		time.Sleep(time.Second)
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "a")
+		synctest.Wait()
+		evs := sink.list()
+		if len(evs) != 1 || evs[0].Count != 2 || sink.creates != 2 {
+			t.Errorf("after expiry: %d Events (want 1, count 2), %d creates (want 2): %+v", len(evs), sink.creates, evs)
+		}
+		if log.Len() > 0 {
+			t.Errorf("an expired Event is not an error, but the log says:\n%s", log)
+		}
+	})
+}
+
+func TestEventRecorder_Flood_25ThenOnePerFiveMinutesPerObjectAndType(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, _ := testRecorder()
+		runRecorder(t, r)
+		pod := eventPod("web-0", "uid-1")
+		for i := range 30 {
+			r.Eventf(pod, corev1.EventTypeWarning, "Failed", "attempt %d", i)
+		}
+		r.Event(pod, corev1.EventTypeNormal, "Started", "own bucket")                 // another type
+		r.Event(eventPod("web-1", "uid-2"), corev1.EventTypeWarning, "Failed", "own") // another object
+		synctest.Wait()
+		if n := len(sink.list()); n != 27 || r.limited.Load() != 5 {
+			t.Fatalf("30+2 Events: %d written, %d limited; want 27, 5", n, r.limited.Load())
+		}
+		time.Sleep(eventRefill)
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "after 5 minutes")
+		r.Event(pod, corev1.EventTypeWarning, "Failed", "one too many")
+		synctest.Wait()
+		if n := len(sink.list()); n != 28 || r.limited.Load() != 6 {
+			t.Errorf("5 minutes later: %d written, %d limited; want 28, 6", n, r.limited.Load())
+		}
+	})
+}
+
+func TestTokenBucket_Take(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := &tokenBucket{tokens: eventBurst, last: t0}
+	for i, step := range []struct {
+		at   time.Duration // since t0
+		n    int           // takes
+		want int           // successful takes
+	}{
+		{0, 30, 25},
+		{eventRefill - time.Second, 1, 0},
+		{eventRefill, 2, 1},
+		{3 * eventRefill, 5, 2},
+		{1000 * eventRefill, 30, 25}, // refills to the burst, no more
+	} {
+		got := 0
+		for range step.n {
+			if b.take(t0.Add(step.at)) {
+				got++
+			}
+		}
+		if got != step.want {
+			t.Errorf("step %d: %d x take(t0+%v) succeeded %d times, want %d", i, step.n, step.at, got, step.want)
+		}
+	}
+}
+
+func TestEventRecorder_BufferFull_DropsWithoutBlockingAndLogsOnce(t *testing.T) {
+	r, sink, log := testRecorder() // not running: nothing drains the buffer
+	for i := range eventBuffer + 5 {
+		r.Event(eventPod("web", fmt.Sprint("uid-", i)), corev1.EventTypeNormal, "Created", "x")
+	}
+	if got := r.dropped.Load(); got != 5 {
+		t.Errorf("dropped = %d, want 5", got)
+	}
+	if n := strings.Count(log.String(), "Event buffer full"); n != 1 {
+		t.Errorf("logged the full buffer %d times, want once:\n%s", n, log)
+	}
+	synctest.Test(t, func(t *testing.T) { // the buffered ones are written once run starts
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // and even when run's ctx has ended: run flushes the buffer
+		r.run(ctx)
+		if n := len(sink.list()); n != eventBuffer {
+			t.Errorf("run wrote %d buffered Events, want %d", n, eventBuffer)
+		}
+	})
+}
+
+func TestEventRecorder_TransientErrors_Retried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, sink, log := testRecorder()
+		sink.fail = []error{apierrors.NewServiceUnavailable("starting"), apierrors.NewTooManyRequests("slow down", 1)}
+		runRecorder(t, r)
+		start := time.Now()
+		r.Event(eventPod("web-0", "uid-1"), corev1.EventTypeNormal, "Created", "x")
+		synctest.Wait()
+		if len(sink.list()) != 0 {
+			t.Fatalf("written before the retry delay")
+		}
+		time.Sleep(3 * time.Second) // 1s, then 2s
+		synctest.Wait()
+		if n := len(sink.list()); n != 1 || time.Since(start) != 3*time.Second || log.Len() != 0 {
+			t.Errorf("after two transient errors: %d Events (want 1); log:\n%s", n, log)
+		}
+
+		sink.fail = []error{apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", fmt.Errorf("no RBAC"))}
+		r.Event(eventPod("web-1", "uid-2"), corev1.EventTypeNormal, "Created", "x")
+		synctest.Wait()
+		if n := len(sink.list()); n != 1 || !strings.Contains(log.String(), "could not write Event") {
+			t.Errorf("after Forbidden: %d Events (want 1, no retry) and an error log; log:\n%s", n, log)
+		}
+	})
+}
+
+func TestEventRecorder_NilRecorderNilObjectAndBadType_DropQuietly(t *testing.T) {
+	var nilRec *EventRecorder
+	nilRec.Event(eventPod("a", "b"), corev1.EventTypeNormal, "R", "m")
+	nilRec.Eventf(eventPod("a", "b"), corev1.EventTypeNormal, "R", "m %d", 1)
+
+	r, _, log := testRecorder()
+	var pod *corev1.Pod
+	r.Event(pod, corev1.EventTypeNormal, "R", "m")
+	r.Event(nil, corev1.EventTypeNormal, "R", "m")
+	r.Event(eventPod("a", "b"), "Error", "R", "m")
+	if len(r.queue) != 0 {
+		t.Errorf("%d Events queued, want 0", len(r.queue))
+	}
+	if !strings.Contains(log.String(), "unsupported type") {
+		t.Errorf("an unsupported type was not logged:\n%s", log)
+	}
+}
+
+// Integration tests against the control plane.
+
+func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	conn, err := NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+	if err := NewClient[corev1.ConfigMap](conn).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go r.run(ctx)
+
+	r.Event(cm, corev1.EventTypeWarning, "InvalidSetting", "mode must be fast or slow")
+	ev := waitForEvent(t, conn, cm, 1)
+	if ev.Reason != "InvalidSetting" || ev.Type != "Warning" || ev.Message != "mode must be fast or slow" ||
+		ev.InvolvedObject.Kind != "ConfigMap" || ev.InvolvedObject.APIVersion != "v1" || ev.Source.Component != "kctl-test" {
+		t.Errorf("Event on the server = %+v", ev)
+	}
+}
+
+func TestEventRecorder_BurstOfTenIdentical_OneEventWithCountTenOnServer(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	conn, err := NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+	if err := NewClient[corev1.ConfigMap](conn).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
+	for range 10 { // buffered before the writer runs, written one by one after
+		r.Event(cm, corev1.EventTypeWarning, "BackOff", "retrying")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go r.run(ctx)
+	if ev := waitForEvent(t, conn, cm, 10); ev.Reason != "BackOff" {
+		t.Errorf("Event reason = %q, want BackOff", ev.Reason)
+	}
+}
+
+// waitForEvent polls the API server until obj has exactly one Event, with
+// count want, and returns it.
+func waitForEvent(t *testing.T, conn *Conn, obj metav1.Object, want int32) *corev1.Event {
+	t.Helper()
+	events := NewClient[corev1.Event](conn)
+	opts := ListOptions{Namespace: obj.GetNamespace(), Fields: "involvedObject.uid=" + string(obj.GetUID())}
+	deadline := time.Now().Add(20 * time.Second)
+	var got []*corev1.Event
+	for time.Now().Before(deadline) {
+		var err error
+		if got, err = events.List(t.Context(), opts); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 && got[0].Count == want {
+			return got[0]
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API server, with a deadline
+	}
+	var counts []int32
+	for _, ev := range got {
+		counts = append(counts, ev.Count)
+	}
+	t.Fatalf("Events on %s/%s: counts %v, want one Event with count %d", obj.GetNamespace(), obj.GetName(), counts, want)
+	return nil
+}

@@ -1,0 +1,593 @@
+package kctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func scrapeMetrics(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics = %d, want 200", rec.Code)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Errorf("Content-Type = %q, want the Prometheus text format 0.0.4", ct)
+	}
+	return rec.Body.String()
+}
+
+func TestPage_FamiliesAndSeriesInAnyOrder_WrittenSortedWithHelpAndType(t *testing.T) {
+	h := newHistogram([]float64{0.1, 1})
+	h.observe(0.05)
+	h.observe(0.1) // le is inclusive
+	h.observe(3)
+	p := &page{}
+	p.gauge("b_gauge", "A gauge.\nSecond line with a \\.", 2.5, "x", "2")
+	p.counter("a_total", "A counter.", 7, "k", "v")
+	p.gauge("b_gauge", "A gauge.\nSecond line with a \\.", math.Inf(-1), "x", "1")
+	p.histogram("c_seconds", "A histogram.", h, "controller", `q"uote`, "name", "back\\slash\nnewline")
+	var b bytes.Buffer
+	if err := p.writeTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP a_total A counter.
+# TYPE a_total counter
+a_total{k="v"} 7
+# HELP b_gauge A gauge.\nSecond line with a \\.
+# TYPE b_gauge gauge
+b_gauge{x="1"} -Inf
+b_gauge{x="2"} 2.5
+# HELP c_seconds A histogram.
+# TYPE c_seconds histogram
+c_seconds_bucket{controller="q\"uote",name="back\\slash\nnewline",le="0.1"} 2
+c_seconds_bucket{controller="q\"uote",name="back\\slash\nnewline",le="1"} 2
+c_seconds_bucket{controller="q\"uote",name="back\\slash\nnewline",le="+Inf"} 3
+c_seconds_sum{controller="q\"uote",name="back\\slash\nnewline"} 3.15
+c_seconds_count{controller="q\"uote",name="back\\slash\nnewline"} 3
+`
+	if got := b.String(); got != want {
+		t.Errorf("page:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestMetrics_InformersAndLeader_ExactPage(t *testing.T) {
+	m := newMetrics()
+	m.addInformer("pods/v1", func() (int, int64) { return 3, 4096 })
+	m.addInformer("deployments.apps/v1", func() (int, int64) { return 1, 2e9 })
+	m.setLeader("kctl-lock", true)
+	m.setLeader("other", true)
+	m.setLeader("other", false)
+	want := `# HELP kctl_cache_bytes Estimated bytes held by the objects in the informer's cache per resource.
+# TYPE kctl_cache_bytes gauge
+kctl_cache_bytes{resource="deployments.apps/v1"} 2e+09
+kctl_cache_bytes{resource="pods/v1"} 4096
+# HELP kctl_cache_objects Number of objects in the informer's cache per resource.
+# TYPE kctl_cache_objects gauge
+kctl_cache_objects{resource="deployments.apps/v1"} 1
+kctl_cache_objects{resource="pods/v1"} 3
+# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.
+# TYPE leader_election_master_status gauge
+leader_election_master_status{name="kctl-lock"} 1
+leader_election_master_status{name="other"} 0
+`
+	if got := scrapeMetrics(t, m.handler()); got != want {
+		t.Errorf("page:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
+	m := newMetrics()
+	cm := m.forController("widgets", 4)
+	for _, r := range []string{"success", "success", "error", "requeue", "requeue_after", "success"} {
+		cm.reconciled(r, 20*time.Millisecond)
+	}
+	cm.reconciled("bogus", 0)
+	cm.workerStarted()
+	cm.workerStarted()
+	cm.workerStopped()
+	cm.Added()
+	cm.Added()
+	cm.Retried()
+	cm.Waited(2 * time.Microsecond)
+	cm.Worked(3 * time.Second)
+	cm.setQueue(func() int { return 5 }, func() (int, time.Duration, time.Duration) { return 1, 1500 * time.Millisecond, time.Second })
+	if again := m.forController("widgets", 4); again != cm {
+		t.Errorf("forController twice returned a new controllerMetrics")
+	}
+	page := scrapeMetrics(t, m.handler())
+	for _, line := range []string{
+		`controller_runtime_reconcile_total{controller="widgets",result="error"} 1`,
+		`controller_runtime_reconcile_total{controller="widgets",result="requeue"} 1`,
+		`controller_runtime_reconcile_total{controller="widgets",result="requeue_after"} 1`,
+		`controller_runtime_reconcile_total{controller="widgets",result="success"} 3`,
+		`controller_runtime_reconcile_total{controller="widgets",result="bogus"} 1`,
+		`controller_runtime_reconcile_errors_total{controller="widgets"} 1`,
+		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets",le="0.01"} 1`, // the bogus one took 0
+		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets",le="0.025"} 7`,
+		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets",le="+Inf"} 7`,
+		`controller_runtime_reconcile_time_seconds_count{controller="widgets"} 7`,
+		`controller_runtime_max_concurrent_reconciles{controller="widgets"} 4`,
+		`controller_runtime_active_workers{controller="widgets"} 1`,
+		`workqueue_adds_total{controller="widgets",name="widgets"} 2`,
+		`workqueue_retries_total{controller="widgets",name="widgets"} 1`,
+		`workqueue_depth{controller="widgets",name="widgets"} 5`,
+		`workqueue_unfinished_work_seconds{controller="widgets",name="widgets"} 1.5`,
+		`workqueue_longest_running_processor_seconds{controller="widgets",name="widgets"} 1`,
+		`workqueue_queue_duration_seconds_bucket{controller="widgets",name="widgets",le="9.999999999999999e-06"} 1`,
+		`workqueue_queue_duration_seconds_bucket{controller="widgets",name="widgets",le="1e-06"} 0`,
+		`workqueue_queue_duration_seconds_sum{controller="widgets",name="widgets"} 2e-06`,
+		`workqueue_work_duration_seconds_bucket{controller="widgets",name="widgets",le="1"} 0`,
+		`workqueue_work_duration_seconds_bucket{controller="widgets",name="widgets",le="10"} 1`,
+		`workqueue_work_duration_seconds_bucket{controller="widgets",name="widgets",le="1000"} 1`,
+		`workqueue_work_duration_seconds_count{controller="widgets",name="widgets"} 1`,
+		`# TYPE controller_runtime_reconcile_time_seconds histogram`,
+		`# HELP workqueue_depth Current depth of workqueue by workqueue and priority`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("page lacks %q; page:\n%s", line, page)
+		}
+	}
+}
+
+func TestHistogram_Observe_CountsIntoFirstBucketAtOrAboveValue(t *testing.T) {
+	h := newHistogram([]float64{1, 2, 5})
+	for i, step := range []struct {
+		v    float64
+		want []uint64 // cumulative le=1, 2, 5, +Inf
+	}{
+		{0.5, []uint64{1, 1, 1, 1}},
+		{1, []uint64{2, 2, 2, 2}}, // le is inclusive
+		{1.0000001, []uint64{2, 3, 3, 3}},
+		{5, []uint64{2, 3, 4, 4}},
+		{7, []uint64{2, 3, 4, 5}},
+		{-3, []uint64{3, 4, 5, 6}},
+	} {
+		h.observe(step.v)
+		if got := h.cumulative(); fmt.Sprint(got) != fmt.Sprint(step.want) {
+			t.Errorf("step %d: after observe(%v) cumulative() = %v, want %v", i, step.v, got, step.want)
+		}
+	}
+	if sum := math.Float64frombits(h.sumBits.Load()); math.Abs(sum-11.5000001) > 1e-9 {
+		t.Errorf("sum = %v, want 11.5000001", sum)
+	}
+}
+
+func TestHistogram_ConcurrentObservations_NoneLost(t *testing.T) {
+	h := newHistogram(reconcileBuckets)
+	const goroutines, each = 8, 1000
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				h.observe(0.25) // exact in binary: the sum is exact too
+			}
+		})
+	}
+	wg.Wait()
+	c := h.cumulative()
+	if got := c[len(c)-1]; got != goroutines*each {
+		t.Errorf("count = %d, want %d", got, goroutines*each)
+	}
+	if got := math.Float64frombits(h.sumBits.Load()); got != 0.25*goroutines*each {
+		t.Errorf("sum = %v, want %v", got, 0.25*goroutines*each)
+	}
+}
+
+func TestWorkqueueBuckets_MatchControllerRuntimeLeLabels(t *testing.T) {
+	want := []string{"1e-08", "1e-07", "1e-06", "9.999999999999999e-06", "9.999999999999999e-05",
+		"0.001", "0.01", "0.1", "1", "10", "100", "1000"}
+	var got []string
+	for _, b := range workqueueBuckets {
+		got = append(got, formatFloat(b))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("workqueue le labels = %v, want %v", got, want)
+	}
+	if len(reconcileBuckets) != 40 || reconcileBuckets[0] != 0.005 || reconcileBuckets[39] != 60 {
+		t.Errorf("reconcileBuckets = %v, want controller-runtime's 40 buckets 0.005..60", reconcileBuckets)
+	}
+}
+
+func TestEscape_LabelValueAndHelp(t *testing.T) {
+	for _, c := range []struct{ in, label, help string }{
+		{`plain`, `plain`, `plain`},
+		{`a"b`, `a\"b`, `a"b`},
+		{`a\b`, `a\\b`, `a\\b`},
+		{"a\nb", `a\nb`, `a\nb`},
+		{`\n`, `\\n`, `\\n`}, // a literal backslash-n stays two characters
+		{"ünï\tcode", "ünï\tcode", "ünï\tcode"},
+	} {
+		if got := escapeLabel(c.in); got != c.label {
+			t.Errorf("escapeLabel(%q) = %q, want %q", c.in, got, c.label)
+		}
+		if got := escapeHelp(c.in); got != c.help {
+			t.Errorf("escapeHelp(%q) = %q, want %q", c.in, got, c.help)
+		}
+	}
+}
+
+// testBinary returns the path of a Debian package's program, for tests that
+// need it. Without it the test skips loudly, or fails when CI=true.
+func testBinary(t *testing.T, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatalf("%s not found: install Debian's %s package (make test does: APT_PACKAGES)", name, pkg)
+	}
+	fmt.Fprintf(os.Stderr, "\n*** SKIPPING %s: %s not found: apt-get install %s ***\n\n", t.Name(), name, pkg)
+	t.Skipf("SKIPPING: %s not found: apt-get install %s", name, pkg)
+	return ""
+}
+
+// busyMetrics is a registry with every kind of series, odd label values included.
+func busyMetrics() *metrics {
+	m := newMetrics()
+	for _, name := range []string{"widgets", `we"ird\name` + "\n"} {
+		cm := m.forController(name, 2)
+		cm.reconciled("success", 3*time.Millisecond)
+		cm.reconciled("error", 2*time.Second)
+		cm.Added()
+		cm.Waited(time.Millisecond)
+		cm.Worked(time.Minute)
+		cm.Retried()
+		cm.setQueue(func() int { return 1 }, func() (int, time.Duration, time.Duration) { return 0, 0, 0 })
+	}
+	m.addInformer("pods/v1", func() (int, int64) { return 10, 1 << 20 })
+	m.setLeader("lock", true)
+	return m
+}
+
+func TestMetricsPage_PassesPromtoolCheckMetrics(t *testing.T) {
+	promtool := testBinary(t, "promtool", "prometheus")
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(scrapeMetrics(t, busyMetrics().handler()))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestPrometheus_ScrapesPage_QueryReturnsReconcileCount runs a real Prometheus
+// server (Debian's prometheus) on loopback that scrapes the page every second,
+// then asks its HTTP API for the reconcile count.
+func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
+	m := newMetrics()
+	cm := m.forController("widgets", 1)
+	for range 7 {
+		cm.reconciled("success", time.Millisecond)
+	}
+	target := httptest.NewServer(m.handler()) // 127.0.0.1:random
+	defer target.Close()
+	prom := startPrometheus(t, strings.TrimPrefix(target.URL, "http://"))
+	waitForPromQL(t, prom, `controller_runtime_reconcile_total{controller="widgets",result="success"}`, "7")
+}
+
+// startPrometheus runs Debian's prometheus on a free loopback port, scraping
+// target (host:port) every second, with its data in a temporary directory.
+// It is stopped, by its PID, when the test ends. It returns its address.
+func startPrometheus(t *testing.T, target string) string {
+	t.Helper()
+	bin := testBinary(t, "prometheus", "prometheus")
+	dir := t.TempDir()
+	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"+
+		"  - job_name: kctl\n    static_configs:\n      - targets: [%q]\n", target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM) // by PID: only the server this test started
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("prometheus output:\n%s", logs)
+		}
+	})
+	return addr
+}
+
+// waitForPromQL polls Prometheus at addr until the instant query's first
+// sample has the value want.
+func waitForPromQL(t *testing.T, addr, query, want string) {
+	t.Helper()
+	u := "http://" + addr + "/api/v1/query?query=" + url.QueryEscape(query)
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		if v, err := promQuery(u); err != nil {
+			last = err.Error()
+		} else if last = v; v == want {
+			return
+		}
+		time.Sleep(200 * time.Millisecond) // polling a separate process, with a deadline
+	}
+	t.Fatalf("Prometheus: %s never returned %s within 60s; last answer: %s", query, want, last)
+}
+
+// lockedBuffer is a bytes.Buffer for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// promQuery returns the value of the first sample of an instant query.
+func promQuery(u string) (string, error) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Status string
+		Data   struct {
+			Result []struct{ Value []any }
+		}
+	}
+	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
+		return "", fmt.Errorf("%d %s", resp.StatusCode, body)
+	}
+	if len(r.Data.Result) == 0 || len(r.Data.Result[0].Value) != 2 {
+		return "", fmt.Errorf("no sample yet: %s", body)
+	}
+	return fmt.Sprint(r.Data.Result[0].Value[1]), nil
+}
+
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func BenchmarkControllerMetrics_Reconciled(b *testing.B) {
+	cm := newMetrics().forController("bench", 1)
+	for b.Loop() {
+		cm.reconciled("success", 42*time.Millisecond)
+	}
+}
+
+func BenchmarkControllerMetrics_Reconciled_Parallel(b *testing.B) {
+	cm := newMetrics().forController("bench", 1)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			cm.reconciled("success", 42*time.Millisecond)
+		}
+	})
+}
+
+func BenchmarkControllerMetrics_QueueObserver(b *testing.B) {
+	cm := newMetrics().forController("bench", 1)
+	for b.Loop() {
+		cm.Added()
+		cm.Waited(time.Millisecond)
+		cm.Worked(time.Millisecond)
+	}
+}
+
+func BenchmarkMetrics_Scrape_TenControllers(b *testing.B) {
+	m := newMetrics()
+	for i := range 10 {
+		m.forController(fmt.Sprint("controller-", i), 2).reconciled("success", time.Second)
+		m.addInformer(fmt.Sprint("resource-", i), func() (int, int64) { return 1000, 1 << 20 })
+	}
+	for b.Loop() {
+		m.page().writeTo(io.Discard)
+	}
+}
+
+// Manager-level tests: a Manager serving its metrics page and probes on loopback.
+
+// getPage returns the status and body of GET http://addr/path.
+func getPage(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// pollPage polls GET http://addr/path until ok accepts the answer, for up to 30s.
+func pollPage(t *testing.T, addr, path, what string, ok func(code int, body string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var code int
+	var body string
+	for time.Now().Before(deadline) {
+		if code, body = getPage(t, addr, path); ok(code, body) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling a server, with a deadline
+	}
+	t.Fatalf("GET %s never showed %s within 30s; last answer %d:\n%s", path, what, code, body)
+}
+
+func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	metricsAddr := freeLoopbackAddr(t)
+	mgr := testManager(t, cfg, ns, Options{MetricsAddr: metricsAddr})
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	calls := map[string]int{} // what Reconcile returned: the expected counters
+	NewController[corev1.ConfigMap](mgr, "cm-counter", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[cm.Name]++
+		switch first := attempts[cm.Name] == 1; {
+		case cm.Name == "fails-once" && first:
+			calls["error"]++
+			return Result{}, errors.New("first attempt fails")
+		case cm.Name == "requeues-once" && first:
+			calls["requeue_after"]++
+			return Result{RequeueAfter: 10 * time.Millisecond}, nil
+		}
+		calls["success"]++
+		return Result{}, nil
+	}).MaxConcurrentReconciles(2)
+	cms := NewClient[corev1.ConfigMap](mustConn(t, cfg))
+	for _, name := range []string{"ok-a", "ok-b", "fails-once", "requeues-once"} {
+		if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startManager(t, mgr)
+
+	// 4 objects: 4 successes, plus the failed and the requeued first attempts.
+	const c = `{controller="cm-counter"}`
+	want := map[string]string{
+		`controller_runtime_reconcile_total{controller="cm-counter",result="success"}`:        "4",
+		`controller_runtime_reconcile_total{controller="cm-counter",result="error"}`:          "1",
+		`controller_runtime_reconcile_total{controller="cm-counter",result="requeue_after"}`:  "1",
+		`controller_runtime_reconcile_total{controller="cm-counter",result="requeue"}`:        "0",
+		`controller_runtime_reconcile_errors_total` + c:                                       "1",
+		`controller_runtime_reconcile_time_seconds_count` + c:                                 "6",
+		`controller_runtime_reconcile_time_seconds_bucket{controller="cm-counter",le="+Inf"}`: "6",
+		`controller_runtime_max_concurrent_reconciles` + c:                                    "2",
+		`controller_runtime_active_workers` + c:                                               "2",
+		`workqueue_retries_total{controller="cm-counter",name="cm-counter"}`:                  "1",
+		`workqueue_work_duration_seconds_count{controller="cm-counter",name="cm-counter"}`:    "6",
+		`workqueue_depth{controller="cm-counter",name="cm-counter"}`:                          "0",
+		`kctl_cache_objects{resource="configmaps/v1"}`:                                        "4",
+	}
+	var page map[string]string
+	pollPage(t, metricsAddr, "/metrics", "6 reconciles", func(code int, body string) bool {
+		page = map[string]string{}
+		for _, line := range strings.Split(body, "\n") {
+			if k, v, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(line, "#") {
+				page[k] = v
+			}
+		}
+		return page[`controller_runtime_reconcile_time_seconds_count`+c] == "6"
+	})
+	mu.Lock()
+	for result, n := range calls {
+		want[`controller_runtime_reconcile_total{controller="cm-counter",result="`+result+`"}`] = strconv.Itoa(n)
+	}
+	mu.Unlock()
+	for k, v := range want {
+		if page[k] != v {
+			t.Errorf("%s = %q, want %s", k, page[k], v)
+		}
+	}
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		_, body := getPage(t, metricsAddr, "/metrics")
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics on the Manager's page: %v\n%s", err, out)
+		}
+	}
+
+	prom := startPrometheus(t, metricsAddr)
+	waitForPromQL(t, prom, `sum(controller_runtime_reconcile_total{controller="cm-counter"})`, "6")
+}
+
+// probeWidget's CRD is installed by TestManager_Readyz_503NamingMissingCRDThen200AfterSync.
+type probeWidget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              map[string]string `json:"spec,omitempty"`
+}
+
+var _ = Declare[probeWidget](Resource{Group: "probe.metricstest.kctl.dev", Version: "v1", Kind: "ProbeWidget", Namespaced: true})
+
+const probeWidgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"probewidgets.probe.metricstest.kctl.dev"},
+ "spec":{"group":"probe.metricstest.kctl.dev","scope":"Namespaced",
+  "names":{"plural":"probewidgets","singular":"probewidget","kind":"ProbeWidget","listKind":"ProbeWidgetList"},
+  "versions":[{"name":"v1","served":true,"storage":true,
+   "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+func TestManager_Readyz_503NamingMissingCRDThen200AfterSync(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probewidgets.probe.metricstest.kctl.dev"
+	testRawRequest(t, cfg, "DELETE", crdPath, "") // left by an earlier run
+	deadline := time.Now().Add(30 * time.Second)
+	for code, _ := testRawRequest(t, cfg, "GET", crdPath, ""); code != 404; code, _ = testRawRequest(t, cfg, "GET", crdPath, "") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the CRD of an earlier run is still there after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() { testRawRequest(t, cfg, "DELETE", crdPath, "") })
+
+	healthAddr := freeLoopbackAddr(t)
+	mgr := testManager(t, cfg, ns, Options{HealthAddr: healthAddr})
+	NewController[probeWidget](mgr, "probe-widgets", func(context.Context, *probeWidget) (Result, error) { return Result{}, nil })
+	startManager(t, mgr)
+
+	pollPage(t, healthAddr, "/readyz", "503 naming the missing CRD", func(code int, body string) bool {
+		return code == 503 && strings.Contains(body, "probewidgets.probe.metricstest.kctl.dev/v1") && strings.Contains(body, "not installed")
+	})
+	if code, body := getPage(t, healthAddr, "/healthz"); code != 200 || body != "ok" {
+		t.Errorf("GET /healthz while not ready = %d %q, want 200 ok: liveness must not follow readiness", code, body)
+	}
+	if code, body := testRawRequest(t, cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", probeWidgetCRD); code != 201 {
+		t.Fatalf("creating the CRD: %d %s", code, body)
+	}
+	pollPage(t, healthAddr, "/readyz", "200 ok after the cache synced", func(code int, body string) bool {
+		return code == 200 && body == "ok"
+	})
+	if code, body := getPage(t, healthAddr, "/readyz?verbose"); code != 200 || !strings.Contains(body, "[+]") {
+		t.Errorf("GET /readyz?verbose = %d %q, want 200 listing the checks", code, body)
+	}
+}

@@ -1,0 +1,188 @@
+package kctl
+
+// Helpers for integration tests. They use the control plane that `make test`
+// starts around `go test` (go run ./hack/controlplane run -- go test ./...),
+// found through the KCTL_TEST_* variables it sets. Without it an integration
+// test skips, loudly, or fails when CI=true: CI must never skip one.
+//
+// There is no controller-manager: namespaces are never finalized and nothing
+// is garbage-collected. Work in a namespace of your own (testNamespace) and
+// never wait for a deletion cascade.
+//
+// These helpers use client-go's rest and net/http only, never kctl's client,
+// so that they stay trustworthy while kctl's client is under test.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// skippedIntegrationTests counts the tests skipped for want of a control plane.
+var skippedIntegrationTests atomic.Int32
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if n := skippedIntegrationTests.Load(); n > 0 {
+		// go test shows a passing package's output only with -v, so say it on the terminal too.
+		msg := fmt.Sprintf("\n*** SKIPPING INTEGRATION TESTS: no control plane (run `make test`): %d tests skipped ***\n\n", n)
+		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+			tty.WriteString(msg)
+			tty.Close()
+		} else {
+			os.Stderr.WriteString(msg)
+		}
+	}
+	os.Exit(code)
+}
+
+// testEnv returns the value of the control plane's environment variable
+// name. When it is unset the test is skipped, or fails when CI=true.
+func testEnv(t *testing.T, name string) string {
+	t.Helper()
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatalf("integration tests need the control plane: run `make test` (%s is not set, and with CI=true no test may skip)", name)
+	}
+	skippedIntegrationTests.Add(1)
+	t.Skipf("SKIPPING INTEGRATION TEST: no control plane (%s is not set): run `make test`", name)
+	return ""
+}
+
+// testConfig returns a new config for the control plane's admin (group
+// system:masters). Its rate limit is raised to 100 QPS (burst 200); change
+// the copy as you like.
+func testConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	return testLoadConfig(t, testEnv(t, "KCTL_TEST_KUBECONFIG"))
+}
+
+// testUnprivilegedConfig returns a new config for user "kctl-unprivileged",
+// who has no RBAC rights: every request for a resource is Forbidden.
+func testUnprivilegedConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	return testLoadConfig(t, testEnv(t, "KCTL_TEST_UNPRIVILEGED_KUBECONFIG"))
+}
+
+func testLoadConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("loading the control plane's kubeconfig %s: %v", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg
+}
+
+// testNamespace creates a new namespace "kctl-test-<test name>-<random>" and
+// returns its name. It is never deleted: nothing would finalize it.
+func testNamespace(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	suffix := make([]byte, 3)
+	rand.Read(suffix)
+	base := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	name := "kctl-test-" + strings.Trim(base[:min(len(base), 30)], "-") + "-" + hex.EncodeToString(suffix)
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, name)
+	if code, resp := testRawRequest(t, cfg, "POST", "/api/v1/namespaces", body); code != http.StatusCreated {
+		t.Fatalf("creating namespace %s: %d %s", name, code, resp)
+	}
+	return name
+}
+
+// testRawRequest sends one request with cfg's credentials and JSON body (none
+// if ""), and returns the status code and the response body.
+func testRawRequest(t *testing.T, cfg *rest.Config, method, path, body string) (int, []byte) {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatalf("client for %s: %v", cfg.Host, err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, strings.TrimSuffix(cfg.Host, "/")+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// etcdCompact compacts etcd up to its current revision, dropping every older
+// revision as the API server's own compaction (every 5 minutes) would, and
+// returns that revision. The API server's watch cache still serves watches
+// and exact lists from older resourceVersions; after restartAPIServer they
+// fail with 410 Expired ("too old resource version").
+func etcdCompact(t *testing.T) int64 {
+	t.Helper()
+	url := testEnv(t, "KCTL_TEST_ETCD_URL")
+	var current struct {
+		Header struct {
+			Revision int64 `json:"revision,string"`
+		} `json:"header"`
+	}
+	etcdPost(t, url+"/v3/kv/range", `{"key":"AA=="}`, &current) // any key: the header tells the revision
+	rev := current.Header.Revision
+	etcdPost(t, url+"/v3/kv/compaction", fmt.Sprintf(`{"revision":"%d","physical":true}`, rev), nil)
+	return rev
+}
+
+// etcdPost sends body to etcd's JSON gateway and decodes the answer into out.
+func etcdPost(t *testing.T, url, body string, out any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("etcd %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("etcd %s: %s %s", url, resp.Status, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("etcd %s: %v in %s", url, err, b)
+		}
+	}
+}
+
+// restartAPIServer stops kube-apiserver and starts it again on the same port,
+// returning once it is ready: open connections and watches break. Every test
+// running at the time sees it, so do not call it from a parallel test.
+func restartAPIServer(t *testing.T) {
+	t.Helper()
+	url := testEnv(t, "KCTL_TEST_CONTROL_URL") + "/restart-apiserver"
+	client := &http.Client{Timeout: 2 * time.Minute}
+	resp, err := client.Post(url, "", nil)
+	if err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("restarting kube-apiserver: %s %s", resp.Status, b)
+	}
+}
