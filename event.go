@@ -13,8 +13,8 @@ import (
 // ObjectEvent is the untyped view of an Event that predicates see, so one
 // predicate serves every source. Old is nil except for updates.
 type ObjectEvent struct {
-	Type                       EventType
-	Object, Old                metav1.Object
+	Type                      EventType
+	Object, Old               metav1.Object
 	Initial, Resync, Relisted bool
 }
 
@@ -101,4 +101,3 @@ func changes(old, cur metav1.Object) string {
 	}
 	return strings.Join(kinds, " ")
 }
-

@@ -110,9 +110,9 @@ type Runnable struct {
 // runnables (Add), then call Start once. Its methods are safe for concurrent
 // use; adding after Start is an error returned by Add.
 type Manager struct {
-	conn   *Conn
-	cache  *Cache
-	log    *slog.Logger
+	conn    *Conn
+	cache   *Cache
+	log     *slog.Logger
 	opts    Options
 	writes  *writeTracker
 	metrics *metrics
@@ -123,7 +123,7 @@ type Manager struct {
 	started   bool
 	runnables []Runnable
 	informers []syncer // the controllers' informers; Start waits for them
-	errs      []error                            // builder misuse, returned by Start
+	errs      []error  // builder misuse, returned by Start
 }
 
 // NewManager loads the configuration (see LoadConfig), connects and makes the
@@ -244,7 +244,10 @@ func (m *Manager) Start(ctx context.Context) error {
 
 	g.spawn(func() error { return m.cache.Start(ctx) })
 	m.health.add("caches", true, func(*http.Request) error { return notSynced(informers) })
-	for _, srv := range []struct{ name, addr string; h http.Handler }{
+	for _, srv := range []struct {
+		name, addr string
+		h          http.Handler
+	}{
 		{"metrics", m.opts.MetricsAddr, m.metrics.handler()},
 		{"health", m.opts.HealthAddr, m.health.handler()},
 	} {

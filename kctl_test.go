@@ -588,4 +588,3 @@ func TestManager_BuilderMistakes_AreReturnedByStart(t *testing.T) {
 		}
 	}
 }
-
