@@ -132,7 +132,8 @@ func userAgent() string {
 	return "kctl/" + v + " (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
 }
 
-// ListOptions selects objects for List and DeleteAllOf.
+// ListOptions selects objects for List, DeleteAllOf and the cache. The zero
+// value selects every object in every namespace.
 type ListOptions struct {
 	Namespace string          // "" means every namespace
 	Labels    labels.Selector // nil matches everything
@@ -146,8 +147,9 @@ var ErrNotInstalled = errors.New("kctl: resource not installed")
 
 // Client is a typed handle on one resource, e.g. Client[corev1.Pod]: Get,
 // List, Create, Update, UpdateStatus, Patch, Apply, Delete, DeleteAllOf.
-// Built-in types travel as protobuf, declared ones as JSON. Writes update
-// the object passed in from the server's answer. Errors wrap the server's
+// Built-in types travel as protobuf, declared ones as JSON. Every object
+// returned has apiVersion and kind set. Writes update the object passed in
+// from the server's answer. Errors wrap the server's
 // *apierrors.StatusError, so apierrors.IsNotFound, IsConflict, IsForbidden
 // and friends work, and errors.Is(err, ErrNotInstalled) spots a missing CRD.
 //
@@ -239,6 +241,14 @@ func (c *Client[T]) call(ctx context.Context, verb, key string, r request) (stri
 		return "", nil, c.statusError(verb, key, resp, ct, body)
 	}
 	return ct, body, nil
+}
+
+// inNamespace describes a collection in error messages.
+func inNamespace(namespace string) string {
+	if namespace == "" {
+		return ""
+	}
+	return "in namespace " + namespace
 }
 
 func nsKey(namespace, name string) string {
@@ -356,11 +366,7 @@ func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVers
 	} else if resourceVersion != "" {
 		q.Set("resourceVersion", resourceVersion)
 	}
-	where := "in namespace " + opts.Namespace
-	if opts.Namespace == "" {
-		where = ""
-	}
-	ct, body, err := c.call(ctx, "list", where, request{method: http.MethodGet, path: p, query: q, accept: c.codec.accept(false)})
+	ct, body, err := c.call(ctx, "list", inNamespace(opts.Namespace), request{method: http.MethodGet, path: p, query: q, accept: c.codec.accept(false)})
 	if err != nil {
 		return nil, metav1.ListMeta{}, err
 	}
@@ -390,7 +396,7 @@ func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, c.statusError("watch", opts.Namespace, resp, resp.Header.Get("Content-Type"), body)
+		return nil, c.statusError("watch", inNamespace(opts.Namespace), resp, resp.Header.Get("Content-Type"), body)
 	}
 	return newWatchStream(c.codec, resp.Header.Get("Content-Type"), resp.Body), nil
 }
@@ -536,21 +542,20 @@ type DeleteOptions struct {
 }
 
 func (o DeleteOptions) body() []byte {
-	do := metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"}, GracePeriodSeconds: o.GracePeriodSeconds}
+	do := metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
+		GracePeriodSeconds: o.GracePeriodSeconds, PropagationPolicy: nonEmpty(o.Propagation)}
 	if o.UID != "" || o.ResourceVersion != "" {
-		do.Preconditions = &metav1.Preconditions{}
-		if o.UID != "" {
-			do.Preconditions.UID = &o.UID
-		}
-		if o.ResourceVersion != "" {
-			do.Preconditions.ResourceVersion = &o.ResourceVersion
-		}
-	}
-	if o.Propagation != "" {
-		do.PropagationPolicy = &o.Propagation
+		do.Preconditions = &metav1.Preconditions{UID: nonEmpty(o.UID), ResourceVersion: nonEmpty(o.ResourceVersion)}
 	}
 	b, _ := json.Marshal(do) // cannot fail: plain strings and numbers
 	return b
+}
+
+func nonEmpty[S ~string](s S) *S {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Delete deletes the object namespace/name; a missing object is NotFound.
@@ -588,6 +593,6 @@ func (c *Client[T]) DeleteAllOf(ctx context.Context, opts ListOptions, del Delet
 		return err
 	}
 	r := request{method: http.MethodDelete, path: p, query: selectors(opts), body: del.body(), contentType: mediaJSON, accept: c.codec.accept(false)}
-	_, _, err = c.call(ctx, "delete all of", "in namespace "+opts.Namespace, r)
+	_, _, err = c.call(ctx, "delete all of", inNamespace(opts.Namespace), r)
 	return err
 }

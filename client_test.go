@@ -35,7 +35,7 @@ func fakeServer(t *testing.T, handler http.HandlerFunc) *Conn {
 	return conn
 }
 
-func testConn(t *testing.T, cfg *rest.Config) *Conn {
+func clientTestConn(t *testing.T, cfg *rest.Config) *Conn {
 	t.Helper()
 	conn, err := NewConn(cfg)
 	if err != nil {
@@ -104,7 +104,7 @@ func TestClient_FaultInjection_TruncatedWatchFrame_EndsTheWatchWithAnError(t *te
 		t.Fatal(err)
 	}
 	defer w.Close()
-	evs, err := events(w)
+	evs, err := readEvents(w)
 	if len(evs) != 1 || evs[0].Object == nil || err == nil || err == io.EOF {
 		t.Errorf("got %d events and %v; want 1 event and a truncation error", len(evs), err)
 	}
@@ -303,7 +303,7 @@ func installGizmoCRD(t *testing.T, cfg *rest.Config) *Client[gizmo] {
 	if code != http.StatusCreated && code != http.StatusConflict {
 		t.Fatalf("creating the Gizmo CRD: %d %s", code, body)
 	}
-	g := NewClient[gizmo](testConn(t, cfg))
+	g := NewClient[gizmo](clientTestConn(t, cfg))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		_, err := g.List(t.Context(), ListOptions{Namespace: "default"})
 		if err == nil {
@@ -319,7 +319,7 @@ func TestClient_ConfigMap_CRUD_UpdatesInPlaceAndCallsAfterWrite(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	cms := NewClient[corev1.ConfigMap](testConn(t, cfg))
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
 	var wrote []string
 	cms.afterWrite = func(m metav1.Object) { wrote = append(wrote, m.GetResourceVersion()) }
 	ctx := t.Context()
@@ -376,7 +376,7 @@ func TestClient_Deployment_StatusEveryPatchKindAndApply(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	deps := NewClient[appsv1.Deployment](testConn(t, cfg))
+	deps := NewClient[appsv1.Deployment](clientTestConn(t, cfg))
 	ctx := t.Context()
 	d := testDeployment(ns, "web")
 	if err := deps.Create(ctx, d); err != nil {
@@ -485,7 +485,7 @@ func TestClient_ProtobufWatch_AgainstTheServer_SeesEveryEventType(t *testing.T) 
 	t.Parallel()
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	cms := NewClient[corev1.ConfigMap](testConn(t, cfg))
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
 	ctx := t.Context()
 	first := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}}
 	if err := cms.Create(ctx, first); err != nil {
@@ -545,7 +545,7 @@ func TestClient_List_Paginates1200ConfigMapsInPagesOf500(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	cms := NewClient[corev1.ConfigMap](testConn(t, cfg))
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	errs := make(chan error, 1200)
@@ -593,7 +593,7 @@ func TestClient_DeleteWithOptions_PreconditionsAndPropagation(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	cms := NewClient[corev1.ConfigMap](testConn(t, cfg))
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
 	ctx := t.Context()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}
 	if err := cms.Create(ctx, cm); err != nil {
@@ -615,7 +615,7 @@ func TestClient_Unprivileged_IsForbiddenWithAClearError(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	cms := NewClient[corev1.ConfigMap](testConn(t, testUnprivilegedConfig(t)))
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, testUnprivilegedConfig(t)))
 	_, err := cms.List(t.Context(), ListOptions{Namespace: ns})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kctl: list configmaps/v1 in namespace "+ns) ||
 		!strings.Contains(err.Error(), "grant this identity RBAC permission to list configmaps") {
@@ -637,7 +637,7 @@ var _ = Declare[notInstalledGizmo](Resource{Group: "absent.kctl.example.com", Ve
 func TestClient_CRDNotInstalled_IsErrNotInstalledNamingIt(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	c := NewClient[notInstalledGizmo](testConn(t, cfg))
+	c := NewClient[notInstalledGizmo](clientTestConn(t, cfg))
 	want := "kctl: gizmos.absent.kctl.example.com/v1 is not installed on the API server: apply its CRD"
 	_, err := c.List(t.Context(), ListOptions{})
 	if !errors.Is(err, ErrNotInstalled) || err.Error() != want {
@@ -657,7 +657,7 @@ func TestCreateOrUpdate_And_CreateOrPatch_ReportWhatTheyDid(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	ctx := t.Context()
-	cms := NewClient[corev1.ConfigMap](testConn(t, cfg))
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
 	setMode := func(mode string) func(*corev1.ConfigMap) error {
 		return func(cm *corev1.ConfigMap) error { cm.Data = map[string]string{"mode": mode}; return nil }
 	}

@@ -20,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// This file is kctl's wire: the codecs, the watch stream, the server's
+// errors, and the HTTP round trip with its rate limit and 429 retries.
+//
 // Wire formats. Built-in (k8s.io/api) types travel as protobuf: a body is
 // "k8s\x00" followed by a runtime.Unknown whose Raw holds the object's own
 // protobuf. A list's Raw is the XList message: field 1 the ListMeta, field 2
@@ -72,8 +75,8 @@ func isProto(contentType string) bool { return strings.HasPrefix(contentType, me
 // setTypeMeta fills obj's apiVersion and kind: protobuf does not carry them,
 // and kctl returns every object with them set.
 func (c codec[T]) setTypeMeta(obj *T) {
-	if ok, _ := any(obj).(interface{ GetObjectKind() schema.ObjectKind }); ok != nil {
-		if tm, _ := ok.GetObjectKind().(*metav1.TypeMeta); tm != nil {
+	if o, ok := any(obj).(interface{ GetObjectKind() schema.ObjectKind }); ok {
+		if tm, ok := o.GetObjectKind().(*metav1.TypeMeta); ok && tm != nil {
 			tm.APIVersion, tm.Kind = c.apiVersion, c.res.Kind
 		}
 	}
@@ -451,7 +454,10 @@ func (c *Client[T]) statusError(verb, key string, resp *http.Response, ct string
 	} else {
 		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		msg := string(body[:min(len(body), 512)])
-		_, name, _ := strings.Cut(key, "/")
+		name := key[strings.LastIndex(key, "/")+1:] // key is "namespace/name", "name", or "in namespace x" for a list
+		if strings.Contains(key, " ") {
+			name = ""
+		}
 		se = apierrors.NewGenericServerResponse(resp.StatusCode, resp.Request.Method,
 			schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, name, msg, ra, true)
 	}
@@ -460,8 +466,15 @@ func (c *Client[T]) statusError(verb, key string, resp *http.Response, ct string
 	}
 	what := strings.TrimSpace(c.res.String() + " " + key)
 	if apierrors.IsForbidden(se) {
-		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s", verb, what, se,
-			strings.Fields(verb)[0], c.res.Plural)
+		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[verb]
+		if rbac == "" {
+			rbac = verb
+		}
+		plural := c.res.Plural
+		if verb == "update status of" {
+			plural += "/status"
+		}
+		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s", verb, what, se, rbac, plural)
 	}
 	return fmt.Errorf("kctl: %s %s: %w", verb, what, se)
 }
@@ -509,7 +522,7 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 		}
 		var body io.Reader
 		if r.body != nil {
-			body = strings.NewReader(string(r.body))
+			body = bytes.NewReader(r.body)
 		}
 		req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
 		if err != nil {

@@ -139,7 +139,7 @@ func statusProto(st *metav1.Status) []byte {
 }
 
 // events reads w to its end.
-func events[T any](w *watchStream[T]) ([]watchEvent[T], error) {
+func readEvents[T any](w *watchStream[T]) ([]watchEvent[T], error) {
 	var out []watchEvent[T]
 	for {
 		ev, err := w.Next()
@@ -221,7 +221,7 @@ func TestCodec_ProtobufWatch_BadObjectIsAnEventAndTheStreamGoesOn(t *testing.T) 
 	stream = append(stream, watchFrame("MODIFIED", bad)...)
 	stream = append(stream, watchFrame("BOOKMARK", podProto(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "77"}}))...)
 	stream = append(stream, watchFrame("ERROR", statusProto(&metav1.Status{Status: "Failure", Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old"}))...)
-	evs, err := events(newWatchStream(podCodec(), mediaProtobuf+";stream=watch", io.NopCloser(bytes.NewReader(stream))))
+	evs, err := readEvents(newWatchStream(podCodec(), mediaProtobuf+";stream=watch", io.NopCloser(bytes.NewReader(stream))))
 	if err != io.EOF {
 		t.Fatalf("Next at the end = %v, want io.EOF", err)
 	}
@@ -246,7 +246,7 @@ func TestCodec_ProtobufWatch_TruncatedFrameEndsTheStreamWithAnError(t *testing.T
 	frame := watchFrame("ADDED", podProto(realisticPod(1)))
 	for _, cut := range []int{2, 4, len(frame) - 1} {
 		w := newWatchStream(podCodec(), mediaProtobuf, io.NopCloser(bytes.NewReader(append(append([]byte{}, frame...), frame[:cut]...))))
-		evs, err := events(w)
+		evs, err := readEvents(w)
 		if len(evs) != 1 || err == nil || err == io.EOF || !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("cut at %d: %d events, err %v; want 1 event and an unexpected-EOF error", cut, len(evs), err)
 		}
@@ -262,7 +262,7 @@ func TestCodec_JSONWatch_BadObjectIsAnEvent_GarbageEndsTheStream(t *testing.T) {
 {"type":"MODIFIED","object":{"metadata":{"name":"b","namespace":"n"},"spec":{"size":"three"}}}
 {"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired"}}
 {"type":"DELETED","object":{"metadata":{"na`
-	evs, err := events(newWatchStream(gizmoCodec(), mediaJSON, io.NopCloser(strings.NewReader(stream))))
+	evs, err := readEvents(newWatchStream(gizmoCodec(), mediaJSON, io.NopCloser(strings.NewReader(stream))))
 	if len(evs) != 3 || err == nil || err == io.EOF {
 		t.Fatalf("got %d events, err %v; want 3 events and an error for the truncated one", len(evs), err)
 	}

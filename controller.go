@@ -109,6 +109,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		return c
 	}
 	c.informer.AddHandler(c.onEvent)
+	m.metrics.addInformer(c.res.String(), c.informer.Stats)
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	m.writes.watch(c.res)
 	m.mu.Lock()
@@ -350,7 +351,7 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	// Reconciles run on their own context so that a graceful shutdown lets
 	// them finish: it ends ShutdownTimeout after ctx does, or at once when
 	// leadership is lost (another replica may already be reconciling).
-	work, stop := context.WithCancel(context.WithoutCancel(ctx))
+	work, stop := context.WithCancel(leaseContext(ctx))
 	defer stop()
 	var wg sync.WaitGroup
 	for range c.workers {
@@ -368,9 +369,11 @@ func (c *Controller[T]) run(ctx context.Context) error {
 		stop()
 		q.ShutDown()
 	} else {
-		drain, cancel := context.WithTimeout(context.Background(), c.mgr.opts.ShutdownTimeout)
+		drain, cancel := context.WithTimeout(work, c.mgr.opts.ShutdownTimeout)
 		defer cancel()
-		if err := q.ShutDownWithDrain(drain); err != nil {
+		if err := q.ShutDownWithDrain(drain); errors.Is(context.Cause(drain), ErrLeaderLost) {
+			c.log.Warn("leadership lost during shutdown: abandoning in-flight reconciles")
+		} else if err != nil {
 			c.log.Warn("shutdown timeout passed: abandoning in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout)
 		}
 		stop()

@@ -65,6 +65,8 @@ type EventRecorder struct {
 	sink            eventSink
 	queue           chan pendingEvent // bounded: Event never blocks
 
+	kinds sync.Map // reflect.Type of *T -> Resource, memoizing resourceFor
+
 	mu     sync.Mutex              // guards limits
 	limits map[string]*tokenBucket // by object and type; at most eventCacheSize
 
@@ -142,7 +144,7 @@ func (r *EventRecorder) Event(obj metav1.Object, eventType, reason, message stri
 			"type", eventType, "reason", reason, "object", obj.GetNamespace()+"/"+obj.GetName())
 		return
 	}
-	ev := pendingEvent{ref: objectReference(obj), typ: eventType, reason: reason, message: message, at: time.Now()}
+	ev := pendingEvent{ref: r.objectReference(obj), typ: eventType, reason: reason, message: message, at: time.Now()}
 	if !r.allow(ev.key().object+"\x00"+eventType, ev.at) {
 		r.limited.Add(1)
 		return
@@ -166,12 +168,19 @@ func (r *EventRecorder) Eventf(obj metav1.Object, eventType, reason, format stri
 }
 
 // objectReference is obj's involvedObject.
-func objectReference(obj metav1.Object) corev1.ObjectReference {
+func (r *EventRecorder) objectReference(obj metav1.Object) corev1.ObjectReference {
 	ref := corev1.ObjectReference{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 		ResourceVersion: obj.GetResourceVersion()}
 	if t := reflect.TypeOf(obj); t.Kind() == reflect.Pointer {
-		if res, err := resourceFor(t.Elem()); err == nil {
-			ref.APIVersion, ref.Kind = res.APIVersion(), res.Kind
+		res, ok := r.kinds.Load(t)
+		if !ok {
+			if found, err := resourceFor(t.Elem()); err == nil {
+				res, ok = found, true
+				r.kinds.Store(t, found)
+			}
+		}
+		if ok {
+			ref.APIVersion, ref.Kind = res.(Resource).APIVersion(), res.(Resource).Kind
 			return ref
 		}
 	}
@@ -247,16 +256,14 @@ func pruneLocked[K comparable, V any](m map[K]V, stale func(V) bool) {
 }
 
 // run writes the buffered Events until ctx ends, then for up to 3 seconds
-// more writes what is left in the buffer. The Manager calls it once per
-// recorder, on its own goroutine; a second concurrent run waits for the
-// first to return.
+// more writes what is left in the buffer. A write under way when ctx ends
+// is finished, not cut off. The Manager calls run once per recorder, on its
+// own goroutine; a second concurrent run waits for the first to return.
 func (r *EventRecorder) run(ctx context.Context) {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
 	for {
 		select {
-		case ev := <-r.queue:
-			r.write(ctx, ev)
 		case <-ctx.Done():
 			flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFlushTime)
 			defer cancel()
@@ -268,7 +275,12 @@ func (r *EventRecorder) run(ctx context.Context) {
 					return
 				}
 			}
+			if n := len(r.queue); n > 0 {
+				r.log.Warn("kctl: shutting down with Events not written (dropped)", "dropped", n)
+			}
 			return
+		case ev := <-r.queue:
+			r.write(context.WithoutCancel(ctx), ev) // retries end after eventWriteTries
 		}
 	}
 }

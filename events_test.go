@@ -413,3 +413,27 @@ func waitForEvent(t *testing.T, conn *Conn, obj metav1.Object, want int32) *core
 	t.Fatalf("Events on %s/%s: counts %v, want one Event with count %d", obj.GetNamespace(), obj.GetName(), counts, want)
 	return nil
 }
+
+func BenchmarkEventRecorder_Event(b *testing.B) {
+	r, _, _ := testRecorder()
+	done := make(chan struct{})
+	go func() { // a writer that keeps the buffer empty
+		for {
+			select {
+			case <-r.queue:
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	pods := make([]*corev1.Pod, 1000)
+	for i := range pods {
+		pods[i] = eventPod(fmt.Sprint("web-", i), fmt.Sprint("uid-", i))
+	}
+	i := 0
+	for b.Loop() {
+		r.Event(pods[i%len(pods)], corev1.EventTypeNormal, "Synced", "synced") // 1000 objects: under the flood limit
+		i++
+	}
+}

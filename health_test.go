@@ -1,11 +1,16 @@
 package kctl
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func healthProbe(t *testing.T, h http.Handler, path string) (int, string) {
@@ -77,5 +82,60 @@ func TestHealth_CheckThatAddsACheck_DoesNotDeadlock(t *testing.T) {
 	}
 	if code, _ := healthProbe(t, h.handler(), "/readyz/late"); code != 200 {
 		t.Errorf("GET /readyz/late = %d, want 200", code)
+	}
+}
+
+// probeWidget's CRD is installed by TestManager_Readyz_503NamingMissingCRDThen200AfterSync.
+type probeWidget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              map[string]string `json:"spec,omitempty"`
+}
+
+var _ = Declare[probeWidget](Resource{Group: "probe.metricstest.kctl.dev", Version: "v1", Kind: "ProbeWidget", Namespaced: true})
+
+const probeWidgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"probewidgets.probe.metricstest.kctl.dev"},
+ "spec":{"group":"probe.metricstest.kctl.dev","scope":"Namespaced",
+  "names":{"plural":"probewidgets","singular":"probewidget","kind":"ProbeWidget","listKind":"ProbeWidgetList"},
+  "versions":[{"name":"v1","served":true,"storage":true,
+   "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+func TestManager_Readyz_503NamingMissingCRDThen200AfterSync(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probewidgets.probe.metricstest.kctl.dev"
+	gone := func() bool { // the CRD and its API: the API outlives the CRD object for a moment
+		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
+		api, _ := testRawRequest(t, cfg, "GET", "/apis/probe.metricstest.kctl.dev/v1/namespaces/"+ns+"/probewidgets", "")
+		return crd == 404 && api == 404
+	}
+	testRawRequest(t, cfg, "DELETE", crdPath, "") // left by an earlier run
+	for deadline := time.Now().Add(30 * time.Second); !gone(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the CRD of an earlier run is still served after 30s")
+		}
+	}
+	defer testRawRequest(t, cfg, "DELETE", crdPath, "") // not t.Cleanup: t.Context() has ended by then
+
+	healthAddr := freeLoopbackAddr(t)
+	mgr := testManager(t, cfg, ns, Options{HealthAddr: healthAddr})
+	NewController[probeWidget](mgr, "probe-widgets", func(context.Context, *probeWidget) (Result, error) { return Result{}, nil })
+	startManager(t, mgr)
+
+	pollPage(t, healthAddr, "/readyz", "503 naming the missing CRD", func(code int, body string) bool {
+		return code == 503 && strings.Contains(body, "probewidgets.probe.metricstest.kctl.dev/v1") && strings.Contains(body, "not installed")
+	})
+	if code, body := getPage(t, healthAddr, "/healthz"); code != 200 || body != "ok" {
+		t.Errorf("GET /healthz while not ready = %d %q, want 200 ok: liveness must not follow readiness", code, body)
+	}
+	if code, body := testRawRequest(t, cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", probeWidgetCRD); code != 201 {
+		t.Fatalf("creating the CRD: %d %s", code, body)
+	}
+	pollPage(t, healthAddr, "/readyz", "200 ok after the cache synced", func(code int, body string) bool {
+		return code == 200 && body == "ok"
+	})
+	if code, body := getPage(t, healthAddr, "/readyz?verbose"); code != 200 || !strings.Contains(body, "[+]") {
+		t.Errorf("GET /readyz?verbose = %d %q, want 200 listing the checks", code, body)
 	}
 }

@@ -121,6 +121,8 @@ type Manager struct {
 
 	mu        sync.Mutex
 	started   bool
+	runCtx    context.Context           // Start's context, for recorders made after Start
+	recorders map[string]*EventRecorder // by component
 	runnables []Runnable
 	informers []syncer // the controllers' informers; Start waits for them
 	errs      []error  // builder misuse, returned by Start
@@ -174,8 +176,23 @@ func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error)
 
 // EventRecorder returns a recorder of Kubernetes Events about objects,
 // reported as coming from component (usually the controller's name).
+// Events are written in the background while the Manager runs, on every
+// replica; one recorder is shared per component.
 func (m *Manager) EventRecorder(component string) *EventRecorder {
-	return newEventRecorder(m.conn, component, m.log)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.recorders[component]; ok {
+		return r
+	}
+	r := newEventRecorder(m.conn, component, m.log)
+	if m.recorders == nil {
+		m.recorders = map[string]*EventRecorder{}
+	}
+	m.recorders[component] = r
+	if m.runCtx != nil {
+		go r.run(m.runCtx)
+	}
+	return r
 }
 
 // ClientFor returns a client for T whose reads come from the manager's shared
@@ -236,11 +253,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	runnables := append([]Runnable(nil), m.runnables...)
 	informers := m.informers
-	m.mu.Unlock()
-
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	g := &group{cancel: cancel}
+	m.runCtx = ctx
+	for _, r := range m.recorders {
+		g.spawn(func() error { r.run(ctx); return nil })
+	}
+	m.mu.Unlock()
 
 	g.spawn(func() error { return m.cache.Start(ctx) })
 	m.health.add("caches", true, func(*http.Request) error { return notSynced(informers) })
@@ -248,7 +268,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		name, addr string
 		h          http.Handler
 	}{
-		{"metrics", m.opts.MetricsAddr, m.metrics.handler()},
+		{"metrics", m.opts.MetricsAddr, http.StripPrefix("/metrics", m.metrics.handler())},
 		{"health", m.opts.HealthAddr, m.health.handler()},
 	} {
 		if srv.addr != "" {

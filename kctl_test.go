@@ -131,7 +131,7 @@ func TestController_PodCount_LabelsFollowOwnedPods(t *testing.T) {
 	}
 	wantLabel := func(want string) {
 		t.Helper()
-		pollUntil(t, "pod-count="+want, func() bool {
+		eventually(t, "pod-count="+want, func() bool {
 			got, err := rsets.Uncached().Get(ctx, ns, "web")
 			return err == nil && got.Labels["pod-count"] == want
 		})
@@ -217,22 +217,22 @@ func TestController_Sources_RecordTheirTrigger(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Created before or after the controller's first run: either cause is right.
-	pollUntil(t, "created", func() bool { return log.saw(ns+"/a", "created") || log.saw(ns+"/a", "initial") })
+	eventually(t, "created", func() bool { return log.saw(ns+"/a", "created") || log.saw(ns+"/a", "initial") })
 	cm.Labels = map[string]string{"x": "y"}
 	if err := cms.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "updated", func() bool { return log.saw(ns+"/a", "updated") })
+	eventually(t, "updated", func() bool { return log.saw(ns+"/a", "updated") })
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
 	if err := NewClient[corev1.Secret](mgr.conn).Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "mapped", func() bool { return log.saw(ns+"/a", "mapped") })
+	eventually(t, "mapped", func() bool { return log.saw(ns+"/a", "mapped") })
 	ticks <- "ignored"
 	ticks <- "a"
-	pollUntil(t, "channel", func() bool { return log.saw(ns+"/a", "channel") })
+	eventually(t, "channel", func() bool { return log.saw(ns+"/a", "channel") })
 	c.Enqueue(Key{ns, "a"})
-	pollUntil(t, "manual", func() bool { return log.saw(ns+"/a", "manual") })
+	eventually(t, "manual", func() bool { return log.saw(ns+"/a", "manual") })
 
 	log.mu.Lock()
 	defer log.mu.Unlock()
@@ -270,7 +270,7 @@ func TestController_Predicates_DropFilteredEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pollUntil(t, "watched reconciled", func() bool { return len(log.causes(ns+"/watched")) == 1 })
+	eventually(t, "watched reconciled", func() bool { return len(log.causes(ns+"/watched")) == 1 })
 	// A data-only change fails LabelsChanged; a label change passes.
 	cm, _ := cms.Uncached().Get(ctx, ns, "watched")
 	cm.Data = map[string]string{"k": "v"}
@@ -281,7 +281,7 @@ func TestController_Predicates_DropFilteredEvents(t *testing.T) {
 	if err := cms.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "label update reconciled", func() bool { return log.saw(ns+"/watched", "updated") })
+	eventually(t, "label update reconciled", func() bool { return log.saw(ns+"/watched", "updated") })
 	if got := log.causes(ns + "/watched"); len(got) != 2 {
 		t.Errorf("reconciles of watched = %v, want [created updated]: the data-only update passed LabelsChanged", got)
 	}
@@ -329,7 +329,7 @@ func TestController_FourWorkers_NeverReconcileOneKeyTwiceAtOnce(t *testing.T) {
 			}
 		}
 	}
-	pollUntil(t, "at least 16 reconciles", func() bool { return total.Load() >= 16 })
+	eventually(t, "at least 16 reconciles", func() bool { return total.Load() >= 16 })
 	if overlap.Load() != 0 {
 		t.Errorf("a key was reconciled by two workers at once %d times", overlap.Load())
 	}
@@ -383,10 +383,10 @@ func TestController_PanicErrorRequeue_FollowTheContract(t *testing.T) {
 		}
 		return v.(*atomic.Int32).Load()
 	}
-	pollUntil(t, "panic retried", func() bool { return count("panics") == 2 })
-	pollUntil(t, "error retried until success", func() bool { return count("fails") == 4 })
-	pollUntil(t, "requeued twice", func() bool { return count("requeues") == 3 })
-	pollUntil(t, "terminal ran", func() bool { return count("terminal") == 1 })
+	eventually(t, "panic retried", func() bool { return count("panics") == 2 })
+	eventually(t, "error retried until success", func() bool { return count("fails") == 4 })
+	eventually(t, "requeued twice", func() bool { return count("requeues") == 3 })
+	eventually(t, "terminal ran", func() bool { return count("terminal") == 1 })
 
 	if got := log.causes(ns + "/fails"); fmt.Sprint(got) != "[created retry retry retry]" {
 		t.Errorf("triggers of fails = %v, want [created retry retry retry]", got)
@@ -431,7 +431,7 @@ func TestManager_GracefulShutdown_DrainsSlowReconcile(t *testing.T) {
 	q := c.queue.Load()
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	pollUntil(t, "the queue shutting down", q.ShuttingDown)
+	eventually(t, "the queue shutting down", q.ShuttingDown)
 	select {
 	case err := <-stopped:
 		t.Fatalf("Start returned (%v) while a reconcile was still running", err)
@@ -469,7 +469,7 @@ func installCounterCRD(t *testing.T, cfg *rest.Config) {
 		t.Fatalf("installing the Counter CRD: %d %s", code, body)
 	}
 	c := NewClient[counter](mustConn(t, cfg))
-	pollUntil(t, "Counter CRD served", func() bool {
+	eventually(t, "Counter CRD served", func() bool {
 		_, err := c.List(t.Context(), ListOptions{Namespace: "default"})
 		return err == nil
 	})
@@ -516,7 +516,7 @@ func TestController_ReadYourWrites_NeverSeesAStaleCounter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pollUntil(t, "60 counted runs", func() bool { return runs.Load() == 60 })
+	eventually(t, "60 counted runs", func() bool { return runs.Load() == 60 })
 	if stale.Load() != 0 {
 		t.Errorf("%d reconciles started from a cache older than their own last write", stale.Load())
 	}
@@ -550,23 +550,23 @@ func TestController_Finalizer_DeleteWaitsForCleanup(t *testing.T) {
 	if err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "f"}}); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "finalizer added", func() bool {
+	eventually(t, "finalizer added", func() bool {
 		cm, err := cms.Uncached().Get(ctx, ns, "f")
 		return err == nil && len(cm.Finalizers) == 1 && cm.Finalizers[0] == fin
 	})
 	if err := cms.Delete(ctx, ns, "f"); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "cleanup attempted twice", func() bool { return cleanups.Load() >= 2 })
+	eventually(t, "cleanup attempted twice", func() bool { return cleanups.Load() >= 2 })
 	if _, err := cms.Uncached().Get(ctx, ns, "f"); err != nil {
 		t.Fatalf("the object went away before cleanup succeeded: %v", err)
 	}
 	close(allow)
-	pollUntil(t, "object gone after cleanup", func() bool {
+	eventually(t, "object gone after cleanup", func() bool {
 		_, err := cms.Uncached().Get(ctx, ns, "f")
 		return apierrors.IsNotFound(err)
 	})
-	pollUntil(t, "OnDelete called", deletedSeen.Load)
+	eventually(t, "OnDelete called", deletedSeen.Load)
 }
 
 func TestManager_BuilderMistakes_AreReturnedByStart(t *testing.T) {
@@ -586,5 +586,17 @@ func TestManager_BuilderMistakes_AreReturnedByStart(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Start's error %q does not mention %q", err, want)
 		}
+	}
+}
+
+// eventually polls cond until it holds, failing the test after 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 30s waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

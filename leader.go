@@ -1,6 +1,7 @@
 package kctl
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -17,58 +18,51 @@ import (
 )
 
 // LeaderElection makes one replica of a Manager, the leader, run the
-// controllers while the other replicas wait as warm standbys (their caches
-// run, their controllers do not):
+// controllers while the others wait as warm standbys (caches run everywhere):
 //
-//	mgr, err := kctl.NewManager(kctl.Options{Config: cfg,
-//		LeaderElection: kctl.LeaderElection{Name: "widget-controller"}})
+//	mgr, err := kctl.NewManager(kctl.Options{LeaderElection: kctl.LeaderElection{Name: "widget-controller"}})
 //
-// The replicas share a coordination.k8s.io/v1 Lease named Name in Namespace.
-// The leader renews it every RetryPeriod. A standby takes the lease when its
-// holder released it, or when the standby has seen no change to it for the
-// lease's duration, measured by the standby's own monotonic clock: timestamps
-// written by another machine are never compared with ours, so clock skew does
-// not matter. Every write carries the resourceVersion last read, so of two
-// replicas writing the same version only one wins.
+// The replicas share a coordination.k8s.io/v1 Lease named Name in Namespace,
+// which the leader renews every RetryPeriod. A standby takes the lease once
+// its holder released it, or once the standby has seen it unchanged for its
+// duration by its own monotonic clock: another machine's timestamps are never
+// compared with ours, so clock skew does not matter. Every write carries the
+// resourceVersion last read, so of two replicas racing only one wins.
 //
 // # Guarantees
 //
-//   - A leader that could not renew for RenewDeadline cancels its leader
-//     context at once, before any standby can judge the lease expired
-//     (RenewDeadline < LeaseDuration). Work that stops when that context ends
-//     never overlaps with a new leader's.
-//   - Graceful shutdown cancels the leader context, keeps the lease renewed
-//     until the leader's work has returned, then releases it (unless
-//     KeepOnShutdown), so a standby leads within about one RetryPeriod
-//     instead of a LeaseDuration.
-//   - A lost lease ends Manager.Start with an error matching ErrLeaderLost
-//     (let the Deployment restart the process, as controller-runtime does),
-//     or, with Recampaign, the replica becomes a standby again.
+//   - A leader that could not renew for RenewDeadline stops at once (its
+//     leader context is cancelled), before any standby can judge the lease
+//     expired, because RenewDeadline < LeaseDuration.
+//   - On graceful shutdown the lease stays renewed until the leader's work has
+//     returned, and is then released, so a standby leads about one
+//     RetryPeriod later instead of a LeaseDuration (unless KeepOnShutdown).
+//   - After losing the lease, Manager.Start returns an error matching
+//     ErrLeaderLost (let the Deployment restart the process, as with
+//     controller-runtime), unless Recampaign makes the replica a standby again.
 //
-// The zero value turns leader election off; it is on when Name is set. The
-// replica's service account needs get, create and update on
-// leases.coordination.k8s.io in Namespace. A LeaderElection is a plain value.
+// The zero value turns leader election off: it is on when Name is set. The
+// replica needs get, create and update on leases.coordination.k8s.io in
+// Namespace. A LeaderElection is a plain value.
 type LeaderElection struct {
-	// Name is the Lease's name; replicas that share it elect one leader.
-	Name string
-	// Namespace is the Lease's namespace. Defaults to the namespace of the
-	// pod's service account; outside a cluster it must be set.
+	Name string // the Lease's name; replicas sharing it elect one leader
+	// Namespace defaults to the pod's own namespace; outside a cluster, set it.
 	Namespace string
-	// Identity names this replica in the Lease. Defaults to the hostname
-	// plus "-" and a random suffix; two replicas must never share one.
+	// Identity names this replica in the Lease; no two replicas may share one.
+	// Defaults to the hostname, "-" and a random suffix.
 	Identity string
-	// LeaseDuration is how long a standby waits, from the last change it
-	// saw, before it takes an unreleased lease. Defaults to 15s; whole
-	// seconds (rounded up) go into the Lease.
+	// LeaseDuration is how long a standby waits, from the last change of the
+	// lease it saw, before taking an unreleased lease. Defaults to 15s; the
+	// Lease holds it in whole seconds, rounded up.
 	LeaseDuration time.Duration
-	// RenewDeadline is how long the leader keeps trying to renew before it
-	// gives up leading. Defaults to 10s; must be less than LeaseDuration.
+	// RenewDeadline is how long the leader tries to renew before it stops
+	// leading. Defaults to 10s; it must be less than LeaseDuration.
 	RenewDeadline time.Duration
 	// RetryPeriod is the interval of renewals and of standbys' attempts.
-	// Defaults to 2s; RenewDeadline must exceed 1.2 RetryPeriods.
+	// Defaults to 2s; 1.2 RetryPeriods must be less than RenewDeadline.
 	RetryPeriod time.Duration
-	// KeepOnShutdown leaves the lease held on graceful shutdown, so standbys
-	// wait LeaseDuration. Defaults to false: the lease is released.
+	// KeepOnShutdown keeps the lease held on graceful shutdown: standbys
+	// then wait LeaseDuration. Defaults to false (release it).
 	KeepOnShutdown bool
 	// Recampaign makes a replica that lost the lease campaign again instead
 	// of Manager.Start returning ErrLeaderLost. Defaults to false.
@@ -76,9 +70,8 @@ type LeaderElection struct {
 }
 
 // ErrLeaderLost is the cause of a leader context's cancellation when the
-// lease was lost, and the error Manager.Start returns after that unless
-// LeaderElection.Recampaign is set. Test for it with errors.Is: the error
-// returned also names the lease and the reason.
+// lease was lost, and what Manager.Start returns then unless Recampaign.
+// Match it with errors.Is: the error also names the lease and the reason.
 var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
 
 // namespaceFile holds the pod's namespace in a cluster (a variable for tests).
@@ -98,19 +91,11 @@ func (c LeaderElection) complete() (LeaderElection, error) {
 	}
 	if c.Identity == "" {
 		host, _ := os.Hostname()
-		if host == "" {
-			host = "kctl"
-		}
-		c.Identity = host + "-" + strings.ToLower(rand.Text()[:8])
+		c.Identity = cmp.Or(host, "kctl") + "-" + strings.ToLower(rand.Text()[:8])
 	}
-	for _, d := range []struct {
-		p   *time.Duration
-		def time.Duration
-	}{{&c.LeaseDuration, 15 * time.Second}, {&c.RenewDeadline, 10 * time.Second}, {&c.RetryPeriod, 2 * time.Second}} {
-		if *d.p == 0 {
-			*d.p = d.def
-		}
-	}
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, 15*time.Second)
+	c.RenewDeadline = cmp.Or(c.RenewDeadline, 10*time.Second)
+	c.RetryPeriod = cmp.Or(c.RetryPeriod, 2*time.Second)
 	switch lease := c.Namespace + "/" + c.Name; {
 	case c.RetryPeriod < 0 || c.RenewDeadline < 0 || c.LeaseDuration < time.Second:
 		return c, fmt.Errorf("kctl: leader election: lease %s: durations must be positive and LeaseDuration at least 1s, got LeaseDuration %v, RenewDeadline %v, RetryPeriod %v",
@@ -131,8 +116,8 @@ type leaseStore interface {
 	Update(ctx context.Context, obj *coordinationv1.Lease) error
 }
 
-// elector is one replica's side of a LeaderElection. run is its one method:
-// an elector runs once, and every field below belongs to run's goroutine.
+// elector is one replica's side of a LeaderElection. Call run once; every
+// field below belongs to run's goroutine.
 type elector struct {
 	cfg      LeaderElection // completed
 	store    leaseStore
@@ -140,7 +125,7 @@ type elector struct {
 	onChange func(leading bool)
 
 	observed   *coordinationv1.Lease // the lease as last read or written; nil before the first read
-	observedAt time.Time             // local (monotonic) time observed's record last changed
+	observedAt time.Time             // local (monotonic) time at which observed's record last changed
 	reported   string                // the holder last logged
 }
 
@@ -155,14 +140,26 @@ func newElector(conn *Conn, cfg LeaderElection, log *slog.Logger, onChange func(
 
 // newElectorFor makes an elector on store; cfg must be completed.
 func newElectorFor(store leaseStore, cfg LeaderElection, log *slog.Logger, onChange func(leading bool)) *elector {
-	if log == nil {
-		log = slog.Default()
-	}
 	if onChange == nil {
 		onChange = func(bool) {}
 	}
-	log = log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
+	log = cmp.Or(log, slog.Default()).With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 	return &elector{cfg: cfg, store: store, log: log, onChange: onChange}
+}
+
+// leaseKey carries a term's lease context in its leader context.
+type leaseKey struct{}
+
+// leaseContext returns a context for work that may outlive leaderCtx, such as
+// in-flight reconciles drained after a graceful shutdown began: it is not
+// cancelled by that shutdown, only (cause ErrLeaderLost) when the lease is
+// lost, which a drain must then stop for. Outside an elected term it is
+// context.WithoutCancel(leaderCtx).
+func leaseContext(leaderCtx context.Context) context.Context {
+	if ctx, ok := leaderCtx.Value(leaseKey{}).(context.Context); ok {
+		return ctx
+	}
+	return context.WithoutCancel(leaderCtx)
 }
 
 // run campaigns until ctx ends. Each time it acquires the lease it calls
@@ -173,8 +170,9 @@ func newElectorFor(store leaseStore, cfg LeaderElection, log *slog.Logger, onCha
 // returns that error, unless Recampaign. When ctx ends, leaderCtx ends too,
 // the lease stays renewed until lead has returned, and then is released
 // (unless KeepOnShutdown); run returns nil. If lead returns while ctx is
-// still live, the term ends the same way. A Forbidden answer from the API
-// server ends run with an error naming the missing permission.
+// live, the term ends the same way. Work that outlives leaderCtx (a drain)
+// must use leaseContext(leaderCtx). A Forbidden answer from the API server
+// ends run with an error naming the missing permission.
 func (e *elector) run(ctx context.Context, lead func(leaderCtx context.Context)) error {
 	for {
 		acquiredAt, err := e.acquire(ctx)
@@ -192,10 +190,10 @@ func (e *elector) run(ctx context.Context, lead func(leaderCtx context.Context))
 }
 
 // acquire tries to take the lease every RetryPeriod (plus up to 20% jitter)
-// until it succeeds, returning when it did; it returns the zero time when
-// ctx ended first.
+// and returns when it did, or with the zero time when ctx ended first.
 func (e *elector) acquire(ctx context.Context) (time.Time, error) {
 	e.log.Info("leader election: campaigning for the lease")
+	e.onChange(false) // a standby reports 0, not nothing
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -214,14 +212,13 @@ func (e *elector) acquire(ctx context.Context) (time.Time, error) {
 }
 
 // tryAcquire reads the lease and takes it if it is absent, free, ours, or
-// expired by our clock. Requests are not cancelled with the caller's ctx,
-// so a write never succeeds unseen; they time out after one RetryPeriod.
+// expired by our clock. Its requests are not cancelled with the caller's ctx
+// (a write must never succeed unseen); they time out after one RetryPeriod.
 func (e *elector) tryAcquire(ctx context.Context, now time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RetryPeriod)
 	defer cancel()
 	cur, err := e.store.Get(ctx, e.cfg.Namespace, e.cfg.Name)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}}
 		e.fill(&l.Spec, now, true)
 		l.Spec.LeaseTransitions = new(int32(0))
@@ -230,10 +227,10 @@ func (e *elector) tryAcquire(ctx context.Context, now time.Time) (bool, error) {
 		}
 		e.observe(l, now)
 		return true, nil
-	case err != nil:
+	} else if err != nil {
 		return false, e.failed("get", err)
 	}
-	e.observe(cur, time.Now()) // after the read: never earlier than the write we saw
+	e.observe(cur, time.Now()) // after the read: never earlier than the write it shows
 	holder := holderOf(cur)
 	if holder != "" && holder != e.cfg.Identity && !e.expired(time.Now()) {
 		return false, nil
@@ -258,15 +255,33 @@ func (e *elector) tryAcquire(ctx context.Context, now time.Time) (bool, error) {
 func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(context.Context)) error {
 	e.log.Info("leader election: became leader")
 	e.onChange(true)
-	leaderCtx, cancel := context.WithCancelCause(ctx)
+	writeCtx := context.WithoutCancel(ctx) // renewals go on during shutdown
+	leaseCtx, loseLease := context.WithCancelCause(writeCtx)
+	leaderCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, leaseCtx))
+	defer loseLease(nil)
 	defer cancel(nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		lead(leaderCtx)
 	}()
+	lose := func(err error) error {
+		cause := err
+		if !errors.Is(err, ErrLeaderLost) {
+			cause = fmt.Errorf("%w: %w", ErrLeaderLost, err)
+		}
+		cancel(cause)
+		loseLease(cause)
+		e.onChange(false)
+		then := "run returns ErrLeaderLost"
+		if e.cfg.Recampaign {
+			then = "campaigning again (Recampaign)"
+		}
+		e.log.Error("leader election: lost the lease; leader work cancelled", "err", err, "then", then)
+		<-done
+		return err
+	}
 
-	writeCtx := context.WithoutCancel(ctx) // renewals go on during shutdown
 	lastRenew, next := acquiredAt, acquiredAt.Add(e.cfg.RetryPeriod)
 	ctxDone := ctx.Done()
 	timer := time.NewTimer(0)
@@ -279,23 +294,21 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(cont
 			return e.release(writeCtx)
 		case <-ctxDone: // leaderCtx has ended too; renew until lead returns
 			ctxDone = nil
-			e.log.Info("leader election: shutting down: waiting for leader work to return before releasing the lease")
+			e.log.Info("leader election: shutting down: renewing the lease until leader work has returned")
 			continue
 		case <-timer.C:
 		}
 		now := time.Now()
 		if now.Sub(lastRenew) >= e.cfg.RenewDeadline {
-			return e.lose(cancel, done, e.lost(fmt.Sprintf("not renewed for %v (RenewDeadline)", e.cfg.RenewDeadline)))
+			return lose(e.lost(fmt.Sprintf("not renewed for %v (RenewDeadline)", e.cfg.RenewDeadline)))
 		}
 		if now.Before(next) {
 			continue
 		}
 		next = now.Add(e.cfg.RetryPeriod)
-		ok, err := e.renew(writeCtx, now, lastRenew.Add(e.cfg.RenewDeadline))
-		if err != nil {
-			return e.lose(cancel, done, err)
-		}
-		if ok {
+		if ok, err := e.renew(writeCtx, now, lastRenew.Add(e.cfg.RenewDeadline)); err != nil {
+			return lose(err)
+		} else if ok {
 			lastRenew = now // when the request was sent: no later than the server's write
 		}
 	}
@@ -318,35 +331,16 @@ func (e *elector) renew(ctx context.Context, now, deadline time.Time) (bool, err
 		return false, e.failed("update", err)
 	}
 	cur, err := e.store.Get(ctx, e.cfg.Namespace, e.cfg.Name) // someone else wrote: see what
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		return false, e.lost("the lease was deleted")
-	case err != nil:
+	} else if err != nil {
 		return false, e.failed("get", err)
 	}
 	e.observe(cur, time.Now())
 	if h := holderOf(cur); h != e.cfg.Identity {
 		return false, e.lost(fmt.Sprintf("%q holds it now", h))
 	}
-	return false, nil // still ours (our last write's answer was lost?): retry next period
-}
-
-// lose ends a term: it cancels the leader context with err, reports the
-// loss, and waits for lead to return.
-func (e *elector) lose(cancel context.CancelCauseFunc, done <-chan struct{}, err error) error {
-	if errors.Is(err, ErrLeaderLost) {
-		cancel(err)
-	} else {
-		cancel(fmt.Errorf("%w: %w", ErrLeaderLost, err))
-	}
-	e.onChange(false)
-	then := "run returns ErrLeaderLost"
-	if e.cfg.Recampaign {
-		then = "campaigning again (Recampaign)"
-	}
-	e.log.Error("leader election: lost the lease; leader work cancelled", "err", err, "then", then)
-	<-done
-	return err
+	return false, nil // still ours (the answer to our last write was lost?): retry next period
 }
 
 // release hands the lease back (holder "", duration 1s) unless
@@ -358,33 +352,20 @@ func (e *elector) release(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
-	for range 2 { // a second try if our last renewal's answer was lost
-		l := e.observed.DeepCopy()
-		now := metav1.NowMicro()
-		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = new(string), new(int32(1)), &now
-		err := e.store.Update(ctx, l)
-		if err == nil {
-			e.observe(l, time.Now())
-			e.log.Info("leader election: released the lease")
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			if apierrors.IsForbidden(err) {
-				return e.forbidden("update", err)
-			}
-			e.log.Warn("leader election: could not release the lease: a standby takes over after LeaseDuration", "err", err)
-			return nil
-		}
-		cur, err := e.store.Get(ctx, e.cfg.Namespace, e.cfg.Name)
-		if err != nil || holderOf(cur) != e.cfg.Identity {
-			return nil // gone or someone else's: nothing to release
-		}
-		e.observe(cur, time.Now())
+	l := e.observed.DeepCopy()
+	now := metav1.NowMicro()
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = new(""), new(int32(1)), &now
+	if err := e.store.Update(ctx, l); apierrors.IsForbidden(err) {
+		return e.forbidden("update", err)
+	} else if err != nil {
+		e.log.Warn("leader election: could not release the lease: a standby takes over after LeaseDuration", "err", err)
+		return nil
 	}
+	e.log.Info("leader election: released the lease")
 	return nil
 }
 
-// fill sets spec to this replica holding the lease, renewed at now;
+// fill makes spec say that this replica holds the lease, renewed at now;
 // acquiring also sets acquireTime.
 func (e *elector) fill(spec *coordinationv1.LeaseSpec, now time.Time, acquiring bool) {
 	t := metav1.NewMicroTime(now)
@@ -397,8 +378,21 @@ func (e *elector) fill(spec *coordinationv1.LeaseSpec, now time.Time, acquiring 
 }
 
 // observe records l as the current lease; at is when it was read (or when
-// our write of it was sent). observedAt moves only when the record changed.
+// our write of it was sent). observedAt moves only when the record changed:
+// holder, renewTime, duration or transitions.
 func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
+	type record struct {
+		holder                string
+		renew                 int64
+		duration, transitions int32
+	}
+	recordOf := func(l *coordinationv1.Lease) record {
+		r := record{holderOf(l), 0, derefInt32(l.Spec.LeaseDurationSeconds), derefInt32(l.Spec.LeaseTransitions)}
+		if l.Spec.RenewTime != nil {
+			r.renew = l.Spec.RenewTime.UnixMicro()
+		}
+		return r
+	}
 	if e.observed == nil || recordOf(l) != recordOf(e.observed) {
 		e.observedAt = at
 	}
@@ -421,13 +415,13 @@ func (e *elector) expired(now time.Time) bool {
 	return now.Sub(e.observedAt) > d
 }
 
-// failed turns a failed request into an error for a Forbidden answer, and
-// otherwise logs it and returns nil: the next attempt retries.
+// failed turns a Forbidden answer into run's error; it logs any other
+// failure but a lost race (conflict), and returns nil: the next attempt retries.
 func (e *elector) failed(verb string, err error) error {
 	if apierrors.IsForbidden(err) {
 		return e.forbidden(verb, err)
 	}
-	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) { // a conflict means another replica won this round
+	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 		e.log.Warn("leader election: lease request failed; retrying", "verb", verb, "err", err)
 	}
 	return nil
@@ -442,22 +436,6 @@ func (e *elector) lost(reason string) error {
 	return fmt.Errorf("%w %s/%s: %s", ErrLeaderLost, e.cfg.Namespace, e.cfg.Name, reason)
 }
 
-// leaseRecord is what a holder changes on every write; a change of it
-// restarts the lease's duration for observers.
-type leaseRecord struct {
-	holder              string
-	renewMicros         int64
-	duration, transited int32
-}
-
-func recordOf(l *coordinationv1.Lease) leaseRecord {
-	r := leaseRecord{holder: holderOf(l), duration: derefInt32(l.Spec.LeaseDurationSeconds), transited: derefInt32(l.Spec.LeaseTransitions)}
-	if l.Spec.RenewTime != nil {
-		r.renewMicros = l.Spec.RenewTime.UnixMicro()
-	}
-	return r
-}
-
 func holderOf(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
 		return ""
@@ -465,16 +443,16 @@ func holderOf(l *coordinationv1.Lease) string {
 	return *l.Spec.HolderIdentity
 }
 
-func earliest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 func derefInt32(p *int32) int32 {
 	if p == nil {
 		return 0
 	}
 	return *p
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,9 +20,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 // Unit tests run in a synctest bubble against memLeases, an in-memory lease
@@ -97,8 +102,35 @@ func (s *memLeases) get() (*coordinationv1.Lease, int) {
 // ("get", "create", "update"), returns an error.
 type faultyLeases struct {
 	leaseStore
-	mu    sync.Mutex
-	fault func(ctx context.Context, verb string) error
+	mu        sync.Mutex
+	fault     func(ctx context.Context, verb string) error
+	lastWrite time.Time // when the last successful write was sent
+	writes    int       // successful writes
+}
+
+// wrote records a successful write sent at sent.
+func (f *faultyLeases) wrote(sent time.Time, err error) error {
+	if err == nil {
+		f.mu.Lock()
+		f.lastWrite = sent
+		f.writes++
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// pollRenewals waits, in real time, until f has had n more successful writes.
+func pollRenewals(t *testing.T, f *faultyLeases, n int) {
+	t.Helper()
+	count := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.writes }
+	want := count() + n
+	pollWithin(t, time.Duration(n+1)*time.Second, fmt.Sprintf("%d renewals", n), func() bool { return count() >= want })
+}
+
+func (f *faultyLeases) lastWriteSent() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastWrite
 }
 
 func (f *faultyLeases) setFault(fn func(ctx context.Context, verb string) error) {
@@ -128,14 +160,14 @@ func (f *faultyLeases) Create(ctx context.Context, l *coordinationv1.Lease) erro
 	if err := f.check(ctx, "create"); err != nil {
 		return err
 	}
-	return f.leaseStore.Create(ctx, l)
+	return f.wrote(time.Now(), f.leaseStore.Create(ctx, l))
 }
 
 func (f *faultyLeases) Update(ctx context.Context, l *coordinationv1.Lease) error {
 	if err := f.check(ctx, "update"); err != nil {
 		return err
 	}
-	return f.leaseStore.Update(ctx, l)
+	return f.wrote(time.Now(), f.leaseStore.Update(ctx, l))
 }
 
 // failUpdates fails every update as an unreachable API server would.
@@ -162,8 +194,8 @@ type replica struct {
 	store   *faultyLeases
 	e       *elector
 	leaders *atomic.Int32
-	drain   time.Duration // lead's work goes on this long after leaderCtx ended (an in-flight reconcile)
-	logs    *syncBuffer
+	drain   time.Duration // lead's work goes on this long after leaderCtx ended, or until the lease is lost
+	logs    *logBuffer
 	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error // run's result, once done is closed
@@ -190,7 +222,7 @@ func startReplica(t *testing.T, store leaseStore, leaders *atomic.Int32, cfg Lea
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{id: cfg.Identity, store: &faultyLeases{leaseStore: store}, leaders: leaders, drain: drain, logs: &syncBuffer{}, done: make(chan struct{})}
+	r := &replica{id: cfg.Identity, store: &faultyLeases{leaseStore: store}, leaders: leaders, drain: drain, logs: &logBuffer{}, done: make(chan struct{})}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r.e = newElectorFor(r.store, cfg, log, func(leading bool) {
 		r.mu.Lock()
@@ -225,7 +257,10 @@ func (r *replica) lead(t *testing.T) func(context.Context) {
 		r.mu.Lock()
 		r.terms[i].cancelled, r.terms[i].cause = time.Now(), context.Cause(leaderCtx)
 		r.mu.Unlock()
-		time.Sleep(r.drain) // in a bubble: fake time
+		select { // an in-flight reconcile draining after a graceful shutdown began
+		case <-time.After(r.drain):
+		case <-leaseContext(leaderCtx).Done():
+		}
 		r.leaders.Add(-1)
 		r.mu.Lock()
 		r.terms[i].end = time.Now()
@@ -246,6 +281,16 @@ func (r *replica) termList() []termRecord {
 	return append([]termRecord(nil), r.terms...)
 }
 
+// waitDone waits for run to return by itself, failing after limit.
+func (r *replica) waitDone(t *testing.T, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(limit):
+		t.Fatalf("%s's run has not returned after %v", r.id, limit)
+	}
+}
+
 // stop cancels r's context and waits for run to return.
 func (r *replica) stop() error {
 	r.cancel()
@@ -253,26 +298,26 @@ func (r *replica) stop() error {
 	return r.err
 }
 
-type syncBuffer struct {
+type logBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
 }
 
-// waitUntil advances the bubble's clock in small steps until cond holds,
+// bubbleWaitUntil advances the bubble's clock in small steps until cond holds,
 // failing after limit; it returns how long that took.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+func bubbleWaitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for synctest.Wait(); !cond(); synctest.Wait() {
@@ -347,9 +392,9 @@ func TestElector_LeaseHeldByAnother_TakenOnlyAfterLeaseDurationOnLocalClock(t *t
 				if a.leading() {
 					t.Fatalf("a leads %v after first seeing another holder's lease of 15s", time.Since(start))
 				}
-				took := waitUntil(t, 3*time.Second, "a leads", a.leading) + 15*time.Second
-				if max := 15*time.Second + 2400*time.Millisecond; took > max {
-					t.Errorf("a took the expired lease after %v, want at most %v (LeaseDuration + 1.2 RetryPeriod)", took, max)
+				took := bubbleWaitUntil(t, 3*time.Second, "a leads", a.leading) + 15*time.Second
+				if limit := 15*time.Second + 2400*time.Millisecond; took > limit {
+					t.Errorf("a took the expired lease after %v, want at most %v (LeaseDuration + 1.2 RetryPeriod)", took, limit)
 				}
 				l, _ := store.get()
 				if holderOf(l) != "a" || *l.Spec.LeaseTransitions != 5 {
@@ -412,13 +457,31 @@ func TestElector_Shutdown_RenewsUntilLeadReturnsThenReleasesToStandby(t *testing
 		if l, _ := store.get(); holderOf(l) != "" || *l.Spec.LeaseDurationSeconds != 1 {
 			t.Errorf("released lease: holder %q, duration %d; want empty holder, 1s", holderOf(l), *l.Spec.LeaseDurationSeconds)
 		}
-		if took := waitUntil(t, 3*time.Second, "b leads", b.leading); took > 2400*time.Millisecond {
+		if took := bubbleWaitUntil(t, 3*time.Second, "b leads", b.leading); took > 2400*time.Millisecond {
 			t.Errorf("b led %v after the release, want within 1.2 RetryPeriods", took)
 		}
 		if !strings.Contains(a.logs.String(), "released the lease") {
 			t.Errorf("no log line for the release:\n%s", a.logs.String())
 		}
 		b.stop()
+	})
+}
+
+func TestElector_RenewalsFailDuringShutdownDrain_LeaseContextEndsBeforeStandbyTakesOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, leaders := &memLeases{}, &atomic.Int32{}
+		a := startReplica(t, store, leaders, testLeaderElection("a"), time.Minute) // drains longer than LeaseDuration
+		synctest.Wait()
+		b := startReplica(t, store, leaders, testLeaderElection("b"), 0)
+		time.Sleep(3 * time.Second) // a renewed at 2s
+		a.store.setFault(failUpdates)
+		if err := a.stop(); !errors.Is(err, ErrLeaderLost) {
+			t.Errorf("a's run = %v, want ErrLeaderLost: the lease was lost during the drain", err)
+		}
+		if term := a.termList()[0]; term.end.Sub(term.start) != 12*time.Second {
+			t.Errorf("a's drain ended %v after its term began, want 12s (last renewal at 2s + RenewDeadline)", term.end.Sub(term.start))
+		}
+		bubbleWaitUntil(t, 10*time.Second, "b leads", b.leading)
 	})
 }
 
@@ -439,7 +502,7 @@ func TestElector_KeepOnShutdown_StandbyWaitsLeaseDuration(t *testing.T) {
 		if holderOf(l) != "a" {
 			t.Fatalf("lease holder %q after shutdown with KeepOnShutdown, want a", holderOf(l))
 		}
-		waitUntil(t, 20*time.Second, "b leads", b.leading)
+		bubbleWaitUntil(t, 20*time.Second, "b leads", b.leading)
 		// b first saw a's last write at its first attempt, 0 to 2.4s after it.
 		if took := time.Since(lastWrite); took <= 15*time.Second || took > 15*time.Second+5*time.Second {
 			t.Errorf("b led %v after a's last write, want after 15s and within 1.2 + 1.2 RetryPeriods more", took)
@@ -461,7 +524,7 @@ func TestElector_RenewalsFail_LeaderStopsAtRenewDeadlineBeforeStandbyTakesOver(t
 				b := startReplica(t, store, leaders, testLeaderElection("b"), 0)
 				time.Sleep(3 * time.Second) // a renewed at 2s
 				a.store.setFault(tc.fault)
-				<-a.done
+				a.waitDone(t, time.Minute)
 				if !errors.Is(a.err, ErrLeaderLost) || !strings.Contains(a.err.Error(), "ns/lease") {
 					t.Errorf("a's run = %v, want ErrLeaderLost naming ns/lease", a.err)
 				}
@@ -472,15 +535,15 @@ func TestElector_RenewalsFail_LeaderStopsAtRenewDeadlineBeforeStandbyTakesOver(t
 				if !errors.Is(term.cause, ErrLeaderLost) {
 					t.Errorf("leader context cause = %v, want ErrLeaderLost", term.cause)
 				}
-				waitUntil(t, 10*time.Second, "b leads", b.leading)
+				bubbleWaitUntil(t, 10*time.Second, "b leads", b.leading)
 				if bStart := b.termList()[0].start; bStart.Sub(term.end) < 3*time.Second {
 					t.Errorf("b began %v after a's work ended, want at least LeaseDuration - RenewDeadline = 5s minus b's read delay", bStart.Sub(term.end))
 				}
 				if !strings.Contains(a.logs.String(), "lost the lease; leader work cancelled") || !strings.Contains(a.logs.String(), "then=\"run returns ErrLeaderLost\"") {
 					t.Errorf("no log line for the loss:\n%s", a.logs.String())
 				}
-				if got := a.changes; len(got) != 2 || !got[0] || got[1] {
-					t.Errorf("onChange calls %v, want [true false]", got)
+				if got := a.changes; len(got) != 3 || got[0] || !got[1] || got[2] {
+					t.Errorf("onChange calls %v, want [false true false]", got)
 				}
 				b.stop()
 			})
@@ -495,7 +558,7 @@ func TestElector_AnotherHolderWroteTheLease_LeaderStopsAtNextRenewal(t *testing.
 		synctest.Wait()
 		time.Sleep(time.Second)
 		store.put(coordinationv1.LeaseSpec{HolderIdentity: new("intruder"), LeaseDurationSeconds: new(int32(15))})
-		<-a.done
+		a.waitDone(t, time.Minute)
 		if !errors.Is(a.err, ErrLeaderLost) || !strings.Contains(a.err.Error(), `"intruder" holds it now`) {
 			t.Errorf("a's run = %v, want ErrLeaderLost saying intruder holds it", a.err)
 		}
@@ -516,8 +579,8 @@ func TestElector_Recampaign_LeadsAgainAfterLoss(t *testing.T) {
 		a := startReplica(t, store, leaders, cfg, 0)
 		synctest.Wait()
 		store.put(coordinationv1.LeaseSpec{HolderIdentity: new("intruder"), LeaseDurationSeconds: new(int32(15)), LeaseTransitions: new(int32(1))})
-		waitUntil(t, 3*time.Second, "a stops leading", func() bool { return !a.leading() })
-		waitUntil(t, 20*time.Second, "a leads again", a.leading)
+		bubbleWaitUntil(t, 3*time.Second, "a stops leading", func() bool { return !a.leading() })
+		bubbleWaitUntil(t, 20*time.Second, "a leads again", a.leading)
 		terms := a.termList()
 		if len(terms) != 2 || terms[1].start.Sub(terms[0].cancelled) <= 15*time.Second {
 			t.Errorf("terms %+v: want a second term once intruder's lease expired (>15s)", terms)
@@ -568,15 +631,16 @@ func TestElector_Forbidden_RunReturnsErrorNamingLeaseAndPermissions(t *testing.T
 				if tc.exists {
 					store.put(coordinationv1.LeaseSpec{})
 				}
+				faulty := &faultyLeases{leaseStore: store}
+				if tc.after == 0 {
+					faulty.setFault(forbid(tc.verb))
+				}
 				cfg := testLeaderElection("a")
 				cfg.Recampaign = true // even so, Forbidden ends run
-				a := startReplica(t, store, leaders, cfg, 0)
-				if tc.after == 0 {
-					a.store.setFault(forbid(tc.verb)) // races with a's first attempt: set it before that runs
-				}
+				a := startReplica(t, faulty, leaders, cfg, 0)
 				time.Sleep(tc.after)
 				a.store.setFault(forbid(tc.verb))
-				<-a.done
+				a.waitDone(t, time.Minute)
 				want := "kctl: leader election: not allowed to " + tc.verb + " lease ns/lease: grant get, create, update on leases.coordination.k8s.io in namespace ns"
 				if a.err == nil || !strings.Contains(a.err.Error(), want) || !apierrors.IsForbidden(a.err) {
 					t.Errorf("run = %v, want an error containing %q that wraps the Forbidden answer", a.err, want)
@@ -672,5 +736,482 @@ func TestLeaderElection_Complete_FillsDefaultsAndRejectsBadDurations(t *testing.
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v.complete() error = %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// Integration tests: the real API server, real time, short durations.
+
+// apiLeaderElection is the configuration of the integration tests.
+func apiLeaderElection(namespace, id string) LeaderElection {
+	return LeaderElection{Name: "leader-test", Namespace: namespace, Identity: id,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+}
+
+// releaseHandOverLimit is how soon a standby must lead after a release:
+// its next attempt (1.2 RetryPeriods at most) plus a margin for requests.
+const releaseHandOverLimit = 600*time.Millisecond + 700*time.Millisecond
+
+func connFor(t *testing.T, cfg *rest.Config) *Conn {
+	t.Helper()
+	conn, err := NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// sampleLeaders checks, every millisecond until the test ends, that at most
+// one replica leads; call it before starting the replicas so that it
+// samples until they have stopped.
+func sampleLeaders(t *testing.T, leaders *atomic.Int32) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	samples := 0
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			samples++
+			if n := leaders.Load(); n > 1 {
+				t.Errorf("sample %d at %v: %d leaders at once", samples, time.Now().Format(time.StampMicro), n)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		t.Logf("%d samples of the number of leaders", samples)
+	})
+}
+
+// pollWithin polls cond every 5ms until it holds, failing after limit; it
+// returns how long that took.
+func pollWithin(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
+	return time.Since(start)
+}
+
+// pollLeader waits for one of rs to lead and returns it.
+func pollLeader(t *testing.T, rs []*replica, limit time.Duration) *replica {
+	t.Helper()
+	var leader *replica
+	pollWithin(t, limit, "a replica leads", func() bool {
+		for _, r := range rs {
+			if r.leading() {
+				leader = r
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+func replicasWithout(rs []*replica, r *replica) []*replica {
+	out := []*replica{}
+	for _, x := range rs {
+		if x != r {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func TestElector_API_Replicas_OneLeadsAndReleaseHandsOverWithinRetryPeriod(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			leases := NewClient[coordinationv1.Lease](connFor(t, cfg))
+			leaders := &atomic.Int32{}
+			sampleLeaders(t, leaders)
+			var live []*replica
+			for i := range n {
+				live = append(live, startReplica(t, leases, leaders, apiLeaderElection(ns, fmt.Sprintf("r%d", i)), 0))
+			}
+			leader := pollLeader(t, live, 5*time.Second)
+			for len(live) > 1 {
+				pollRenewals(t, leader.store, 2) // the leader renews, the standbys poll
+				if l, err := leases.Get(t.Context(), ns, "leader-test"); err != nil || holderOf(l) != leader.id {
+					t.Fatalf("lease holder %q (%v), want the leading replica %s", holderOf(l), err, leader.id)
+				}
+				cancelled := time.Now()
+				if err := leader.stop(); err != nil {
+					t.Fatalf("%s's run = %v, want nil", leader.id, err)
+				}
+				released := time.Now()
+				live = replicasWithout(live, leader)
+				next := pollLeader(t, live, 5*time.Second)
+				took := time.Since(cancelled)
+				t.Logf("hand-over %s -> %s on release: %v after cancel (%v after the release returned)",
+					leader.id, next.id, took.Round(time.Millisecond), time.Since(released).Round(time.Millisecond))
+				if took > releaseHandOverLimit {
+					t.Errorf("hand-over took %v, want at most %v (1.2 RetryPeriods + margin)", took, releaseHandOverLimit)
+				}
+				leader = next
+			}
+		})
+	}
+}
+
+func TestElector_API_RenewalsStopWithoutRelease_StandbyLeadsAfterLeaseDuration(t *testing.T) {
+	for _, how := range []string{"KeepOnShutdown", "renewals fail"} {
+		t.Run(how, func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			leases := NewClient[coordinationv1.Lease](connFor(t, cfg))
+			leaders := &atomic.Int32{}
+			sampleLeaders(t, leaders)
+			le := apiLeaderElection(ns, "a")
+			le.KeepOnShutdown = how == "KeepOnShutdown"
+			a := startReplica(t, leases, leaders, le, 0)
+			pollLeader(t, []*replica{a}, 5*time.Second)
+			standbys := []*replica{
+				startReplica(t, leases, leaders, apiLeaderElection(ns, "b"), 0),
+				startReplica(t, leases, leaders, apiLeaderElection(ns, "c"), 0),
+			}
+			pollRenewals(t, a.store, 2) // the standbys have seen a renewal
+
+			if how == "KeepOnShutdown" {
+				if err := a.stop(); err != nil {
+					t.Fatalf("a's run = %v, want nil", err)
+				}
+			} else {
+				a.store.setFault(failUpdates)
+				a.waitDone(t, 5*time.Second)
+				if !errors.Is(a.err, ErrLeaderLost) {
+					t.Errorf("a's run = %v, want ErrLeaderLost", a.err)
+				}
+				if lost := a.termList()[0].cancelled.Sub(a.store.lastWriteSent()); lost < 2*time.Second || lost > 2*time.Second+200*time.Millisecond {
+					t.Errorf("a stopped leading %v after its last renewal was sent, want RenewDeadline (2s)", lost)
+				}
+			}
+			lastWrite := a.store.lastWriteSent()
+			next := pollLeader(t, standbys, 8*time.Second)
+			took := next.termList()[0].start.Sub(lastWrite)
+			limit := 3*time.Second + 2*600*time.Millisecond + 500*time.Millisecond
+			t.Logf("hand-over a -> %s without release: %v after a's last renewal was sent", next.id, took.Round(time.Millisecond))
+			if took < 3*time.Second || took > limit {
+				t.Errorf("%s led %v after a's last renewal, want after LeaseDuration (3s) and within %v", next.id, took, limit)
+			}
+		})
+	}
+}
+
+func TestElector_API_Forbidden_RunReturnsErrorNamingLeaseAndRBAC(t *testing.T) {
+	for _, tc := range []struct {
+		grant  string // verbs granted on leases to the unprivileged user
+		exists bool   // the lease exists, free
+		verb   string // the verb that is refused
+	}{{"", false, "get"}, {`"get"`, false, "create"}, {`"get","create"`, true, "update"}} {
+		t.Run("refused "+tc.verb, func(t *testing.T) {
+			admin := testConfig(t)
+			ns := testNamespace(t, admin)
+			unprivileged := testUnprivilegedConfig(t)
+			leases := NewClient[coordinationv1.Lease](connFor(t, unprivileged))
+			if tc.exists {
+				l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader-test"}}
+				if err := NewClient[coordinationv1.Lease](connFor(t, admin)).Create(t.Context(), l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.grant != "" {
+				grantLeases(t, admin, ns, tc.grant)
+				pollWithin(t, 10*time.Second, "the grant takes effect", func() bool {
+					_, err := leases.Get(t.Context(), ns, "leader-test")
+					return !apierrors.IsForbidden(err)
+				})
+			}
+			cfg, err := apiLeaderElection(ns, "a").complete()
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newElectorFor(leases, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nil)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err = e.run(ctx, func(context.Context) { t.Error("lead was called") })
+			want := "kctl: leader election: not allowed to " + tc.verb + " lease " + ns + "/leader-test: grant get, create, update on leases.coordination.k8s.io in namespace " + ns
+			if err == nil || !strings.Contains(err.Error(), want) || !apierrors.IsForbidden(err) || ctx.Err() != nil {
+				t.Errorf("run = %v, want at once an error containing %q", err, want)
+			}
+		})
+	}
+}
+
+// grantLeases lets user kctl-unprivileged use verbs (JSON strings) on
+// leases in namespace ns.
+func grantLeases(t *testing.T, admin *rest.Config, ns, verbs string) {
+	t.Helper()
+	role := fmt.Sprintf(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"leases"},
+		"rules":[{"apiGroups":["coordination.k8s.io"],"resources":["leases"],"verbs":[%s]}]}`, verbs)
+	binding := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"leases"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"leases"},
+		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kctl-unprivileged"}]}`
+	for _, obj := range []struct{ path, body string }{{"roles", role}, {"rolebindings", binding}} {
+		path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns + "/" + obj.path
+		if code, resp := testRawRequest(t, admin, "POST", path, obj.body); code != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", path, code, resp)
+		}
+	}
+}
+
+// managerReplica is one Manager with leader election and one controller
+// that reconciles ConfigMaps of its namespace without pause.
+type managerReplica struct {
+	id         string
+	m          *Manager
+	cancel     context.CancelFunc
+	done       chan struct{}
+	err        error
+	reconciles atomic.Int64
+	logs       *logBuffer
+	leases     *faultyLeases // the elector's lease store, to inject faults
+	slow       atomic.Bool   // reconciles run until their context ends
+	blocked    atomic.Int32  // slow reconciles begun
+}
+
+// startElectedManager starts a Manager whose reconciles count themselves in active
+// (never more than one at a time across Managers: one key, one worker each).
+func startElectedManager(t *testing.T, cfg *rest.Config, le LeaderElection, active *atomic.Int32) *managerReplica {
+	t.Helper()
+	r := &managerReplica{id: le.Identity, done: make(chan struct{}), logs: &logBuffer{}}
+	var err error
+	r.m, err = NewManager(Options{Config: cfg, LeaderElection: le, ShutdownTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
+		Cache:  CacheOptions{DefaultScope: Scope{Namespaces: []string{le.Namespace}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewController(r.m, "leader-test", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		if n := active.Add(1); n > 1 {
+			t.Errorf("%s reconciles while another Manager does (%d at once)", r.id, n)
+		}
+		defer active.Add(-1)
+		r.reconciles.Add(1)
+		d := 20 * time.Millisecond
+		if r.slow.Load() {
+			r.blocked.Add(1)
+			d = time.Hour
+		}
+		select { // work that stops when its context ends
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		return Result{RequeueAfter: time.Millisecond}, nil
+	})
+	r.leases = &faultyLeases{leaseStore: r.m.elector.store}
+	r.m.elector.store = r.leases
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		r.err = r.m.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		r.stop()
+		if t.Failed() {
+			t.Logf("logs of manager %s:\n%s", r.id, r.logs.String())
+		}
+	})
+	return r
+}
+
+func (r *managerReplica) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+// leaderMetric is the manager's leader_election_master_status line.
+func (r *managerReplica) leaderMetric() string {
+	rec := httptest.NewRecorder()
+	r.m.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for line := range strings.Lines(rec.Body.String()) {
+		if strings.HasPrefix(line, "leader_election_master_status{") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// pollReconciler waits until one of ms reconciles (more than before) and returns it.
+func pollReconciler(t *testing.T, ms []*managerReplica, limit time.Duration) *managerReplica {
+	t.Helper()
+	before := make([]int64, len(ms))
+	for i, m := range ms {
+		before[i] = m.reconciles.Load()
+	}
+	var got *managerReplica
+	pollWithin(t, limit, "a Manager reconciles", func() bool {
+		for i, m := range ms {
+			if m.reconciles.Load() > before[i] {
+				got = m
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func TestManager_LeaderElection_OnlyLeaderReconcilesAndReleaseHandsOver(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d managers", n), func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+			if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+			active := &atomic.Int32{}
+			sampleLeaders(t, active)
+			var live []*managerReplica
+			for i := range n {
+				live = append(live, startElectedManager(t, cfg, apiLeaderElection(ns, fmt.Sprintf("m%d", i)), active))
+			}
+			leader := pollReconciler(t, live, 20*time.Second)
+			for len(live) > 1 {
+				pollRenewals(t, leader.leases, 2) // reconciles go on; the standbys poll
+				for _, m := range live {
+					want := `leader_election_master_status{name="leader-test"} 0`
+					if m == leader {
+						want = `leader_election_master_status{name="leader-test"} 1`
+					}
+					if got := m.leaderMetric(); got != want {
+						t.Errorf("manager %s: %q, want %q", m.id, got, want)
+					}
+				}
+				cancelled := time.Now()
+				if err := leader.stop(); err != nil {
+					t.Fatalf("manager %s: Start = %v, want nil", leader.id, err)
+				}
+				live = slices.DeleteFunc(live, func(m *managerReplica) bool { return m == leader })
+				next := pollReconciler(t, live, 5*time.Second)
+				took := time.Since(cancelled)
+				t.Logf("hand-over %s -> %s on shutdown: first reconcile %v after cancel", leader.id, next.id, took.Round(time.Millisecond))
+				if took > releaseHandOverLimit {
+					t.Errorf("hand-over took %v, want at most %v", took, releaseHandOverLimit)
+				}
+				leader = next
+			}
+		})
+	}
+}
+
+func TestManager_LeaderElection_KeepOnShutdown_StandbyReconcilesAfterLeaseDuration(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+	if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	active := &atomic.Int32{}
+	sampleLeaders(t, active)
+	le := apiLeaderElection(ns, "m0")
+	le.KeepOnShutdown = true
+	a := startElectedManager(t, cfg, le, active)
+	pollReconciler(t, []*managerReplica{a}, 20*time.Second)
+	b := startElectedManager(t, cfg, apiLeaderElection(ns, "m1"), active)
+	pollRenewals(t, a.leases, 3)
+	if b.reconciles.Load() != 0 {
+		t.Fatal("the standby reconciled")
+	}
+	cancelled := time.Now()
+	if err := a.stop(); err != nil {
+		t.Fatalf("Start = %v, want nil", err)
+	}
+	pollReconciler(t, []*managerReplica{b}, 8*time.Second)
+	took := time.Since(cancelled)
+	t.Logf("hand-over m0 -> m1 without release: first reconcile %v after cancel", took.Round(time.Millisecond))
+	if took < 3*time.Second-600*time.Millisecond {
+		t.Errorf("the standby reconciled %v after the leader stopped, want about LeaseDuration (3s)", took)
+	}
+}
+
+func TestManager_LeaderElection_RenewalsFail_LeaderStopsReconcilingBeforeStandbyStarts(t *testing.T) {
+	for _, recampaign := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Recampaign=%v", recampaign), func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+			if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+			active := &atomic.Int32{}
+			sampleLeaders(t, active)
+			le := apiLeaderElection(ns, "m0")
+			le.Recampaign = recampaign
+			a := startElectedManager(t, cfg, le, active)
+			pollReconciler(t, []*managerReplica{a}, 20*time.Second)
+			b := startElectedManager(t, cfg, apiLeaderElection(ns, "m1"), active)
+			pollRenewals(t, a.leases, 3)
+
+			a.leases.setFault(failUpdates)
+			pollReconciler(t, []*managerReplica{b}, 8*time.Second)
+			took := time.Since(a.leases.lastWriteSent())
+			t.Logf("hand-over m0 -> m1 after m0's renewals failed: first reconcile %v after m0's last renewal was sent", took.Round(time.Millisecond))
+			if took < 3*time.Second {
+				t.Errorf("the standby reconciled %v after the leader's last renewal, want after LeaseDuration (3s)", took)
+			}
+			if !strings.Contains(a.logs.String(), "lost the lease; leader work cancelled") {
+				t.Errorf("no log line for the loss")
+			}
+			if !recampaign {
+				select {
+				case <-a.done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("Start has not returned after the loss")
+				}
+				if !errors.Is(a.err, ErrLeaderLost) {
+					t.Errorf("Start = %v, want ErrLeaderLost", a.err)
+				}
+				return
+			}
+			a.leases.setFault(nil) // m0 campaigns again, and leads once m1 hands back
+			if err := b.stop(); err != nil {
+				t.Fatalf("m1: Start = %v, want nil", err)
+			}
+			pollReconciler(t, []*managerReplica{a}, 5*time.Second)
+		})
+	}
+}
+
+func TestManager_LeaderElection_RenewalsFailDuringShutdownDrain_DrainStopsBeforeStandbyStarts(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+	if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	active := &atomic.Int32{}
+	sampleLeaders(t, active)
+	a := startElectedManager(t, cfg, apiLeaderElection(ns, "m0"), active) // ShutdownTimeout 5s > LeaseDuration
+	pollReconciler(t, []*managerReplica{a}, 20*time.Second)
+	b := startElectedManager(t, cfg, apiLeaderElection(ns, "m1"), active)
+	a.slow.Store(true)
+	pollWithin(t, 5*time.Second, "a slow reconcile is in flight", func() bool { return a.blocked.Load() > 0 })
+	pollRenewals(t, a.leases, 3) // the standby has seen renewals
+
+	a.leases.setFault(failUpdates) // the drain outlives the lease unless it stops at RenewDeadline
+	a.cancel()
+	pollReconciler(t, []*managerReplica{b}, 8*time.Second)
+	t.Logf("hand-over m0 -> m1 (renewals failing during m0's drain): first reconcile %v after m0's last renewal was sent",
+		time.Since(a.leases.lastWriteSent()).Round(time.Millisecond))
+	if err := a.stop(); !errors.Is(err, ErrLeaderLost) {
+		t.Errorf("m0: Start = %v, want ErrLeaderLost (lost during the drain)", err)
 	}
 }

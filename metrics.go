@@ -272,13 +272,18 @@ func (cm *controllerMetrics) collect(p *page) {
 // observation's count or the other way round; _count always equals the +Inf
 // bucket, because both are computed from the same bucket counters.
 type histogram struct {
-	upper   []float64       // bucket upper bounds (le), ascending; +Inf is implicit
+	upper   []float64       // bucket upper bounds, ascending; +Inf is implicit
+	le      []string        // the le label of each bucket, "+Inf" last
 	counts  []atomic.Uint64 // counts[i]: observations in (upper[i-1], upper[i]]; the last one is (max, +Inf]
 	sumBits atomic.Uint64   // math.Float64bits of the sum of observations
 }
 
 func newHistogram(upper []float64) *histogram {
-	return &histogram{upper: upper, counts: make([]atomic.Uint64, len(upper)+1)}
+	le := make([]string, 0, len(upper)+1)
+	for _, u := range upper {
+		le = append(le, formatFloat(u))
+	}
+	return &histogram{upper: upper, le: append(le, "+Inf"), counts: make([]atomic.Uint64, len(upper)+1)}
 }
 
 func (h *histogram) observe(v float64) {
@@ -322,24 +327,25 @@ type series struct {
 // counter, gauge and histogram add one series; labels are name, value pairs
 // in ascending name order.
 func (p *page) counter(name, help string, v uint64, labels ...string) {
-	p.add(name, "counter", help, labels, name+renderLabels(labels, "", "")+" "+strconv.FormatUint(v, 10)+"\n")
+	p.add(name, "counter", help, labels, name+braces(renderLabels(labels))+" "+strconv.FormatUint(v, 10)+"\n")
 }
 
 func (p *page) gauge(name, help string, v float64, labels ...string) {
-	p.add(name, "gauge", help, labels, name+renderLabels(labels, "", "")+" "+formatFloat(v)+"\n")
+	p.add(name, "gauge", help, labels, name+braces(renderLabels(labels))+" "+formatFloat(v)+"\n")
 }
 
 func (p *page) histogram(name, help string, h *histogram, labels ...string) {
+	l := renderLabels(labels)
+	sep := ","
+	if l == "" {
+		sep = ""
+	}
 	var b strings.Builder
 	counts := h.cumulative()
 	for i, n := range counts {
-		le := "+Inf"
-		if i < len(h.upper) {
-			le = formatFloat(h.upper[i])
-		}
-		b.WriteString(name + "_bucket" + renderLabels(labels, "le", le) + " " + strconv.FormatUint(n, 10) + "\n")
+		b.WriteString(name + "_bucket{" + l + sep + `le="` + h.le[i] + `"} ` + strconv.FormatUint(n, 10) + "\n")
 	}
-	l := renderLabels(labels, "", "")
+	l = braces(l)
 	b.WriteString(name + "_sum" + l + " " + formatFloat(math.Float64frombits(h.sumBits.Load())) + "\n")
 	b.WriteString(name + "_count" + l + " " + strconv.FormatUint(counts[len(counts)-1], 10) + "\n")
 	p.add(name, "histogram", help, labels, b.String())
@@ -381,25 +387,24 @@ func (p *page) writeTo(w io.Writer) error {
 	return err
 }
 
-// renderLabels renders {a="x",b="y"}, plus extra="value" last when extra is
-// set (the histogram's le), or "" for no labels.
-func renderLabels(labels []string, extra, value string) string {
-	if extra != "" {
-		labels = append(labels[:len(labels):len(labels)], extra, value)
-	}
-	if len(labels) == 0 {
-		return ""
-	}
+// renderLabels renders name, value pairs as a="x",b="y".
+func renderLabels(labels []string) string {
 	var b strings.Builder
-	b.WriteByte('{')
 	for i := 0; i+1 < len(labels); i += 2 {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(labels[i] + `="` + escapeLabel(labels[i+1]) + `"`)
 	}
-	b.WriteByte('}')
 	return b.String()
+}
+
+// braces wraps rendered labels in {}, or returns "" for none.
+func braces(l string) string {
+	if l == "" {
+		return ""
+	}
+	return "{" + l + "}"
 }
 
 var (

@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"encoding/json"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -15,13 +16,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestResourceOf_BuiltinTypes_AreDerivedFromPackageAndName(t *testing.T) {
@@ -328,4 +333,23 @@ func TestSetControllerReference_SetsOwnerFromItsType_AndRefusesASecondController
 	if err := SetControllerReference(ns, elsewhere); err != nil || elsewhere.OwnerReferences[0].Kind != "Namespace" {
 		t.Errorf("a cluster-scoped owner: err = %v, refs %+v", err, elsewhere.OwnerReferences)
 	}
+}
+
+func TestRetryOnConflict_GivesUpAfterFiveTries_BackingOffInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("stale"))
+		tries, start := 0, time.Now()
+		err := RetryOnConflict(t.Context(), func() error { tries++; return conflict })
+		if !apierrors.IsConflict(err) || tries != 5 {
+			t.Errorf("RetryOnConflict = %v after %d tries; want Conflict after 5", err, tries)
+		}
+		if d := time.Since(start); d < 150*time.Millisecond || d > 170*time.Millisecond {
+			t.Errorf("backed off %v in all, want 10+20+40+80ms plus up to 10%% jitter", d)
+		}
+		tries = 0
+		other := errors.New("not a conflict")
+		if err := RetryOnConflict(t.Context(), func() error { tries++; return other }); err != other || tries != 1 {
+			t.Errorf("RetryOnConflict of another error = %v after %d tries; want it at once", err, tries)
+		}
+	})
 }
