@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
@@ -67,11 +67,8 @@ type Controller[T any] struct {
 	informer  *Informer[T]
 	client    *Client[T] // writes finalizers; uncached
 	log       *slog.Logger
-	// queue is nil while the controller is not running (a standby replica):
-	// events are then dropped, and each run starts a new queue filled with
-	// every cached key (replays), so nothing that happened meanwhile is lost.
-	queue   atomic.Pointer[Queue[Key]]
-	replays []func()
+	replays   []func() // hand every cached object to its source's handler
+
 	metrics *controllerMetrics
 
 	workers     int
@@ -82,9 +79,16 @@ type Controller[T any] struct {
 	cleanup     func(ctx context.Context, obj *T) error
 	rateLimiter RateLimiter[Key]
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// queue is nil while the controller is not running (a standby replica):
+	// events are then dropped, and each run starts a new queue filled with
+	// every cached key (replays), so nothing that happened meanwhile is lost.
+	queue    *Queue[Key]
 	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
 	deleted  map[Key]*T       // last known state of deleted objects, for onDelete
+	// pending holds keys from Enqueue and FromChannel that arrived while the
+	// controller was not running; the next run queues them after its replay.
+	pending map[Key]Trigger
 }
 
 // NewController makes a controller named name that calls reconcile for every
@@ -97,7 +101,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		name: name, mgr: m, reconcile: reconcile, workers: 1,
 		log:      m.log.With("controller", name),
 		client:   NewClient[T, PT](m.conn),
-		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{},
+		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{},
 	}
 	var err error
 	if c.res, err = ResourceOf[T](); err != nil {
@@ -108,8 +112,9 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
 		return c
 	}
-	c.informer.AddHandler(c.onEvent)
+	c.informer.AddHandler(live(c.onEvent))
 	m.metrics.addInformer(c.res.String(), c.informer.Stats)
+	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	m.writes.watch(c.res)
 	m.mu.Lock()
@@ -171,8 +176,11 @@ func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context,
 }
 
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
-// Its trigger is "manual".
-func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, false) }
+// Its trigger is "manual". A key that arrives while the controller is not
+// running (before Start, or on a standby replica) is kept until it runs.
+// Keys name objects of T: a key whose object is not in the cache is treated
+// as deleted (OnDelete, not reconcile).
+func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, keep) }
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference).
@@ -206,6 +214,7 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 	if r, err := ResourceOf[O](); err == nil {
 		kind = r.Kind
 	}
+	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {
 			return
@@ -213,19 +222,33 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		m := metaOf(ev.Object)
 		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
 		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, ev.Initial)
+			c.enqueue(k, t, priority(ev.Initial))
 		}
 		if ev.Old != nil { // an update that moved the object away from its old keys
 			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, false)
+				c.enqueue(k, t, normal)
 			}
 		}
 	}
-	inf.AddHandler(handle)
+	inf.AddHandler(live(handle))
+	c.mgr.mu.Lock()
+	c.mgr.informers = append(c.mgr.informers, inf) // Start waits for every source's cache
+	c.mgr.mu.Unlock()
 	if cause == "mapped" { // mapped keys need not be objects of T: replay them too
 		c.replays = append(c.replays, replay(inf, handle))
 	}
 	return c
+}
+
+// live passes on the events of a running informer except those of its first
+// list: each run's replay hands the controller every cached object anyway,
+// and the first list's events may still be on their way when it does.
+func live[O any](handle func(Event[O])) func(Event[O]) {
+	return func(ev Event[O]) {
+		if !ev.Initial {
+			handle(ev)
+		}
+	}
 }
 
 // replay returns a function that hands every cached object to handle as an
@@ -258,7 +281,7 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 					continue
 				}
 				for _, k := range toKeys(e) {
-					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, false)
+					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, keep)
 				}
 			}
 		}
@@ -293,7 +316,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, ev.Initial)
+	c.enqueue(k, t, priority(ev.Initial))
 }
 
 func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
@@ -310,14 +333,34 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 	return true
 }
 
-// enqueue remembers why k is queued (the first cause since the last run
-// wins) and adds it; keys from an informer's initial list go in at low priority.
-func (c *Controller[T]) enqueue(k Key, t Trigger, initial bool) {
-	q := c.queue.Load()
-	if q == nil {
-		return // not running: the next run replays every key
+// How enqueue adds a key.
+const (
+	normal = iota
+	low    // from an informer's initial list or a replay: behind live events
+	keep   // from outside the cluster: kept while not running, as no replay can recreate it
+)
+
+func priority(initial bool) int {
+	if initial {
+		return low
 	}
+	return normal
+}
+
+// enqueue remembers why k is queued (the first cause since the last run
+// wins) and adds it to the queue of the current run. While the controller is
+// not running, keys are dropped (the next run replays every cached object)
+// or, with keep, kept for the next run.
+func (c *Controller[T]) enqueue(k Key, t Trigger, how int) {
 	c.mu.Lock()
+	q := c.queue
+	if q == nil {
+		if how == keep {
+			c.pending[k] = t
+		}
+		c.mu.Unlock()
+		return
+	}
 	if prev, ok := c.triggers[k]; ok {
 		prev.Merged++
 	} else {
@@ -325,7 +368,7 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, initial bool) {
 		c.triggers[k] = &t
 	}
 	c.mu.Unlock()
-	if initial {
+	if how == low {
 		q.AddLowPriority(k)
 	} else {
 		q.Add(k)
@@ -342,9 +385,18 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	c.metrics.setQueue(q.Len, q.InFlight)
 	c.mu.Lock()
 	clear(c.triggers)
+	c.queue = q
+	pending := c.pending
+	c.pending = map[Key]Trigger{}
 	c.mu.Unlock()
-	c.queue.Store(q)
-	defer c.queue.Store(nil)
+	defer func() {
+		c.mu.Lock()
+		c.queue = nil
+		c.mu.Unlock()
+	}()
+	for k, t := range pending { // before the replay, so their cause is the one recorded
+		c.enqueue(k, t, normal)
+	}
 	for _, replay := range c.replays {
 		replay()
 	}
@@ -396,8 +448,8 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	t := c.triggers[k]
 	delete(c.triggers, k)
 	c.mu.Unlock()
-	if t == nil {
-		t = &Trigger{Cause: "retry"}
+	if t == nil { // a delayed add (retry, requeue-after) that an event had already served
+		t = &Trigger{Cause: "delayed", queued: time.Now()}
 	}
 	t.Waited = time.Since(t.queued)
 	t.Attempt = q.NumRequeues(k) + 1
@@ -495,10 +547,15 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, err)
 		}
 		m.SetFinalizers(slices.DeleteFunc(m.GetFinalizers(), func(f string) bool { return f == c.finalizer }))
-		return Result{}, c.client.Update(ctx, obj)
+		if err := c.client.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, err)
+		}
+		return Result{}, nil // removed, or the object is already gone
 	case !has:
 		m.SetFinalizers(append(m.GetFinalizers(), c.finalizer))
-		if err := c.client.Update(ctx, obj); err != nil {
+		if err := c.client.Update(ctx, obj); apierrors.IsNotFound(err) {
+			return Result{}, nil // deleted meanwhile: nothing to finalize
+		} else if err != nil {
 			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, err)
 		}
 	}

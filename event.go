@@ -59,7 +59,8 @@ func Or(preds ...Predicate) Predicate {
 type Trigger struct {
 	// Cause is one of: initial (the first list), created, updated, deleted,
 	// resync, owned (a child of type Owns changed), mapped (Watches), channel
-	// (FromChannel), manual (Enqueue), requeue-after, retry.
+	// (FromChannel), manual (Enqueue), requeue-after, retry, or delayed (a
+	// retry or requeue-after whose key an event had already brought back).
 	Cause string
 	// Detail adds what changed: for updated the kinds of change ("spec labels"),
 	// for owned and mapped the object ("Pod ns/web-1 Updated"), for retry the count.

@@ -162,6 +162,18 @@ func NewManager(opts Options) (*Manager, error) {
 	return m, nil
 }
 
+// Cache returns the Manager's shared cache, e.g. to scope one type before
+// its first use:
+//
+//	kctl.ScopeFor[corev1.Secret](mgr.Cache(), kctl.Scope{Namespaces: []string{"app"}})
+func (m *Manager) Cache() *Cache { return m.cache }
+
+// HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
+// while the Manager runs, for endpoints that enqueue keys or report state.
+func HTTPServer(name, addr string, h http.Handler) Runnable {
+	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, slog.Default()) }}
+}
+
 // AddReadyCheck adds a check to /readyz: the replica is ready only while
 // every ready check returns nil.
 func (m *Manager) AddReadyCheck(name string, check func(r *http.Request) error) {
@@ -230,7 +242,9 @@ func (m *Manager) misuse(err error) {
 }
 
 // Start runs everything until ctx ends or a runnable fails, then shuts down
-// gracefully and returns. The order is:
+// gracefully and returns. A cache that cannot sync (e.g. its CRD is not
+// installed, or its list is Forbidden) does not end Start: it keeps retrying,
+// logs why, and /readyz names it. The order is:
 //  1. start the shared cache (informers of every controller),
 //  2. start runnables that do not need leadership,
 //  3. wait for the controllers' caches to sync,
@@ -238,8 +252,8 @@ func (m *Manager) misuse(err error) {
 //
 // When ctx ends, runnables are cancelled, controllers stop taking keys and
 // in-flight reconciles get ShutdownTimeout to finish. Start returns nil after
-// a clean shutdown, or the first error (a runnable's, or a cache that could
-// not sync). Call it once.
+// a clean shutdown (ctx cancelled or past its deadline), or the first error
+// of a runnable, a server or the leader election. Call it once.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
@@ -308,7 +322,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	<-ctx.Done()
 	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
 	err := g.wait()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && err == nil {
+	if cause := context.Cause(ctx); err == nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		err = cause
 	}
 	return err

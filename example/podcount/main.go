@@ -1,0 +1,87 @@
+// Command podcount is kctl's classic example: a controller of ReplicaSets
+// that owns Pods and labels each ReplicaSet with pod-count=<n>, the number of
+// Pods its label selector matches, counted in the cache.
+//
+//	go run ./example/podcount --kubeconfig ~/.kube/config
+//	kubectl get rs -A -L pod-count
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/kctl-dev/kctl"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+	metricsAddr := flag.String("metrics-addr", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8080" in a Pod)`)
+	healthAddr := flag.String("health-addr", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
+	leaderElect := flag.Bool("leader-elect", false, "run the controller only on the replica holding the Lease podcount")
+	leaseNamespace := flag.String("leader-elect-namespace", "", "namespace of the Lease; default: the Pod's namespace")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	opts := kctl.Options{Kubeconfig: *kubeconfig, Logger: log, MetricsAddr: *metricsAddr, HealthAddr: *healthAddr}
+	if *leaderElect {
+		opts.LeaderElection = kctl.LeaderElection{Name: "podcount", Namespace: *leaseNamespace}
+	}
+	mgr, err := kctl.NewManager(opts) // loads the config and connects; starts nothing yet
+	if err != nil {
+		log.Error("cannot make the manager", "err", err)
+		os.Exit(1)
+	}
+	setup(mgr)
+	// Start runs caches, probes, metrics and the controller until SIGINT or
+	// SIGTERM, then shuts down gracefully. Builder mistakes are returned here.
+	if err := mgr.Start(kctl.SignalContext()); err != nil {
+		log.Error("podcount stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// setup adds the podcount controller to mgr; the tests call it too.
+func setup(mgr *kctl.Manager) {
+	// Clients whose reads come from mgr's shared cache and writes go to the API server.
+	pods := kctl.ClientFor[corev1.Pod](mgr)
+	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
+	// A controller of ReplicaSets: T is inferred from the reconcile function,
+	// which runs for every ReplicaSet that changes (one key at a time).
+	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) {
+		return countPods(ctx, pods, rsets, rs)
+	})
+	// A change to a Pod whose controller owner reference names a ReplicaSet
+	// (as the ReplicaSet controller sets it) reconciles that ReplicaSet.
+	kctl.Owns[corev1.Pod](c)
+}
+
+// countPods labels rs with the number of Pods its selector matches. It looks
+// at the state, not at the event that woke it: many events give one reconcile.
+func countPods(ctx context.Context, pods *kctl.Client[corev1.Pod], rsets *kctl.Client[appsv1.ReplicaSet], rs *appsv1.ReplicaSet) (kctl.Result, error) {
+	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil { // retrying cannot fix a bad selector: wait for the next change
+		return kctl.Result{}, kctl.Terminal(fmt.Errorf("bad selector: %w", err))
+	}
+	list, err := pods.List(ctx, kctl.ListOptions{Namespace: rs.Namespace, Labels: sel}) // from the cache
+	if err != nil {
+		return kctl.Result{}, err // retried with backoff
+	}
+	n := strconv.Itoa(len(list))
+	if rs.Labels["pod-count"] == n {
+		return kctl.Result{}, nil // nothing to do, including after our own update
+	}
+	if rs.Labels == nil {
+		rs.Labels = map[string]string{}
+	}
+	rs.Labels["pod-count"] = n
+	kctl.LoggerFrom(ctx).Info("labelling", "pod-count", n)
+	// rs is our own copy; a Conflict (someone else wrote first) is retried with a fresh copy.
+	return kctl.Result{}, rsets.Update(ctx, rs)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/extest"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestMain(m *testing.M) { extest.Main(m) }
+
+func TestPodcount_LabelsFollowTheReplicaSetsPods(t *testing.T) {
+	cfg := extest.Config(t)
+	ns := extest.Namespace(t, cfg)
+	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
+	setup(mgr)
+	extest.Start(t, mgr)
+
+	conn, err := kctl.NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	rsets, pods := kctl.NewClient[appsv1.ReplicaSet](conn), kctl.NewClient[corev1.Pod](conn)
+	web, db := replicaSet(ns, "web"), replicaSet(ns, "db")
+	for _, rs := range []*appsv1.ReplicaSet{web, db} {
+		if err := rsets.Create(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCounts := func(step string, want map[string]string) {
+		t.Helper()
+		extest.Eventually(t, fmt.Sprintf("%s: pod-count labels %v", step, want), func() string {
+			got := map[string]string{}
+			for name := range want {
+				rs, err := rsets.Get(ctx, ns, name)
+				if err != nil {
+					return err.Error()
+				}
+				got[name] = rs.Labels["pod-count"]
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Sprint(got)
+			}
+			return ""
+		})
+	}
+	wantCounts("no pods", map[string]string{"web": "0", "db": "0"})
+
+	for i := range 3 {
+		if err := pods.Create(ctx, ownedPod(t, web, fmt.Sprintf("web-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pods.Create(ctx, ownedPod(t, db, "db-0")); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts("pods created", map[string]string{"web": "3", "db": "1"})
+
+	if err := pods.Delete(ctx, ns, "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"db-1", "db-2"} {
+		if err := pods.Create(ctx, ownedPod(t, db, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCounts("one web pod deleted, two db pods added", map[string]string{"web": "2", "db": "3"})
+}
+
+func TestPodcount_Manifests_PassServerDryRun(t *testing.T) {
+	extest.EnsureNamespace(t, extest.Config(t), "kctl-podcount") // the manifests' namespace
+	extest.DryRun(t, "rbac.yaml", "deployment.yaml")
+}
+
+// TestPodcount_RBAC_IsEnoughToRunWithLeaderElection runs the controller as
+// the ServiceAccount of rbac.yaml, leader election on, as deployment.yaml does.
+func TestPodcount_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
+	admin := extest.Config(t)
+	ns := extest.Namespace(t, admin)
+	extest.Apply(t, "rbac.yaml")
+	cfg := extest.ServiceAccountConfig(t, admin, "kctl-podcount", "podcount")
+	lease := "podcount-test-" + strings.ToLower(rand.Text()[:8]) // a lease of its own: tests may run at once
+	mgr := extest.Manager(t, cfg, ns, kctl.Options{LeaderElection: kctl.LeaderElection{Name: lease, Namespace: "kctl-podcount"}})
+	setup(mgr)
+	extest.Start(t, mgr)
+
+	conn, err := kctl.NewConn(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	rsets := kctl.NewClient[appsv1.ReplicaSet](conn)
+	web := replicaSet(ns, "web")
+	if err := rsets.Create(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := kctl.NewClient[corev1.Pod](conn).Create(ctx, ownedPod(t, web, "web-0")); err != nil {
+		t.Fatal(err)
+	}
+	extest.Eventually(t, "pod-count=1 written as ServiceAccount podcount", func() string {
+		rs, err := rsets.Get(ctx, ns, "web")
+		if err != nil {
+			return err.Error()
+		}
+		if got := rs.Labels["pod-count"]; got != "1" {
+			return "pod-count=" + got
+		}
+		return ""
+	})
+}
+
+func replicaSet(ns, name string) *appsv1.ReplicaSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.ReplicaSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+			},
+		},
+	}
+}
+
+// ownedPod is a Pod of rs as the ReplicaSet controller would make it (there
+// is none in the test control plane).
+func ownedPod(t *testing.T, rs *appsv1.ReplicaSet, name string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name, Labels: rs.Spec.Template.Labels},
+		Spec:       rs.Spec.Template.Spec,
+	}
+	if err := kctl.SetControllerReference(rs, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

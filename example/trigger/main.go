@@ -1,0 +1,123 @@
+// Command trigger reconciles from outside the cluster: it mirrors a web page
+// (--source) into ConfigMap "mirror" of one namespace, and runs when a POST
+// to /trigger arrives (a webhook), when a ticker sees the page change, or
+// when someone edits the mirror. Every source enqueues one fixed key, the
+// namespace itself: kctl reconciles only keys whose object exists.
+//
+//	go run ./example/trigger --kubeconfig ~/.kube/config --source https://example.com/
+//	curl -X POST 127.0.0.1:8082/trigger && kubectl get configmap mirror -o yaml
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kctl-dev/kctl"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+	metricsAddr := flag.String("metrics-addr", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8080" in a Pod)`)
+	healthAddr := flag.String("health-addr", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
+	httpAddr := flag.String("http-addr", "127.0.0.1:8082", "serve POST /trigger here")
+	namespace := flag.String("namespace", "default", "write ConfigMap mirror in this namespace")
+	source := flag.String("source", "https://example.com/", "URL of the page to mirror")
+	every := flag.Duration("every", time.Minute, "look for a change of the page this often")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log, MetricsAddr: *metricsAddr, HealthAddr: *healthAddr,
+		Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{*namespace}}}}) // cache one namespace's ConfigMaps
+	var ln net.Listener
+	if err == nil {
+		ln, err = net.Listen("tcp", *httpAddr)
+	}
+	if err == nil {
+		err = setup(mgr, *namespace, *source, ln, time.NewTicker(*every).C)
+	}
+	if err == nil {
+		err = mgr.Start(kctl.SignalContext()) // until SIGINT or SIGTERM
+	}
+	if err != nil {
+		log.Error("trigger stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// setup adds the trigger controller and its endpoint on ln to mgr; the tests call it too.
+func setup(mgr *kctl.Manager, ns, source string, ln net.Listener, ticks <-chan time.Time) error {
+	key := kctl.Key{Name: ns}                               // Namespaces are cluster-scoped: no key namespace
+	cms := kctl.ClientFor[corev1.ConfigMap](mgr).Uncached() // our last write may not be cached yet: read the server
+	// The controller of Namespaces: reconcile reads the page and writes the mirror.
+	c := kctl.NewController(mgr, "trigger", func(ctx context.Context, _ *corev1.Namespace) (kctl.Result, error) {
+		body, err := fetch(source)
+		if err != nil {
+			return kctl.Result{}, err // retried with backoff
+		}
+		mirror := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror"}}
+		op, err := kctl.CreateOrUpdate(ctx, cms, mirror, func(cm *corev1.ConfigMap) error {
+			cm.Data = map[string]string{"source": source, "body": body}
+			return nil
+		})
+		t, _ := kctl.TriggerFrom(ctx) // why this reconcile runs: initial, manual, channel, mapped...
+		kctl.LoggerFrom(ctx).Info("mirrored", "trigger", t.Cause, "detail", t.Detail, "configMap", op)
+		return kctl.Result{}, err
+	})
+	// Of the Namespaces' own events, only those of namespace ns enqueue its key.
+	c.WithPredicates(func(e kctl.ObjectEvent) bool { return e.Object.GetName() == ns })
+	// Any change to ConfigMap mirror (an edit, a delete) maps to the fixed key: it is put back.
+	kctl.Watches(c, func(cm *corev1.ConfigMap) []kctl.Key {
+		if cm.Namespace == ns && cm.Name == "mirror" {
+			return []kctl.Key{key}
+		}
+		return nil
+	})
+	// Ticks enqueue the key, but the filter lets through only those on which the page changed.
+	kctl.FromChannel(c, ticks, changes(source), func(time.Time) []kctl.Key { return []kctl.Key{key} })
+	// POST /trigger asks for a reconcile now (c.Enqueue). NeedLeader starts the
+	// endpoint with the controller, after the caches have synced.
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /trigger", func(w http.ResponseWriter, _ *http.Request) { c.Enqueue(key); w.WriteHeader(http.StatusAccepted) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mgr.Add(kctl.Runnable{Name: "trigger endpoint", NeedLeader: true, Run: func(ctx context.Context) error {
+		context.AfterFunc(ctx, func() { srv.Close() })
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}})
+}
+
+// changes returns the ticker's filter: it passes a tick if the page changed since the last tick.
+func changes(source string) func(time.Time) bool {
+	last := "" // the filter runs on the channel source's one goroutine: no lock
+	return func(time.Time) bool {
+		body, err := fetch(source)
+		isNew := err == nil && body != last
+		last = body
+		return isNew
+	}
+}
+
+// fetch returns the body of url, at most 512 KiB: a ConfigMap holds at most 1 MiB.
+func fetch(url string) (string, error) {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 512<<10))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(body), err
+}
