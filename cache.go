@@ -13,9 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Informer keeps a local, read-only copy of one resource's objects in scope
@@ -23,56 +21,57 @@ import (
 //
 //	pods, err := kctl.InformerFor[corev1.Pod](cache)
 //	pods.AddHandler(func(e kctl.Event[corev1.Pod]) { queue.Add(e.Object.Name) })
-//	if err := pods.WaitForSync(ctx); err != nil { ... }
+//	err = pods.WaitForSync(ctx)
 //	pod, ok := pods.Get("default", "web-0") // shared: do not modify
 //
-// Model: list then watch, from the list's resourceVersion, with bookmarks.
-// Each watch ends after a random 5 to 10 minutes and resumes from the newest
-// resourceVersion seen; if that is too old (410 Gone), the informer lists
-// again and reports only what changed. Failures are retried with capped,
-// jittered exponential backoff, logged once per attempt, and reported by
-// Err until the next success.
+// Model: list (in pages of 500), then watch from the list's resourceVersion
+// with bookmarks. A watch ends after a random 5 to 10 minutes and resumes
+// from the newest resourceVersion seen; when that is gone (410), the informer
+// lists again and reports only what changed. Failures (connection refused,
+// 5xx, 429, Forbidden, a missing CRD) are retried after 200ms doubling up to
+// 30s (10s for a missing CRD), less up to half at random and at least the
+// server's Retry-After; a watch that stayed open 10s resets it. Each failure
+// is logged once, with its retry delay, and reported by Err until a success.
 //
-// The zero Informer is not usable: get one from InformerFor. Most callers
-// want Get/List after WaitForSync, and AddHandler. Every method is safe for
-// concurrent use. The informer is the store's only writer: objects returned
-// by Get, List, ByIndex and events are shared by every reader and must not be
-// modified (deepCopy them first); they may be stale.
+// The zero Informer is unusable: get one from InformerFor. Most callers want
+// AddHandler, WaitForSync, then Get or List. Every method is safe for
+// concurrent use. The informer is the store's only writer: the objects that
+// Get, List, ByIndex and events return are shared by every reader, must not
+// be modified (deepCopy first), and may be stale.
 type Informer[T any] struct {
 	res          Resource
 	client       *Client[T]
 	scope        Scope
-	transform    func(obj *T) // applied to each object before it is stored
+	transform    func(obj *T) // readies a decoded object for the store (drops managedFields)
 	resync       time.Duration
 	log          *slog.Logger
 	watchTimeout func() time.Duration
 
-	mu sync.RWMutex
-	// store, watches and handlers change only under mu, and events are queued
-	// to handlers under mu, so every handler sees the store's changes in the
-	// order they were made.
+	// mu guards what follows. The store changes, and events are queued to
+	// handlers, only under mu: every handler sees the changes in store order.
+	mu       sync.RWMutex
 	store    *store[T]
 	watches  []*watchState // one per namespace in scope, or one for all
 	handlers []*handler[T]
-	progress chan struct{} // closed and cleared on any progress; nil when nobody waits
-	// ctx is the run's context, kept to start the goroutines of handlers
-	// added while running; nil before run.
-	ctx     context.Context
-	stopped bool
-	wg      sync.WaitGroup // the run's goroutines
+	progress chan struct{}   // closed on any progress, for waiters; nil when nobody waits
+	ctx      context.Context // run's, to start the handlers added later; nil before run
+	stopped  bool            // run's ctx ended: no goroutine is added to wg after this
+	wg       sync.WaitGroup  // run's goroutines
 }
 
 // watchState is one list/watch: a namespace, or "" for all of them.
-// Guarded by the Informer's mu.
+// Its fields change only in its own listWatch goroutine, under mu.
 type watchState struct {
 	namespace string
 	rv        string // the newest resourceVersion applied (from a list, an event or a bookmark)
-	synced    bool   // the first list has been applied
+	synced    bool   // the first list has been stored
 	err       error  // the last failure; nil after a success
 }
 
-// HasSynced reports whether the first list of every namespace in scope has
-// been stored.
+// String is "cache of <resource>", e.g. "cache of pods/v1".
+func (i *Informer[T]) String() string { return "cache of " + i.res.String() }
+
+// HasSynced reports whether the first list of every namespace in scope is stored.
 func (i *Informer[T]) HasSynced() bool {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
@@ -94,54 +93,9 @@ func (i *Informer[T]) WaitForSync(ctx context.Context) error {
 	return i.wait(ctx, "sync", i.syncedLocked)
 }
 
-// WaitForResourceVersion returns once every list/watch of the informer has
-// applied resourceVersion rv or a newer one: a read after it sees a write that
-// returned rv. A quiet scope advances only with the server's bookmarks (about
-// once a minute), so bound ctx.
-func (i *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) error {
-	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		return fmt.Errorf("kctl: cannot wait for resourceVersion %q of %s: %w", rv, i.res, err)
-	}
-	return i.wait(ctx, "reach resourceVersion "+rv, func() bool {
-		for _, w := range i.watches {
-			if !w.synced || !rvAtLeast(w.rv, rv) {
-				return false
-			}
-		}
-		return i.syncedLocked()
-	})
-}
-
-// waitForWrite returns once the cache reflects obj, the server's answer to a
-// write, or something newer (read-your-writes for kctl.go). Unlike
-// WaitForResourceVersion it looks only at obj's namespace and at obj itself,
-// and returns at once for an object the scope can never hold.
-func (i *Informer[T]) waitForWrite(ctx context.Context, obj metav1.Object) error {
-	rv, ns, name := obj.GetResourceVersion(), obj.GetNamespace(), obj.GetName()
-	var w *watchState
-	for _, x := range i.watches {
-		if x.namespace == "" || x.namespace == ns {
-			w = x
-		}
-	}
-	if w == nil {
-		return nil
-	}
-	outside := i.scope.Labels != nil && !i.scope.Labels.Matches(labels.Set(obj.GetLabels()))
-	return i.wait(ctx, "reach resourceVersion "+rv+" of "+ns+"/"+name, func() bool {
-		if !w.synced {
-			return false
-		}
-		if cur, ok := i.store.get(ns, name); ok {
-			return rvAtLeast(metaOf(cur).GetResourceVersion(), rv) || rvAtLeast(w.rv, rv)
-		}
-		return outside || rvAtLeast(w.rv, rv)
-	})
-}
-
 // Err is nil while the informer is synced and healthy; otherwise it says
 // what it waits for, e.g. an error matching ErrNotInstalled, or Forbidden.
-// Readiness checks show it.
+// For readiness checks.
 func (i *Informer[T]) Err() error {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
@@ -149,11 +103,11 @@ func (i *Informer[T]) Err() error {
 	case err != nil:
 		return err
 	case i.ctx == nil:
-		return fmt.Errorf("kctl: cache of %s is not started: start the Cache", i.res)
+		return fmt.Errorf("kctl: %s is not started: start the Cache", i)
 	case i.stopped:
-		return fmt.Errorf("kctl: cache of %s is stopped", i.res)
+		return fmt.Errorf("kctl: %s is stopped", i)
 	case !i.syncedLocked():
-		return fmt.Errorf("kctl: cache of %s is still syncing", i.res)
+		return fmt.Errorf("kctl: %s is still syncing", i)
 	}
 	return nil
 }
@@ -165,42 +119,6 @@ func (i *Informer[T]) failureLocked() error {
 		}
 	}
 	return nil
-}
-
-// wait returns once doneLocked (called under mu) is true, or with an error
-// naming what the informer waits for when ctx ends or the informer stops.
-func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() bool) error {
-	for {
-		i.mu.Lock()
-		if doneLocked() {
-			i.mu.Unlock()
-			return nil
-		}
-		if i.stopped {
-			i.mu.Unlock()
-			return fmt.Errorf("kctl: cache of %s stopped before it could %s", i.res, what)
-		}
-		if i.progress == nil {
-			i.progress = make(chan struct{})
-		}
-		progress, failure := i.progress, i.failureLocked()
-		i.mu.Unlock()
-		select {
-		case <-progress:
-		case <-ctx.Done():
-			if failure != nil {
-				return fmt.Errorf("kctl: cache of %s did not %s: %w (%w)", i.res, what, failure, ctx.Err())
-			}
-			return fmt.Errorf("kctl: cache of %s did not %s: %w", i.res, what, ctx.Err())
-		}
-	}
-}
-
-func (i *Informer[T]) notifyLocked() {
-	if i.progress != nil {
-		close(i.progress)
-		i.progress = nil
-	}
 }
 
 // run runs the informer until ctx ends, then waits for its goroutines.
@@ -243,6 +161,7 @@ const (
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 	fails, relist := 0, true
 	for ctx.Err() == nil {
+		listed := relist
 		if relist {
 			objs, rv, err := i.listAll(ctx, w.namespace)
 			if err != nil {
@@ -266,9 +185,12 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 		case err == nil && healthy:
 			continue // the server ended the watch at its timeout
 		case err == nil:
-			err = errors.New("the server closed the watch early")
+			err = fmt.Errorf("kctl: the server closed the watch of %s after %v", i.res, time.Since(start).Round(time.Millisecond))
 		case isGone(err), isNotInstalled(err):
 			relist = true
+			if !listed {
+				fails = 0 // the server answers again: list soon, unless it keeps answering this
+			}
 		}
 		fails++
 		i.retry(ctx, w, "watch", err, fails)
@@ -318,18 +240,12 @@ func (i *Informer[T]) replace(w *watchState, objs []*T, rv string) {
 // watchOnce watches from w.rv and applies each event until the stream ends:
 // nil when the server ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
-	i.mu.RLock()
-	rv := w.rv
-	i.mu.RUnlock()
-	stream, err := i.client.watch(ctx, i.listOptions(w.namespace), rv, i.watchTimeout())
+	stream, err := i.client.watch(ctx, i.listOptions(w.namespace), w.rv, i.watchTimeout())
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
-	i.mu.Lock()
-	w.err = nil
-	i.notifyLocked()
-	i.mu.Unlock()
+	i.setErr(w, nil)
 	for {
 		e, err := stream.Next()
 		if err == io.EOF {
@@ -345,41 +261,42 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 }
 
 // apply stores one watch event and tells the handlers; an ERROR event
-// becomes the returned error. Undecodable objects and unknown events are
-// logged and skipped.
+// becomes the returned error. Undecodable and unknown events are logged and
+// skipped: the stream goes on.
 func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
-	switch {
-	case e.Type == "ERROR" && e.Status != nil:
-		return &apierrors.StatusError{ErrStatus: *e.Status}
-	case e.Err != nil:
-		i.log.Warn("kctl: cache skipped an object it could not decode", "resource", i.res.String(), "event", e.Type, "err", e.Err)
-		return nil
-	case e.Object == nil || e.Type != "BOOKMARK" && metaOf(e.Object).GetName() == "" ||
-		!slices.Contains([]string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK"}, e.Type):
-		i.log.Warn("kctl: cache skipped a malformed watch event", "resource", i.res.String(), "event", e.Type)
+	if e.Type == "ERROR" && e.Status != nil {
+		return fmt.Errorf("kctl: the watch of %s ended with an error: %w", i.res, &apierrors.StatusError{ErrStatus: *e.Status})
+	}
+	if e.Err != nil || e.Object == nil || e.Type != "BOOKMARK" && metaOf(e.Object).GetName() == "" {
+		i.log.Warn("kctl: cache skipped a watch event it could not decode", "resource", i.res.String(), "event", e.Type, "err", e.Err)
 		return nil
 	}
-	obj := e.Object
-	m := metaOf(obj)
+	obj, m := e.Object, metaOf(e.Object)
 	if e.Type != "BOOKMARK" {
 		i.transform(obj)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	old, had := i.store.get(m.GetNamespace(), m.GetName())
-	switch {
-	case e.Type == "BOOKMARK":
-	case e.Type == "DELETED":
+	switch e.Type {
+	case "BOOKMARK":
+	case "DELETED":
 		if had {
 			i.store.remove(m.GetNamespace(), m.GetName())
 			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
 		}
-	case !had:
-		i.store.put(obj)
-		i.emitLocked(Event[T]{Type: Added, Object: obj})
-	case metaOf(old).GetResourceVersion() != m.GetResourceVersion():
-		i.store.put(obj)
-		i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: old})
+	case "ADDED", "MODIFIED":
+		switch {
+		case !had:
+			i.store.put(obj)
+			i.emitLocked(Event[T]{Type: Added, Object: obj})
+		case metaOf(old).GetResourceVersion() != m.GetResourceVersion(): // else a duplicate
+			i.store.put(obj)
+			i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: old})
+		}
+	default:
+		i.log.Warn("kctl: cache skipped a watch event of unknown type", "resource", i.res.String(), "event", e.Type)
+		return nil
 	}
 	if rv := m.GetResourceVersion(); rv != "" {
 		w.rv = rv
@@ -400,19 +317,11 @@ func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err e
 		after = time.Duration(s) * time.Second
 	}
 	d := retryDelay(n, limit, rand.Float64(), after)
-	where := ""
-	if w.namespace != "" {
-		where = " in namespace " + w.namespace
-	}
-	i.mu.Lock()
-	was := w.err
-	w.err = fmt.Errorf("kctl: %s %s%s: %w", op, i.res, where, err)
-	i.notifyLocked()
-	i.mu.Unlock()
 	level := slog.LevelWarn
-	if isNotInstalled(err) && was != nil && isNotInstalled(was) {
+	if isNotInstalled(err) && w.err != nil && isNotInstalled(w.err) {
 		level = slog.LevelDebug // said once; the poll goes on quietly
 	}
+	i.setErr(w, err) // client errors name the request and the resource
 	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
 		"namespace", w.namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
 	t := time.NewTimer(d)
@@ -421,6 +330,13 @@ func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err e
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+func (i *Informer[T]) setErr(w *watchState, err error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	w.err = err
+	i.notifyLocked()
 }
 
 // retryDelay is the wait before retry n (1, 2, ...): 200ms doubling up to
@@ -449,52 +365,25 @@ func isNotInstalled(err error) bool {
 	return errors.Is(err, ErrNotInstalled) || apierrors.IsNotFound(err)
 }
 
-// rvAtLeast reports whether resourceVersion have is rv or newer.
-func rvAtLeast(have, rv string) bool {
-	c, err := resourceversion.CompareResourceVersion(have, rv)
-	return err == nil && c >= 0 || have == rv
-}
-
-// resyncEvery re-delivers every object as an Updated event with Resync set, every d.
-func (i *Informer[T]) resyncEvery(ctx context.Context, d time.Duration) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		i.mu.Lock()
-		if len(i.handlers) > 0 && i.syncedLocked() {
-			for _, obj := range i.store.list("", nil) {
-				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
-			}
-		}
-		i.mu.Unlock()
-	}
-}
-
 // Cache is the set of informers one Manager shares: one Informer per
-// resource, with the scope configured for its type, made on first use by
+// resource, in the scope configured for its type, made on first use by
 // InformerFor (a controller) or a cached client read.
 //
-//	cache := kctl.NewCache(conn, kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{"team-a"}}})
+//	cache := kctl.NewCache(conn, kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{"shop"}}})
 //	kctl.ScopeFor[corev1.Secret](cache, kctl.Scope{Labels: labels.SelectorFromSet(labels.Set{"app": "web"})})
 //	go cache.Start(ctx)
 //	pods, err := kctl.InformerFor[corev1.Pod](cache)
 //
-// The zero Cache is not usable: call NewCache, which starts nothing. Start
-// runs the informers made so far and any made later. Safe for concurrent use.
+// The zero Cache is unusable: call NewCache, which starts nothing. Start runs
+// the informers made so far and any made later. Safe for concurrent use.
 type Cache struct {
-	conn *Conn
-	opts CacheOptions
-
+	conn       *Conn
+	opts       CacheOptions
 	mu         sync.Mutex
 	scopes     map[Resource]Scope
-	transforms map[Resource]any // func(*T) for the resource's type T
+	transforms map[Resource]any // a func(*T) for the resource's type T
 	informers  map[Resource]interface{ run(ctx context.Context) }
-	ctx        context.Context // Start's context; nil before Start
+	ctx        context.Context // Start's; nil before Start
 	stopped    bool            // Start's ctx ended: no goroutine is added to wg after this
 	wg         sync.WaitGroup
 }
@@ -502,26 +391,24 @@ type Cache struct {
 // CacheOptions configures a Cache. The zero value caches every object of a
 // type, without managedFields, with no resync.
 type CacheOptions struct {
-	// DefaultScope scopes every type without a ScopeFor. Its Namespaces are
-	// ignored for cluster-scoped types. Defaults to everything.
+	// DefaultScope scopes every type without a ScopeFor (its Namespaces only
+	// the namespaced types). Defaults to everything.
 	DefaultScope Scope
 	// KeepManagedFields keeps metadata.managedFields, which the cache drops by
-	// default: few controllers read them and they are often a third of an object.
+	// default: few controllers read them, and they are often a third of an object.
 	KeepManagedFields bool
-	// Resync, when positive, re-delivers every object to the handlers as an
-	// Updated event with Resync set, every Resync. Defaults to never.
+	// Resync, if positive, re-delivers every object to the handlers every
+	// Resync, as an Updated event with Resync set. Defaults to never.
 	Resync time.Duration
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger // defaults to slog.Default()
 }
 
 // Scope selects which objects of a type the cache holds. The zero Scope is
 // every object in the cluster.
 type Scope struct {
-	// Namespaces, if any, are watched one by one into the same store.
-	Namespaces []string
-	Labels     labels.Selector // nil: every label
-	Fields     string          // a field selector evaluated by the server, e.g. "spec.nodeName=node-1"
+	Namespaces []string        // if any, each is listed and watched on its own, into one store
+	Labels     labels.Selector // nil: any labels
+	Fields     string          // evaluated by the server, e.g. "spec.nodeName=node-1"
 }
 
 // NewCache returns a Cache reading through conn. It starts nothing.
@@ -533,9 +420,9 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 		informers: map[Resource]interface{ run(ctx context.Context) }{}}
 }
 
-// Start runs the informers until ctx ends, including those made after Start,
-// then waits for all of their goroutines and returns nil. Run it in its own
-// goroutine; call it once.
+// Start runs the informers, including those made later, until ctx ends, then
+// waits for all of their goroutines and returns nil. Call it once, in a
+// goroutine of its own.
 func (c *Cache) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ctx != nil {
@@ -555,14 +442,14 @@ func (c *Cache) Start(ctx context.Context) error {
 	return nil
 }
 
-// ScopeFor sets the scope of T's informer. Call it before T's informer is made.
+// ScopeFor sets the scope of T's informer. Call it before the informer is made.
 func ScopeFor[T any, PT Object[T]](c *Cache, s Scope) error {
 	return configure[T](c, func(res Resource) { c.scopes[res] = s })
 }
 
-// TransformFor sets a function that changes each of T's objects before it is
-// stored (after managedFields are dropped), e.g. to clear fields nobody
-// reads. fn owns the object it is given. Call it before T's informer is made.
+// TransformFor sets fn to change each of T's objects (after managedFields
+// are dropped) before it is stored, e.g. to clear fields nobody reads. fn
+// owns the object. Call it before T's informer is made.
 func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 	return configure[T](c, func(res Resource) { c.transforms[res] = fn })
 }
@@ -581,15 +468,14 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 	return nil
 }
 
-// InformerFor returns T's informer in c, making it with T's scope on first
-// use; it runs once c is started.
+// InformerFor returns T's informer, making it on first use; it runs once c is started.
 func InformerFor[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, false)
 }
 
 // readInformer is InformerFor for a cached client read: it warns when the
-// read makes an informer for every object of a type nobody scoped, a
-// frequent cause of surprise memory use.
+// read makes an informer of every object of a type nobody scoped, a frequent
+// cause of surprise memory use.
 func readInformer[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, true)
 }
@@ -602,11 +488,10 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if inf, ok := c.informers[res]; ok {
-		typed, ok := inf.(*Informer[T])
-		if !ok {
-			return nil, fmt.Errorf("kctl: %s is cached as another Go type (%T): use one Go type per resource", res, inf)
+		if typed, ok := inf.(*Informer[T]); ok {
+			return typed, nil
 		}
-		return typed, nil
+		return nil, fmt.Errorf("kctl: %s is cached as another Go type (%T): use one Go type per resource", res, inf)
 	}
 	if c.stopped {
 		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
@@ -623,8 +508,7 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	transform, _ := c.transforms[res].(func(*T))
 	inf := newInformer(NewClient[T, PT](c.conn), res, scope, transform, c.opts)
 	c.informers[res] = inf
-	if c.ctx != nil {
-		ctx := c.ctx
+	if ctx := c.ctx; ctx != nil {
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil

@@ -130,8 +130,12 @@ type cacheLogs struct {
 	buf bytes.Buffer
 }
 
-func (b *cacheLogs) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.Write(p) }
-func (b *cacheLogs) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+func (b *cacheLogs) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+func (b *cacheLogs) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 func (b *cacheLogs) lines(substr string) []string {
 	var out []string
 	for _, l := range strings.Split(b.String(), "\n") {
@@ -153,7 +157,11 @@ type eventRecorder[T any] struct {
 	events []Event[T]
 }
 
-func (r *eventRecorder[T]) handle(e Event[T]) { r.mu.Lock(); defer r.mu.Unlock(); r.events = append(r.events, e) }
+func (r *eventRecorder[T]) handle(e Event[T]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
 func (r *eventRecorder[T]) all() []Event[T] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -184,8 +192,8 @@ func describeEvents[T any](events []Event[T]) []string {
 	return out
 }
 
-// pollUntil polls cond until it holds, failing after a deadline.
-func pollUntil(t *testing.T, what string, cond func() bool) {
+// cacheEventually polls cond until it holds, failing after a deadline.
+func cacheEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -196,6 +204,13 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// cacheTestCtx is the test's context, ended after 30s so that no wait hangs.
+func cacheTestCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // checkNoCacheLeaks fails the test if any informer or cache goroutine outlives it.
@@ -254,7 +269,7 @@ func fakeInformer(t *testing.T, f *fakeAPI, opts CacheOptions) (*Informer[cacheW
 
 func wantEvents[T any](t *testing.T, rec *eventRecorder[T], want ...string) {
 	t.Helper()
-	pollUntil(t, fmt.Sprintf("events %q", want), func() bool { return len(rec.all()) >= len(want) })
+	cacheEventually(t, fmt.Sprintf("events %q", want), func() bool { return len(rec.all()) >= len(want) })
 	if got := describeEvents(rec.all()); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events:\n got %q\nwant %q", got, want)
 	}
@@ -340,7 +355,7 @@ func TestInformerFault_ErrorEvent410_RelistsAndReportsOnlyDifferences(t *testing
 		}
 	})
 	inf, rec, _ := fakeInformer(t, f, CacheOptions{})
-	pollUntil(t, "the first list", inf.HasSynced)
+	cacheEventually(t, "the first list", inf.HasSynced)
 	a, _ := inf.Get("default", "a")
 	c, _ := inf.Get("default", "c")
 	wantEvents(t, rec, "Added a@1 initial", "Added b@2 initial", "Added c@3 initial",
@@ -357,6 +372,24 @@ func TestInformerFault_ErrorEvent410_RelistsAndReportsOnlyDifferences(t *testing
 	}
 	if got := f.count("list"); got != 2 {
 		t.Errorf("%d lists, want 2", got)
+	}
+}
+
+func TestInformerFault_WatchAlwaysGone_BacksOffInsteadOfRelistingInALoop(t *testing.T) {
+	checkNoCacheLeaks(t)
+	start := time.Now()
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "list" {
+			c.list("5", "", cacheWidgetAt("a", "1", 1))
+			return
+		}
+		c.status(410, metav1.StatusReasonExpired, "too old resource version: 5 (9)")
+	})
+	fakeInformer(t, f, CacheOptions{})
+	cacheEventually(t, "four lists", func() bool { return f.count("list") >= 4 })
+	// Three 410s in a row after fresh lists wait at least half of 200ms, 400ms and 800ms.
+	if d := time.Since(start); d < 700*time.Millisecond {
+		t.Errorf("four lists within %v: the informer relists in a loop", d)
 	}
 }
 
@@ -399,8 +432,8 @@ func TestInformerFault_ServerErrors_BackOffAndReport(t *testing.T) {
 		}
 	})
 	inf, _, logs := fakeInformer(t, f, CacheOptions{})
-	pollUntil(t, "a Forbidden error", func() bool { return apierrors.IsForbidden(inf.Err()) })
-	pollUntil(t, "the sync", inf.HasSynced)
+	cacheEventually(t, "a Forbidden error", func() bool { return apierrors.IsForbidden(inf.Err()) })
+	cacheEventually(t, "the sync", inf.HasSynced)
 	if err := inf.Err(); err != nil {
 		t.Errorf("Err() = %v after a successful list", err)
 	}
@@ -446,7 +479,7 @@ func TestInformerFault_NotInstalled_WaitsStartsAndWaitsAgain(t *testing.T) {
 		}
 	})
 	inf, rec, logs := fakeInformer(t, f, CacheOptions{})
-	pollUntil(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	cacheEventually(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	err := inf.WaitForSync(ctx)
 	cancel()
@@ -455,9 +488,9 @@ func TestInformerFault_NotInstalled_WaitsStartsAndWaitsAgain(t *testing.T) {
 	}
 	setInstalled(true)
 	wantEvents(t, rec, "Added a@4 initial")
-	pollUntil(t, "healthy", func() bool { return inf.Err() == nil })
+	cacheEventually(t, "healthy", func() bool { return inf.Err() == nil })
 	setInstalled(false)
-	pollUntil(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	cacheEventually(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
 	if n := len(logs.lines("level=WARN")); n > 4 {
 		t.Errorf("%d warnings for a missing CRD; want the first of each outage only:\n%s", n, logs)
 	}
@@ -486,12 +519,12 @@ func TestInformerFault_SlowHandler_DoesNotStallTheWatchOrOtherHandlers(t *testin
 	inf.AddHandler(func(e Event[cacheWidget]) { <-release; slow.handle(e) })
 	inf.AddHandler(fast.handle)
 	startCache(t, c)
-	pollUntil(t, "100 objects stored and delivered to the fast handler", func() bool {
+	cacheEventually(t, "100 objects stored and delivered to the fast handler", func() bool {
 		n, _ := inf.Stats()
 		return n == 100 && len(fast.all()) == 100
 	})
 	close(release)
-	pollUntil(t, "the slow handler to catch up", func() bool { return len(slow.all()) == 100 })
+	cacheEventually(t, "the slow handler to catch up", func() bool { return len(slow.all()) == 100 })
 	for i, e := range slow.all() {
 		if want := fmt.Sprint("w", i); e.Object.Name != want {
 			t.Fatalf("slow handler event %d is %s, want %s: out of order", i, e.Object.Name, want)
@@ -518,7 +551,7 @@ func TestInformerFault_StoreReads_ReturnTheSharedObjects(t *testing.T) {
 	if err := inf.AddIndex("size", func(w *cacheWidget) []string { return nil }); err == nil {
 		t.Errorf("AddIndex accepted a second index named size")
 	}
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	a, ok := inf.Get("default", "a")
@@ -530,7 +563,7 @@ func TestInformerFault_StoreReads_ReturnTheSharedObjects(t *testing.T) {
 	}
 	web := inf.List(ListOptions{Namespace: "default", Labels: labels.SelectorFromSet(labels.Set{"tier": "web"})})
 	bySize := inf.ByIndex("size", "1")
-	pollUntil(t, "the initial events", func() bool { return len(rec.all()) == 2 })
+	cacheEventually(t, "the initial events", func() bool { return len(rec.all()) == 2 })
 	var fromEvent *cacheWidget
 	for _, e := range rec.all() {
 		if e.Object.Name == "a" {
@@ -582,7 +615,7 @@ func TestInformerFault_KeepManagedFieldsAndTransform_AreApplied(t *testing.T) {
 		t.Errorf("InformerFor made a second informer for one type")
 	}
 	startCache(t, c)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := inf.Get("default", "a")
@@ -608,7 +641,7 @@ func TestInformerFault_Namespaces_OneWatchEachIntoOneStore(t *testing.T) {
 	c := NewCache(conn, CacheOptions{DefaultScope: Scope{Namespaces: []string{"b", "a", "b"}}})
 	inf, _ := InformerFor[cacheWidget](c)
 	startCache(t, c)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(inf.List(ListOptions{})); got != 2 {
@@ -617,9 +650,14 @@ func TestInformerFault_Namespaces_OneWatchEachIntoOneStore(t *testing.T) {
 	if _, ok := inf.Get("b", "w-b"); !ok {
 		t.Errorf("Get(b, w-b) found nothing")
 	}
-	pollUntil(t, "two watches", func() bool { return f.count("watch") == 2 })
+	cacheEventually(t, "two watches", func() bool { return f.count("watch") == 2 })
 	if f.count("list") != 2 {
 		t.Errorf("requests %q: want one list and one watch per namespace", f.requests())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := inf.waitForObject(ctx, "c", "x", "99"); err != nil {
+		t.Errorf("waitForObject in namespace c, outside the scope = %v, want nil at once", err)
 	}
 }
 
@@ -633,12 +671,12 @@ func TestInformerFault_LateHandlerAndResync_GetExistingObjects(t *testing.T) {
 		c.hang()
 	})
 	inf, _, _ := fakeInformer(t, f, CacheOptions{Resync: 20 * time.Millisecond})
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	late := &eventRecorder[cacheWidget]{}
 	inf.AddHandler(late.handle)
-	pollUntil(t, "a resync", func() bool { return len(late.all()) >= 2 })
+	cacheEventually(t, "a resync", func() bool { return len(late.all()) >= 2 })
 	got := late.all()
 	if describeEvent(got[0]) != "Added a@1 initial" || describeEvent(got[1]) != "Updated a@1 resync" || got[1].Old != got[1].Object {
 		t.Errorf("late handler got %q, want the initial replay then resyncs with Old == Object", describeEvents(got))
@@ -663,15 +701,18 @@ func TestInformerFault_WaitForResourceVersion_ReturnsOnceABookmarkPassesIt(t *te
 		}
 	})
 	inf, _, _ := fakeInformer(t, f, CacheOptions{})
-	if err := inf.WaitForResourceVersion(t.Context(), "11"); err != nil {
+	if err := inf.WaitForResourceVersion(cacheTestCtx(t), "11"); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := inf.Get("default", "a")
 	if a.ResourceVersion != "11" {
 		t.Errorf("after WaitForResourceVersion(11), a is at %s", a.ResourceVersion)
 	}
-	if err := inf.waitForWrite(t.Context(), &a.ObjectMeta); err != nil {
-		t.Errorf("waitForWrite(a@11) = %v", err)
+	if err := inf.waitForObject(cacheTestCtx(t), "default", "a", "11"); err != nil {
+		t.Errorf("waitForObject(a@11) = %v", err)
+	}
+	if err := inf.waitForObject(cacheTestCtx(t), "default", "never-stored", "11"); err != nil {
+		t.Errorf("waitForObject(never-stored@11) = %v, want nil: the watch is at 11", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	err := inf.WaitForResourceVersion(ctx, "50")
@@ -680,10 +721,10 @@ func TestInformerFault_WaitForResourceVersion_ReturnsOnceABookmarkPassesIt(t *te
 		t.Errorf("WaitForResourceVersion(50) before the bookmark = %v, want the deadline", err)
 	}
 	close(bookmark)
-	if err := inf.WaitForResourceVersion(t.Context(), "50"); err != nil {
+	if err := inf.WaitForResourceVersion(cacheTestCtx(t), "50"); err != nil {
 		t.Errorf("WaitForResourceVersion(50) after a bookmark at 100 = %v", err)
 	}
-	if err := inf.WaitForResourceVersion(t.Context(), "x1"); err == nil {
+	if err := inf.WaitForResourceVersion(cacheTestCtx(t), "x1"); err == nil {
 		t.Errorf("WaitForResourceVersion(x1) accepted a malformed resourceVersion")
 	}
 }
@@ -731,19 +772,19 @@ func TestCache_InformerMadeAfterStart_RunsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
-	pollUntil(t, "the cache to start", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ctx != nil })
+	cacheEventually(t, "the cache to start", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ctx != nil })
 	if err := c.Start(ctx); err == nil {
 		t.Errorf("a second Start succeeded")
 	}
 	inf, _ := InformerFor[cacheWidget](c)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Start() = %v", err)
 	}
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Errorf("WaitForSync after stop of a synced informer = %v", err)
 	}
 	if err := inf.Err(); err == nil || !strings.Contains(err.Error(), "stopped") {

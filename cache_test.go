@@ -103,8 +103,11 @@ func TestStore_Indexes_FollowPutsRemovesAndReplaces(t *testing.T) {
 	if got := names(s.list("y", nil)); got != "y/d" {
 		t.Errorf("list(y) = %q, want y/d", got)
 	}
-	if s.bytes <= 0 {
-		t.Errorf("bytes = %d: a ConfigMap's protobuf Size was not counted", s.bytes)
+	s.setSize(s.objects["x"]["c"].obj, 100)
+	s.put(storeCM("x", "c", "6", nil))
+	s.setSize(s.objects["y"]["d"].obj, 50)
+	if s.bytes != 50 {
+		t.Errorf("bytes = %d, want 50: the size of the replaced x/c must be dropped", s.bytes)
 	}
 }
 
@@ -199,7 +202,7 @@ func replayEvents[T any](events []Event[T]) (model map[string]string, wrong []st
 func wantReplay[T any](t *testing.T, rec *eventRecorder[T], server []*T) {
 	t.Helper()
 	want := storeModel(server)
-	pollUntil(t, "the events to reach the server's state", func() bool { got, _ := replayEvents(rec.all()); return sameModel(got, want) })
+	cacheEventually(t, "the events to reach the server's state", func() bool { got, _ := replayEvents(rec.all()); return sameModel(got, want) })
 	if _, wrong := replayEvents(rec.all()); len(wrong) > 0 {
 		t.Errorf("impossible events (duplicate adds, or changes of missing objects): %q", wrong)
 	}
@@ -234,7 +237,7 @@ func TestInformer_CreateUpdateDelete_AreSeenInOrder(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	inf, rec, _ := cmInformer(t, cfg, ns)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	conn, _ := NewConn(cfg)
@@ -248,7 +251,7 @@ func TestInformer_CreateUpdateDelete_AreSeenInOrder(t *testing.T) {
 	if err := cms.Update(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	if err := inf.WaitForResourceVersion(t.Context(), cm.ResourceVersion); err != nil {
+	if err := inf.WaitForResourceVersion(cacheTestCtx(t), cm.ResourceVersion); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := inf.Get(ns, "a"); got == nil || got.Data["v"] != "2" || got.ManagedFields != nil {
@@ -257,7 +260,7 @@ func TestInformer_CreateUpdateDelete_AreSeenInOrder(t *testing.T) {
 	if err := cms.Delete(t.Context(), ns, "a"); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "three events", func() bool { return len(rec.all()) == 3 })
+	cacheEventually(t, "three events", func() bool { return len(rec.all()) == 3 })
 	events := rec.all()
 	got := describeEvents(events)
 	want := []string{"Added a@" + created, "Updated a@" + cm.ResourceVersion}
@@ -342,7 +345,7 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 		}
 	}
 	inf, rec, _ := cmInformer(t, cfg, ns)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	// A writer creates, updates and deletes ConfigMaps (failing while the
@@ -371,10 +374,10 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 			cancel()
 		}
 	})
-	pollUntil(t, "some writes seen", func() bool { return len(rec.all()) > 20 })
+	cacheEventually(t, "some writes seen", func() bool { return len(rec.all()) > 20 })
 	restartAPIServer(t)
 	seen := len(rec.all())
-	pollUntil(t, "writes seen after the restart", func() bool { return len(rec.all()) > seen+20 })
+	cacheEventually(t, "writes seen after the restart", func() bool { return len(rec.all()) > seen+20 })
 	close(stop)
 	<-stopped
 	writes.Wait()
@@ -383,7 +386,7 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 		t.Fatal(err)
 	}
 	want := storeModel(server)
-	pollUntil(t, "the cache to equal the server", func() bool { return sameModel(storeModel(inf.List(ListOptions{})), want) })
+	cacheEventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(inf.List(ListOptions{})), want) })
 	wantReplay(t, rec, server)
 }
 
@@ -402,12 +405,12 @@ func TestInformer_CompactedResourceVersion_RelistsWithCorrectEvents(t *testing.T
 	cut := rest.CopyConfig(cfg)
 	cut.WrapTransport = p.wrap
 	inf, rec, logs := cmInformer(t, cut, ns)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the initial events", func() bool { return len(rec.all()) == 3 })
+	cacheEventually(t, "the initial events", func() bool { return len(rec.all()) == 3 })
 	p.set(true)
-	pollUntil(t, "the informer to notice the partition", func() bool { return inf.Err() != nil })
+	cacheEventually(t, "the informer to notice the partition", func() bool { return inf.Err() != nil })
 	b, _ := cms.Get(t.Context(), ns, "b")
 	b.Data["v"] = "1"
 	if err := cms.Update(t.Context(), b); err != nil {
@@ -423,7 +426,7 @@ func TestInformer_CompactedResourceVersion_RelistsWithCorrectEvents(t *testing.T
 	etcdCompact(t)
 	restartAPIServer(t) // empties the watch cache: the informer's resourceVersion is now gone
 	p.set(false)
-	pollUntil(t, "the relist's events", func() bool { return len(rec.all()) >= 6 })
+	cacheEventually(t, "the relist's events", func() bool { return len(rec.all()) >= 6 })
 	got := describeEvents(rec.all()[3:])
 	slices.Sort(got)
 	want := []string{"Added d@" + d.ResourceVersion + " relisted", "Deleted c@", "Updated b@" + b.ResourceVersion + " relisted"}
@@ -442,8 +445,8 @@ func TestInformer_Forbidden_BacksOffAndReports(t *testing.T) {
 	ns := testNamespace(t, testConfig(t))
 	start := time.Now()
 	inf, _, logs := cmInformer(t, testUnprivilegedConfig(t), ns)
-	pollUntil(t, "Err() to report Forbidden", func() bool { return apierrors.IsForbidden(inf.Err()) })
-	pollUntil(t, "four failed lists", func() bool { return len(logs.lines("list failed")) >= 4 })
+	cacheEventually(t, "Err() to report Forbidden", func() bool { return apierrors.IsForbidden(inf.Err()) })
+	cacheEventually(t, "four failed lists", func() bool { return len(logs.lines("list failed")) >= 4 })
 	if d := time.Since(start); d < 700*time.Millisecond {
 		t.Errorf("four lists failed within %v: no backoff (want at least 100+200+400ms)", d)
 	}
@@ -477,18 +480,18 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crdwidgets.crd.cachetest.kctl.dev"
 	uninstall := func() {
 		testRawRequest(t, cfg, "DELETE", crdPath, "")
-		pollUntil(t, "the CRD to be gone", func() bool { code, _ := testRawRequest(t, cfg, "GET", crdPath, ""); return code == 404 })
+		cacheEventually(t, "the CRD to be gone", func() bool { code, _ := testRawRequest(t, cfg, "GET", crdPath, ""); return code == 404 })
 	}
 	uninstall()
-	t.Cleanup(func() { testRawRequest(t, cfg, "DELETE", crdPath, "") })
 
 	conn, _ := NewConn(cfg)
-	c := NewCache(conn, CacheOptions{DefaultScope: Scope{Namespaces: []string{ns}}})
+	logs, logger := newCacheLogs()
+	c := NewCache(conn, CacheOptions{DefaultScope: Scope{Namespaces: []string{ns}}, Logger: logger})
 	inf, _ := InformerFor[crdWidget](c)
 	rec := &eventRecorder[crdWidget]{}
 	inf.AddHandler(rec.handle)
 	startCache(t, c)
-	pollUntil(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	cacheEventually(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
 	if !strings.Contains(inf.Err().Error(), "crdwidgets") {
 		t.Errorf("Err() = %v, want it to name crdwidgets", inf.Err())
 	}
@@ -496,22 +499,25 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	if code, body := testRawRequest(t, cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crdWidgetCRD); code != 201 {
 		t.Fatalf("creating the CRD: %d %s", code, body)
 	}
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	cr := `{"apiVersion":"crd.cachetest.kctl.dev/v1","kind":"CRDWidget","metadata":{"name":"w"},"spec":{"a":"b"}}`
 	if code, body := testRawRequest(t, cfg, "POST", "/apis/crd.cachetest.kctl.dev/v1/namespaces/"+ns+"/crdwidgets", cr); code != 201 {
 		t.Fatalf("creating a CRDWidget: %d %s", code, body)
 	}
-	pollUntil(t, "the widget's Added event", func() bool { return len(rec.all()) == 1 })
+	cacheEventually(t, "the widget's Added event", func() bool { return len(rec.all()) == 1 })
 	if got := describeEvent(rec.all()[0]); !strings.HasPrefix(got, "Added w@") {
 		t.Errorf("event %q, want Added w", got)
 	}
 
 	uninstall()
-	pollUntil(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
-	pollUntil(t, "the widget's Deleted event", func() bool { return len(rec.all()) == 2 })
+	cacheEventually(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	cacheEventually(t, "the widget's Deleted event", func() bool { return len(rec.all()) == 2 })
 	if e := rec.all()[1]; e.Type != Deleted || e.Object.Name != "w" {
 		t.Errorf("event %q, want Deleted w", describeEvent(e))
+	}
+	if n := len(logs.lines("is not installed")); n > 3 {
+		t.Errorf("%d log lines for a missing CRD, want one per outage:\n%s", n, logs)
 	}
 }

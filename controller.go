@@ -511,7 +511,7 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 	}()
 	if rv := c.mgr.writes.pending(c.res, k); rv != "" {
 		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.informer.WaitForResourceVersion(wait, rv)
+		err := c.informer.waitForObject(wait, k.Namespace, k.Name, rv)
 		cancel()
 		if err != nil {
 			return Result{}, fmt.Errorf("kctl: cache of %s did not reach this controller's last write (resourceVersion %s) in 10s: %w", c.res, rv, err)

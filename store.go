@@ -1,15 +1,18 @@
 package kctl
 
-// The store and its read side: Get, List, ByIndex, indexes, stats, and the
-// events handed to handlers.
+// The informer's store and its read side: Get, List, ByIndex and indexes,
+// waiting for a resourceVersion, stats, and the events handed to handlers.
+// cache.go fills the store from the API server.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // store is an informer's map of objects with its indexes. It has no lock of
@@ -27,10 +30,7 @@ type store[T any] struct {
 	// under each value its function returns.
 	indexes map[string]*index[T]
 	count   int   // the number of objects
-	bytes   int64 // the sum of the known entry sizes
-	// sizeOf is T's cheap size (protobuf Size()), or nil: sizes are then
-	// measured later, off the hot path, by Informer.Stats.
-	sizeOf func(obj *T) int
+	bytes   int64 // the sum of the entry sizes measured so far (by Informer.Stats)
 }
 
 // entry is one stored object with its estimated size in bytes (0: not yet measured).
@@ -47,11 +47,7 @@ type index[T any] struct {
 }
 
 func newStore[T any]() *store[T] {
-	s := &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}}
-	if _, ok := any((*T)(nil)).(interface{ Size() int }); ok {
-		s.sizeOf = func(obj *T) int { return any(obj).(interface{ Size() int }).Size() }
-	}
-	return s
+	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}}
 }
 
 func storeKey[T any](obj *T) objKey {
@@ -91,19 +87,15 @@ func (s *store[T]) remove(namespace, name string) (*T, bool) {
 }
 
 // track updates the count, the bytes and the indexes for the object under k
-// going from old (if had) to obj (nil: deleted), and returns obj's entry.
+// going from old (if had) to obj (nil: deleted), and returns obj's
+// (unmeasured) entry.
 func (s *store[T]) track(k objKey, old entry[T], had bool, obj *T) entry[T] {
-	e := entry[T]{obj: obj}
-	if obj != nil && s.sizeOf != nil {
-		e.size = s.sizeOf(obj)
-	}
 	if had {
 		s.count--
 		s.bytes -= int64(old.size)
 	}
 	if obj != nil {
 		s.count++
-		s.bytes += int64(e.size)
 	}
 	for _, ix := range s.indexes {
 		if had {
@@ -113,7 +105,7 @@ func (s *store[T]) track(k objKey, old entry[T], had bool, obj *T) entry[T] {
 			ix.add(k, obj)
 		}
 	}
-	return e
+	return entry[T]{obj: obj}
 }
 
 // replace makes the objects in namespace ("" means every namespace) exactly
@@ -297,7 +289,8 @@ type Event[T any] struct {
 }
 
 // Get returns the object namespace/name ("" namespace for cluster-scoped
-// types). It is shared with every reader: do not modify it.
+// types). It is shared with every reader: do not modify it. It may be stale:
+// the cache follows the server with a delay (see WaitForResourceVersion).
 func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
@@ -354,18 +347,101 @@ func (i *Informer[T]) AddHandler(fn func(Event[T])) {
 	}
 }
 
-// Stats returns the number of objects and an estimate of the heap they use:
-// their protobuf size (JSON for types without one, measured here rather than
-// when stored) times heapPerEncodedByte. For the metrics page.
+// WaitForResourceVersion returns once every list/watch of the informer has
+// applied resourceVersion rv or a newer one, so that a read sees a write that
+// returned rv. A quiet namespace advances only with the server's bookmarks
+// (about once a minute): bound ctx.
+func (i *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) error {
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		return fmt.Errorf("kctl: cannot wait for resourceVersion %q of %s: %w", rv, i.res, err)
+	}
+	return i.wait(ctx, "reach resourceVersion "+rv, func() bool {
+		for _, w := range i.watches {
+			if !w.synced || !rvAtLeast(w.rv, rv) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitForObject is WaitForResourceVersion for one object (read-your-writes
+// in kctl.go): it returns once the cache holds namespace/name at rv or newer,
+// or the list/watch of its namespace is past rv, and at once if the scope has
+// no such namespace. Quiet namespaces do not delay it.
+func (i *Informer[T]) waitForObject(ctx context.Context, namespace, name, rv string) error {
+	var w *watchState
+	for _, x := range i.watches {
+		if x.namespace == "" || x.namespace == namespace {
+			w = x
+		}
+	}
+	if w == nil {
+		return nil
+	}
+	return i.wait(ctx, "reach resourceVersion "+rv+" of "+namespace+"/"+name, func() bool {
+		cur, ok := i.store.get(namespace, name)
+		return w.synced && (rvAtLeast(w.rv, rv) || ok && rvAtLeast(metaOf(cur).GetResourceVersion(), rv))
+	})
+}
+
+// wait returns once doneLocked (called under mu) holds, or with an error
+// saying why not when ctx ends or the informer stops.
+func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() bool) error {
+	for {
+		i.mu.Lock()
+		if doneLocked() {
+			i.mu.Unlock()
+			return nil
+		}
+		if i.stopped {
+			i.mu.Unlock()
+			return fmt.Errorf("kctl: %s stopped before it could %s", i, what)
+		}
+		if i.progress == nil {
+			i.progress = make(chan struct{})
+		}
+		progress, failure := i.progress, i.failureLocked()
+		i.mu.Unlock()
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			if failure != nil {
+				return fmt.Errorf("kctl: %s did not %s: %w (%w)", i, what, failure, ctx.Err())
+			}
+			return fmt.Errorf("kctl: %s did not %s: %w", i, what, ctx.Err())
+		}
+	}
+}
+
+func (i *Informer[T]) notifyLocked() {
+	if i.progress != nil {
+		close(i.progress)
+		i.progress = nil
+	}
+}
+
+// rvAtLeast reports whether resourceVersion have is rv or newer.
+func rvAtLeast(have, rv string) bool {
+	c, err := resourceversion.CompareResourceVersion(have, rv)
+	return err == nil && c >= 0 || have == rv
+}
+
+// Stats returns the number of objects and their size encoded (protobuf
+// for built-in types, JSON for declared ones): a lower bound of the heap they
+// take, which is about 6 times more for a Pod without managedFields. Sizes
+// are measured here, for the objects stored since the last call, not on the
+// watch's hot path. For the metrics page.
 func (i *Informer[T]) Stats() (objects int, bytes int64) {
 	i.mu.RLock()
-	var todo []*T
-	if i.store.sizeOf == nil {
-		todo = i.store.unsized()
-	}
+	todo := i.store.unsized()
 	i.mu.RUnlock()
 	sizes := make([]int, len(todo))
-	for j, obj := range todo {
+	for j, obj := range todo { // stored objects are immutable: no lock needed
+		if p, ok := any(obj).(interface{ Size() int }); ok {
+			sizes[j] = p.Size()
+			continue
+		}
 		var n byteCounter
 		_ = json.NewEncoder(&n).Encode(obj)
 		sizes[j] = int(n)
@@ -375,12 +451,8 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 	for j, obj := range todo {
 		i.store.setSize(obj, sizes[j])
 	}
-	return i.store.count, i.store.bytes * heapPerEncodedByte
+	return i.store.count, i.store.bytes
 }
-
-// heapPerEncodedByte is roughly how many heap bytes a decoded object takes
-// per byte of its encoding (measured on Pods without managedFields).
-const heapPerEncodedByte = 3
 
 type byteCounter int
 
@@ -389,6 +461,26 @@ func (n *byteCounter) Write(p []byte) (int, error) { *n += byteCounter(len(p)); 
 func (i *Informer[T]) emitLocked(e Event[T]) {
 	for _, h := range i.handlers {
 		h.push(e)
+	}
+}
+
+// resyncEvery re-delivers every object as an Updated event with Resync set, every d.
+func (i *Informer[T]) resyncEvery(ctx context.Context, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		i.mu.Lock()
+		if len(i.handlers) > 0 && i.syncedLocked() {
+			for _, obj := range i.store.list("", nil) {
+				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
+			}
+		}
+		i.mu.Unlock()
 	}
 }
 
