@@ -1,6 +1,7 @@
 package kctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -33,9 +34,10 @@ import (
 //     are no-ops. ShutDownWithDrain also waits for the keys in flight to be Done.
 //   - Delays: AddAfter keeps waiting keys in one min-heap served by one timer.
 //     Adding a waiting key earlier moves it earlier; later never postpones it.
+//     Keys due at the same time become ready in the order they were scheduled.
 //   - Priority: AddLowPriority keys are handed out after normal ones, in their
-//     own FIFO order. A low key queued for AgeLowPriorityAfter joins the back of
-//     the normal line, so none starves. Add of a queued low key raises it.
+//     own FIFO order. A low key queued for AgeLowPriorityAfter joins the back
+//     of the normal line, so none starves. Add of a queued low key raises it.
 //   - Pacing: with Debounce, Add makes a key ready Debounce later, so a burst of
 //     adds is one run; with MinInterval, two runs of a key start at least
 //     MinInterval apart.
@@ -51,61 +53,51 @@ type Queue[K comparable] struct {
 	slots []slot[K]    // freed slots are zeroed and listed in free
 	free  []uint32
 
-	normal ring[uint32]   // queued normal keys, FIFO; every entry is a queued slot without fLow
-	low    ring[lowEntry] // queued low keys, FIFO by addedAt; an entry is live iff its slot has fQueued|fLow and its seq
-	n      int            // queued keys: len(normal) + live entries of low
-	wait   []waitEntry    // min-heap on (at, seq); an entry is live iff its slot has fWaiting and its seq
-	stale  int            // dead entries in wait
-	seq    uint64         // last seq given to a low or wait entry
+	normal fifo[uint32] // queued normal keys, FIFO; every item is a queued slot without fLow
+	low    fifo[item]   // queued low keys, FIFO; an item is live iff its slot has fQueued|fLow and its seq
+	n      int          // queued keys: normal.len() + live entries in low
+	wait   []item       // min-heap on (at, seq) of exactly the slots with fWaiting; slots[wait[j].idx].pos == j
+	seq    uint64       // last seq given to a low or wait item
 
-	timer   *time.Timer // the one AfterFunc timer serving wait
-	armed   bool        // timer will fire at armedAt or earlier
-	armedAt int64
-
+	timer      *time.Timer // the one AfterFunc timer serving wait
+	armed      bool        // timer fires at armedAt, and armedAt <= wait[0].at
+	armedAt    int64
 	processing int           // slots with fProcessing
-	shutdown   bool          // set once; then n == 0, wait is empty and no slot is queued, dirty or waiting
-	drained    chan struct{} // closed by the Done that ends the last processing after shutdown
+	shutdown   bool          // set once; then n == 0, wait is empty, no slot is queued, dirty or waiting
+	drained    chan struct{} // made at shutdown, closed once processing is 0
 
-	epoch       time.Time // origin of the int64 times below (ns, monotonic)
-	timed       bool      // Get and Done read the clock: Observer or MinInterval set
-	debounce    int64
-	minInterval int64
-	age         int64
-	rl          RateLimiter[K]
-	obs         QueueObserver
+	epoch                      time.Time // origin of the int64 times: ns, monotonic
+	last                       int64     // the last time read, under mu
+	timed                      bool      // Get and Done read the clock (Observer or MinInterval)
+	debounce, minInterval, age int64
+	rl                         RateLimiter[K]
+	obs                        QueueObserver
 }
 
 // Slot flags. A queued slot is neither processing nor dirty; fLow qualifies
-// fQueued (the live entry is in low) or fDirty (only low adds came in).
+// fQueued (its live item is in low) or fDirty (only low adds came in).
 const (
 	fUsed       uint8 = 1 << iota // slot belongs to key
 	fQueued                       // in normal or low; counted in n
 	fLow                          // see above
 	fProcessing                   // handed out by Get, not yet Done
 	fDirty                        // added while processing: queued again at Done
-	fWaiting                      // has a live entry in wait, due at waitAt
-	fWaitAdd                      // with fWaiting: the entry makes the key ready; without, it only keeps startedAt until MinInterval has passed
+	fWaiting                      // in wait at pos
+	fWaitAdd                      // with fWaiting: made ready when due; else the item only keeps startedAt until MinInterval passed
 )
-
-const neverStarted = math.MinInt64 / 2
 
 type slot[K comparable] struct {
 	key       K
 	flags     uint8
-	lowSeq    uint64 // fQueued|fLow: seq of the live entry in low
-	waitSeq   uint64 // fWaiting: seq of the live entry in wait
-	waitAt    int64  // fWaiting: when it is due
+	pos       int32  // fWaiting: index in wait
+	seq       uint64 // fQueued|fLow: seq of the live item in low
 	addedAt   int64  // fQueued: when it was queued (set when timed or low)
-	startedAt int64  // when Get last handed it out (set when timed)
+	startedAt int64  // when Get last handed it out (set when timed; long ago for a new slot)
 }
 
-type lowEntry struct {
-	seq uint64
-	idx uint32
-}
-
-type waitEntry struct {
-	at  int64
+// item is an element of low (at unused) or wait.
+type item struct {
+	at  int64 // due time
 	seq uint64
 	idx uint32
 }
@@ -113,31 +105,27 @@ type waitEntry struct {
 // QueueOptions configures NewQueue. The zero value gives client-go's
 // behaviour: DefaultRateLimiter, no pacing, no observer.
 type QueueOptions[K comparable] struct {
-	// RateLimiter decides how long AddRateLimited waits. Defaults to DefaultRateLimiter.
+	// RateLimiter sets AddRateLimited's delays. Defaults to DefaultRateLimiter.
 	RateLimiter RateLimiter[K]
 	// Debounce, when > 0, makes Add of a key that is not queued schedule it
-	// Debounce later (like AddAfter), so a burst of adds is handed out once.
-	// Add of a queued key and AddLowPriority are not delayed. Defaults to 0.
+	// Debounce later (as AddAfter does), so a burst of adds is one run. Add
+	// of a queued key and AddLowPriority are not delayed. Defaults to 0.
 	Debounce time.Duration
 	// MinInterval, when > 0, is the least time between the starts (Gets) of
-	// two runs of one key: an add arriving sooner waits until then. Defaults to 0.
+	// two runs of a key: an add arriving sooner waits until then. Defaults to 0.
 	MinInterval time.Duration
-	// Observer receives metrics events. Defaults to none; then Get and Add
-	// never read the clock and InFlight reports no durations.
+	// Observer receives metrics events. Defaults to none; then Add (without
+	// delay or low priority), Get and Done never read the clock.
 	Observer QueueObserver
 	// AgeLowPriorityAfter is how long a low-priority key waits before it joins
-	// the back of the normal line. Defaults to DefaultAgeLowPriorityAfter.
+	// the back of the normal line. Defaults to a minute: live events go ahead
+	// of a restart's backlog for that long, and no longer.
 	AgeLowPriorityAfter time.Duration
 }
 
-// DefaultAgeLowPriorityAfter is one minute: long enough for live events to
-// go ahead of the initial list's backlog after a restart, short enough that a
-// flood of events cannot hold a key back for long.
-const DefaultAgeLowPriorityAfter = time.Minute
-
 // QueueObserver receives a Queue's metrics events, named after the client-go
-// workqueue metrics they feed. Methods are called outside the queue's lock by
-// the goroutine calling the queue, so they must be fast and goroutine-safe.
+// workqueue metrics they feed. Methods are called outside the queue's lock,
+// by the goroutine calling the queue or by its timer: be fast and goroutine-safe.
 type QueueObserver interface {
 	Added()                 // a key was queued (adds_total)
 	Waited(d time.Duration) // Get handed out a key queued d ago (queue_duration_seconds)
@@ -147,92 +135,69 @@ type QueueObserver interface {
 
 // NewQueue returns an empty queue. It starts no goroutine.
 func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
-	q := &Queue[K]{
-		index:       map[K]uint32{},
-		epoch:       time.Now(),
-		timed:       opts.Observer != nil || opts.MinInterval > 0,
-		debounce:    int64(max(opts.Debounce, 0)),
-		minInterval: int64(max(opts.MinInterval, 0)),
-		age:         int64(opts.AgeLowPriorityAfter),
-		rl:          opts.RateLimiter,
-		obs:         opts.Observer,
-	}
+	q := &Queue[K]{index: map[K]uint32{}, epoch: time.Now(), obs: opts.Observer,
+		rl:    cmp.Or(opts.RateLimiter, DefaultRateLimiter[K]()),
+		timed: opts.Observer != nil || opts.MinInterval > 0, debounce: int64(max(opts.Debounce, 0)),
+		minInterval: int64(max(opts.MinInterval, 0)), age: int64(cmp.Or(max(opts.AgeLowPriorityAfter, 0), time.Minute))}
 	q.cond.L = &q.mu
-	if q.rl == nil {
-		q.rl = DefaultRateLimiter[K]()
-	}
-	if q.age <= 0 {
-		q.age = int64(DefaultAgeLowPriorityAfter)
-	}
 	return q
 }
 
-func (q *Queue[K]) now() int64 { return int64(time.Since(q.epoch)) }
+func (q *Queue[K]) now() int64 { q.last = int64(time.Since(q.epoch)); return q.last }
 
 // Add marks k as needing work. It does nothing after ShutDown.
-func (q *Queue[K]) Add(k K) { q.add(k, false) }
+func (q *Queue[K]) Add(k K) { q.add(k, 0, false) }
 
-// AddLowPriority is Add for keys of an informer's initial list: they are
+// AddLowPriority is Add for keys from an informer's initial list: they are
 // handed out after normal keys until they age (see Queue).
-func (q *Queue[K]) AddLowPriority(k K) { q.add(k, true) }
+func (q *Queue[K]) AddLowPriority(k K) { q.add(k, 0, true) }
 
-func (q *Queue[K]) add(k K, low bool) {
+// AddAfter adds k once d has passed (d <= 0: Add). A waiting key moves earlier,
+// never later, and is added when due even if it was queued or run meanwhile.
+func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.add(k, d, false) }
+
+func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 	q.mu.Lock()
 	i, ok := q.index[k]
-	if q.shutdown || ok && q.slots[i].flags&fQueued != 0 && (low || q.slots[i].flags&fLow == 0) {
-		q.mu.Unlock() // the common duplicate: nothing to do
+	if q.shutdown || ok && q.dupLocked(&q.slots[i], d, low) {
+		q.mu.Unlock()
 		return
 	}
 	if !ok {
 		i = q.allocLocked(k)
 	}
+	if d <= 0 && !low && q.slots[i].flags&fQueued == 0 {
+		d = time.Duration(q.debounce)
+	}
 	var now int64
-	if q.timed || low || q.debounce > 0 || q.low.n > 0 {
+	if q.timed || d > 0 || low || q.low.len() > 0 {
 		now = q.now()
 	}
-	added := false
-	if q.debounce > 0 && !low && q.slots[i].flags&fQueued == 0 {
-		q.waitLocked(i, now+q.debounce, true, now)
-	} else {
-		added = q.readyLocked(i, low, now)
+	added := 0
+	if d > 0 { // wait until now+d (saturated); spare the timer the keys already due
+		q.waitLocked(i, min(now, math.MaxInt64-int64(d))+int64(d), true, now)
+		added = q.dueLocked(now)
+	} else if q.readyLocked(i, low, now) {
+		added = 1
 	}
 	q.mu.Unlock()
-	if added && q.obs != nil {
+	for ; added > 0 && q.obs != nil; added-- {
 		q.obs.Added()
 	}
 }
 
-// AddAfter adds k once d has passed; d <= 0 is Add. If k is already waiting
-// to be added sooner, AddAfter does nothing; if later, k is moved earlier. A
-// waiting key is added when due even if it was queued or processed meanwhile.
-func (q *Queue[K]) AddAfter(k K, d time.Duration) {
+// dupLocked reports whether adding s changes nothing: it is queued at the same
+// or a higher priority, or waiting to be added by q.last+d <= now+d.
+func (q *Queue[K]) dupLocked(s *slot[K], d time.Duration, low bool) bool {
 	if d <= 0 {
-		q.Add(k)
-		return
+		return s.flags&fQueued != 0 && (low || s.flags&fLow == 0)
 	}
-	q.mu.Lock()
-	if !q.shutdown {
-		i, ok := q.index[k]
-		if !ok {
-			i = q.allocLocked(k)
-		}
-		now := q.now()
-		at := now + int64(d)
-		if at < now {
-			at = math.MaxInt64
-		}
-		q.waitLocked(i, at, true, now)
-	}
-	q.mu.Unlock()
+	return s.flags&fWaitAdd != 0 && q.wait[s.pos].at <= q.last+int64(d)
 }
 
-// AddRateLimited adds k after the delay the rate limiter gives it, which
-// counts one more failure of k. Call it when work on k failed, and Forget
-// when it succeeded.
+// AddRateLimited adds k after the rate limiter's delay for it, counting one
+// more failure of k. Call it when work on k failed; call Forget when it worked.
 func (q *Queue[K]) AddRateLimited(k K) {
-	if q.ShuttingDown() {
-		return
-	}
 	d := q.rl.When(k)
 	if q.obs != nil {
 		q.obs.Retried()
@@ -240,51 +205,36 @@ func (q *Queue[K]) AddRateLimited(k K) {
 	q.AddAfter(k, d)
 }
 
-// Forget resets k's backoff in the rate limiter. It does not remove k from
-// the queue.
+// Forget resets k's backoff. It does not remove k from the queue.
 func (q *Queue[K]) Forget(k K) { q.rl.Forget(k) }
 
 // NumRequeues is the number of failures of k the rate limiter counts.
 func (q *Queue[K]) NumRequeues(k K) int { return q.rl.NumRequeues(k) }
 
-// Get blocks until a key is ready and hands it to the caller, who must call
-// Done(k) when finished with it. shutdown=true means the queue is shut down:
-// end the worker.
+// Get blocks until a key is ready and hands it out: call Done(k) when finished
+// with it. shutdown=true means the queue is shut down: end the worker.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
-	k, _, shutdown = q.get(true)
-	return k, shutdown
-}
-
-// get is Get; with block=false it returns ok=false instead of waiting.
-func (q *Queue[K]) get(block bool) (k K, ok, shutdown bool) {
 	q.mu.Lock()
 	for q.n == 0 && !q.shutdown {
-		if !block {
-			q.mu.Unlock()
-			return k, false, false
-		}
 		q.cond.Wait()
 	}
 	if q.shutdown {
 		q.mu.Unlock()
-		return k, false, true
+		return k, true
 	}
 	i := q.popLocked()
 	s := &q.slots[i]
 	s.flags = s.flags&^fQueued | fProcessing
-	q.n--
-	q.processing++
-	var waited time.Duration
+	q.n, q.processing = q.n-1, q.processing+1
 	if q.timed {
 		s.startedAt = q.now()
-		waited = time.Duration(s.startedAt - s.addedAt)
 	}
-	k = s.key
+	k, waited := s.key, time.Duration(s.startedAt-s.addedAt) // used with an Observer only, so timed
 	q.mu.Unlock()
 	if q.obs != nil {
 		q.obs.Waited(waited)
 	}
-	return k, true, false
+	return k, false
 }
 
 // Done ends the run of k that Get started; if k was added meanwhile, it is
@@ -301,19 +251,18 @@ func (q *Queue[K]) Done(k K) {
 	s.flags &^= fProcessing | fDirty | fLow
 	q.processing--
 	var now int64
-	if q.timed || dirty && (low || q.low.n > 0) {
+	if q.timed || dirty && (low || q.low.len() > 0) {
 		now = q.now()
 	}
 	worked, added := time.Duration(now-s.startedAt), false
 	switch {
 	case q.shutdown:
-		if q.processing == 0 && q.drained != nil {
+		if q.processing == 0 {
 			close(q.drained)
-			q.drained = nil
 		}
 	case dirty:
 		added = q.readyLocked(i, low, now)
-	case q.minInterval > 0 && now < s.startedAt+q.minInterval: // keep startedAt to pace the next add
+	case now < s.startedAt+q.minInterval: // keep startedAt to pace the next add
 		q.waitLocked(i, s.startedAt+q.minInterval, false, now)
 	}
 	if s.flags == fUsed {
@@ -328,29 +277,17 @@ func (q *Queue[K]) Done(k K) {
 	}
 }
 
-// Len is the number of queued keys (not waiting, not processing). Use it for
-// metrics only: it may be stale by the time it returns.
-func (q *Queue[K]) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.n
-}
+// Len is the number of queued keys (not waiting, not processing), for metrics.
+func (q *Queue[K]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.n }
 
-// InFlight reports the keys being processed, the total time they have been
-// processed so far and the longest of those times. Durations are 0 unless the
-// queue has an Observer or MinInterval.
+// InFlight reports the keys being processed, for how long in total and the
+// longest. Durations are 0 unless the queue has an Observer or MinInterval.
 func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.timed || q.processing == 0 {
-		return q.processing, 0, 0
-	}
-	now := q.now()
-	for i := range q.slots {
+	for i, now := 0, q.now(); i < len(q.slots) && q.timed; i++ {
 		if s := &q.slots[i]; s.flags&fProcessing != 0 {
-			d := time.Duration(now - s.startedAt)
-			unfinished += d
-			longest = max(longest, d)
+			unfinished, longest = unfinished+time.Duration(now-s.startedAt), max(longest, time.Duration(now-s.startedAt))
 		}
 	}
 	return q.processing, unfinished, longest
@@ -365,39 +302,30 @@ func (q *Queue[K]) ShutDown() {
 	if q.shutdown {
 		return
 	}
-	q.shutdown = true
+	q.shutdown, q.armed, q.drained = true, false, make(chan struct{})
+	if q.processing == 0 {
+		close(q.drained)
+	}
 	if q.timer != nil {
 		q.timer.Stop()
 	}
-	q.armed = false
-	for i := range q.slots {
-		if s := &q.slots[i]; s.flags != 0 {
-			if s.flags &= fUsed | fProcessing; s.flags == fUsed {
-				q.freeLocked(uint32(i))
-			}
+	for i := range q.slots { // keep only processing keys
+		if s := &q.slots[i]; s.flags&fProcessing == 0 && s.flags != 0 {
+			q.freeLocked(uint32(i))
+		} else {
+			s.flags &= fUsed | fProcessing
 		}
 	}
-	q.normal, q.low, q.wait = ring[uint32]{}, ring[lowEntry]{}, nil
-	q.n, q.stale = 0, 0
+	q.normal, q.low, q.wait, q.n = fifo[uint32]{}, fifo[item]{}, nil, 0
 	q.cond.Broadcast()
 }
 
 // ShutDownWithDrain is ShutDown, then it waits until every key handed out
-// is Done, or until ctx ends, returning an error that wraps ctx's cause.
+// is Done; if ctx ends first, it returns an error wrapping ctx's cause.
 func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 	q.ShutDown()
-	q.mu.Lock()
-	if q.processing == 0 {
-		q.mu.Unlock()
-		return nil
-	}
-	if q.drained == nil {
-		q.drained = make(chan struct{})
-	}
-	ch := q.drained
-	q.mu.Unlock()
 	select {
-	case <-ch:
+	case <-q.drained: // set by ShutDown, never changed
 		return nil
 	case <-ctx.Done():
 		n, _, _ := q.InFlight()
@@ -406,21 +334,16 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 }
 
 // ShuttingDown reports whether ShutDown was called.
-func (q *Queue[K]) ShuttingDown() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.shutdown
-}
+func (q *Queue[K]) ShuttingDown() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.shutdown }
 
 func (q *Queue[K]) allocLocked(k K) uint32 {
-	var i uint32
+	i := uint32(len(q.slots))
 	if n := len(q.free); n > 0 {
 		i, q.free = q.free[n-1], q.free[:n-1]
 	} else {
-		i = uint32(len(q.slots))
 		q.slots = append(q.slots, slot[K]{})
 	}
-	q.slots[i] = slot[K]{key: k, flags: fUsed, startedAt: neverStarted}
+	q.slots[i] = slot[K]{key: k, flags: fUsed, startedAt: math.MinInt64 / 2}
 	q.index[k] = i
 	return i
 }
@@ -431,43 +354,36 @@ func (q *Queue[K]) freeLocked(i uint32) {
 	q.free = append(q.free, i)
 }
 
-// readyLocked is the one place a key becomes ready: a processing key is
-// marked dirty, a queued low key is raised by a normal add, a key whose
-// MinInterval has not passed waits for it, any other key is queued. It
-// reports whether the key was queued.
+// readyLocked is where every add ends up: a processing key is marked dirty, a
+// queued low key is raised by a normal add, a key within MinInterval of its
+// last start waits, any other key is queued. It reports the last case.
 func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) bool {
 	s := &q.slots[i]
 	switch {
-	case s.flags&fProcessing != 0:
-		if s.flags&fDirty == 0 && low {
+	case s.flags&fProcessing != 0: // low at Done only if every add meanwhile was low
+		keepLow := low && s.flags&(fDirty|fLow) != fDirty
+		if s.flags = s.flags&^fLow | fDirty; keepLow {
 			s.flags |= fLow
-		} else if !low {
-			s.flags &^= fLow
 		}
-		s.flags |= fDirty
 		return false
 	case s.flags&fQueued != 0:
-		if low || s.flags&fLow == 0 {
-			return false
-		}
-		if q.promoteLocked(now); s.flags&fLow != 0 { // not aged yet: raise; its low entry dies
-			s.flags &^= fLow
-			q.normal.push(i)
+		if !low && s.flags&fLow != 0 {
+			if q.promoteLocked(now); s.flags&fLow != 0 { // not aged: raise; its low item dies
+				s.flags &^= fLow
+				q.normal.push(i)
+			}
 		}
 		return false
-	case q.minInterval > 0 && now < s.startedAt+q.minInterval:
+	case now < s.startedAt+q.minInterval:
 		q.waitLocked(i, s.startedAt+q.minInterval, true, now)
 		return false
 	}
 	if low {
 		q.seq++
-		s.lowSeq = q.seq
-		q.low.push(lowEntry{q.seq, i})
-		s.flags |= fQueued | fLow
+		s.seq, s.flags = q.seq, s.flags|fQueued|fLow
+		q.low.push(item{seq: q.seq, idx: i})
 	} else {
-		if q.low.n > 0 {
-			q.promoteLocked(now) // aged low keys go first
-		}
+		q.promoteLocked(now) // aged low keys go first
 		q.normal.push(i)
 		s.flags |= fQueued
 	}
@@ -477,32 +393,31 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) bool {
 	return true
 }
 
-func (q *Queue[K]) liveLow(e lowEntry) bool {
+func (q *Queue[K]) liveLow(e item) bool {
 	s := &q.slots[e.idx]
-	return s.flags&(fQueued|fLow) == fQueued|fLow && s.lowSeq == e.seq
+	return s.flags&(fQueued|fLow) == fQueued|fLow && s.seq == e.seq
 }
 
 // promoteLocked moves low keys queued for q.age or longer to the back of the
-// normal line, oldest first, and drops dead low entries on the way.
+// normal line, oldest first, dropping dead low entries on the way.
 func (q *Queue[K]) promoteLocked(now int64) {
-	for q.low.n > 0 {
-		if e := q.low.peek(); q.liveLow(e) {
+	for ; q.low.len() > 0; q.low.pop() {
+		if e := q.low.buf[q.low.head]; q.liveLow(e) {
 			if now-q.slots[e.idx].addedAt < q.age {
 				return
 			}
 			q.slots[e.idx].flags &^= fLow
 			q.normal.push(e.idx)
 		}
-		q.low.pop()
 	}
 }
 
-// popLocked removes the next key from its line; q.n must be > 0.
+// popLocked takes the next key out of its line; q.n must be > 0.
 func (q *Queue[K]) popLocked() uint32 {
-	if q.low.n > 0 && q.normal.n > 0 {
+	if q.low.len() > 0 && q.normal.len() > 0 {
 		q.promoteLocked(q.now())
 	}
-	if q.normal.n > 0 {
+	if q.normal.len() > 0 {
 		return q.normal.pop()
 	}
 	for {
@@ -513,149 +428,117 @@ func (q *Queue[K]) popLocked() uint32 {
 	}
 }
 
-// waitLocked puts slot i in the heap, due at at. With add the key is made
-// ready then, and an earlier add entry wins; without, the entry only keeps
-// the slot alive (MinInterval).
+// waitLocked puts slot i in the heap, due at at: with add, to be made ready
+// (an earlier add wins); without, only to keep the slot (MinInterval).
 func (q *Queue[K]) waitLocked(i uint32, at int64, add bool, now int64) {
 	s := &q.slots[i]
-	if s.flags&fWaiting != 0 {
-		if s.flags&fWaitAdd != 0 && (!add || at >= s.waitAt) {
-			return
-		}
-		q.stale++ // the old entry dies
+	if s.flags&fWaiting == 0 {
+		s.pos = int32(len(q.wait))
+		q.wait = append(q.wait, item{idx: i})
+	} else if s.flags&fWaitAdd != 0 && (!add || at >= q.wait[s.pos].at) {
+		return
 	}
 	q.seq++
-	s.flags |= fWaiting
-	if add {
+	q.wait[s.pos].at, q.wait[s.pos].seq = at, q.seq
+	if s.flags |= fWaiting; add {
 		s.flags |= fWaitAdd
 	}
-	s.waitSeq, s.waitAt = q.seq, at
-	q.wait = append(q.wait, waitEntry{at, q.seq, i})
-	q.up(len(q.wait) - 1)
-	if q.stale > 64 && q.stale > len(q.wait)/2 {
-		q.compactLocked()
+	q.siftLocked(int(s.pos))
+	q.armLocked(now)
+}
+
+// armLocked makes the timer fire when wait[0] is due.
+func (q *Queue[K]) armLocked(now int64) {
+	if len(q.wait) == 0 || q.armed && q.armedAt <= q.wait[0].at {
+		return
 	}
-	if !q.armed || at < q.armedAt {
-		q.armed, q.armedAt = true, at
-		if d := time.Duration(at - now); q.timer == nil {
-			q.timer = time.AfterFunc(d, q.fire)
-		} else {
-			q.timer.Reset(d)
-		}
+	q.armed, q.armedAt = true, q.wait[0].at
+	if d := time.Duration(q.armedAt - now); q.timer == nil {
+		q.timer = time.AfterFunc(d, q.fire)
+	} else {
+		q.timer.Reset(d)
 	}
 }
 
-// fire runs on the timer: it makes due keys ready, in (at, seq) order, and
-// re-arms the timer for the next one. A spurious call is harmless.
+// fire runs on the timer. A spurious call is harmless.
 func (q *Queue[K]) fire() {
 	q.mu.Lock()
 	q.armed = false
-	now, added := q.now(), 0
-	for len(q.wait) > 0 && q.wait[0].at <= now {
-		e := q.wait[0]
-		q.popWaitLocked()
-		s := &q.slots[e.idx]
-		if s.flags&fWaiting == 0 || s.waitSeq != e.seq {
-			q.stale--
-			continue
-		}
-		add := s.flags&fWaitAdd != 0
-		s.flags &^= fWaiting | fWaitAdd
-		if add && q.readyLocked(e.idx, false, now) {
-			added++
-		}
-		if s.flags == fUsed {
-			q.freeLocked(e.idx)
-		}
-	}
-	if len(q.wait) > 0 && (!q.armed || q.wait[0].at < q.armedAt) {
-		q.armed, q.armedAt = true, q.wait[0].at
-		q.timer.Reset(time.Duration(q.wait[0].at - now))
-	}
+	added := q.dueLocked(q.now())
 	q.mu.Unlock()
 	for ; added > 0 && q.obs != nil; added-- {
 		q.obs.Added()
 	}
 }
 
-func (q *Queue[K]) less(a, b int) bool {
-	x, y := &q.wait[a], &q.wait[b]
-	return x.at < y.at || x.at == y.at && x.seq < y.seq
-}
-
-func (q *Queue[K]) up(j int) {
-	for j > 0 {
-		p := (j - 1) / 2
-		if !q.less(j, p) {
-			return
+// dueLocked makes the keys due by now ready, in (at, seq) order, re-arms
+// the timer for the next one and reports how many keys it queued.
+func (q *Queue[K]) dueLocked(now int64) (added int) {
+	for len(q.wait) > 0 && q.wait[0].at <= now {
+		i, last := q.wait[0].idx, len(q.wait)-1
+		if q.wait[0], q.wait = q.wait[last], q.wait[:last]; last > 0 {
+			q.siftLocked(0)
 		}
-		q.wait[j], q.wait[p] = q.wait[p], q.wait[j]
-		j = p
-	}
-}
-
-func (q *Queue[K]) down(j int) {
-	for n := len(q.wait); ; {
-		c := 2*j + 1
-		if c >= n {
-			return
+		s := &q.slots[i]
+		add := s.flags&fWaitAdd != 0
+		if s.flags &^= fWaiting | fWaitAdd; add && q.readyLocked(i, false, now) {
+			added++
 		}
-		if c+1 < n && q.less(c+1, c) {
-			c++
-		}
-		if !q.less(c, j) {
-			return
-		}
-		q.wait[j], q.wait[c] = q.wait[c], q.wait[j]
-		j = c
-	}
-}
-
-func (q *Queue[K]) popWaitLocked() {
-	n := len(q.wait) - 1
-	q.wait[0] = q.wait[n]
-	q.wait = q.wait[:n]
-	q.down(0)
-}
-
-// compactLocked drops dead entries from the heap and re-heapifies it.
-func (q *Queue[K]) compactLocked() {
-	live := q.wait[:0]
-	for _, e := range q.wait {
-		if s := &q.slots[e.idx]; s.flags&fWaiting != 0 && s.waitSeq == e.seq {
-			live = append(live, e)
+		if s.flags == fUsed {
+			q.freeLocked(i)
 		}
 	}
-	q.wait, q.stale = live, 0
-	for j := len(live)/2 - 1; j >= 0; j-- {
-		q.down(j)
+	q.armLocked(now)
+	return added
+}
+
+// siftLocked moves wait[j] up or down to its place in the heap, which is
+// 4-ary to keep it shallow, updating the pos of every item it moves.
+func (q *Queue[K]) siftLocked(j int) {
+	w, e := q.wait, q.wait[j]
+	for ; j > 0 && e.before(&w[(j-1)/4]); j = (j - 1) / 4 {
+		w[j] = w[(j-1)/4]
+		q.slots[w[j].idx].pos = int32(j)
 	}
-}
-
-// ring is a FIFO on a circular buffer whose length is a power of two.
-type ring[E any] struct {
-	buf     []E
-	head, n int
-}
-
-func (r *ring[E]) push(e E) {
-	if r.n == len(r.buf) {
-		buf := make([]E, max(16, 2*len(r.buf)))
-		copy(buf[copy(buf, r.buf[r.head:]):], r.buf[:r.head])
-		r.buf, r.head = buf, 0
+	for c := 4*j + 1; c < len(w); c = 4*j + 1 {
+		m := c
+		for x := c + 1; x < min(c+4, len(w)); x++ {
+			if w[x].before(&w[m]) {
+				m = x
+			}
+		}
+		if !w[m].before(&e) {
+			break
+		}
+		w[j] = w[m]
+		q.slots[w[j].idx].pos = int32(j)
+		j = m
 	}
-	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
-	r.n++
+	w[j] = e
+	q.slots[e.idx].pos = int32(j)
 }
 
-func (r *ring[E]) peek() E { return r.buf[r.head] }
+func (e *item) before(f *item) bool { return e.at < f.at || e.at == f.at && e.seq < f.seq }
 
-func (r *ring[E]) pop() E {
-	e := r.buf[r.head]
-	var zero E
-	r.buf[r.head] = zero
-	r.head = (r.head + 1) & (len(r.buf) - 1)
-	r.n--
+// fifo is a queue on a slice. Popped slots are zeroed; a push shifts the
+// rest down once half of the slice is popped, so both stay O(1) amortized.
+type fifo[E any] struct {
+	buf  []E
+	head int
+}
+
+func (f *fifo[E]) len() int { return len(f.buf) - f.head }
+
+func (f *fifo[E]) push(e E) {
+	if f.head > 0 && f.head >= len(f.buf)/2 {
+		f.buf, f.head = f.buf[:copy(f.buf, f.buf[f.head:])], 0
+	}
+	f.buf = append(f.buf, e)
+}
+
+func (f *fifo[E]) pop() (e E) {
+	e, f.buf[f.head] = f.buf[f.head], e
+	f.head++
 	return e
 }
 
@@ -667,44 +550,45 @@ type RateLimiter[K comparable] interface {
 	NumRequeues(k K) int    // k's failure count
 }
 
-// DefaultRateLimiter is client-go's and controller-runtime's default: the
-// larger of a per-key exponential backoff from 5ms doubling up to 1000s and
-// an overall token bucket of 10 per second with a burst of 100.
+// DefaultRateLimiter is client-go's and controller-runtime's default:
+// NewRateLimiter(5*time.Millisecond, 1000*time.Second, 10, 100).
 func DefaultRateLimiter[K comparable]() RateLimiter[K] {
-	return MaxOfLimiters(NewBackoffLimiter[K](5*time.Millisecond, 1000*time.Second), NewBucketLimiter[K](10, 100))
+	return NewRateLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100)
 }
 
-// NewBackoffLimiter delays a key base * 2^failures, at most max, where
-// failures counts the key's When calls since its last Forget.
-func NewBackoffLimiter[K comparable](base, max time.Duration) RateLimiter[K] {
-	return &backoffLimiter[K]{failures: map[K]int{}, base: base, max: max}
+// NewRateLimiter delays a key by the larger of two limits:
+//   - its exponential backoff, base * 2^failures capped at max, where
+//     failures counts its When calls since its last Forget (base 0: none);
+//   - a token bucket shared by all keys, holding burst tokens refilled at
+//     qps per second: When takes a token and waits for it (qps <= 0: none).
+func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
+	return &rateLimiter[K]{failures: map[K]int{}, base: base, max: max, qps: qps, burst: float64(burst), tokens: float64(burst), last: time.Now()}
 }
 
-type backoffLimiter[K comparable] struct {
-	mu        sync.Mutex
-	failures  map[K]int // keys with at least one failure since Forget
-	base, max time.Duration
+type rateLimiter[K comparable] struct {
+	mu         sync.Mutex
+	failures   map[K]int // keys that failed since their Forget
+	base, max  time.Duration
+	qps, burst float64
+	tokens     float64   // may go negative: tokens promised to waiting keys
+	last       time.Time // when tokens was last refilled
 }
 
-func (l *backoffLimiter[K]) When(k K) time.Duration {
-	l.mu.Lock()
-	n := l.failures[k]
-	l.failures[k] = n + 1
-	l.mu.Unlock()
-	return backoff(l.base, l.max, n)
-}
-
-func (l *backoffLimiter[K]) Forget(k K) {
-	l.mu.Lock()
-	delete(l.failures, k)
-	l.mu.Unlock()
-}
-
-func (l *backoffLimiter[K]) NumRequeues(k K) int {
+func (l *rateLimiter[K]) When(k K) time.Duration {
+	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.failures[k]
+	l.failures[k]++
+	d := backoff(l.base, l.max, l.failures[k]-1)
+	if l.qps > 0 {
+		l.tokens, l.last = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.qps)-1, now
+		d = max(d, time.Duration(-l.tokens/l.qps*float64(time.Second))) // <= 0 while tokens last
+	}
+	return d
 }
+
+func (l *rateLimiter[K]) Forget(k K)          { l.mu.Lock(); defer l.mu.Unlock(); delete(l.failures, k) }
+func (l *rateLimiter[K]) NumRequeues(k K) int { l.mu.Lock(); defer l.mu.Unlock(); return l.failures[k] }
 
 // backoff is base * 2^n capped at max, without overflow.
 func backoff(base, max time.Duration, n int) time.Duration {
@@ -712,67 +596,4 @@ func backoff(base, max time.Duration, n int) time.Duration {
 		return max
 	}
 	return base << n
-}
-
-// NewBucketLimiter is a token bucket shared by all keys: burst tokens, refilled
-// at qps per second, one taken per When; When returns how long until the
-// token it took is there. It counts no failures. qps <= 0 means no limit.
-func NewBucketLimiter[K comparable](qps float64, burst int) RateLimiter[K] {
-	return &bucketLimiter[K]{qps: qps, burst: float64(burst), tokens: float64(burst)}
-}
-
-type bucketLimiter[K comparable] struct {
-	mu         sync.Mutex
-	qps, burst float64
-	tokens     float64   // may go negative: tokens promised to waiting keys
-	last       time.Time // when tokens was last refilled; zero before the first When
-}
-
-func (l *bucketLimiter[K]) When(K) time.Duration {
-	if l.qps <= 0 {
-		return 0
-	}
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() {
-		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.qps)
-	}
-	l.last = now
-	l.tokens--
-	if l.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-l.tokens / l.qps * float64(time.Second))
-}
-
-func (l *bucketLimiter[K]) Forget(K)          {}
-func (l *bucketLimiter[K]) NumRequeues(K) int { return 0 }
-
-// MaxOfLimiters waits the longest delay of all limiters (each When is called)
-// and reports the highest NumRequeues.
-func MaxOfLimiters[K comparable](limiters ...RateLimiter[K]) RateLimiter[K] {
-	return maxLimiter[K](limiters)
-}
-
-type maxLimiter[K comparable] []RateLimiter[K]
-
-func (m maxLimiter[K]) When(k K) (d time.Duration) {
-	for _, l := range m {
-		d = max(d, l.When(k))
-	}
-	return d
-}
-
-func (m maxLimiter[K]) Forget(k K) {
-	for _, l := range m {
-		l.Forget(k)
-	}
-}
-
-func (m maxLimiter[K]) NumRequeues(k K) (n int) {
-	for _, l := range m {
-		n = max(n, l.NumRequeues(k))
-	}
-	return n
 }
