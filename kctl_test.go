@@ -199,14 +199,17 @@ func (l *reconcileLog) saw(k, cause string) bool {
 func TestController_Sources_RecordTheirTrigger(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	mgr := testManager(t, cfg, ns, Options{})
+	mgr := testManager(t, cfg, ns, Options{Cache: CacheOptions{Resync: 2 * time.Second}})
 	cms := ClientFor[corev1.ConfigMap](mgr)
 	var log reconcileLog
 	c := NewController(mgr, "triggers", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
 		defer log.record(ctx, Key{cm.Namespace, cm.Name})()
 		return Result{}, nil
 	})
-	// A Secret maps to the ConfigMap of the same name; a channel value names a ConfigMap.
+	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { log.record(ctx, Key{cm.Namespace, cm.Name})() })
+	// A Pod whose controller is a ConfigMap enqueues it; a Secret maps to the
+	// ConfigMap of the same name; a channel value names a ConfigMap.
+	Owns[corev1.Pod](c)
 	Watches(c, func(s *corev1.Secret) []Key { return []Key{{s.Namespace, s.Name}} })
 	ticks := make(chan string, 1)
 	FromChannel(c, ticks, func(s string) bool { return s != "ignored" }, func(s string) []Key { return []Key{{ns, s}} })
@@ -241,10 +244,27 @@ func TestController_Sources_RecordTheirTrigger(t *testing.T) {
 	c.Enqueue(Key{ns, "a"})
 	eventually(t, "manual", func() bool { return log.saw(ns+"/a", "manual") })
 	eventually(t, "early manual", func() bool { return log.saw(ns+"/early", "manual") })
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "child"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}}}
+	if err := SetControllerReference(cm, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewClient[corev1.Pod](mgr.conn).Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "owned", func() bool { return log.saw(ns+"/a", "owned") })
+	eventually(t, "resync", func() bool { return log.saw(ns+"/a", "resync") })
+	if err := cms.Delete(ctx, ns, "early"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deleted (OnDelete)", func() bool { return log.saw(ns+"/early", "deleted") })
 
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for _, tr := range log.triggers[ns+"/a"] {
+		if tr.Cause == "owned" && !strings.HasPrefix(tr.Detail, "Pod "+ns+"/child") {
+			t.Errorf("owned trigger detail = %q, want the Pod", tr.Detail)
+		}
 		if tr.Cause == "updated" && tr.Detail != "labels" {
 			t.Errorf("updated trigger detail = %q, want %q", tr.Detail, "labels")
 		}
