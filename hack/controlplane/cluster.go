@@ -196,9 +196,10 @@ func (p *proc) exited() bool {
 }
 
 // waitReady polls url (with the admin token) until it answers 200 OK. If p
-// exits or 60 s pass first, it returns an error with the end of p's log.
+// exits or 2 minutes pass first, it returns an error with the end of p's log.
+// (Starting takes about 4 s, much longer on a loaded machine.)
 func (c *cluster) waitReady(ctx context.Context, p *proc, url string) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -222,7 +223,7 @@ func (c *cluster) waitReady(ctx context.Context, p *proc, url string) error {
 			return fmt.Errorf("%s: start interrupted", p.name)
 		case <-time.After(100 * time.Millisecond):
 			if time.Now().After(deadline) {
-				why = "is not ready after 60 s; last answer of " + url + ": " + last
+				why = "is not ready after 2 minutes; last answer of " + url + ": " + last
 			}
 		}
 		if why != "" {

@@ -8,7 +8,9 @@
 //	go run ./hack/controlplane stop -dir DIR        # stop it and remove DIR
 //
 // The binaries are built from the hack/tools module with the Go module proxy;
-// nothing else is downloaded. run gives its command these variables:
+// nothing else is downloaded. Elsewhere than in a kctl checkout, set
+// KCTL_CONTROLPLANE_BIN to a folder holding etcd and kube-apiserver (a
+// checkout's .cache/bin). run gives its command these variables:
 //
 //	KUBECONFIG, KCTL_TEST_KUBECONFIG     admin kubeconfig (group system:masters)
 //	KCTL_TEST_UNPRIVILEGED_KUBECONFIG    user "kctl-unprivileged", no RBAC rights
@@ -86,8 +88,12 @@ var binaries = [][2]string{
 
 // ensureBuilt builds the binaries that are missing or older than hack/tools'
 // go.mod or go.sum into .cache/bin, and returns that folder. A lock file keeps
-// two concurrent runs from building at once.
+// two concurrent runs from building at once. $KCTL_CONTROLPLANE_BIN, when set,
+// names a folder of binaries to use instead, built nothing.
 func ensureBuilt(ctx context.Context) (string, error) {
+	if bin := os.Getenv("KCTL_CONTROLPLANE_BIN"); bin != "" {
+		return filepath.Abs(bin)
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
@@ -173,7 +179,8 @@ func repoRoot() (string, error) {
 			return d, nil
 		}
 		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("no hack/tools/go.mod in %s or above: run this from a kctl checkout", dir)
+			return "", fmt.Errorf("no hack/tools/go.mod in %s or above: run this in a kctl checkout, or set "+
+				"KCTL_CONTROLPLANE_BIN to a checkout's .cache/bin after `make controlplane` there", dir)
 		}
 	}
 }
