@@ -24,28 +24,23 @@ import (
 //	err = pods.WaitForSync(ctx)
 //	pod, ok := pods.Get("default", "web-0") // shared: do not modify
 //
-// Model: list (in pages of 500), then watch from the list's resourceVersion
-// with bookmarks. A watch ends after a random 5 to 10 minutes and resumes
-// from the newest resourceVersion seen; when that is gone (410), the informer
-// lists again and reports only what changed. Failures (connection refused,
-// 5xx, 429, Forbidden, a missing CRD) are retried after 200ms doubling up to
-// 30s (10s for a missing CRD), less up to half at random and at least the
-// server's Retry-After; a watch that stayed open 10s resets it. Each failure
-// is logged once, with its retry delay, and reported by Err until a success.
+// Model: list in pages of 500, then watch with bookmarks, resuming from the
+// newest resourceVersion seen; a watch lasts 5 to 10 minutes at random. When
+// that resourceVersion is gone (410), list again and report only what
+// changed. Failures are logged, reported by Err and retried after 200ms
+// doubling up to 30s (10s for a missing CRD), less up to half at random, at
+// least the server's Retry-After; a watch open for 10s resets the backoff.
 //
 // The zero Informer is unusable: get one from InformerFor. Most callers want
-// AddHandler, WaitForSync, then Get or List. Every method is safe for
-// concurrent use. The informer is the store's only writer: the objects that
-// Get, List, ByIndex and events return are shared by every reader, must not
-// be modified (deepCopy first), and may be stale.
+// AddHandler, WaitForSync, then Get or List. Safe for concurrent use. The
+// informer is the store's only writer: objects from reads and events are
+// shared, must not be modified (deepCopy first), and may be stale.
 type Informer[T any] struct {
-	res          Resource
-	client       *Client[T]
-	scope        Scope
-	transform    func(obj *T) // readies a decoded object for the store (drops managedFields)
-	resync       time.Duration
-	log          *slog.Logger
-	watchTimeout func() time.Duration
+	res       Resource
+	client    *Client[T]
+	transform func(obj *T) // readies a decoded object for the store
+	resync    time.Duration
+	log       *slog.Logger
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.
@@ -54,18 +49,17 @@ type Informer[T any] struct {
 	watches  []*watchState // one per namespace in scope, or one for all
 	handlers []*handler[T]
 	progress chan struct{}   // closed on any progress, for waiters; nil when nobody waits
-	ctx      context.Context // run's, to start the handlers added later; nil before run
+	ctx      context.Context // run's; nil before run
 	stopped  bool            // run's ctx ended: no goroutine is added to wg after this
-	wg       sync.WaitGroup  // run's goroutines
+	wg       sync.WaitGroup
 }
 
-// watchState is one list/watch: a namespace, or "" for all of them.
-// Its fields change only in its own listWatch goroutine, under mu.
+// watchState is one list/watch. Only its listWatch goroutine changes it, under mu.
 type watchState struct {
-	namespace string
-	rv        string // the newest resourceVersion applied (from a list, an event or a bookmark)
-	synced    bool   // the first list has been stored
-	err       error  // the last failure; nil after a success
+	opts   ListOptions // a namespace ("" for all) and the scope's selectors
+	rv     string      // the newest resourceVersion applied
+	synced bool        // the first list is stored
+	err    error       // the last failure; nil after a success
 }
 
 // String is "cache of <resource>", e.g. "cache of pods/v1".
@@ -79,12 +73,7 @@ func (i *Informer[T]) HasSynced() bool {
 }
 
 func (i *Informer[T]) syncedLocked() bool {
-	for _, w := range i.watches {
-		if !w.synced {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(i.watches, func(w *watchState) bool { return !w.synced })
 }
 
 // WaitForSync returns nil once HasSynced. If ctx ends first, its error says
@@ -93,9 +82,8 @@ func (i *Informer[T]) WaitForSync(ctx context.Context) error {
 	return i.wait(ctx, "sync", i.syncedLocked)
 }
 
-// Err is nil while the informer is synced and healthy; otherwise it says
-// what it waits for, e.g. an error matching ErrNotInstalled, or Forbidden.
-// For readiness checks.
+// Err is nil while the informer is synced and healthy, else it says what it
+// waits for, e.g. an error matching ErrNotInstalled. For readiness checks.
 func (i *Informer[T]) Err() error {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
@@ -121,30 +109,33 @@ func (i *Informer[T]) failureLocked() error {
 	return nil
 }
 
-// run runs the informer until ctx ends, then waits for its goroutines.
+// run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
 func (i *Informer[T]) run(ctx context.Context) {
 	i.mu.Lock()
-	if i.ctx != nil {
-		i.mu.Unlock()
-		return
-	}
 	i.ctx = ctx
 	for _, h := range i.handlers {
-		i.wg.Go(func() { h.run(ctx) })
+		i.goLocked(h.run)
 	}
 	for _, w := range i.watches {
-		i.wg.Go(func() { i.listWatch(ctx, w) })
+		i.goLocked(func(ctx context.Context) { i.listWatch(ctx, w) })
 	}
 	if i.resync > 0 {
-		i.wg.Go(func() { i.resyncEvery(ctx, i.resync) })
+		i.goLocked(i.resyncEvery)
 	}
 	i.mu.Unlock()
 	<-ctx.Done()
 	i.mu.Lock()
-	i.stopped = true // no goroutine is added to wg after this
+	i.stopped = true
 	i.notifyLocked()
 	i.mu.Unlock()
 	i.wg.Wait()
+}
+
+// goLocked runs fn(run's ctx) in a goroutine, if the informer runs.
+func (i *Informer[T]) goLocked(fn func(ctx context.Context)) {
+	if ctx := i.ctx; ctx != nil && !i.stopped {
+		i.wg.Go(func() { fn(ctx) })
+	}
 }
 
 const (
@@ -156,147 +147,119 @@ const (
 )
 
 // listWatch keeps the store equal to the server's objects in w's namespace
-// until ctx ends: list, then watch from the newest resourceVersion, again and
-// again; list again only when that resourceVersion is gone.
+// until ctx ends; it lists again only when the watch's resourceVersion is gone.
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
-	fails, relist := 0, true
-	for ctx.Err() == nil {
+	for fails, relist := 0, true; ctx.Err() == nil; {
 		listed := relist
 		if relist {
-			objs, rv, err := i.listAll(ctx, w.namespace)
-			if err != nil {
+			if err := i.list(ctx, w); err != nil {
 				fails++
 				i.retry(ctx, w, "list", err, fails)
 				continue
 			}
-			i.replace(w, objs, rv)
 			relist = false
 		}
 		start := time.Now()
 		err := i.watchOnce(ctx, w)
-		if ctx.Err() != nil {
-			return
-		}
 		healthy := time.Since(start) >= healthyWatch
-		if healthy {
-			fails = 0
-		}
 		switch {
+		case ctx.Err() != nil:
+			return
 		case err == nil && healthy:
+			fails = 0
 			continue // the server ended the watch at its timeout
 		case err == nil:
 			err = fmt.Errorf("kctl: the server closed the watch of %s after %v", i.res, time.Since(start).Round(time.Millisecond))
 		case isGone(err), isNotInstalled(err):
 			relist = true
-			if !listed {
-				fails = 0 // the server answers again: list soon, unless it keeps answering this
-			}
+		}
+		if healthy || relist && !listed {
+			fails = 0 // after a 410 or 404 the server answers again: list soon, unless it keeps answering this
 		}
 		fails++
 		i.retry(ctx, w, "watch", err, fails)
 	}
 }
 
-// listAll lists every object in namespace ("" means all) in pages, so the
-// response buffer stays small, and prepares each for the store.
-func (i *Informer[T]) listAll(ctx context.Context, namespace string) ([]*T, string, error) {
+// list lists w's namespace in pages (so the response buffer stays small),
+// stores the result and tells the handlers what changed.
+func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	var all []*T
-	next := ""
-	for {
-		page, meta, err := i.client.listPage(ctx, i.listOptions(namespace), "", cachePageSize, next)
+	for next := ""; ; {
+		page, meta, skipped, err := i.client.listPage(ctx, w.opts, "", cachePageSize, next)
 		if err != nil {
-			return nil, "", err
+			return err
 		}
-		if all == nil && meta.RemainingItemCount != nil {
-			all = make([]*T, 0, len(page)+int(*meta.RemainingItemCount))
+		for _, err := range skipped { // each names its object
+			i.log.Warn("kctl: cache skipped an object it could not decode", "resource", i.res.String(), "err", err)
 		}
 		for _, obj := range page {
 			i.transform(obj)
 			all = append(all, obj)
 		}
-		if meta.Continue == "" {
-			return all, meta.ResourceVersion, nil
+		if next = meta.Continue; next == "" {
+			i.mu.Lock()
+			defer i.mu.Unlock()
+			initial := !w.synced
+			i.store.replace(w.opts.Namespace, all, func(t EventType, obj, old *T) {
+				i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
+			})
+			w.rv, w.synced, w.err = meta.ResourceVersion, true, nil
+			i.notifyLocked()
+			return nil
 		}
-		next = meta.Continue
 	}
 }
 
-func (i *Informer[T]) listOptions(namespace string) ListOptions {
-	return ListOptions{Namespace: namespace, Labels: i.scope.Labels, Fields: i.scope.Fields}
-}
-
-// replace stores a list's result and tells the handlers what changed.
-func (i *Informer[T]) replace(w *watchState, objs []*T, rv string) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	initial := !w.synced
-	i.store.replace(w.namespace, objs, func(t EventType, obj, old *T) {
-		i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
-	})
-	w.rv, w.synced, w.err = rv, true, nil
-	i.notifyLocked()
-}
-
-// watchOnce watches from w.rv and applies each event until the stream ends:
-// nil when the server ended it cleanly.
+// watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
-	stream, err := i.client.watch(ctx, i.listOptions(w.namespace), w.rv, i.watchTimeout())
+	stream, err := i.client.watch(ctx, w.opts, w.rv, 5*time.Minute+rand.N(5*time.Minute))
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
 	i.setErr(w, nil)
-	for {
-		e, err := stream.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := i.apply(w, e); err != nil {
-			return err
+	for err == nil {
+		var e watchEvent[T]
+		if e, err = stream.Next(); err == nil {
+			err = i.apply(w, e)
 		}
 	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }
 
-// apply stores one watch event and tells the handlers; an ERROR event
-// becomes the returned error. Undecodable and unknown events are logged and
-// skipped: the stream goes on.
+// apply stores one watch event and tells the handlers; an ERROR event is
+// returned. An undecodable or unknown event is logged and skipped.
 func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	if e.Type == "ERROR" && e.Status != nil {
 		return fmt.Errorf("kctl: the watch of %s ended with an error: %w", i.res, &apierrors.StatusError{ErrStatus: *e.Status})
 	}
-	if e.Err != nil || e.Object == nil || e.Type != "BOOKMARK" && metaOf(e.Object).GetName() == "" {
-		i.log.Warn("kctl: cache skipped a watch event it could not decode", "resource", i.res.String(), "event", e.Type, "err", e.Err)
+	bookmark := e.Type == "BOOKMARK"
+	if e.Err != nil || e.Object == nil || !bookmark && metaOf(e.Object).GetName() == "" ||
+		!bookmark && e.Type != "ADDED" && e.Type != "MODIFIED" && e.Type != "DELETED" {
+		i.log.Warn("kctl: cache skipped a watch event it could not decode or of unknown type",
+			"resource", i.res.String(), "event", e.Type, "err", e.Err)
 		return nil
 	}
 	obj, m := e.Object, metaOf(e.Object)
-	if e.Type != "BOOKMARK" {
+	if !bookmark {
 		i.transform(obj)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	old, had := i.store.get(m.GetNamespace(), m.GetName())
-	switch e.Type {
-	case "BOOKMARK":
-	case "DELETED":
-		if had {
-			i.store.remove(m.GetNamespace(), m.GetName())
+	switch {
+	case bookmark:
+	case e.Type == "DELETED":
+		if i.store.remove(m.GetNamespace(), m.GetName()) {
 			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
 		}
-	case "ADDED", "MODIFIED":
-		switch {
-		case !had:
-			i.store.put(obj)
-			i.emitLocked(Event[T]{Type: Added, Object: obj})
-		case metaOf(old).GetResourceVersion() != m.GetResourceVersion(): // else a duplicate
-			i.store.put(obj)
-			i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: old})
-		}
 	default:
-		i.log.Warn("kctl: cache skipped a watch event of unknown type", "resource", i.res.String(), "event", e.Type)
-		return nil
+		if t, old, changed := i.store.put(obj); changed { // else a duplicate
+			i.emitLocked(Event[T]{Type: t, Object: obj, Old: old})
+		}
 	}
 	if rv := m.GetResourceVersion(); rv != "" {
 		w.rv = rv
@@ -305,30 +268,25 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	return nil
 }
 
-// retry records that op (list or watch) failed, logs it, and waits out the
-// backoff for the n-th failure in a row.
+// retry records and logs the n-th failure in a row of op, then waits out the backoff.
 func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
-	limit := maxRetryDelay
+	limit, level, after := maxRetryDelay, slog.LevelWarn, time.Duration(0)
 	if isNotInstalled(err) {
 		limit = notInstalledPollDelay
+		if w.err != nil && isNotInstalled(w.err) {
+			level = slog.LevelDebug // said once; the poll goes on quietly
+		}
 	}
-	var after time.Duration
 	if s, ok := apierrors.SuggestsClientDelay(err); ok {
 		after = time.Duration(s) * time.Second
 	}
 	d := retryDelay(n, limit, rand.Float64(), after)
-	level := slog.LevelWarn
-	if isNotInstalled(err) && w.err != nil && isNotInstalled(w.err) {
-		level = slog.LevelDebug // said once; the poll goes on quietly
-	}
 	i.setErr(w, err) // client errors name the request and the resource
 	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
-		"namespace", w.namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
-	t := time.NewTimer(d)
-	defer t.Stop()
+		"namespace", w.opts.Namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
 	select {
 	case <-ctx.Done():
-	case <-t.C:
+	case <-time.After(d):
 	}
 }
 
@@ -339,24 +297,20 @@ func (i *Informer[T]) setErr(w *watchState, err error) {
 	i.notifyLocked()
 }
 
-// retryDelay is the wait before retry n (1, 2, ...): 200ms doubling up to
-// limit, less a random part of up to half (r in [0, 1)), and never shorter
-// than the server's Retry-After.
+// retryDelay is the wait before retry n (1, 2, ...): 200ms doubling up to limit,
+// less up to half (r in [0, 1)), and at least the server's Retry-After.
 func retryDelay(n int, limit time.Duration, r float64, retryAfter time.Duration) time.Duration {
 	d := limit
 	if n < 30 && firstRetryDelay<<(n-1) < limit {
 		d = firstRetryDelay << (n - 1)
 	}
-	d -= time.Duration(r * float64(d) / 2)
-	return max(d, retryAfter)
+	return max(d-time.Duration(r*float64(d)/2), retryAfter)
 }
 
-// isGone reports whether the resourceVersion a list or watch continued from
-// is no longer available, so the informer must list again.
+// isGone reports whether the resourceVersion or continue token is too old, so the informer must list again.
 func isGone(err error) bool {
 	var s apierrors.APIStatus
-	return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) ||
-		errors.As(err, &s) && s.Status().Code == 410 ||
+	return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) || errors.As(err, &s) && s.Status().Code == 410 ||
 		strings.Contains(err.Error(), "too old resource version")
 }
 
@@ -421,8 +375,7 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 }
 
 // Start runs the informers, including those made later, until ctx ends, then
-// waits for all of their goroutines and returns nil. Call it once, in a
-// goroutine of its own.
+// waits for their goroutines and returns nil. Call it once, in its own goroutine.
 func (c *Cache) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ctx != nil {
@@ -473,9 +426,8 @@ func InformerFor[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, false)
 }
 
-// readInformer is InformerFor for a cached client read: it warns when the
-// read makes an informer of every object of a type nobody scoped, a frequent
-// cause of surprise memory use.
+// readInformer is InformerFor for a cached client read: it warns when that makes
+// an informer of every object of a type nobody scoped (surprise memory use).
 func readInformer[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, true)
 }
@@ -505,32 +457,29 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 		c.opts.Logger.Warn("kctl: a client read started caching every "+res.String()+" in the cluster; "+
 			"scope it with kctl.ScopeFor, or read with Uncached()", "resource", res.String())
 	}
+	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
-	inf := newInformer(NewClient[T, PT](c.conn), res, scope, transform, c.opts)
-	c.informers[res] = inf
-	if ctx := c.ctx; ctx != nil {
-		c.wg.Go(func() { inf.run(ctx) })
-	}
-	return inf, nil
-}
-
-func newInformer[T any](client *Client[T], res Resource, scope Scope, transform func(*T), opts CacheOptions) *Informer[T] {
-	i := &Informer[T]{res: res, client: client, scope: scope, resync: opts.Resync, log: opts.Logger,
-		store: newStore[T](), watchTimeout: func() time.Duration { return 5*time.Minute + rand.N(5*time.Minute) }}
-	i.transform = func(obj *T) {
-		if !opts.KeepManagedFields {
-			metaOf(obj).SetManagedFields(nil)
-		}
-		if transform != nil {
-			transform(obj)
-		}
-	}
+	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, log: c.opts.Logger,
+		store: newStore[T](), transform: func(obj *T) {
+			if !keep {
+				metaOf(obj).SetManagedFields(nil)
+			}
+			if transform != nil {
+				transform(obj)
+			}
+		}}
+	inf.client.codec.skipManagedFields = !keep // not even decoded (protobuf)
 	namespaces := slices.Compact(slices.Sorted(slices.Values(scope.Namespaces)))
 	if !res.Namespaced || len(namespaces) == 0 || slices.Contains(namespaces, "") {
 		namespaces = []string{""}
 	}
 	for _, ns := range namespaces {
-		i.watches = append(i.watches, &watchState{namespace: ns})
+		opts := ListOptions{Namespace: ns, Labels: scope.Labels, Fields: scope.Fields}
+		inf.watches = append(inf.watches, &watchState{opts: opts})
 	}
-	return i
+	c.informers[res] = inf
+	if ctx := c.ctx; ctx != nil {
+		c.wg.Go(func() { inf.run(ctx) })
+	}
+	return inf, nil
 }

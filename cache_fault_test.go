@@ -692,7 +692,11 @@ func TestInformerFault_WaitForResourceVersion_ReturnsOnceABookmarkPassesIt(t *te
 			c.list("10", "", cacheWidgetAt("a", "9", 1))
 		case c.n == 1:
 			c.send("MODIFIED", cacheWidgetAt("a", "11", 2))
-			<-bookmark
+			select { // or the server's Close would wait for this handler forever after a failure
+			case <-bookmark:
+			case <-c.r.Context().Done():
+				return
+			}
 			b := cacheWidgetAt("", "100", 0)
 			c.send("BOOKMARK", b)
 			c.hang()

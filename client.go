@@ -1,6 +1,8 @@
 package kctl
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +18,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,14 +25,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/homedir"
 )
 
-// LoadConfig finds the cluster configuration, trying in order: the
-// kubeconfig path given (a --kubeconfig flag; "" skips it), $KUBECONFIG (a
-// list of files, merged), the in-cluster service account, ~/.kube/config.
-// The first source present wins; if it is broken, that is the error. When no
-// source is present, the error lists what was tried.
+// LoadConfig finds the cluster configuration, trying in order: the path given
+// (a --kubeconfig flag; "" skips it), $KUBECONFIG (files, merged), the
+// in-cluster service account, ~/.kube/config. The first source present wins,
+// even if broken; when none is, the error lists what was tried.
 //
 //	cfg, err := kctl.LoadConfig(*kubeconfig)
 func LoadConfig(kubeconfig string) (*rest.Config, error) {
@@ -63,39 +64,27 @@ func LoadConfig(kubeconfig string) (*rest.Config, error) {
 		"(does not exist): pass --kubeconfig or set $KUBECONFIG", home)
 }
 
-// Default client-side limits. They are high on purpose: kctl should not be
-// the bottleneck of a controller, and the API server protects itself with
-// API Priority and Fairness (answering 429, which kctl retries).
-const (
-	DefaultQPS   = 200
-	DefaultBurst = 500
-	maxRetries   = 10               // of one request answered 429 (or 5xx with Retry-After, for reads)
-	maxRetryWait = 30 * time.Second // cap on one Retry-After
-)
+// The default client-side limits are high on purpose: the API server
+// protects itself with API Priority and Fairness, answering 429s.
+const defaultQPS, defaultBurst = 200, 500
 
-// Conn is one connection to an API server, shared by every Client made from
-// it: the HTTP client (TLS, authentication and exec plugins from client-go's
-// rest package), the user agent "kctl/<version> (<os>/<arch>)" unless the
-// config sets one, and a client-side rate limit of cfg.QPS/cfg.Burst
-// (DefaultQPS/DefaultBurst when 0; a negative QPS disables it). Requests
-// answered 429 Too Many Requests are retried after the server's Retry-After,
-// at most 10 times, while their context allows.
-//
+// Conn is one connection to an API server, shared by the Clients made from
+// it: client-go's HTTP client (TLS, authentication, exec plugins), the user
+// agent "kctl/<version> (<os>/<arch>)" unless cfg sets one, and a rate limit
+// of cfg.QPS and cfg.Burst (200 and 500 when 0; a negative QPS disables it).
+// A 429 Too Many Requests is retried after its Retry-After, at most 10 times.
 // Make one with NewConn; the zero value is unusable. A Conn is safe for
 // concurrent use and holds no goroutines.
 type Conn struct {
-	base    url.URL      // scheme://host[/path prefix]
-	http    *http.Client // requests, with cfg.Timeout
-	watches *http.Client // the same transport without a total timeout
-	limiter *rate.Limiter
+	base          url.URL                 // scheme://host[/path prefix]
+	http, watches *http.Client            // watches: the same transport without cfg.Timeout
+	limiter       flowcontrol.RateLimiter // nil: no client-side limit
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).
 func NewConn(cfg *rest.Config) (*Conn, error) {
 	cfg = rest.CopyConfig(cfg)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = userAgent()
-	}
+	cfg.UserAgent = cmp.Or(cfg.UserAgent, userAgent())
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kctl: making an HTTP client for %s: %w", cfg.Host, err)
@@ -107,15 +96,8 @@ func NewConn(cfg *rest.Config) (*Conn, error) {
 	w := *hc
 	w.Timeout = 0
 	c := &Conn{base: *base, http: hc, watches: &w}
-	qps, burst := float64(cfg.QPS), cfg.Burst
-	if qps == 0 {
-		qps = DefaultQPS
-	}
-	if burst <= 0 {
-		burst = DefaultBurst
-	}
-	if qps > 0 {
-		c.limiter = rate.NewLimiter(rate.Limit(qps), burst)
+	if qps := cmp.Or(cfg.QPS, defaultQPS); qps > 0 {
+		c.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, cmp.Or(max(cfg.Burst, 0), defaultBurst))
 	}
 	return c, nil
 }
@@ -140,36 +122,36 @@ type ListOptions struct {
 	Fields    string          // a field selector, e.g. "spec.nodeName=node-1"
 }
 
-// ErrNotInstalled matches (with errors.Is) the error of a call on a resource
-// the API server does not serve: a CRD that is not applied, or an API group
-// or version that is disabled or too new for the server.
-var ErrNotInstalled = errors.New("kctl: resource not installed")
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.Labels != nil && !o.Labels.Empty() {
+		q.Set("labelSelector", o.Labels.String())
+	}
+	if o.Fields != "" {
+		q.Set("fieldSelector", o.Fields)
+	}
+	return q
+}
 
-// Client is a typed handle on one resource, e.g. Client[corev1.Pod]: Get,
-// List, Create, Update, UpdateStatus, Patch, Apply, Delete, DeleteAllOf.
-// Built-in types travel as protobuf, declared ones as JSON. Every object
-// returned has apiVersion and kind set. Writes update the object passed in
-// from the server's answer. Errors wrap the server's
-// *apierrors.StatusError, so apierrors.IsNotFound, IsConflict, IsForbidden
-// and friends work, and errors.Is(err, ErrNotInstalled) spots a missing CRD.
+// Client is a typed handle on one resource:
 //
 //	pods := kctl.NewClient[corev1.Pod](conn)
 //	pod, err := pods.Get(ctx, "default", "web-0")
 //
-// A Client made by a Manager reads from the shared cache (Uncached reads
-// from the server); one made by NewClient always reads from the server. Make
-// one with NewClient; the zero value is unusable. A Client is safe for
+// Built-in types travel as protobuf, declared ones as JSON. Returned objects
+// have apiVersion and kind set; writes update the object passed in from the
+// server's answer. Errors wrap the server's *apierrors.StatusError (so
+// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled. One made
+// by a Manager reads from the shared cache (see Uncached), one made by
+// NewClient from the server. The zero value is unusable. A Client is safe for
 // concurrent use.
 type Client[T any] struct {
-	conn    *Conn
-	res     Resource
-	codec   codec[T]
-	builtin bool  // a k8s.io/api type (strategic merge patch works)
-	err     error // T has no Resource; every call returns it
-	// cache, when set, serves Get and List (copies); writes always go to the server.
-	cache func(ctx context.Context) (*Informer[T], error)
-	// afterWrite, when set, is called with every object the server returned from a write.
-	afterWrite func(obj metav1.Object)
+	conn       *Conn
+	res        Resource
+	codec      codec[T]
+	err        error                                           // T has no Resource: every call returns it
+	cache      func(ctx context.Context) (*Informer[T], error) // when set, serves Get and List (copies)
+	afterWrite func(obj metav1.Object)                         // when set, sees each object a write returns
 }
 
 // NewClient returns an uncached client for T. If T has no Resource (see
@@ -183,7 +165,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: make one with kctl.NewConn", typeName(t))
 	}
-	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), builtin: !declared, err: err}
+	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), err: err}
 }
 
 // Uncached returns a handle on the same resource whose Get and List always
@@ -197,94 +179,87 @@ func (c *Client[T]) Uncached() *Client[T] {
 // Resource is the resource this client talks to.
 func (c *Client[T]) Resource() Resource { return c.res }
 
-// path is the URL path of the collection (name "") or of one object.
-func (c *Client[T]) path(verb, namespace, name, sub string, needName bool) (string, error) {
-	if c.err != nil {
-		return "", c.err
+// what names r's object or collection in errors, e.g. "pods/v1 shop/web-0".
+func (c *Client[T]) what(r request) string {
+	switch {
+	case !r.list:
+		return c.res.String() + " " + nsKey(r.namespace, r.name)
+	case r.namespace != "":
+		return c.res.String() + " in namespace " + r.namespace
 	}
-	if needName && name == "" {
-		return "", fmt.Errorf("kctl: %s %s: the name is empty", verb, c.res)
-	}
-	if c.res.Namespaced && namespace == "" && (needName || verb == "create" || verb == "delete all of") {
-		return "", fmt.Errorf("kctl: %s %s %s: %s are namespaced; give a namespace", verb, c.res, name, c.res.Plural)
-	}
-	p := "/apis/" + c.res.Group + "/" + c.res.Version
-	if c.res.Group == "" {
-		p = "/api/" + c.res.Version
-	}
-	if c.res.Namespaced && namespace != "" {
-		p += "/namespaces/" + url.PathEscape(namespace)
-	}
-	p += "/" + c.res.Plural
-	if name != "" {
-		p += "/" + url.PathEscape(name)
-	}
-	if sub != "" {
-		p += "/" + sub
-	}
-	return p, nil
+	return c.res.String()
 }
 
-// call sends r and returns the body of a 2xx answer, else the server's error.
-func (c *Client[T]) call(ctx context.Context, verb, key string, r request) (string, []byte, error) {
+// send checks and sends r. It returns a 2xx response, whose body the caller
+// closes, or an error: any other answer is the server's.
+func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error) {
+	switch {
+	case c.err != nil:
+		return nil, c.err
+	case r.name == "" && !r.list && r.method != http.MethodPost:
+		return nil, fmt.Errorf("kctl: %s %s: the name is empty", r.verb, c.res)
+	case c.res.Namespaced && r.namespace == "" && (!r.list || r.method != http.MethodGet):
+		return nil, fmt.Errorf("kctl: %s %s: %s are namespaced; give a namespace", r.verb, c.what(r), c.res.Plural)
+	}
+	r.path = "/api/" + c.res.Version
+	if c.res.Group != "" {
+		r.path = "/apis/" + c.res.Group + "/" + c.res.Version
+	}
+	if c.res.Namespaced && r.namespace != "" {
+		r.path += "/namespaces/" + url.PathEscape(r.namespace)
+	}
+	if r.path += "/" + c.res.Plural; !r.list && r.method != http.MethodPost {
+		r.path += "/" + url.PathEscape(r.name)
+	}
+	if r.sub != "" {
+		r.path += "/" + r.sub
+	}
+	r.accept = c.codec.accept(r.query.Has("watch"))
 	resp, err := c.conn.do(ctx, r)
-	if err != nil {
-		return "", nil, err
+	if err != nil || resp.StatusCode/100 == 2 {
+		return resp, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	ct := resp.Header.Get("Content-Type")
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return nil, c.statusError(r, resp, body)
+}
+
+// call sends r and hands the Content-Type and body of the answer to read.
+// The body is a pooled buffer: it is valid only until read returns.
+func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, body []byte) error) error {
+	resp, err := c.send(ctx, r)
 	if err != nil {
-		return "", nil, fmt.Errorf("kctl: %s %s %s: reading the answer: %w", verb, c.res, key, err)
+		return err
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return "", nil, c.statusError(verb, key, resp, ct, body)
-	}
-	return ct, body, nil
-}
-
-// inNamespace describes a collection in error messages.
-func inNamespace(namespace string) string {
-	if namespace == "" {
-		return ""
-	}
-	return "in namespace " + namespace
-}
-
-func nsKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
-
-// Get returns the object namespace/name (namespace "" for cluster-scoped
-// resources). With a cache it returns a copy from the cache, and a
-// NotFound error when the cache has no such object.
-func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
-	if c.cache != nil && c.err == nil {
-		inf, err := c.synced(ctx)
-		if err != nil {
-			return nil, err
+	defer resp.Body.Close()
+	buf := bodies.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			bodies.Put(buf)
 		}
-		obj, ok := inf.Get(namespace, name)
-		if !ok {
-			nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, name)
-			return nil, fmt.Errorf("kctl: get %s %s (from the cache): %w", c.res, nsKey(namespace, name), nf)
-		}
-		return deepCopy(obj), nil
+	}()
+	if n := resp.ContentLength; n > 0 && n < maxPooledBody {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom needs MinRead spare bytes to see the end
 	}
-	p, err := c.path("get", namespace, name, "", true)
-	if err != nil {
-		return nil, err
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return fmt.Errorf("kctl: %s %s: reading the answer: %w", r.verb, c.what(r), err)
 	}
-	ct, body, err := c.call(ctx, "get", nsKey(namespace, name), request{method: http.MethodGet, path: p, accept: c.codec.accept(false)})
-	if err != nil {
-		return nil, err
-	}
-	return c.codec.decode(ct, body)
+	return read(resp.Header.Get("Content-Type"), buf.Bytes())
 }
 
+// object sends r and decodes the object answered; afterWrite sees a write's.
+func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
+	err = c.call(ctx, r, func(ct string, body []byte) error {
+		if obj, err = c.codec.decode(ct, body); err == nil && c.afterWrite != nil && r.method != http.MethodGet {
+			c.afterWrite(metaOf(obj))
+		}
+		return err
+	})
+	return obj, err
+}
+
+// synced is the cache's informer for T, once synced.
 func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
 	inf, err := c.cache(ctx)
 	if err == nil {
@@ -296,16 +271,30 @@ func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
 	return inf, nil
 }
 
-// listPageSize is the page size of List; ListMaxRestarts bounds how often a
-// List whose continue token expired starts over.
-const (
-	listPageSize    = 500
-	listMaxRestarts = 2
-)
+// Get returns the object namespace/name (namespace "" if cluster-scoped): a
+// copy from the cache if c has one (NotFound if the cache has no such object).
+func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
+	if c.cache == nil || c.err != nil {
+		return c.object(ctx, request{verb: "get", method: http.MethodGet, namespace: namespace, name: name})
+	}
+	inf, err := c.synced(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if obj, ok := inf.Get(namespace, name); ok {
+		return deepCopy(obj), nil
+	}
+	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, name)
+	return nil, fmt.Errorf("kctl: get %s %s (from the cache): %w", c.res, nsKey(namespace, name), nf)
+}
 
-// List returns the objects matching opts (copies, when read from the cache).
-// From the server it reads pages of 500 and, if the server expires the
-// continue token between pages (410 Gone), starts over, at most twice.
+// List's page size, and how often a List whose continue token expired starts over.
+const listPageSize, listMaxRestarts = 500, 2
+
+// List returns the objects matching opts (copies, from the cache). From the
+// server it reads pages of 500, starting over (at most twice) if the continue
+// token expires (410 Gone). Undecodable objects are left out: List returns
+// the others and an error naming them.
 func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	if c.cache != nil && c.err == nil {
 		inf, err := c.synced(ctx)
@@ -320,44 +309,33 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 		return out, nil
 	}
 	var all []*T
-	token, restarts := "", 0
-	for {
-		items, meta, err := c.listPage(ctx, opts, "", listPageSize, token)
+	var skipped []error
+	for token, restarts := "", 0; ; {
+		items, meta, bad, err := c.listPage(ctx, opts, "", listPageSize, token)
 		if err != nil && token != "" && apierrors.IsResourceExpired(err) && restarts < listMaxRestarts {
-			all, token = nil, ""
-			restarts++
+			all, skipped, token, restarts = nil, nil, "", restarts+1
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, items...)
-		if meta.Continue == "" {
-			return all, nil
+		if all, skipped, token = append(all, items...), append(skipped, bad...), meta.Continue; token != "" {
+			continue
 		}
-		token = meta.Continue
+		if len(skipped) > 0 {
+			return all, fmt.Errorf("kctl: list %s: left out %d object(s) that could not be decoded: %w",
+				c.what(request{list: true, namespace: opts.Namespace}), len(skipped), errors.Join(skipped...))
+		}
+		return all, nil
 	}
 }
 
-func selectors(opts ListOptions) url.Values {
-	q := url.Values{}
-	if opts.Labels != nil && !opts.Labels.Empty() {
-		q.Set("labelSelector", opts.Labels.String())
-	}
-	if opts.Fields != "" {
-		q.Set("fieldSelector", opts.Fields)
-	}
-	return q
-}
-
-// listPage is one List request; cache.go pages through it. resourceVersion
-// is sent only with the first page (continueToken ""); limit 0 means no limit.
-func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVersion string, limit int64, continueToken string) ([]*T, metav1.ListMeta, error) {
-	p, err := c.path("list", opts.Namespace, "", "", false)
-	if err != nil {
-		return nil, metav1.ListMeta{}, err
-	}
-	q := selectors(opts)
+// listPage is one List request (cache.go pages through it); resourceVersion
+// goes only with the first page, and limit 0 means none. Undecodable objects
+// are left out of items, skipped naming each; err is for the whole page.
+func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVersion string, limit int64, continueToken string) (
+	items []*T, meta metav1.ListMeta, skipped []error, err error) {
+	q := opts.query()
 	if limit > 0 {
 		q.Set("limit", strconv.FormatInt(limit, 10))
 	}
@@ -366,21 +344,18 @@ func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVers
 	} else if resourceVersion != "" {
 		q.Set("resourceVersion", resourceVersion)
 	}
-	ct, body, err := c.call(ctx, "list", inNamespace(opts.Namespace), request{method: http.MethodGet, path: p, query: q, accept: c.codec.accept(false)})
-	if err != nil {
-		return nil, metav1.ListMeta{}, err
-	}
-	return c.codec.decodeList(ct, body)
+	r := request{verb: "list", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q}
+	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
+		items, meta, skipped, err = c.codec.decodeList(ct, body)
+		return err
+	})
+	return items, meta, skipped, err
 }
 
 // watch opens a watch from resourceVersion with bookmarks; the server ends
 // it after timeout (rounded to seconds; 0 leaves the server's default).
 func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion string, timeout time.Duration) (*watchStream[T], error) {
-	p, err := c.path("watch", opts.Namespace, "", "", false)
-	if err != nil {
-		return nil, err
-	}
-	q := selectors(opts)
+	q := opts.query()
 	q.Set("watch", "true")
 	q.Set("allowWatchBookmarks", "true")
 	if resourceVersion != "" {
@@ -389,14 +364,9 @@ func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion
 	if timeout > 0 {
 		q.Set("timeoutSeconds", strconv.Itoa(max(1, int(timeout.Seconds()))))
 	}
-	resp, err := c.conn.do(ctx, request{method: http.MethodGet, path: p, query: q, accept: c.codec.accept(true), watch: true})
+	resp, err := c.send(ctx, request{verb: "watch", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q})
 	if err != nil {
 		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, c.statusError("watch", inNamespace(opts.Namespace), resp, resp.Header.Get("Content-Type"), body)
 	}
 	return newWatchStream(c.codec, resp.Header.Get("Content-Type"), resp.Body), nil
 }
@@ -407,10 +377,9 @@ func (c *Client[T]) Create(ctx context.Context, obj *T) error {
 	return c.write(ctx, "create", http.MethodPost, obj, "")
 }
 
-// Update replaces obj on the server, failing with Conflict (apierrors.IsConflict)
-// when obj's resourceVersion is stale, and updates obj from the answer. Changes
-// to the status are ignored by the server when the resource has a status
-// subresource: use UpdateStatus for those.
+// Update replaces obj on the server and updates obj from the answer; a stale
+// resourceVersion fails with Conflict. The server ignores status changes of a
+// resource with a status subresource: use UpdateStatus for those.
 func (c *Client[T]) Update(ctx context.Context, obj *T) error {
 	return c.write(ctx, "update", http.MethodPut, obj, "")
 }
@@ -422,38 +391,19 @@ func (c *Client[T]) UpdateStatus(ctx context.Context, obj *T) error {
 }
 
 func (c *Client[T]) write(ctx context.Context, verb, method string, obj *T, sub string) error {
-	m := metaOf(obj)
-	name := m.GetName()
-	if verb == "create" {
-		name = ""
-	}
-	p, err := c.path(verb, m.GetNamespace(), name, sub, verb != "create")
-	if err != nil {
-		return err
+	if c.err != nil {
+		return c.err
 	}
 	body, ct, err := c.codec.encode(obj)
 	if err != nil {
 		return err
 	}
-	r := request{method: method, path: p, body: body, contentType: ct, accept: c.codec.accept(false)}
-	return c.answer(ctx, verb, keyOf(m), r, obj)
-}
-
-// answer sends a write and stores the server's object in obj.
-func (c *Client[T]) answer(ctx context.Context, verb, key string, r request, obj *T) error {
-	rct, rbody, err := c.call(ctx, verb, key, r)
-	if err != nil {
-		return err
+	m := metaOf(obj)
+	out, err := c.object(ctx, request{verb: verb, method: method, namespace: m.GetNamespace(), name: m.GetName(), sub: sub, body: body, contentType: ct})
+	if err == nil {
+		*obj = *out
 	}
-	out, err := c.codec.decode(rct, rbody)
-	if err != nil {
-		return err
-	}
-	*obj = *out
-	if c.afterWrite != nil {
-		c.afterWrite(metaOf(obj))
-	}
-	return nil
+	return err
 }
 
 // PatchType is the media type of a patch.
@@ -479,66 +429,51 @@ type PatchOptions struct {
 //
 //	cm, err := configMaps.Patch(ctx, "default", "settings", kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
 func (c *Client[T]) Patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
-	verb := "patch"
+	r := request{verb: "patch", method: http.MethodPatch, namespace: namespace, name: name, sub: opts.Subresource,
+		query: url.Values{}, body: data, contentType: string(typ)}
+	switch {
+	case typ == StrategicMergePatch && !c.codec.builtin:
+		return nil, fmt.Errorf("kctl: patch %s: strategic merge patch works only for k8s.io/api types; use a merge patch, a JSON patch or Apply", c.what(r))
+	case typ == ApplyPatch && opts.FieldManager == "":
+		return nil, fmt.Errorf("kctl: apply %s: server-side apply needs PatchOptions.FieldManager, e.g. the controller's name", c.what(r))
+	case typ == ApplyPatch && opts.Force:
+		r.query.Set("force", "true")
+	}
 	if typ == ApplyPatch {
-		verb = "apply"
+		r.verb = "apply"
 	}
-	p, err := c.path(verb, namespace, name, opts.Subresource, true)
-	if err != nil {
-		return nil, err
-	}
-	if typ == StrategicMergePatch && !c.builtin {
-		return nil, fmt.Errorf("kctl: patch %s %s: strategic merge patch works only for k8s.io/api types; use a merge patch, a JSON patch or Apply", c.res, nsKey(namespace, name))
-	}
-	if typ == ApplyPatch && opts.FieldManager == "" {
-		return nil, fmt.Errorf("kctl: apply %s %s: server-side apply needs PatchOptions.FieldManager, e.g. the controller's name", c.res, nsKey(namespace, name))
-	}
-	q := url.Values{}
 	if opts.FieldManager != "" {
-		q.Set("fieldManager", opts.FieldManager)
+		r.query.Set("fieldManager", opts.FieldManager)
 	}
-	if opts.Force && typ == ApplyPatch {
-		q.Set("force", "true")
-	}
-	obj := new(T)
-	r := request{method: http.MethodPatch, path: p, query: q, body: data, contentType: string(typ), accept: c.codec.accept(false)}
-	if err := c.answer(ctx, verb, nsKey(namespace, name), r, obj); err != nil {
-		return nil, err
-	}
-	return obj, nil
+	return c.object(ctx, r)
 }
 
 // Apply is server-side apply of obj as the field manager opts.FieldManager,
 // sent as JSON; obj is updated from the answer. obj should hold only the
-// fields this manager owns: a typed struct also sends its non-omitempty
-// zero values (e.g. "creationTimestamp": null), which the server ignores.
+// fields this manager owns: a typed struct also sends its non-omitempty zero
+// values (e.g. "creationTimestamp": null), which the server ignores.
 func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error {
-	c.codec.setTypeMeta(obj)
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return fmt.Errorf("kctl: apply %s %s: encoding as JSON: %w", c.res, keyOf(metaOf(obj)), err)
-	}
-	m := metaOf(obj)
-	out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), ApplyPatch, data, opts)
+	js := c.codec
+	js.proto = false
+	data, _, err := js.encode(obj)
 	if err != nil {
 		return err
 	}
-	*obj = *out
-	return nil
+	m := metaOf(obj)
+	out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), ApplyPatch, data, opts)
+	if err == nil {
+		*obj = *out
+	}
+	return err
 }
 
-// DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is
-// an unconditional delete with the server's default propagation.
+// DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
+// unconditional delete with the server's default propagation.
 type DeleteOptions struct {
-	// UID and ResourceVersion, when set, are preconditions: the delete fails
-	// with Conflict if the object is no longer that one, or has changed.
-	UID             types.UID
-	ResourceVersion string
-	// Propagation is what happens to dependents: metav1.DeletePropagationBackground
-	// (the usual default), Foreground or Orphan; "" leaves the server's default.
-	Propagation metav1.DeletionPropagation
-	// GracePeriodSeconds, when set, overrides the object's grace period (0: now).
-	GracePeriodSeconds *int64
+	UID                types.UID                  // a precondition: Conflict if the object is no longer this one
+	ResourceVersion    string                     // a precondition: Conflict if the object has changed since
+	Propagation        metav1.DeletionPropagation // to dependents: Background, Foreground or Orphan; "": the server's default
+	GracePeriodSeconds *int64                     // overrides the object's grace period (0: now)
 }
 
 func (o DeleteOptions) body() []byte {
@@ -565,34 +500,23 @@ func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
 }
 
 // DeleteWithOptions deletes the object namespace/name with preconditions and
-// a propagation policy. An object with finalizers is only marked for
-// deletion. afterWrite sees the object the server returns, if any.
+// a propagation policy. An object with finalizers is only marked for deletion.
 func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts DeleteOptions) error {
-	p, err := c.path("delete", namespace, name, "", true)
-	if err != nil {
-		return err
-	}
-	r := request{method: http.MethodDelete, path: p, body: opts.body(), contentType: mediaJSON, accept: c.codec.accept(false)}
-	ct, body, err := c.call(ctx, "delete", nsKey(namespace, name), r)
-	if err != nil {
-		return err
-	}
-	if _, isStatus := decodeStatus(ct, body); !isStatus && c.afterWrite != nil {
-		if obj, err := c.codec.decode(ct, body); err == nil {
-			c.afterWrite(metaOf(obj))
+	r := request{verb: "delete", method: http.MethodDelete, namespace: namespace, name: name, body: opts.body(), contentType: mediaJSON}
+	return c.call(ctx, r, func(ct string, body []byte) error {
+		if _, isStatus := decodeStatus(ct, body); !isStatus && c.afterWrite != nil {
+			if obj, err := c.codec.decode(ct, body); err == nil { // marked for deletion
+				c.afterWrite(metaOf(obj))
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // DeleteAllOf deletes every object matching opts in one request
 // (deletecollection). For a namespaced resource opts.Namespace is required.
 func (c *Client[T]) DeleteAllOf(ctx context.Context, opts ListOptions, del DeleteOptions) error {
-	p, err := c.path("delete all of", opts.Namespace, "", "", false)
-	if err != nil {
-		return err
-	}
-	r := request{method: http.MethodDelete, path: p, query: selectors(opts), body: del.body(), contentType: mediaJSON, accept: c.codec.accept(false)}
-	_, _, err = c.call(ctx, "delete all of", inNamespace(opts.Namespace), r)
-	return err
+	r := request{verb: "delete all of", method: http.MethodDelete, namespace: opts.Namespace, list: true,
+		query: opts.query(), body: del.body(), contentType: mediaJSON}
+	return c.call(ctx, r, func(string, []byte) error { return nil })
 }

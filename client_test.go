@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,120 @@ func TestClient_FaultInjection_TruncatedProtobuf_IsAnError(t *testing.T) {
 	}
 	if _, err := pods.List(t.Context(), ListOptions{Namespace: "shop"}); err == nil {
 		t.Error("List of a truncated protobuf list: no error")
+	}
+}
+
+// podPage is a protobuf page of pods as the API server sends it: each item
+// is the raw protobuf of one pod (badPodProto for an undecodable one).
+func podPage(rv, next string, items ...[]byte) []byte {
+	meta, _ := (&metav1.ListMeta{ResourceVersion: rv, Continue: next}).Marshal()
+	list := protowire(1, meta)
+	for _, item := range items {
+		list = append(list, protowire(2, item)...)
+	}
+	return envelope("PodList", list)
+}
+
+func rawPod(i int) []byte {
+	b, err := realisticPod(i).Marshal()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestClient_FaultInjection_ListWithUndecodableObjects_ReturnsTheOthersAndAnErrorNamingThem(t *testing.T) {
+	conn := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/gizmos") {
+			w.Header().Set("Content-Type", mediaJSON)
+			w.Write([]byte(`{"metadata":{},"items":[{"metadata":{"name":"a","namespace":"shop"}},` +
+				`{"metadata":{"name":"bad","namespace":"shop"},"spec":{"tags":"not-a-list"}}]}`))
+			return
+		}
+		w.Header().Set("Content-Type", mediaProtobuf)
+		if r.URL.Query().Get("continue") == "" { // two pages, a bad pod in each
+			w.Write(podPage("9", "p2", rawPod(0), badPodProto("shop", "broken-1"), rawPod(1)))
+		} else {
+			w.Write(podPage("9", "", badPodProto("shop", "broken-2"), rawPod(2)))
+		}
+	})
+	pods, err := NewClient[corev1.Pod](conn).List(t.Context(), ListOptions{Namespace: "shop"})
+	if len(pods) != 3 || pods[2].Name != realisticPod(2).Name || pods[2].Kind != "Pod" {
+		t.Errorf("List of pods = %d items; want the 3 good ones", len(pods))
+	}
+	if err == nil || !strings.Contains(err.Error(), "left out 2 object(s)") ||
+		!strings.Contains(err.Error(), "shop/broken-1") || !strings.Contains(err.Error(), "shop/broken-2") {
+		t.Errorf("List of pods: err = %v, want one naming shop/broken-1 and shop/broken-2", err)
+	}
+	gizmos, err := NewClient[gizmo](conn).List(t.Context(), ListOptions{Namespace: "shop"})
+	if len(gizmos) != 1 || gizmos[0].Name != "a" || err == nil || !strings.Contains(err.Error(), "shop/bad") {
+		t.Errorf("List of gizmos = %d items, %v; want gizmo a and an error naming shop/bad", len(gizmos), err)
+	}
+}
+
+func TestInformerFault_ListWithAnUndecodableObject_SyncsTheOthersAndLogsIt(t *testing.T) {
+	checkNoCacheLeaks(t)
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "watch" {
+			c.hang()
+			return
+		}
+		c.w.Header().Set("Content-Type", "application/json")
+		c.w.Write([]byte(`{"metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a","namespace":"default","resourceVersion":"3"}},` +
+			`{"metadata":{"name":"bad","namespace":"default"},"spec":{"size":"huge"}}]}`))
+	})
+	inf, rec, logs := fakeInformer(t, f, CacheOptions{})
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, rec, "Added a@3 initial")
+	if l := logs.lines("could not decode"); len(l) != 1 || !strings.Contains(l[0], "default/bad") {
+		t.Errorf("want one log line naming default/bad, got:\n%s", logs)
+	}
+	if f.count("list") != 1 {
+		t.Errorf("%d lists, want 1: an undecodable object must not fail the list", f.count("list"))
+	}
+}
+
+func TestInformerFault_ProtobufPods_StoredWithoutManagedFieldsAndBadOnesSkipped(t *testing.T) {
+	checkNoCacheLeaks(t)
+	conn := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			w.Header().Set("Content-Type", mediaProtobuf+";stream=watch")
+			w.Write(watchFrame("MODIFIED", envelope("Pod", badPodProto("shop", "broken-2"))))
+			w.Write(watchFrame("ADDED", podProto(realisticPod(2))))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", mediaProtobuf)
+		w.Write(podPage("9", "", rawPod(0), badPodProto("shop", "broken-1"), rawPod(1)))
+	})
+	for _, keep := range []bool{false, true} {
+		logs, logger := newCacheLogs()
+		c := NewCache(conn, CacheOptions{KeepManagedFields: keep, Logger: logger})
+		inf, err := InformerFor[corev1.Pod](c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		startCache(t, c)
+		if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		cacheEventually(t, "the pod added by the watch", func() bool { _, ok := inf.Get("shop", realisticPod(2).Name); return ok })
+		for i := range 3 {
+			want := realisticPod(i)
+			want.APIVersion, want.Kind = "v1", "Pod"
+			if !keep {
+				want.ManagedFields = nil
+			}
+			if got, _ := inf.Get("shop", want.Name); !reflect.DeepEqual(got, want) {
+				t.Errorf("KeepManagedFields=%v: stored pod %d =\n%+v\nwant\n%+v", keep, i, got, want)
+			}
+		}
+		if l := logs.lines("could not decode"); len(l) != 2 || !strings.Contains(l[0], "shop/broken-1") || !strings.Contains(l[1], "shop/broken-2") {
+			t.Errorf("KeepManagedFields=%v: want log lines naming shop/broken-1 and shop/broken-2, got:\n%s", keep, logs)
+		}
 	}
 }
 

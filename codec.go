@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,32 +11,30 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// This file is kctl's wire: the codecs, the watch stream, the server's
-// errors, and the HTTP round trip with its rate limit and 429 retries.
-//
-// Wire formats. Built-in (k8s.io/api) types travel as protobuf: a body is
-// "k8s\x00" followed by a runtime.Unknown whose Raw holds the object's own
-// protobuf. A list's Raw is the XList message: field 1 the ListMeta, field 2
-// each item. A protobuf watch is a sequence of frames, each a 4-byte
-// big-endian length and a metav1.WatchEvent (without the envelope) whose
-// Object.Raw is an enveloped object. Declared (custom) types travel as JSON;
-// a JSON watch is a sequence of {"type": ..., "object": ...} documents.
-// Responses are decoded by their Content-Type, so a built-in answered in JSON
-// still decodes.
+// This file is kctl's wire: codecs, watch streams, the server's errors and
+// the HTTP round trip. Built-in (k8s.io/api) types travel as protobuf,
+// "k8s\x00" and a runtime.Unknown whose Raw is the object (a list: field 1 the
+// ListMeta, 2 each item); a watch is frames of a 4-byte big-endian length and
+// a metav1.WatchEvent holding an enveloped object. Declared types travel as
+// JSON. Answers are decoded by their Content-Type.
 const (
 	mediaProtobuf = "application/vnd.kubernetes.protobuf"
 	mediaJSON     = "application/json"
-	maxFrame      = 64 << 20 // a watch frame larger than this is garbage: etcd stores objects up to 1.5 MiB
+	maxFrame      = 64 << 20         // a larger watch frame is garbage: etcd stores objects up to 1.5 MiB
+	maxPooledBody = 32 << 20         // a larger answer's buffer is left to the garbage collector
+	maxRetries    = 10               // of one request answered 429 (or 5xx with Retry-After, for reads)
+	maxRetryWait  = 30 * time.Second // cap on one Retry-After
 )
 
 var protoMagic = []byte("k8s\x00")
@@ -46,20 +45,21 @@ type protoObject interface {
 	Unmarshal([]byte) error
 }
 
-// codec encodes and decodes the objects of one resource. The zero value is
-// unusable; newCodec makes one. A codec is immutable and goroutine-safe.
+// codec encodes and decodes one resource's objects; it is immutable.
 type codec[T any] struct {
-	res        Resource
-	apiVersion string
-	proto      bool // requests are protobuf and responses are asked for in protobuf
+	res               Resource
+	apiVersion        string
+	builtin           bool // a k8s.io/api type: strategic merge patch works
+	proto             bool // a built-in with protobuf support: sent and asked for as protobuf
+	skipManagedFields bool // leave managedFields out of protobuf objects (the cache's default)
 }
 
 func newCodec[T any](res Resource, builtin bool) codec[T] {
 	_, ok := any(new(T)).(protoObject)
-	return codec[T]{res: res, apiVersion: res.APIVersion(), proto: ok && builtin}
+	return codec[T]{res: res, apiVersion: res.APIVersion(), builtin: builtin, proto: ok && builtin}
 }
 
-// accept is the Accept header for a request, or for a watch when watch is set.
+// accept is the Accept header of a request, or of a watch.
 func (c codec[T]) accept(watch bool) string {
 	switch {
 	case !c.proto:
@@ -72,8 +72,7 @@ func (c codec[T]) accept(watch bool) string {
 
 func isProto(contentType string) bool { return strings.HasPrefix(contentType, mediaProtobuf) }
 
-// setTypeMeta fills obj's apiVersion and kind: protobuf does not carry them,
-// and kctl returns every object with them set.
+// setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
 func (c codec[T]) setTypeMeta(obj *T) {
 	if o, ok := any(obj).(interface{ GetObjectKind() schema.ObjectKind }); ok {
 		if tm, ok := o.GetObjectKind().(*metav1.TypeMeta); ok && tm != nil {
@@ -82,248 +81,252 @@ func (c codec[T]) setTypeMeta(obj *T) {
 	}
 }
 
-// encode returns obj as a request body and its Content-Type. It sets obj's
-// apiVersion and kind.
-func (c codec[T]) encode(obj *T) ([]byte, string, error) {
+// encode sets obj's apiVersion and kind and returns it as a request body.
+func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
 	c.setTypeMeta(obj)
 	if !c.proto {
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return nil, "", fmt.Errorf("kctl: encoding %s %s as JSON: %w", c.res, keyOf(metaOf(obj)), err)
-		}
-		return b, mediaJSON, nil
+		body, err = json.Marshal(obj)
+		contentType = mediaJSON
+	} else {
+		body, err = any(obj).(protoObject).Marshal()
+		typeMeta := protoBytes(protoBytes(nil, 1, []byte(c.apiVersion)), 2, []byte(c.res.Kind))
+		body, contentType = protoBytes(protoBytes(bytes.Clone(protoMagic), 1, typeMeta), 2, body), mediaProtobuf // a runtime.Unknown
 	}
-	raw, err := any(obj).(protoObject).Marshal()
 	if err != nil {
-		return nil, "", fmt.Errorf("kctl: encoding %s %s as protobuf: %w", c.res, keyOf(metaOf(obj)), err)
+		return nil, "", fmt.Errorf("kctl: encoding %s %s: %w", c.res, keyOf(metaOf(obj)), err)
 	}
-	u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: c.apiVersion, Kind: c.res.Kind}, Raw: raw}
-	b, err := u.Marshal()
-	if err != nil {
-		return nil, "", fmt.Errorf("kctl: encoding %s %s as protobuf: %w", c.res, keyOf(metaOf(obj)), err)
-	}
-	return append(append(make([]byte, 0, len(b)+4), protoMagic...), b...), mediaProtobuf, nil
+	return body, contentType, nil
 }
 
-// decode decodes one object from a response body.
+// protoBytes appends the length-delimited protobuf field f with value v to b.
+func protoBytes(b []byte, f int, v []byte) []byte {
+	return append(binary.AppendUvarint(binary.AppendUvarint(b, uint64(f)<<3|2), uint64(len(v))), v...)
+}
+
+// decode decodes one object from a response body (or a watch event).
 func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
-	if isProto(contentType) {
-		u, err := unwrap(body)
-		if err != nil {
-			return nil, fmt.Errorf("kctl: decoding %s: %w", c.res, err)
-		}
-		if u.Kind != "" && u.Kind != c.res.Kind {
-			return nil, fmt.Errorf("kctl: decoding %s: the server sent a %s, want a %s", c.res, u.Kind, c.res.Kind)
-		}
-		return c.decodeItem(u.Raw, true)
+	if !isProto(contentType) {
+		return c.decodeItem(body, false)
 	}
-	return c.decodeItem(body, false)
+	kind, raw, err := unwrap(body)
+	if err == nil && len(kind) > 0 && string(kind) != c.res.Kind {
+		err = fmt.Errorf("the server sent a %s, want a %s", kind, c.res.Kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kctl: decoding %s: %w", c.res, err)
+	}
+	return c.decodeItem(raw, true)
 }
 
-// decodeItem decodes one object's own bytes (no envelope). The error names
-// the object when its name can still be read. It never panics.
+// decodeItem decodes one object's own bytes (no envelope), never panicking.
+// The error names the object if its metadata could be decoded.
 func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
+	obj = new(T)
 	defer func() {
-		if r := recover(); r != nil {
-			obj, err = nil, fmt.Errorf("decoder panic: %v", r)
-		}
 		if err != nil {
-			err = fmt.Errorf("kctl: decoding %s%s: %w", c.res, nameIn(raw, proto), err)
+			what := c.res.String()
+			if m := metaOf(obj); m.GetName() != "" {
+				what += " " + keyOf(m)
+			}
+			obj, err = nil, fmt.Errorf("kctl: decoding %s: %w", what, err)
 		}
 	}()
-	obj = new(T)
+	defer recovered(&err)
 	if proto {
-		p, ok := any(obj).(protoObject)
-		if !ok {
-			return nil, errors.New("the server sent protobuf for a type without protobuf support")
-		}
-		err = p.Unmarshal(raw)
+		err = c.unmarshal(obj, raw)
 	} else {
 		err = json.Unmarshal(raw, obj)
 	}
-	if err != nil {
-		return nil, err
-	}
 	c.setTypeMeta(obj)
-	return obj, nil
+	return obj, err
 }
 
-// decodeList decodes a list response into individually allocated objects.
-// A bad item fails the whole list, naming the item.
-func (c codec[T]) decodeList(contentType string, body []byte) ([]*T, metav1.ListMeta, error) {
-	var meta metav1.ListMeta
-	if !isProto(contentType) {
-		var list struct {
-			Metadata metav1.ListMeta   `json:"metadata"`
-			Items    []json.RawMessage `json:"items"`
-		}
-		if err := json.Unmarshal(body, &list); err != nil {
-			return nil, meta, fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
-		}
-		items := make([]*T, len(list.Items))
-		for i, raw := range list.Items {
-			obj, err := c.decodeItem(raw, false)
-			if err != nil {
-				return nil, meta, err
-			}
-			items[i] = obj
-		}
-		return items, list.Metadata, nil
+// recovered, deferred, turns a decoder's panic into *err.
+func recovered(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("decoder panic: %v", r)
 	}
-	u, err := unwrap(body)
-	if err != nil {
-		return nil, meta, fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
+}
+
+// unmarshal decodes protobuf into obj. With skipManagedFields it skips
+// metadata.managedFields (field 17 of ObjectMeta, field 1 of every k8s.io/api
+// object), decoding the runs around them: the generated Unmarshal merges.
+func (c codec[T]) unmarshal(obj *T, raw []byte) error {
+	p, ok := any(obj).(protoObject)
+	if !ok {
+		return errors.New("the server sent protobuf for a type without protobuf support")
 	}
-	n := 0
-	if err := eachField(u.Raw, func(f int, _ []byte) error {
-		if f == 2 {
-			n++
+	var meta *metav1.ObjectMeta
+	if acc, ok := any(obj).(metav1.ObjectMetaAccessor); ok && c.skipManagedFields {
+		meta, _ = acc.GetObjectMeta().(*metav1.ObjectMeta)
+	}
+	if meta == nil {
+		return p.Unmarshal(raw)
+	}
+	ignore := func([]byte) error { return nil }
+	return decodeAround(raw, 1, p.Unmarshal, func(m []byte) error { return decodeAround(m, 17, meta.Unmarshal, ignore) })
+}
+
+// decodeAround calls decode on each run of message b's fields between the
+// length-delimited occurrences of field skip, and inner on their values.
+func decodeAround(b []byte, skip int, decode, inner func([]byte) error) error {
+	run := b
+	for rest := b; len(rest) > 0; {
+		f, wire, val, next, err := nextField(rest)
+		if err != nil {
+			break // decode reports it
 		}
-		return nil
-	}); err != nil {
-		return nil, meta, fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
-	}
-	items := make([]*T, 0, n)
-	err = eachField(u.Raw, func(f int, b []byte) error {
-		switch f {
-		case 1:
-			if err := meta.Unmarshal(b); err != nil {
-				return fmt.Errorf("kctl: decoding the list metadata of %s: %w", c.res, err)
-			}
-		case 2:
-			obj, err := c.decodeItem(b, true)
-			if err != nil {
+		if f == skip && wire == 2 {
+			if err := errors.Join(decode(run[:len(run)-len(rest)]), inner(val)); err != nil {
 				return err
 			}
-			items = append(items, obj)
+			run = next
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, metav1.ListMeta{}, err
+		rest = next
 	}
-	return items, meta, nil
+	return decode(run)
 }
 
-// decodeStatus returns the metav1.Status in a response body, if it is one.
+// jsonList is a JSON list with items of type I.
+type jsonList[I any] struct {
+	Metadata metav1.ListMeta `json:"metadata"`
+	Items    []I             `json:"items"`
+}
+
+// decodeList decodes a list into individually allocated objects. An item that
+// fails to decode is left out and its error added to skipped; err means the
+// body is not a list at all.
+func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
+	add := func(raw []byte, proto bool) {
+		if obj, err := c.decodeItem(raw, proto); err != nil {
+			skipped = append(skipped, err)
+		} else {
+			items = append(items, obj)
+		}
+	}
+	if !isProto(contentType) {
+		var fast jsonList[*T] // one pass; after any error, item by item
+		if json.Unmarshal(body, &fast) == nil && !slices.Contains(fast.Items, nil) {
+			for _, obj := range fast.Items {
+				c.setTypeMeta(obj)
+			}
+			return fast.Items, fast.Metadata, nil, nil
+		}
+		var list jsonList[json.RawMessage]
+		err = json.Unmarshal(body, &list)
+		for _, raw := range list.Items {
+			add(raw, false)
+		}
+		meta = list.Metadata
+	} else {
+		var b []byte
+		for _, b, err = unwrap(body); err == nil && len(b) > 0; { // field 1 the ListMeta, 2 each item
+			var f int
+			var wire byte
+			var v []byte
+			switch f, wire, v, b, err = nextField(b); {
+			case err != nil || wire != 2:
+			case f == 1:
+				err = safeUnmarshal(&meta, v)
+			case f == 2:
+				add(v, true)
+			}
+		}
+	}
+	if err != nil {
+		return nil, metav1.ListMeta{}, nil, fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
+	}
+	return items, meta, skipped, nil
+}
+
+// decodeStatus returns the metav1.Status in a response body (never nil), and
+// whether the body is one.
 func decodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
 	st := new(metav1.Status)
-	if isProto(contentType) {
-		u, err := unwrap(body)
-		if err != nil || u.Kind != "Status" || safeUnmarshal(st, u.Raw) != nil {
-			return nil, false
-		}
-		return st, true
+	if !isProto(contentType) {
+		return st, json.Unmarshal(body, st) == nil && st.Kind == "Status"
 	}
-	if json.Unmarshal(body, st) != nil || st.Kind != "Status" {
-		return nil, false
-	}
-	return st, true
+	kind, raw, err := unwrap(body)
+	return st, err == nil && string(kind) == "Status" && safeUnmarshal(st, raw) == nil
 }
 
 // safeUnmarshal is p.Unmarshal(b) that turns a panic into an error.
 func safeUnmarshal(p protoObject, b []byte) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("decoder panic: %v", r)
-		}
-	}()
+	defer recovered(&err)
 	return p.Unmarshal(b)
 }
 
-// unwrap strips the "k8s\x00" envelope.
-func unwrap(body []byte) (runtime.Unknown, error) {
-	var u runtime.Unknown
-	if !bytes.HasPrefix(body, protoMagic) {
-		return u, fmt.Errorf("protobuf body without the k8s envelope (%d bytes)", len(body))
+// unwrap parses the "k8s\x00" envelope (a runtime.Unknown) by hand: kind and
+// raw alias body, which runtime.Unknown.Unmarshal would copy whole.
+func unwrap(body []byte) (kind, raw []byte, err error) {
+	u, ok := bytes.CutPrefix(body, protoMagic)
+	if !ok {
+		return nil, nil, fmt.Errorf("protobuf body without the k8s envelope (%d bytes)", len(body))
 	}
-	if err := safeUnmarshal(&u, body[len(protoMagic):]); err != nil {
-		return u, fmt.Errorf("bad protobuf envelope: %w", err)
+	typeMeta, err := field(u, 1) // apiVersion 1, kind 2
+	if err == nil {
+		kind, err = field(typeMeta, 2)
 	}
-	if u.ContentEncoding != "" {
-		return u, fmt.Errorf("unsupported protobuf content encoding %q", u.ContentEncoding)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bad protobuf envelope: %w", err)
 	}
-	return u, nil
+	raw, _ = field(u, 2)
+	return kind, raw, nil
 }
 
-// eachField calls fn for every length-delimited field of the protobuf
-// message b, skipping fields of the other wire types.
-func eachField(b []byte, fn func(field int, val []byte) error) error {
+// field returns the value of the last length-delimited field num of message
+// b (nil if none), and an error if b is malformed.
+func field(b []byte, num int) (val []byte, err error) {
 	for len(b) > 0 {
-		tag, n := binary.Uvarint(b)
-		if n <= 0 || tag>>3 == 0 || tag>>3 > 1<<29 {
-			return errors.New("bad protobuf field tag")
+		f, wire, v, rest, err := nextField(b)
+		if err != nil {
+			return val, err
 		}
-		b = b[n:]
-		var size uint64
-		switch tag & 7 {
-		case 0: // varint
-			if _, n = binary.Uvarint(b); n <= 0 {
-				return errors.New("bad protobuf varint")
-			}
-			size = uint64(n)
-		case 1: // fixed64
-			size = 8
-		case 5: // fixed32
-			size = 4
-		case 2: // length-delimited
-			l, n := binary.Uvarint(b)
-			if n <= 0 {
-				return errors.New("bad protobuf length")
-			}
-			b = b[n:]
-			if l > uint64(len(b)) {
-				return io.ErrUnexpectedEOF
-			}
-			if err := fn(int(tag>>3), b[:l]); err != nil {
-				return err
-			}
-			size = l
-		default:
-			return fmt.Errorf("unsupported protobuf wire type %d", tag&7)
+		if f == num && wire == 2 {
+			val = v
 		}
-		if size > uint64(len(b)) {
-			return io.ErrUnexpectedEOF
-		}
-		b = b[size:]
+		b = rest
 	}
-	return nil
+	return val, nil
 }
 
-// nameIn returns " namespace/name" (or " name") of an undecodable object, or
-// "" when even that cannot be read.
-func nameIn(raw []byte, proto bool) string {
-	var ns, name string
-	if proto { // every k8s.io/api object has ObjectMeta as field 1; in it name is 1 and namespace 3
-		_ = eachField(raw, func(f int, meta []byte) error {
-			if f == 1 {
-				_ = eachField(meta, func(f int, v []byte) error {
-					switch f {
-					case 1:
-						name = string(v)
-					case 3:
-						ns = string(v)
-					}
-					return nil
-				})
-				return errors.New("done")
-			}
-			return nil
-		})
-	} else {
-		var o struct {
-			Metadata struct{ Name, Namespace string } `json:"metadata"`
-		}
-		_ = json.Unmarshal(raw, &o)
-		ns, name = o.Metadata.Namespace, o.Metadata.Name
+// nextField splits the first field off message b: its number, wire type,
+// value (of a length-delimited field) and the fields after it.
+func nextField(b []byte) (num int, wire byte, val, rest []byte, err error) {
+	tag, n := binary.Uvarint(b)
+	num, wire, b = int(tag>>3), byte(tag&7), b[max(n, 0):]
+	size, m := uint64(0), 1
+	switch wire {
+	case 0: // varint
+		_, m = binary.Uvarint(b)
+		size = uint64(max(m, 0))
+	case 1: // fixed64
+		size = 8
+	case 5: // fixed32
+		size = 4
+	case 2: // length-delimited
+		size, m = binary.Uvarint(b)
+		b = b[max(m, 0):]
+	default:
+		m = 0
 	}
-	if name == "" {
-		return ""
+	if n <= 0 || m <= 0 || num == 0 || tag>>3 > 1<<29 || size > uint64(len(b)) {
+		return 0, 0, nil, nil, fmt.Errorf("malformed or truncated protobuf field %d (wire type %d)", tag>>3, wire)
 	}
-	if ns == "" {
-		return " " + name
+	if wire == 2 {
+		val = b[:size]
 	}
-	return " " + ns + "/" + name
+	return num, wire, val, b[size:], nil
+}
+
+// keyOf is "namespace/name" or "name".
+func keyOf(m metav1.Object) string { return nsKey(m.GetNamespace(), m.GetName()) }
+
+func nsKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // watchEvent is one decoded watch event.
@@ -334,9 +337,8 @@ type watchEvent[T any] struct {
 	Err    error          // this event's object failed to decode; the stream goes on
 }
 
-// watchStream reads the events of one watch response. Next and Close may be
-// called from different goroutines (Close unblocks Next); Next itself is not
-// for concurrent use.
+// watchStream reads one watch response. Close may be called concurrently
+// with Next (it unblocks Next); Next is not for concurrent use.
 type watchStream[T any] struct {
 	c     codec[T]
 	body  io.ReadCloser
@@ -353,9 +355,8 @@ func newWatchStream[T any](c codec[T], contentType string, body io.ReadCloser) *
 	return w
 }
 
-// Next returns the next event; an error ends the stream (io.EOF when the
-// server closed it cleanly). An event whose object cannot be decoded has Err
-// set and the stream goes on.
+// Next returns the next event; an error ends the stream (io.EOF: closed
+// cleanly). An event whose object cannot be decoded has Err set.
 func (w *watchStream[T]) Next() (watchEvent[T], error) {
 	if !w.proto {
 		var ev struct {
@@ -363,23 +364,17 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 			Object json.RawMessage `json:"object"`
 		}
 		if err := w.dec.Decode(&ev); err != nil {
-			if err == io.EOF {
-				return watchEvent[T]{}, io.EOF
-			}
-			return watchEvent[T]{}, fmt.Errorf("kctl: watch of %s broke: %w", w.c.res, err)
+			return watchEvent[T]{}, w.broke(err)
 		}
-		return w.c.event(ev.Type, ev.Object, false), nil
+		return w.c.event(ev.Type, ev.Object, mediaJSON), nil
 	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
-		if err == io.EOF {
-			return watchEvent[T]{}, io.EOF
-		}
-		return watchEvent[T]{}, fmt.Errorf("kctl: watch of %s broke: truncated frame header: %w", w.c.res, err)
+		return watchEvent[T]{}, w.broke(err)
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxFrame {
-		return watchEvent[T]{}, fmt.Errorf("kctl: watch of %s broke: frame of %d bytes is over the %d limit", w.c.res, n, maxFrame)
+		return watchEvent[T]{}, w.broke(fmt.Errorf("frame of %d bytes is over the %d limit", n, maxFrame))
 	}
 	if cap(w.buf) < int(n) {
 		w.buf = make([]byte, n)
@@ -389,29 +384,30 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return watchEvent[T]{}, fmt.Errorf("kctl: watch of %s broke: truncated frame of %d bytes: %w", w.c.res, n, err)
+		return watchEvent[T]{}, w.broke(fmt.Errorf("truncated frame of %d bytes: %w", n, err))
 	}
-	if bytes.HasPrefix(frame, protoMagic) { // tolerate an enveloped WatchEvent
-		u, err := unwrap(frame)
-		if err != nil {
-			return watchEvent[T]{Err: fmt.Errorf("kctl: decoding a watch event of %s: %w", w.c.res, err)}, nil
-		}
-		frame = u.Raw
-	}
-	var ev metav1.WatchEvent
-	if err := safeUnmarshal(&ev, frame); err != nil {
+	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
+	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
+	typ, errType := field(frame, 1)
+	ext, _ := field(frame, 2)
+	object, errObject := field(ext, 1)
+	if err := errors.Join(errType, errObject); err != nil {
 		return watchEvent[T]{Err: fmt.Errorf("kctl: decoding a watch event of %s: %w", w.c.res, err)}, nil
 	}
-	return w.c.event(ev.Type, ev.Object.Raw, true), nil
+	return w.c.event(string(typ), object, mediaProtobuf), nil
 }
 
-// event decodes one watch event's object.
-func (c codec[T]) event(typ string, raw []byte, proto bool) watchEvent[T] {
-	ev := watchEvent[T]{Type: typ}
-	ct := mediaJSON
-	if proto {
-		ct = mediaProtobuf
+// broke is the error that ends a stream: io.EOF for a clean end.
+func (w *watchStream[T]) broke(err error) error {
+	if err == io.EOF {
+		return err
 	}
+	return fmt.Errorf("kctl: watch of %s broke: %w", w.c.res, err)
+}
+
+// event decodes one watch event's object, of Content-Type ct.
+func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
+	ev := watchEvent[T]{Type: typ}
 	switch typ {
 	case "ERROR":
 		if st, ok := decodeStatus(ct, raw); ok {
@@ -420,18 +416,7 @@ func (c codec[T]) event(typ string, raw []byte, proto bool) watchEvent[T] {
 			ev.Err = fmt.Errorf("kctl: the watch of %s sent an ERROR event without a Status", c.res)
 		}
 	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
-		if proto && bytes.HasPrefix(raw, protoMagic) {
-			u, err := unwrap(raw)
-			if err == nil && u.Kind != "" && u.Kind != c.res.Kind {
-				err = fmt.Errorf("the object is a %s, want a %s", u.Kind, c.res.Kind)
-			}
-			if err != nil {
-				ev.Err = fmt.Errorf("kctl: decoding a %s watch event of %s: %w", typ, c.res, err)
-				return ev
-			}
-			raw = u.Raw
-		}
-		obj, err := c.decodeItem(raw, proto)
+		obj, err := c.decode(ct, raw) // a protobuf event's object is enveloped
 		if err != nil {
 			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
 		}
@@ -445,73 +430,23 @@ func (c codec[T]) event(typ string, raw []byte, proto bool) watchEvent[T] {
 // Close ends the stream and releases its connection.
 func (w *watchStream[T]) Close() error { return w.body.Close() }
 
-// statusError turns a failed answer into an error wrapping *apierrors.StatusError.
-func (c *Client[T]) statusError(verb, key string, resp *http.Response, ct string, body []byte) error {
-	st, ok := decodeStatus(ct, body)
-	var se *apierrors.StatusError
-	if ok {
-		se = &apierrors.StatusError{ErrStatus: *st}
-	} else {
-		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		msg := string(body[:min(len(body), 512)])
-		name := key[strings.LastIndex(key, "/")+1:] // key is "namespace/name", "name", or "in namespace x" for a list
-		if strings.Contains(key, " ") {
-			name = ""
-		}
-		se = apierrors.NewGenericServerResponse(resp.StatusCode, resp.Request.Method,
-			schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, name, msg, ra, true)
-	}
-	if resp.StatusCode == http.StatusNotFound && (!ok || st.Details == nil || st.Details.Name == "" && st.Details.Kind == "") {
-		return &notInstalledError{res: c.res, builtin: c.builtin, status: se}
-	}
-	what := strings.TrimSpace(c.res.String() + " " + key)
-	if apierrors.IsForbidden(se) {
-		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[verb]
-		if rbac == "" {
-			rbac = verb
-		}
-		plural := c.res.Plural
-		if verb == "update status of" {
-			plural += "/status"
-		}
-		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s", verb, what, se, rbac, plural)
-	}
-	return fmt.Errorf("kctl: %s %s: %w", verb, what, se)
-}
-
-// notInstalledError matches ErrNotInstalled and the server's NotFound status.
-type notInstalledError struct {
-	res     Resource
-	builtin bool
-	status  *apierrors.StatusError
-}
-
-func (e *notInstalledError) Error() string {
-	if e.builtin {
-		return fmt.Sprintf("kctl: %s is not served by the API server: the server is too old or too new for it, or its API group is disabled", e.res)
-	}
-	return fmt.Sprintf("kctl: %s is not installed on the API server: apply its CRD", e.res)
-}
-
-func (e *notInstalledError) Unwrap() []error { return []error{ErrNotInstalled, e.status} }
-
-// request is one API call.
+// request is one call on a Client's resource; verb names it in errors
+// ("update status of"). A list call has no name, nor has a create's path.
 type request struct {
-	method, path        string
-	query               url.Values
-	body                []byte
-	contentType, accept string
-	watch               bool
+	verb, method, namespace, name, sub string
+	list                               bool
+	query                              url.Values
+	body                               []byte
+	contentType, path, accept          string // path and accept: set by send
 }
 
-// do sends r, waiting for the rate limiter and retrying 429s; the caller
-// closes the response body whatever its status.
+// do sends r, waiting for the rate limiter and retrying 429s (and, for
+// reads, 5xx with Retry-After). The caller closes the response body.
 func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 	u := c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + r.path
-	u.RawQuery = r.query.Encode()
+	u.Path, u.RawQuery = strings.TrimSuffix(u.Path, "/")+r.path, r.query.Encode()
 	hc := c.http
-	if r.watch {
+	if r.query.Has("watch") {
 		hc = c.watches
 	}
 	for attempt := 0; ; attempt++ {
@@ -537,8 +472,7 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
 		}
 		ra := resp.Header.Get("Retry-After")
-		retry := resp.StatusCode == http.StatusTooManyRequests ||
-			resp.StatusCode >= 500 && ra != "" && r.method == http.MethodGet
+		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && ra != "" && r.method == http.MethodGet
 		if !retry || attempt == maxRetries {
 			return resp, nil
 		}
@@ -548,20 +482,51 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 		if s, err := strconv.Atoi(ra); err == nil && s >= 0 {
 			wait = min(time.Duration(s)*time.Second, maxRetryWait)
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil, fmt.Errorf("kctl: %s %s: the server asked to retry after %v: %w", r.method, r.path, wait, ctx.Err())
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
 }
 
-// keyOf is "namespace/name" or "name".
-func keyOf(m metav1.Object) string {
-	if m.GetNamespace() == "" {
-		return m.GetName()
+// bodies recycles the buffers answers are read into. No decoded object
+// aliases one: generated protobuf code and encoding/json copy what they keep.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// ErrNotInstalled matches (with errors.Is) the error of a call on a resource
+// the API server does not serve: a CRD that is not applied, or an API group
+// or version that is disabled or too new for the server.
+var ErrNotInstalled = errors.New("kctl: resource not installed")
+
+// notInstalledError matches ErrNotInstalled and the server's NotFound status.
+type notInstalledError struct {
+	msg    string
+	status error
+}
+
+func (e *notInstalledError) Error() string   { return e.msg }
+func (e *notInstalledError) Unwrap() []error { return []error{ErrNotInstalled, e.status} }
+
+// statusError turns a failed answer to r into an error wrapping *apierrors.StatusError.
+func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) error {
+	st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
+	se := &apierrors.StatusError{ErrStatus: *st}
+	if !ok {
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		se = apierrors.NewGenericServerResponse(resp.StatusCode, r.method, schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural},
+			r.name, string(body[:min(len(body), 512)]), ra, true)
 	}
-	return m.GetNamespace() + "/" + m.GetName()
+	if resp.StatusCode == http.StatusNotFound && (!ok || st.Details == nil || st.Details.Name == "" && st.Details.Kind == "") {
+		if c.codec.builtin {
+			return &notInstalledError{fmt.Sprintf("kctl: %s is not served by the API server: the server is too old or too new for it, or its API group is disabled", c.res), se}
+		}
+		return &notInstalledError{fmt.Sprintf("kctl: %s is not installed on the API server: apply its CRD", c.res), se}
+	}
+	if apierrors.IsForbidden(se) {
+		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[r.verb]
+		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s",
+			r.verb, c.what(r), se, cmp.Or(rbac, r.verb), strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/"))
+	}
+	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
 }

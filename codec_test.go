@@ -7,6 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 )
 
 // gizmo is a declared (custom) type: it travels as JSON.
@@ -57,34 +62,76 @@ func realisticPod(i int) *corev1.Pod {
 			Annotations:       map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4b9c6f5",
 				UID: "9b1e0c1d-1111-4000-8000-000000000001", Controller: new(true), BlockOwnerDeletion: new(true)}},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: "Update", APIVersion: "v1",
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{}}}}}`)}}},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "kube-controller-manager", Operation: "Update", APIVersion: "v1", Time: new(metav1.Unix(1700000000, 0)),
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(specFields)}},
+				{Manager: "kubelet", Operation: "Update", APIVersion: "v1", Time: new(metav1.Unix(1700000010, 0)),
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(statusFields)}, Subresource: "status"}},
 		},
-		Spec: corev1.PodSpec{
-			NodeName: fmt.Sprintf("node-%d", i%20), ServiceAccountName: "web", RestartPolicy: corev1.RestartPolicyAlways,
+		Spec: corev1.PodSpec{ // with the defaults the API server adds
+			NodeName: fmt.Sprintf("node-%d", i%20), ServiceAccountName: "web", DeprecatedServiceAccount: "web", RestartPolicy: corev1.RestartPolicyAlways,
+			DNSPolicy: corev1.DNSClusterFirst, SchedulerName: "default-scheduler", SecurityContext: &corev1.PodSecurityContext{},
+			TerminationGracePeriodSeconds: new(int64(30)), EnableServiceLinks: new(true), Priority: new(int32(0)),
+			PreemptionPolicy: new(corev1.PreemptLowerPriority),
 			Containers: []corev1.Container{{
 				Name: "web", Image: "registry.example.com/shop/web:1.24.3", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: "TCP"}},
-				Env: []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}, {Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+				Env: []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}, {Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}},
-				VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}, {Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 10},
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}, {Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080), Scheme: "HTTP"}},
+					PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3},
+				TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: "File", ImagePullPolicy: "IfNotPresent",
 			}},
-			Volumes:     []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}}},
-			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: new(int64(300))}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}, DefaultMode: new(int32(420))}}},
+				{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: new(int32(420)), Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: new(int64(3607)), Path: "token"}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}}}}}}},
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: new(int64(300))},
+				{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: new(int64(300))}},
 		},
 		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning, HostIP: "10.0.3.7", PodIP: fmt.Sprintf("10.244.%d.%d", i/250, i%250), QOSClass: corev1.PodQOSBurstable,
+			Phase: corev1.PodRunning, HostIP: "10.0.3.7", HostIPs: []corev1.HostIP{{IP: "10.0.3.7"}}, QOSClass: corev1.PodQOSBurstable,
+			PodIP: fmt.Sprintf("10.244.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.244.%d.%d", i/250, i%250)}},
 			StartTime: new(metav1.Unix(1700000001, 0)),
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: "True", LastTransitionTime: metav1.Unix(1700000010, 0)},
+			Conditions: []corev1.PodCondition{{Type: "PodReadyToStartContainers", Status: "True", LastTransitionTime: metav1.Unix(1700000004, 0)},
+				{Type: corev1.PodInitialized, Status: "True", LastTransitionTime: metav1.Unix(1700000001, 0)},
+				{Type: corev1.PodReady, Status: "True", LastTransitionTime: metav1.Unix(1700000010, 0)},
+				{Type: corev1.ContainersReady, Status: "True", LastTransitionTime: metav1.Unix(1700000010, 0)},
 				{Type: corev1.PodScheduled, Status: "True", LastTransitionTime: metav1.Unix(1700000000, 0)}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Image: "registry.example.com/shop/web:1.24.3",
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Started: new(true), Image: "registry.example.com/shop/web:1.24.3",
 				ImageID: "registry.example.com/shop/web@sha256:4f1c0de5aa11", ContainerID: "containerd://abc123",
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Unix(1700000005, 0)}}}},
 		},
 	}
 }
+
+// specFields and statusFields are managedFields as the API server records
+// them for a ReplicaSet's pod: about half of the pod's protobuf, as in a real cluster.
+const (
+	specFields = `{"f:metadata":{"f:annotations":{".":{},"f:prometheus.io/port":{},"f:prometheus.io/scrape":{}},"f:generateName":{},` +
+		`"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{},"f:tier":{}},"f:ownerReferences":{".":{},` +
+		`"k:{\"uid\":\"9b1e0c1d-1111-4000-8000-000000000001\"}":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},` +
+		`"f:env":{".":{},"k:{\"name\":\"LOG_LEVEL\"}":{".":{},"f:name":{},"f:value":{}},"k:{\"name\":\"POD_NAME\"}":{".":{},"f:name":{},` +
+		`"f:valueFrom":{".":{},"f:fieldRef":{}}}},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:ports":{".":{},` +
+		`"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}}},` +
+		`"f:readinessProbe":{".":{},"f:failureThreshold":{},"f:httpGet":{".":{},"f:path":{},"f:port":{},"f:scheme":{}},` +
+		`"f:periodSeconds":{},"f:successThreshold":{},"f:timeoutSeconds":{}},"f:resources":{".":{},"f:limits":{".":{},"f:memory":{}},` +
+		`"f:requests":{".":{},"f:cpu":{},"f:memory":{}}},"f:terminationMessagePath":{},"f:terminationMessagePolicy":{},` +
+		`"f:volumeMounts":{".":{},"k:{\"mountPath\":\"/etc/web\"}":{".":{},"f:mountPath":{},"f:name":{}}}}},"f:dnsPolicy":{},` +
+		`"f:enableServiceLinks":{},"f:restartPolicy":{},"f:schedulerName":{},"f:securityContext":{},"f:serviceAccount":{},` +
+		`"f:serviceAccountName":{},"f:terminationGracePeriodSeconds":{},"f:tolerations":{},"f:volumes":{".":{},` +
+		`"k:{\"name\":\"config\"}":{".":{},"f:configMap":{".":{},"f:defaultMode":{},"f:name":{}},"f:name":{}}}}}`
+	statusFields = `{"f:status":{"f:conditions":{"k:{\"type\":\"ContainersReady\"}":{".":{},"f:lastProbeTime":{},` +
+		`"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Initialized\"}":{".":{},"f:lastProbeTime":{},` +
+		`"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"PodReadyToStartContainers\"}":{".":{},` +
+		`"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Ready\"}":{".":{},` +
+		`"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}}},"f:containerStatuses":{},"f:hostIP":{},` +
+		`"f:hostIPs":{},"f:phase":{},"f:podIP":{},"f:podIPs":{".":{},"k:{\"ip\":\"10.244.0.1\"}":{".":{},"f:ip":{}}},"f:startTime":{}}}`
+)
 
 // envelope wraps raw protobuf as the API server does.
 func envelope(kind string, raw []byte) []byte {
@@ -173,9 +220,9 @@ func TestCodec_ListProtobufAndJSON_DecodeTheSameObjects(t *testing.T) {
 		ct   string
 		body []byte
 	}{{mediaProtobuf, pb}, {mediaJSON, js}} {
-		items, meta, err := c.decodeList(tc.ct, tc.body)
-		if err != nil {
-			t.Fatalf("decodeList(%s): %v", tc.ct, err)
+		items, meta, skipped, err := c.decodeList(tc.ct, tc.body)
+		if err != nil || skipped != nil {
+			t.Fatalf("decodeList(%s): %v, skipped %v", tc.ct, err, skipped)
 		}
 		if len(items) != 3 || meta.ResourceVersion != "4242" || meta.Continue != "next" {
 			t.Fatalf("decodeList(%s) = %d items, %+v; want 3 items, rv 4242, continue next", tc.ct, len(items), meta)
@@ -191,19 +238,103 @@ func TestCodec_ListProtobufAndJSON_DecodeTheSameObjects(t *testing.T) {
 	}
 }
 
-func TestCodec_ListWithABadItem_FailsNamingIt(t *testing.T) {
-	var js = `{"metadata":{},"items":[{"metadata":{"name":"good"}},{"metadata":{"name":"bad","namespace":"ns"},"spec":{"size":"big"}}]}`
-	_, _, err := gizmoCodec().decodeList(mediaJSON, []byte(js))
-	if err == nil || !strings.Contains(err.Error(), "ns/bad") {
-		t.Errorf("decodeList with a bad item: err = %v, want one naming ns/bad", err)
+func TestCodec_ListWithABadItem_SkipsItAndNamesIt(t *testing.T) {
+	js := `{"metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"good"}},` +
+		`{"metadata":{"name":"bad","namespace":"ns"},"spec":{"size":"big"}},{"metadata":{"name":"good2"}}]}`
+	items, meta, skipped, err := gizmoCodec().decodeList(mediaJSON, []byte(js))
+	if err != nil || len(items) != 2 || items[0].Name != "good" || items[1].Name != "good2" || items[1].Kind != "Gizmo" || meta.ResourceVersion != "7" {
+		t.Errorf("decodeList(JSON with a bad item) = %d items, rv %q, %v; want good and good2 at rv 7", len(items), meta.ResourceVersion, err)
 	}
-	// A protobuf item whose ObjectMeta is readable but whose spec is garbage.
-	meta, _ := (&metav1.ObjectMeta{Name: "broken", Namespace: "shop"}).Marshal()
-	item := append(protowire(1, meta), protowire(2, []byte{0xff, 0xff})...)
-	list := append(protowire(1, nil), protowire(2, item)...)
-	_, _, err = podCodec().decodeList(mediaProtobuf, envelope("PodList", list))
-	if err == nil || !strings.Contains(err.Error(), "shop/broken") {
-		t.Errorf("decodeList with a bad protobuf item: err = %v, want one naming shop/broken", err)
+	if len(skipped) != 1 || !strings.Contains(skipped[0].Error(), "ns/bad") {
+		t.Errorf("skipped = %v, want one error naming ns/bad", skipped)
+	}
+	// A protobuf item whose ObjectMeta is readable but whose spec is garbage, between two good ones.
+	bad := badPodProto("shop", "broken")
+	good := func(i int) []byte { raw, _ := realisticPod(i).Marshal(); return raw }
+	list := slices.Concat(protowire(1, nil), protowire(2, good(0)), protowire(2, bad), protowire(2, good(2)))
+	for _, skip := range []bool{false, true} {
+		c := podCodec()
+		c.skipManagedFields = skip
+		pods, _, skipped, err := c.decodeList(mediaProtobuf, envelope("PodList", list))
+		if err != nil || len(pods) != 2 || pods[0].Name != realisticPod(0).Name || pods[1].Name != realisticPod(2).Name {
+			t.Errorf("skipManagedFields=%v: decodeList(protobuf with a bad item) = %d items, %v; want pods 0 and 2", skip, len(pods), err)
+		}
+		if len(skipped) != 1 || !strings.Contains(skipped[0].Error(), "pods/v1 shop/broken") {
+			t.Errorf("skipManagedFields=%v: skipped = %v, want one error naming shop/broken", skip, skipped)
+		}
+	}
+	// A list whose own structure is broken is an error, not a skip.
+	if _, _, _, err := podCodec().decodeList(mediaProtobuf, envelope("PodList", list[:len(list)-3])); err == nil {
+		t.Error("decodeList(truncated protobuf list): no error")
+	}
+}
+
+// badPodProto is a pod's protobuf (no envelope) with a readable name and a garbage spec.
+func badPodProto(namespace, name string) []byte {
+	meta, _ := (&metav1.ObjectMeta{Name: name, Namespace: namespace}).Marshal()
+	return append(protowire(1, meta), protowire(2, []byte{0xff, 0xff})...)
+}
+
+func TestCodec_SkipManagedFields_DecodesEverythingElse(t *testing.T) {
+	want := realisticPod(3)
+	raw, _ := want.Marshal()
+	// The same pod with its metadata split in two around managedFields and
+	// managedFields first: protobuf merges repeated fields, so it is the same pod.
+	noMF := realisticPod(3)
+	noMF.ManagedFields = nil
+	metaOnly, _ := noMF.ObjectMeta.Marshal()
+	mfOnly, _ := (&metav1.ObjectMeta{ManagedFields: want.ManagedFields}).Marshal()
+	spec, _ := want.Spec.Marshal()
+	status, _ := want.Status.Marshal()
+	_, _, _, rest, _ := nextField(metaOnly)
+	_, _, _, rest, _ = nextField(rest)
+	cut := len(metaOnly) - len(rest) // after the first two fields
+	shuffled := slices.Concat(protowire(1, mfOnly), protowire(2, spec), protowire(1, slices.Concat(metaOnly[:cut], mfOnly)),
+		protowire(3, status), protowire(1, metaOnly[cut:]))
+	for _, body := range [][]byte{raw, shuffled} {
+		c := podCodec()
+		full, err := c.decodeItem(body, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(full.ManagedFields); n != 2 && n != 4 {
+			t.Fatalf("decodeItem decoded %d managedFields, want 2 (4 when split)", n)
+		}
+		c.skipManagedFields = true
+		got, err := c.decodeItem(body, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full.ManagedFields = nil
+		if got.ManagedFields != nil || !reflect.DeepEqual(got, full) {
+			t.Errorf("with skipManagedFields:\n got %+v\nwant %+v", got, full)
+		}
+	}
+}
+
+func TestCodec_DecodedObjectsDoNotAliasTheBody(t *testing.T) {
+	pb, js := podListBodies(3)
+	for _, tc := range []struct {
+		ct   string
+		body []byte
+		skip bool
+	}{{mediaProtobuf, pb, false}, {mediaProtobuf, pb, true}, {mediaJSON, js, false}} {
+		c := podCodec()
+		c.skipManagedFields = tc.skip
+		body := bytes.Clone(tc.body)
+		items, _, _, err := c.decodeList(tc.ct, body)
+		want, _, _, _ := c.decodeList(tc.ct, tc.body)
+		for i := range body {
+			body[i] = 'x' // as the next answer read into the pooled buffer would
+		}
+		if err != nil || !reflect.DeepEqual(items, want) {
+			t.Errorf("%s (skipManagedFields=%v): objects changed when the body was overwritten", tc.ct, tc.skip)
+		}
+	}
+	frames := slices.Concat(watchFrame("ADDED", podProto(realisticPod(1))), watchFrame("MODIFIED", podProto(realisticPod(2))))
+	evs, _ := readEvents(newWatchStream(podCodec(), mediaProtobuf, io.NopCloser(bytes.NewReader(frames))))
+	if len(evs) != 2 || evs[0].Object.Name != realisticPod(1).Name || string(evs[0].Object.ManagedFields[0].FieldsV1.Raw) != specFields {
+		t.Errorf("the first watch event changed when the second was read into the frame buffer")
 	}
 }
 
@@ -214,8 +345,7 @@ func protowire(field int, b []byte) []byte {
 }
 
 func TestCodec_ProtobufWatch_BadObjectIsAnEventAndTheStreamGoesOn(t *testing.T) {
-	meta, _ := (&metav1.ObjectMeta{Name: "broken", Namespace: "shop"}).Marshal()
-	bad := envelope("Pod", append(protowire(1, meta), protowire(2, []byte{0xff})...))
+	bad := envelope("Pod", badPodProto("shop", "broken"))
 	var stream []byte
 	stream = append(stream, watchFrame("ADDED", podProto(realisticPod(1)))...)
 	stream = append(stream, watchFrame("MODIFIED", bad)...)
@@ -296,19 +426,82 @@ func TestCodec_DecodeStatus_ProtobufAndJSON(t *testing.T) {
 }
 
 // BenchmarkDecodePodList compares decoding a page of 500 realistic pods from
-// protobuf and from JSON (the same page, as the API server sends either).
+// protobuf (with managedFields, and skipping them as the cache does) and from
+// JSON (the same page, as the API server sends either).
 func BenchmarkDecodePodList(b *testing.B) {
 	pb, js := podListBodies(500)
-	c := podCodec()
 	for _, bc := range []struct {
 		name, ct string
 		body     []byte
-	}{{"protobuf", mediaProtobuf, pb}, {"json", mediaJSON, js}} {
+		skip     bool
+	}{{"protobuf", mediaProtobuf, pb, false}, {"protobuf-skipManagedFields", mediaProtobuf, pb, true}, {"json", mediaJSON, js, false}} {
 		b.Run(bc.name, func(b *testing.B) {
+			c := podCodec()
+			c.skipManagedFields = bc.skip
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if items, _, err := c.decodeList(bc.ct, bc.body); err != nil || len(items) != 500 {
+				if items, _, _, err := c.decodeList(bc.ct, bc.body); err != nil || len(items) != 500 {
+					b.Fatal(len(items), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodePodWatch decodes 500 MODIFIED events of realistic pods,
+// with managedFields and skipping them as the cache does.
+func BenchmarkDecodePodWatch(b *testing.B) {
+	var stream []byte
+	for i := range 500 {
+		stream = append(stream, watchFrame("MODIFIED", podProto(realisticPod(i)))...)
+	}
+	for _, skip := range []bool{false, true} {
+		b.Run(map[bool]string{false: "protobuf", true: "protobuf-skipManagedFields"}[skip], func(b *testing.B) {
+			c := podCodec()
+			c.skipManagedFields = skip
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
+				for range 500 {
+					if ev, err := w.Next(); err != nil || ev.Err != nil {
+						b.Fatal(err, ev.Err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkListPods is one List of a page of 500 realistic pods from an
+// httptest server, as protobuf without a Content-Length (as the API server
+// streams lists): reading the body and decoding it, as a Client does and as
+// the cache does (skipping managedFields).
+func BenchmarkListPods(b *testing.B) {
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "4242"}}
+	for i := range 500 {
+		list.Items = append(list.Items, *realisticPod(i))
+	}
+	raw, _ := list.Marshal()
+	pb := envelope("PodList", raw)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", mediaProtobuf)
+		w.Write(pb)
+	}))
+	defer srv.Close()
+	conn, err := NewConn(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, skip := range []bool{false, true} {
+		b.Run(map[bool]string{false: "client", true: "cache"}[skip], func(b *testing.B) {
+			pods := NewClient[corev1.Pod](conn)
+			pods.codec.skipManagedFields = skip
+			b.SetBytes(int64(len(pb)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if items, err := pods.List(b.Context(), ListOptions{}); err != nil || len(items) != 500 {
 					b.Fatal(len(items), err)
 				}
 			}
@@ -324,7 +517,7 @@ func FuzzDecodeProtobufList(f *testing.F) {
 	f.Add(pb)
 	c := podCodec()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		items, _, err := c.decodeList(mediaProtobuf, body)
+		items, _, _, err := c.decodeList(mediaProtobuf, body)
 		if err == nil {
 			for _, p := range items {
 				if p == nil {
@@ -337,11 +530,31 @@ func FuzzDecodeProtobufList(f *testing.F) {
 	})
 }
 
+// FuzzSkipManagedFields checks that skipping managedFields decodes whatever
+// a full decode does, less the managedFields.
+func FuzzSkipManagedFields(f *testing.F) {
+	f.Add(rawPodForFuzz(1))
+	full, skip := podCodec(), podCodec()
+	skip.skipManagedFields = true
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, err := full.decodeItem(raw, true)
+		got, skipErr := skip.decodeItem(raw, true)
+		if err != nil {
+			return // skipping may decode what a full decode cannot: broken managedFields
+		}
+		if want.ManagedFields = nil; skipErr != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("skipping managedFields: %v\n got %+v\nwant %+v", skipErr, got, want)
+		}
+	})
+}
+
+func rawPodForFuzz(i int) []byte { raw, _ := realisticPod(i).Marshal(); return raw }
+
 func FuzzDecodeJSONList(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"},"spec":{"size":1}}]}`))
 	c := gizmoCodec()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, _, _ = c.decodeList(mediaJSON, body)
+		_, _, _, _ = c.decodeList(mediaJSON, body)
 		_, _ = c.decode(mediaJSON, body)
 		_, _ = decodeStatus(mediaJSON, body)
 	})

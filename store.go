@@ -1,13 +1,13 @@
 package kctl
 
-// The informer's store and its read side: Get, List, ByIndex and indexes,
-// waiting for a resourceVersion, stats, and the events handed to handlers.
-// cache.go fills the store from the API server.
+// The informer's store and its read side: Get, List, ByIndex, waits, Stats,
+// and the events handed to handlers. cache.go fills the store.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,34 +15,29 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
-// store is an informer's map of objects with its indexes. It has no lock of
-// its own: the Informer is its only writer and guards it (golang-lru's split
-// of a lock-free core and a locking wrapper), so the diffing below is tested
-// without goroutines. Stored objects are never mutated: a change replaces the
-// pointer.
+// store is an informer's objects with their indexes. It has no lock: the
+// Informer, its only writer, guards it, so it is tested without goroutines.
+// Stored objects are never mutated: a change replaces the pointer.
 type store[T any] struct {
-	// objects holds every object under its own namespace ("" when
-	// cluster-scoped) and name. An empty inner map is removed, so the keys of
-	// objects are exactly the namespaces that have objects: the namespace
-	// index is built in.
+	// objects maps namespace ("" if cluster-scoped) and name to the object.
+	// Empty inner maps are removed: the keys are the namespace index.
 	objects map[string]map[string]entry[T]
-	// indexes are the user's indexes by name; each holds every stored object
-	// under each value its function returns.
-	indexes map[string]*index[T]
-	count   int   // the number of objects
-	bytes   int64 // the sum of the entry sizes measured so far (by Informer.Stats)
+	indexes map[string]*index[T] // the user's, by name
+	count   int
+	bytes   int64  // the sum of the sizes measured so far (by Informer.Stats)
+	gen     uint32 // the current replace; put marks each entry with it
 }
 
-// entry is one stored object with its estimated size in bytes (0: not yet measured).
 type entry[T any] struct {
-	obj  *T
-	size int
+	obj       *T
+	size, gen uint32 // size: encoded bytes, 0 until measured
 }
 
 type objKey struct{ namespace, name string }
 
+// index files every stored object's key under each value fn returns for it.
 type index[T any] struct {
-	fn     func(obj *T) []string // must return the same values for the same object
+	fn     func(obj *T) []string // the same values for the same object
 	values map[string]map[objKey]struct{}
 }
 
@@ -50,115 +45,91 @@ func newStore[T any]() *store[T] {
 	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}}
 }
 
-func storeKey[T any](obj *T) objKey {
-	m := metaOf(obj)
-	return objKey{m.GetNamespace(), m.GetName()}
-}
-
 func (s *store[T]) get(namespace, name string) (*T, bool) {
 	e, ok := s.objects[namespace][name]
 	return e.obj, ok
 }
 
-// put adds obj or replaces the object stored under its key.
-func (s *store[T]) put(obj *T) {
-	k := storeKey(obj)
-	inner := s.objects[k.namespace]
-	if inner == nil {
-		inner = map[string]entry[T]{}
-		s.objects[k.namespace] = inner
+// put stores obj unless the object stored under its key has the same
+// resourceVersion, and says what changed: Added, or Updated from old.
+func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
+	m := metaOf(obj)
+	k := objKey{m.GetNamespace(), m.GetName()}
+	if s.objects[k.namespace] == nil {
+		s.objects[k.namespace] = map[string]entry[T]{}
 	}
-	old, ok := inner[k.name]
-	inner[k.name] = s.track(k, old, ok, obj)
-}
-
-// remove deletes the object stored under namespace/name and returns it.
-func (s *store[T]) remove(namespace, name string) (*T, bool) {
-	old, ok := s.objects[namespace][name]
-	if !ok {
-		return nil, false
-	}
-	delete(s.objects[namespace], name)
-	if len(s.objects[namespace]) == 0 {
-		delete(s.objects, namespace)
-	}
-	s.track(objKey{namespace, name}, old, true, nil)
-	return old.obj, true
-}
-
-// track updates the count, the bytes and the indexes for the object under k
-// going from old (if had) to obj (nil: deleted), and returns obj's
-// (unmeasured) entry.
-func (s *store[T]) track(k objKey, old entry[T], had bool, obj *T) entry[T] {
-	if had {
-		s.count--
-		s.bytes -= int64(old.size)
-	}
-	if obj != nil {
-		s.count++
-	}
-	for _, ix := range s.indexes {
-		if had {
-			ix.remove(k, old.obj)
-		}
-		if obj != nil {
+	prev, had := s.objects[k.namespace][k.name]
+	e := prev
+	if changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion(); changed {
+		s.untrack(k, prev, had)
+		e = entry[T]{obj: obj}
+		for _, ix := range s.indexes {
 			ix.add(k, obj)
 		}
+		s.count++
 	}
-	return entry[T]{obj: obj}
+	e.gen = s.gen
+	s.objects[k.namespace][k.name] = e
+	if had {
+		return Updated, prev.obj, changed
+	}
+	return Added, nil, changed
 }
 
-// replace makes the objects in namespace ("" means every namespace) exactly
-// objs, the result of a list, and reports each difference to changed: Added,
-// Updated (with the old object) or Deleted (with the last stored object). An
-// object whose resourceVersion did not change is kept, not replaced, and not
-// reported, so a relist after a reconnect reports only what really changed.
-// The new maps are sized from the list.
-func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType, obj, old *T)) {
-	// prev holds the namespaces being replaced; every object left in it at
-	// the end was not listed, so it was deleted.
-	prev := s.objects
-	if namespace != "" {
-		prev = map[string]map[string]entry[T]{namespace: s.objects[namespace]}
+// remove deletes namespace/name and reports whether it was stored.
+func (s *store[T]) remove(namespace, name string) bool {
+	e, had := s.objects[namespace][name]
+	if had {
+		delete(s.objects[namespace], name)
+		if len(s.objects[namespace]) == 0 {
+			delete(s.objects, namespace)
+		}
+		s.untrack(objKey{namespace, name}, e, true)
 	}
+	return had
+}
+
+// untrack takes e, if had, out of the count, the bytes and the indexes.
+func (s *store[T]) untrack(k objKey, e entry[T], had bool) {
+	if had {
+		s.count, s.bytes = s.count-1, s.bytes-int64(e.size)
+		for _, ix := range s.indexes {
+			ix.remove(k, e.obj)
+		}
+	}
+}
+
+// replace makes the objects of namespace ("" means all) exactly objs, a
+// list's result, and reports each difference to changed: Added, Updated
+// (with old) or Deleted (with the last stored state). An object whose
+// resourceVersion is unchanged is kept and not reported.
+func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType, obj, old *T)) {
 	sizes := map[string]int{}
 	for _, obj := range objs {
 		sizes[metaOf(obj).GetNamespace()]++
 	}
-	next := make(map[string]map[string]entry[T], len(sizes))
 	for ns, n := range sizes {
-		next[ns] = make(map[string]entry[T], n)
+		if s.objects[ns] == nil {
+			s.objects[ns] = make(map[string]entry[T], n) // one allocation for the first list
+		}
 	}
+	s.gen++
 	for _, obj := range objs {
-		k := storeKey(obj)
-		old, had := prev[k.namespace][k.name]
-		if had {
-			delete(prev[k.namespace], k.name)
-		}
-		switch {
-		case had && metaOf(old.obj).GetResourceVersion() == metaOf(obj).GetResourceVersion():
-			next[k.namespace][k.name] = old
-		case had:
-			next[k.namespace][k.name] = s.track(k, old, true, obj)
-			changed(Updated, obj, old.obj)
-		default:
-			next[k.namespace][k.name] = s.track(k, old, false, obj)
-			changed(Added, obj, nil)
+		if t, old, ok := s.put(obj); ok {
+			changed(t, obj, old)
 		}
 	}
-	for ns, inner := range prev {
-		for name, old := range inner {
-			s.track(objKey{ns, name}, old, true, nil)
-			changed(Deleted, old.obj, nil)
+	swept := s.objects
+	if namespace != "" {
+		swept = map[string]map[string]entry[T]{namespace: s.objects[namespace]}
+	}
+	for ns, inner := range swept {
+		for name, e := range inner {
+			if e.gen != s.gen { // not listed: deleted
+				s.remove(ns, name)
+				changed(Deleted, e.obj, nil)
+			}
 		}
-	}
-	if namespace == "" {
-		s.objects = next
-		return
-	}
-	delete(s.objects, namespace)
-	if inner := next[namespace]; len(inner) > 0 {
-		s.objects[namespace] = inner
 	}
 }
 
@@ -187,26 +158,12 @@ func (s *store[T]) list(namespace string, sel labels.Selector) []*T {
 	return out
 }
 
-// unsized returns the objects whose size is not yet measured.
-func (s *store[T]) unsized() []*T {
-	var out []*T
-	for _, inner := range s.objects {
-		for _, e := range inner {
-			if e.size == 0 {
-				out = append(out, e.obj)
-			}
-		}
-	}
-	return out
-}
-
-// setSize records obj's measured size if obj is still stored and unmeasured.
+// setSize records obj's size if obj is still stored and unmeasured.
 func (s *store[T]) setSize(obj *T, size int) {
-	k := storeKey(obj)
-	if e, ok := s.objects[k.namespace][k.name]; ok && e.obj == obj && e.size == 0 {
-		e.size = size
-		s.objects[k.namespace][k.name] = e
-		s.bytes += int64(size)
+	m := metaOf(obj)
+	if e, ok := s.objects[m.GetNamespace()][m.GetName()]; ok && e.obj == obj && e.size == 0 {
+		e.size, s.bytes = uint32(size), s.bytes+int64(size)
+		s.objects[m.GetNamespace()][m.GetName()] = e
 	}
 }
 
@@ -224,14 +181,11 @@ func (s *store[T]) addIndex(name string, fn func(obj *T) []string) error {
 	return nil
 }
 
-// byIndex returns the objects the index named name files under value; nil
-// for an unknown index.
 func (s *store[T]) byIndex(name, value string) []*T {
-	ix := s.indexes[name]
-	if ix == nil {
+	if s.indexes[name] == nil {
 		return nil
 	}
-	keys := ix.values[value]
+	keys := s.indexes[name].values[value]
 	out := make([]*T, 0, len(keys))
 	for k := range keys {
 		out = append(out, s.objects[k.namespace][k.name].obj)
@@ -241,19 +195,16 @@ func (s *store[T]) byIndex(name, value string) []*T {
 
 func (ix *index[T]) add(k objKey, obj *T) {
 	for _, v := range ix.fn(obj) {
-		set := ix.values[v]
-		if set == nil {
-			set = map[objKey]struct{}{}
-			ix.values[v] = set
+		if ix.values[v] == nil {
+			ix.values[v] = map[objKey]struct{}{}
 		}
-		set[k] = struct{}{}
+		ix.values[v][k] = struct{}{}
 	}
 }
 
 func (ix *index[T]) remove(k objKey, obj *T) {
 	for _, v := range ix.fn(obj) {
-		delete(ix.values[v], k)
-		if len(ix.values[v]) == 0 {
+		if delete(ix.values[v], k); len(ix.values[v]) == 0 {
 			delete(ix.values, v)
 		}
 	}
@@ -277,15 +228,14 @@ type Event[T any] struct {
 	Type   EventType
 	Object *T // the new state; for Deleted, the last known state
 	Old    *T // for Updated: the state before
-	// Initial marks the Added events of an informer's first list, and the
-	// replay of existing objects to a handler added later.
+	// Initial marks the Added events of the first list, and the replay of
+	// stored objects to a handler added later.
 	Initial bool
-	// Relisted marks a change found by comparing a new list with the store
-	// (after 410 Gone or a reinstalled CRD) instead of seen on the watch; for
-	// Deleted, Object is the last state the cache saw.
+	// Relisted marks a change found by a relist (after 410 Gone or a
+	// reinstalled CRD), not on the watch; a Deleted one's Object is the last
+	// state the cache saw.
 	Relisted bool
-	// Resync marks the periodic re-delivery of an unchanged object (Old == Object).
-	Resync bool
+	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
 }
 
 // Get returns the object namespace/name ("" namespace for cluster-scoped
@@ -298,9 +248,8 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 }
 
 // List returns the objects in opts.Namespace ("" means all) matching
-// opts.Labels, in no particular order. opts.Fields is not evaluated (the
-// scope's field selector was applied by the server). The objects are shared:
-// do not modify them.
+// opts.Labels, in no particular order; opts.Fields is ignored (the server
+// applied the scope's). The objects are shared: do not modify them.
 func (i *Informer[T]) List(opts ListOptions) []*T {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
@@ -316,15 +265,15 @@ func (i *Informer[T]) ByIndex(index, value string) []*T {
 }
 
 // AddIndex adds an index: fn returns the values an object is filed under,
-// the same ones each time for the same object. Add indexes before Start, so
-// they are not built under the lock from a full store.
+// the same each time for the same object. Add indexes before Start, so they
+// are not built under the lock from a full store.
 //
 //	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
 func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if err := i.store.addIndex(name, fn); err != nil {
-		return fmt.Errorf("%w (cache of %s)", err, i.res)
+		return fmt.Errorf("%w (%s)", err, i)
 	}
 	return nil
 }
@@ -341,10 +290,7 @@ func (i *Informer[T]) AddHandler(fn func(Event[T])) {
 		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
 	}
 	i.handlers = append(i.handlers, h)
-	if i.ctx != nil && !i.stopped {
-		ctx := i.ctx
-		i.wg.Go(func() { h.run(ctx) })
-	}
+	i.goLocked(h.run)
 }
 
 // WaitForResourceVersion returns once every list/watch of the informer has
@@ -355,33 +301,24 @@ func (i *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) err
 	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
 		return fmt.Errorf("kctl: cannot wait for resourceVersion %q of %s: %w", rv, i.res, err)
 	}
-	return i.wait(ctx, "reach resourceVersion "+rv, func() bool {
-		for _, w := range i.watches {
-			if !w.synced || !rvAtLeast(w.rv, rv) {
-				return false
-			}
-		}
-		return true
-	})
+	return i.waitForObject(ctx, "", "", rv)
 }
 
-// waitForObject is WaitForResourceVersion for one object (read-your-writes
-// in kctl.go): it returns once the cache holds namespace/name at rv or newer,
-// or the list/watch of its namespace is past rv, and at once if the scope has
-// no such namespace. Quiet namespaces do not delay it.
+// waitForObject (read-your-writes) returns once the list/watch of namespace
+// ("" for every one) has applied rv, or the cache holds namespace/name at rv
+// or newer; at once if the scope has no such namespace.
 func (i *Informer[T]) waitForObject(ctx context.Context, namespace, name, rv string) error {
-	var w *watchState
-	for _, x := range i.watches {
-		if x.namespace == "" || x.namespace == namespace {
-			w = x
-		}
+	what := "reach resourceVersion " + rv
+	if name != "" {
+		what += " of " + namespace + "/" + name
 	}
-	if w == nil {
-		return nil
-	}
-	return i.wait(ctx, "reach resourceVersion "+rv+" of "+namespace+"/"+name, func() bool {
+	return i.wait(ctx, what, func() bool {
 		cur, ok := i.store.get(namespace, name)
-		return w.synced && (rvAtLeast(w.rv, rv) || ok && rvAtLeast(metaOf(cur).GetResourceVersion(), rv))
+		ok = ok && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
+		return !slices.ContainsFunc(i.watches, func(w *watchState) bool { // one that is behind
+			mine := namespace == "" || w.opts.Namespace == "" || w.opts.Namespace == namespace
+			return mine && (!w.synced || !ok && !rvAtLeast(w.rv, rv))
+		})
 	})
 }
 
@@ -390,12 +327,11 @@ func (i *Informer[T]) waitForObject(ctx context.Context, namespace, name, rv str
 func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() bool) error {
 	for {
 		i.mu.Lock()
-		if doneLocked() {
+		if done, stopped := doneLocked(), i.stopped; done || stopped {
 			i.mu.Unlock()
-			return nil
-		}
-		if i.stopped {
-			i.mu.Unlock()
+			if done {
+				return nil
+			}
 			return fmt.Errorf("kctl: %s stopped before it could %s", i, what)
 		}
 		if i.progress == nil {
@@ -427,24 +363,29 @@ func rvAtLeast(have, rv string) bool {
 	return err == nil && c >= 0 || have == rv
 }
 
-// Stats returns the number of objects and their size encoded (protobuf
-// for built-in types, JSON for declared ones): a lower bound of the heap they
-// take, which is about 6 times more for a Pod without managedFields. Sizes
-// are measured here, for the objects stored since the last call, not on the
-// watch's hot path. For the metrics page.
+// Stats returns the number of objects and their encoded size (protobuf for
+// built-in types, JSON for declared ones): a lower bound of their heap (a Pod
+// without managedFields takes about 6 times more). It measures the objects
+// stored since the last call, off the watch's hot path. For the metrics page.
 func (i *Informer[T]) Stats() (objects int, bytes int64) {
+	var todo []*T
 	i.mu.RLock()
-	todo := i.store.unsized()
+	for _, inner := range i.store.objects {
+		for _, e := range inner {
+			if e.size == 0 {
+				todo = append(todo, e.obj)
+			}
+		}
+	}
 	i.mu.RUnlock()
 	sizes := make([]int, len(todo))
 	for j, obj := range todo { // stored objects are immutable: no lock needed
 		if p, ok := any(obj).(interface{ Size() int }); ok {
 			sizes[j] = p.Size()
-			continue
+		} else {
+			b, _ := json.Marshal(obj)
+			sizes[j] = len(b)
 		}
-		var n byteCounter
-		_ = json.NewEncoder(&n).Encode(obj)
-		sizes[j] = int(n)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -454,19 +395,15 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 	return i.store.count, i.store.bytes
 }
 
-type byteCounter int
-
-func (n *byteCounter) Write(p []byte) (int, error) { *n += byteCounter(len(p)); return len(p), nil }
-
 func (i *Informer[T]) emitLocked(e Event[T]) {
 	for _, h := range i.handlers {
 		h.push(e)
 	}
 }
 
-// resyncEvery re-delivers every object as an Updated event with Resync set, every d.
-func (i *Informer[T]) resyncEvery(ctx context.Context, d time.Duration) {
-	t := time.NewTicker(d)
+// resyncEvery re-delivers every object as an Updated event with Resync set.
+func (i *Informer[T]) resyncEvery(ctx context.Context) {
+	t := time.NewTicker(i.resync)
 	defer t.Stop()
 	for {
 		select {
@@ -488,7 +425,7 @@ func (i *Informer[T]) resyncEvery(ctx context.Context, d time.Duration) {
 type handler[T any] struct {
 	fn      func(Event[T])
 	mu      sync.Mutex
-	pending []Event[T]    // queued events, oldest first
+	pending []Event[T]    // oldest first
 	wake    chan struct{} // holds a token when pending may be non-empty
 }
 

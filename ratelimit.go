@@ -1,0 +1,55 @@
+package kctl
+
+import (
+	"sync"
+	"time"
+)
+
+// RateLimiter decides how long AddRateLimited waits before adding a key.
+// Implementations must be goroutine-safe; the queue calls them outside its lock.
+type RateLimiter[K comparable] interface {
+	When(k K) time.Duration // counts one more failure of k and returns its delay
+	Forget(k K)             // resets k's failure count
+	NumRequeues(k K) int    // k's failure count
+}
+
+// NewRateLimiter delays a key by the larger of its exponential backoff (base *
+// 2^failures capped at max; failures counts its When calls since its Forget;
+// base 0: none) and a token bucket shared by all keys (burst tokens refilled at
+// qps per second, one taken by each When; qps <= 0: none).
+func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
+	return &rateLimiter[K]{failures: map[K]int{}, base: base, max: max, qps: qps, burst: float64(burst), tokens: float64(burst), last: time.Now()}
+}
+
+type rateLimiter[K comparable] struct {
+	mu         sync.Mutex
+	failures   map[K]int // keys that failed since their Forget
+	base, max  time.Duration
+	qps, burst float64
+	tokens     float64   // may go negative: tokens promised to waiting keys
+	last       time.Time // when tokens was last refilled
+}
+
+func (l *rateLimiter[K]) When(k K) time.Duration {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures[k]++
+	d := backoff(l.base, l.max, l.failures[k]-1)
+	if l.qps > 0 {
+		l.tokens, l.last = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.qps)-1, now
+		d = max(d, time.Duration(-l.tokens/l.qps*float64(time.Second))) // <= 0 while tokens last
+	}
+	return d
+}
+
+func (l *rateLimiter[K]) Forget(k K)          { l.mu.Lock(); defer l.mu.Unlock(); delete(l.failures, k) }
+func (l *rateLimiter[K]) NumRequeues(k K) int { l.mu.Lock(); defer l.mu.Unlock(); return l.failures[k] }
+
+// backoff is base * 2^n capped at max, without overflow.
+func backoff(base, max time.Duration, n int) time.Duration {
+	if n >= 63 || base > max>>n {
+		return max
+	}
+	return base << n
+}
