@@ -431,7 +431,7 @@ func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
 func (w *watchStream[T]) Close() error { return w.body.Close() }
 
 // request is one call on a Client's resource; verb names it in errors
-// ("update status of"). A list call has no name, nor has a create's path.
+// ("update status of"). A list call has no name; a create has none in its path.
 type request struct {
 	verb, method, namespace, name, sub string
 	list                               bool
