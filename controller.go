@@ -21,6 +21,7 @@ import (
 // Key names the object a reconcile is for. Namespace is "" for cluster-scoped objects.
 type Key struct{ Namespace, Name string }
 
+// String is "namespace/name", or "name" for a cluster-scoped object.
 func (k Key) String() string {
 	if k.Namespace == "" {
 		return k.Name

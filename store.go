@@ -219,6 +219,7 @@ const (
 	Deleted
 )
 
+// String is "Added", "Updated" or "Deleted".
 func (t EventType) String() string { return [...]string{"Added", "Updated", "Deleted"}[t] }
 
 // Event is one change delivered to a handler. Object and Old are the shared

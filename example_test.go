@@ -1,0 +1,78 @@
+package kctl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/kctl-dev/kctl"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Widget is a custom resource declared as a plain Go struct: no generated code.
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Size int `json:"size"`
+	} `json:"spec"`
+}
+
+var widgets = kctl.Declare[Widget](kctl.Resource{Group: "example.com", Version: "v1", Kind: "Widget", Plural: "widgets", Namespaced: true})
+
+// The Go type says where objects live: k8s.io/api types need no declaration,
+// a CRD struct needs one line.
+func ExampleResourceOf() {
+	rs, _ := kctl.ResourceOf[appsv1.ReplicaSet]()
+	fmt.Println(rs, rs.APIVersion(), rs.Namespaced)
+	ns, _ := kctl.ResourceOf[corev1.Namespace]()
+	fmt.Println(ns, ns.Namespaced)
+	fmt.Println(widgets, widgets.APIVersion())
+	_, err := kctl.ResourceOf[struct{ metav1.ObjectMeta }]()
+	fmt.Println(err != nil)
+	// Output:
+	// replicasets.apps/v1 apps/v1 true
+	// namespaces/v1 false
+	// widgets.example.com/v1 example.com/v1
+	// true
+}
+
+// A Terminal error is logged and not retried until the object changes again.
+func ExampleTerminal() {
+	err := kctl.Terminal(fmt.Errorf("spec.size %d is negative", -1))
+	fmt.Println(errors.Is(err, kctl.ErrTerminal))
+	fmt.Println(err)
+	// Output:
+	// true
+	// terminal: spec.size -1 is negative
+}
+
+// The seed example: label each ReplicaSet with the number of its Pods.
+func ExampleNewController() {
+	mgr, err := kctl.NewManager(kctl.Options{})
+	if err != nil {
+		return // no cluster configuration here
+	}
+	pods := kctl.ClientFor[corev1.Pod](mgr)
+	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
+	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) {
+		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+		if err != nil {
+			return kctl.Result{}, kctl.Terminal(err)
+		}
+		list, err := pods.List(ctx, kctl.ListOptions{Namespace: rs.Namespace, Labels: sel})
+		if err != nil {
+			return kctl.Result{}, err
+		}
+		if rs.Labels == nil {
+			rs.Labels = map[string]string{}
+		}
+		rs.Labels["pod-count"] = strconv.Itoa(len(list))
+		return kctl.Result{}, rsets.Update(ctx, rs)
+	})
+	kctl.Owns[corev1.Pod](c)
+	_ = mgr.Start(kctl.SignalContext())
+}
