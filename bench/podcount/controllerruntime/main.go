@@ -14,6 +14,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 
 	"github.com/go-logr/logr"
@@ -30,8 +31,13 @@ import (
 func main() {
 	// --kubeconfig is registered by controller-runtime's config package.
 	qps := flag.Float64("qps", 0, "client QPS (burst = QPS); 0 keeps controller-runtime's default (no client-side limit)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	workers := flag.Int("workers", 2, "concurrent reconciles")
 	flag.Parse()
+	if *cpuprofile != "" {
+		stop := startProfile(*cpuprofile)
+		defer stop()
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
@@ -88,6 +94,19 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// startProfile starts a CPU profile into path and returns what ends it.
+func startProfile(path string) func() {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		slog.Error("cannot profile", "err", err)
+		os.Exit(1)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func fail(log *slog.Logger, err error) {

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// rssNamespace holds the ReplicaSets and Pods of the idle RSS measurement.
+const rssNamespace = "bench-rss"
+
+// pkgOf is each stack's podcount package in the bench module.
+var pkgOf = map[string]string{
+	"kctl":               "./podcount/kctl",
+	"controller-runtime": "./podcount/controllerruntime",
+	"client-go":          "./podcount/clientgo",
+}
+
+// buildFlags are the flags of every build: a stripped release binary.
+var buildFlags = []string{"-trimpath", "-ldflags=-s -w"}
+
+// build builds stack's podcount into env.binDir, with extra environment
+// variables (e.g. an empty GOCACHE), and returns how long it took and the
+// CPU time (user + system) of go and the compilers and linker it ran.
+func build(env *env, stack string, extraEnv []string) (wall, cpu time.Duration, err error) {
+	args := append([]string{"build"}, buildFlags...)
+	args = append(args, "-o", env.bin(stack), pkgOf[stack])
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Env = env.benchDir, append(os.Environ(), extraEnv...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// wait4 reports the go command's usage including the children it waited for.
+	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+}
+
+// modules counts the `dep` lines of `go version -m`: the modules linked in.
+func modules(bin string) (int, error) {
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 && f[0] == "dep" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// footprint is one stack's static and idle numbers.
+type footprint struct {
+	sizeMB    float64
+	modules   int
+	coldBuild []float64 // seconds, wall clock
+	coldCPU   []float64 // seconds of CPU
+	rssEmpty  []float64 // MB
+	rssPods   []float64 // MB
+}
+
+// buildPhase builds every stack (warm cache) for size and modules, then
+// times env.buildRuns cold builds of each, alternating.
+func buildPhase(env *env, fp map[string]*footprint) error {
+	for _, st := range env.stacks {
+		if _, _, err := build(env, st, nil); err != nil {
+			return err
+		}
+		fi, err := os.Stat(env.bin(st))
+		if err != nil {
+			return err
+		}
+		n, err := modules(env.bin(st))
+		if err != nil {
+			return err
+		}
+		fp[st] = &footprint{sizeMB: float64(fi.Size()) / 1e6, modules: n}
+		env.progress("build %-18s %.2f MB, %d modules", st, fp[st].sizeMB, n)
+	}
+	for run := range env.buildRuns {
+		for _, st := range rotate(env.stacks, run) {
+			cache, err := os.MkdirTemp("", "benchrun-gocache-")
+			if err != nil {
+				return err
+			}
+			took, cpu, err := build(env, st, []string{"GOCACHE=" + cache})
+			os.RemoveAll(cache)
+			if err != nil {
+				return err
+			}
+			fp[st].coldBuild = append(fp[st].coldBuild, took.Seconds())
+			fp[st].coldCPU = append(fp[st].coldCPU, cpu.Seconds())
+			env.progress("cold build run %d %-18s %.1f s (%.1f s of CPU)", run+1, st, took.Seconds(), cpu.Seconds())
+		}
+	}
+	return nil
+}
+
+// rssPhase measures idle RSS after sync: first on an empty cluster, then
+// with rssRS ReplicaSets of rssPods Pods each, which every run labels anew.
+func rssPhase(ctx context.Context, env *env, fp map[string]*footprint) error {
+	for run := range env.runs {
+		for _, st := range rotate(env.stacks, run) {
+			rss, err := idleRSS(ctx, env, st, fmt.Sprintf("rss-empty-%s-%d", st, run), nil)
+			if err != nil {
+				return err
+			}
+			fp[st].rssEmpty = append(fp[st].rssEmpty, rss)
+			env.progress("idle RSS, empty cluster, run %d %-18s %.1f MB", run+1, st, rss)
+		}
+	}
+
+	cs := env.cs
+	if err := ensureNamespace(ctx, cs, rssNamespace); err != nil {
+		return err
+	}
+	defer clearNamespace(context.WithoutCancel(ctx), cs, rssNamespace)
+	env.progress("rss: creating %d ReplicaSets with %d Pods each", env.rssRS, env.rssPods)
+	err := parallel(env.rssRS, 16, func(i int) error {
+		rs, err := cs.AppsV1().ReplicaSets(rssNamespace).Create(ctx, replicaSet(rssNamespace, fmt.Sprintf("rs-%d", i), int32(env.rssPods)),
+			metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return err
+		}
+		for j := range env.rssPods {
+			if _, err := cs.CoreV1().Pods(rssNamespace).Create(ctx, ownedPod(rs, fmt.Sprintf("%s-p%d", rs.Name, j)),
+				metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	want := map[string]string{}
+	for i := range env.rssRS {
+		want[fmt.Sprintf("rs-%d", i)] = fmt.Sprint(env.rssPods)
+	}
+	for run := range env.runs {
+		for _, st := range rotate(env.stacks, run) {
+			// Remove the label the last controller wrote, so every run does the same work.
+			err := parallel(env.rssRS, 16, func(i int) error {
+				_, err := cs.AppsV1().ReplicaSets(rssNamespace).Patch(ctx, fmt.Sprintf("rs-%d", i), types.MergePatchType,
+					[]byte(`{"metadata":{"labels":{"pod-count":null}}}`), metav1.PatchOptions{FieldManager: fieldManager})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			rss, err := idleRSS(ctx, env, st, fmt.Sprintf("rss-pods-%s-%d", st, run), want)
+			if err != nil {
+				return err
+			}
+			fp[st].rssPods = append(fp[st].rssPods, rss)
+			env.progress("idle RSS, %d ReplicaSets/%d Pods, run %d %-18s %.1f MB", env.rssRS, env.rssRS*env.rssPods, run+1, st, rss)
+		}
+	}
+	return nil
+}
+
+// idleRSS starts stack's controller, waits until the labels in want show
+// (none: until it synced) and it has used no CPU for 2 s, and reads VmRSS.
+func idleRSS(ctx context.Context, env *env, stack, name string, want map[string]string) (float64, error) {
+	var w *labelWatch
+	var done <-chan struct{}
+	if want != nil {
+		w = newLabelWatch(env.cs, rssNamespace)
+		defer w.close()
+		done = w.expect(want)
+	}
+	p, err := startProc(env.bin(stack), filepath.Join(env.logDir, name+".log"),
+		"--kubeconfig", env.kubeconfig, "--workers", "2", "--qps", fmt.Sprint(env.qps))
+	if err != nil {
+		return 0, err
+	}
+	defer p.stop()
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(120 * time.Second):
+			_, good, _ := w.stats()
+			return 0, fmt.Errorf("%s: only %d of %d ReplicaSets labelled after 120 s; see %s", stack, good, len(want), p.log)
+		}
+	}
+	time.Sleep(time.Second) // at least: an empty cluster gives nothing to wait for
+	idle, err := waitIdle(p, 2*time.Second, 60*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	if !idle {
+		env.progress("warning: %s did not go idle within 60 s; RSS read anyway", stack)
+	}
+	return rssMB(p.pid())
+}

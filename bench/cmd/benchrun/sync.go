@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// syncNamespace holds the Pods of the initial-sync benchmark.
+const syncNamespace = "bench-sync"
+
+// A syncer starts one stack's informer for Pods in every namespace, calls
+// added for each Added event its handler receives, and returns once the
+// informer reports synced, with a function that counts the cached objects.
+type syncer func(ctx context.Context, cfg *rest.Config, added func()) (objects func() int, err error)
+
+// syncers by stack name; sync_kctl.go adds kctl.
+var syncers = map[string]syncer{
+	"controller-runtime": syncControllerRuntime(false),
+	// controller-runtime with its TransformStripManagedFields, as kctl's cache does by default.
+	"controller-runtime-strip-managedfields": syncControllerRuntime(true),
+	"client-go":                              syncClientGo,
+}
+
+// syncStacks is the order of the sync table: the podcount stacks, kctl and
+// controller-runtime each followed by its variant with the other's
+// managedFields policy.
+func syncStacks(stacks []string) []string {
+	variant := map[string]string{"kctl": "kctl-keep-managedfields",
+		"controller-runtime": "controller-runtime-strip-managedfields"}
+	var out []string
+	for _, s := range stacks {
+		out = append(out, s)
+		if v, ok := variant[s]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// syncClientGo is client-go as shipped: its typed clients prefer protobuf,
+// and its reflector streams the initial list (WatchListClient, on since v0.35).
+func syncClientGo(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { added() }}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, errors.New("client-go informer did not sync")
+	}
+	return func() int { return len(inf.GetStore().ListKeys()) }, nil
+}
+
+func syncControllerRuntime(strip bool) syncer {
+	return func(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+		cfg.QPS = -1 // what controller-runtime's GetConfig does
+		var opts crcache.Options
+		if strip {
+			opts.DefaultTransform = crcache.TransformStripManagedFields()
+		}
+		c, err := crcache.New(cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		inf, err := c.GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { added() }}); err != nil {
+			return nil, err
+		}
+		go c.Start(ctx)
+		if !c.WaitForCacheSync(ctx) {
+			return nil, errors.New("controller-runtime cache did not sync")
+		}
+		return func() int {
+			if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+				return len(s.GetStore().ListKeys())
+			}
+			return -1
+		}, nil
+	}
+}
+
+// syncResult is what a sync child prints, as one JSON line.
+type syncResult struct {
+	Stack        string  `json:"stack"`
+	Seconds      float64 `json:"seconds"`        // from making the cache to synced with every Added event handled
+	HeapMB       float64 `json:"heap_mb"`        // HeapAlloc after GC, minus before
+	TotalAllocMB float64 `json:"total_alloc_mb"` // TotalAlloc after, minus before
+	Objects      int     `json:"objects"`
+	Events       int64   `json:"events"`
+}
+
+// syncChild is `benchrun sync-child`: one measurement in a fresh process.
+func syncChild(args []string) error {
+	fs := flag.NewFlagSet("sync-child", flag.ExitOnError)
+	stack := fs.String("stack", "", "stack to measure")
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KCTL_TEST_KUBECONFIG"), "kubeconfig")
+	want := fs.Int("want", 0, "Pods expected in the cache")
+	profile := fs.String("heapprofile", "", "write a heap profile (in use and allocated since start) to this file")
+	fs.Parse(args)
+	if *profile != "" {
+		runtime.MemProfileRate = 4096
+	}
+	sync, ok := syncers[*stack]
+	if !ok {
+		return fmt.Errorf("unknown stack %q", *stack)
+	}
+	cfg, err := loadConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var events atomic.Int64
+	all := make(chan struct{})
+	added := func() {
+		if events.Add(1) == int64(*want) {
+			close(all)
+		}
+	}
+
+	before := memStats()
+	start := time.Now()
+	objects, err := sync(ctx, cfg, added)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		return fmt.Errorf("%s: handler got %d of %d Added events", *stack, events.Load(), *want)
+	}
+	took := time.Since(start)
+	after := memStats()
+	res := syncResult{Stack: *stack, Seconds: took.Seconds(),
+		HeapMB:       (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / 1e6,
+		TotalAllocMB: float64(after.TotalAlloc-before.TotalAlloc) / 1e6,
+		Objects:      objects(), Events: events.Load()}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func memStats() runtime.MemStats {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
+// syncPhase fills syncNamespace and runs every stack's child env.syncRuns times, alternating.
+func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
+	stacks := syncStacks(env.stacks)
+	if err := ensureNamespace(ctx, env.cs, syncNamespace); err != nil {
+		return nil, err
+	}
+	env.progress("sync: creating %d Pods in %s", env.syncPods, syncNamespace)
+	start := time.Now()
+	if err := createPods(ctx, env.cs, syncNamespace, "pod", env.syncPods); err != nil {
+		return nil, err
+	}
+	env.progress("sync: created in %.1f s", time.Since(start).Seconds())
+	if err := env.describePod(ctx); err != nil {
+		return nil, err
+	}
+	all, err := env.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, err
+	}
+	want := len(all.Items) // the sync Pods, plus any left in the cluster (none when earlier phases cleaned up)
+	all = nil
+	out := map[string][]syncResult{}
+	for run := range env.syncRuns {
+		for _, st := range rotate(stacks, run) {
+			cmd := exec.CommandContext(ctx, env.self, "sync-child", "-stack", st, "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				return nil, fmt.Errorf("sync child %s: %v\n%s", st, err, stderr.String())
+			}
+			var r syncResult
+			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+				return nil, fmt.Errorf("sync child %s printed %q: %v", st, stdout.String(), err)
+			}
+			if r.Objects != want {
+				return nil, fmt.Errorf("sync child %s cached %d Pods, want %d", st, r.Objects, want)
+			}
+			env.progress("sync run %d %-18s %.2f s, heap %.1f MB, alloc %.1f MB", run+1, st, r.Seconds, r.HeapMB, r.TotalAllocMB)
+			out[st] = append(out[st], r)
+		}
+	}
+	return out, nil
+}
+
+// describePod records the size of one benchmark Pod as the server stores it.
+func (env *env) describePod(ctx context.Context) error {
+	p, err := env.cs.CoreV1().Pods(syncNamespace).Get(ctx, "pod-0", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	b, err := p.Marshal()
+	if err != nil {
+		return err
+	}
+	p.ManagedFields = nil
+	nb, _ := p.Marshal()
+	env.podBytes, env.podBytesNoMF = len(b), len(nb)
+	return nil
+}
+
+func syncTable(env *env, res map[string][]syncResult) (string, []target) {
+	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "runs"}}
+	med := map[string][3]float64{}
+	for _, st := range syncStacks(env.stacks) {
+		var sec, heap, alloc []float64
+		for _, r := range res[st] {
+			sec, heap, alloc = append(sec, r.Seconds), append(heap, r.HeapMB), append(alloc, r.TotalAllocMB)
+		}
+		s, h, a := summarize(sec), summarize(heap), summarize(alloc)
+		med[st] = [3]float64{s.median, h.median, a.median}
+		t.add(st, s.format(2), h.format(1), a.format(1), fmt.Sprint(s.n))
+	}
+	for _, other := range []string{"controller-runtime", "controller-runtime-strip-managedfields", "client-go"} {
+		k, o := med["kctl"], med[other]
+		if _, ok := res["kctl"]; !ok || len(res[other]) == 0 {
+			continue
+		}
+		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), "")
+	}
+	var ts []target
+	k, cr := med["kctl"], med["controller-runtime"]
+	known := len(res["kctl"]) > 0 && len(res["controller-runtime"]) > 0
+	ts = append(ts,
+		target{"sync: retained heap vs controller-runtime", "<= 0.5x", ratio(k[1], cr[1]), known && k[1] <= 0.5*cr[1], known},
+		target{"sync: total allocation vs controller-runtime", "<= 0.6x", ratio(k[2], cr[2]), known && k[2] <= 0.6*cr[2], known},
+		target{"sync: median time to synced vs controller-runtime", "<= 0.7x", ratio(k[0], cr[0]), known && k[0] <= 0.7*cr[0], known})
+	return t.String(), ts
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kctl-dev/kctl"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+)
+
+func init() {
+	syncers["kctl"] = syncKctl(kctl.CacheOptions{})
+	// kctl with managedFields kept, as the other stacks keep them by default.
+	syncers["kctl-keep-managedfields"] = syncKctl(kctl.CacheOptions{KeepManagedFields: true})
+}
+
+func syncKctl(opts kctl.CacheOptions) syncer {
+	return func(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+		conn, err := kctl.NewConn(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c := kctl.NewCache(conn, opts)
+		inf, err := kctl.InformerFor[corev1.Pod](c)
+		if err != nil {
+			return nil, err
+		}
+		inf.AddHandler(func(ev kctl.Event[corev1.Pod]) {
+			if ev.Type == kctl.Added {
+				added()
+			}
+		})
+		go c.Start(ctx)
+		if err := inf.WaitForSync(ctx); err != nil {
+			return nil, fmt.Errorf("kctl cache did not sync: %w", err)
+		}
+		return func() int { n, _ := inf.Stats(); return n }, nil
+	}
+}

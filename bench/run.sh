@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every benchmark of kctl against controller-runtime and client-go on a
+# local control plane (make bench; about 15-20 minutes on 2 cores). Markdown
+# goes to stdout and to bench/bin/results.md, progress to stderr, controller
+# logs to bench/bin/logs. Extra arguments go to benchrun, e.g.
+#   bash bench/run.sh -skip queue -runs 1 -sync-runs 3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench/bin .cache/bin
+go build -o .cache/bin/controlplane ./hack/controlplane
+(cd bench && go build -o bin/benchrun ./cmd/benchrun)
+exec .cache/bin/controlplane run -- bench/bin/benchrun all -bench-dir bench -out bench/bin/results.md "$@"
