@@ -25,8 +25,41 @@ var pkgOf = map[string]string{
 	"client-go":          "./podcount/clientgo",
 }
 
+// floors are programs that link only what any podcount binary must: the
+// smallest a binary with these parts can be (bench/floor).
+var floors = []struct{ name, pkg, what string }{
+	{"types", "./floor/types", "decode and copy corev1.Pod and appsv1.ReplicaSet"},
+	{"rest", "./floor/rest", "types + an API server HTTP client (client-go rest)"},
+	{"clientcmd", "./floor/clientcmd", "rest + kubeconfig loading (client-go tools/clientcmd)"},
+	{"server", "./floor/server", "clientcmd + an HTTP server (metrics, probes)"},
+}
+
 // buildFlags are the flags of every build: a stripped release binary.
 var buildFlags = []string{"-trimpath", "-ldflags=-s -w"}
+
+// floorTable builds the floors and tells their sizes.
+func floorTable(env *env) (string, error) {
+	t := &table{head: []string{"floor (bench/floor)", "links", "stripped binary (MB)", "modules linked"}}
+	for _, f := range floors {
+		bin := filepath.Join(env.binDir, "floor-"+f.name)
+		args := append(append([]string{"build"}, buildFlags...), "-o", bin, f.pkg)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = env.benchDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		fi, err := os.Stat(bin)
+		if err != nil {
+			return "", err
+		}
+		n, err := modules(bin)
+		if err != nil {
+			return "", err
+		}
+		t.add(f.name, f.what, fmt.Sprintf("%.2f", float64(fi.Size())/1e6), fmt.Sprint(n))
+	}
+	return t.String(), nil
+}
 
 // build builds stack's podcount into env.binDir, with extra environment
 // variables (e.g. an empty GOCACHE), and returns how long it took and the

@@ -166,7 +166,11 @@ func runParts(cmd string, args []string) error {
 		}
 		if part == "footprint" && !slices.Contains(parts, "rss") || part == "rss" {
 			tab, ts := footprintTable(env, fp)
-			fmt.Fprintf(&report, "### Footprint\n\n%s\n", tab)
+			floor, err := floorTable(env)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&report, "### Footprint\n\n%s\nWhat any binary with these parts weighs, built the same way:\n\n%s\n", tab, floor)
 			targets = append(targets, ts...)
 		}
 	}
