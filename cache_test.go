@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -24,6 +25,76 @@ import (
 
 func storeCM(ns, name, rv string, lbls map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv, Labels: lbls}}
+}
+
+// storeList lists as Informer.List does: building a label index it asks for.
+func storeList[T any](s *store[T], namespace string, sel labels.Selector) []*T {
+	out, missing := s.list(namespace, sel)
+	if missing != "" {
+		s.labelIndex(missing)
+		out, missing = s.list(namespace, sel)
+		if missing != "" {
+			panic("list asked twice for the index of label " + missing)
+		}
+	}
+	return out
+}
+
+// A List answered from a label index returns exactly what testing every
+// object returns, while objects come, change labels and go.
+func TestStore_List_LabelIndexAgreesWithAScan(t *testing.T) {
+	s := newStore[corev1.ConfigMap]()
+	selectors := []string{"", "app=web", "app==db", "app in (web,db)", "app=web,tier=front", "tier in (front),app!=db",
+		"app!=web", "app", "!app", "tier=back,app notin (web)", "app=none"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(vals ...string) string { return vals[rng.IntN(len(vals))] }
+	for step := range 2000 {
+		ns, name := pick("x", "y", "z"), pick("a", "b", "c", "d", "e", "f")
+		if rng.IntN(4) == 0 {
+			s.remove(ns, name)
+		} else {
+			lbls := map[string]string{}
+			if v := pick("web", "db", "cache", ""); v != "" {
+				lbls["app"] = v
+			}
+			if v := pick("front", "back", ""); v != "" {
+				lbls["tier"] = v
+			}
+			s.put(storeCM(ns, name, fmt.Sprint(step), lbls))
+		}
+		for _, text := range selectors {
+			sel, err := labels.Parse(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ns := range []string{"", "x", "y"} {
+				var want []*corev1.ConfigMap
+				for _, inner := range s.objects {
+					for _, e := range inner {
+						if (ns == "" || e.obj.Namespace == ns) && sel.Matches(labels.Set(e.obj.Labels)) {
+							want = append(want, e.obj)
+						}
+					}
+				}
+				got := storeList(s, ns, sel)
+				if storeNames(got) != storeNames(want) {
+					t.Fatalf("step %d: list(%q, %q) = %s, a scan finds %s", step, ns, text, storeNames(got), storeNames(want))
+				}
+			}
+		}
+	}
+	if s.indexes[labelIndexName("app")] == nil || s.indexes[labelIndexName("tier")] == nil {
+		t.Errorf("indexes %v: want label indexes of app and tier", slices.Collect(maps.Keys(s.indexes)))
+	}
+}
+
+func storeNames(objs []*corev1.ConfigMap) string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }
 
 func TestStore_Replace_ReportsOnlyWhatChanged(t *testing.T) {
@@ -97,10 +168,10 @@ func TestStore_Indexes_FollowPutsRemovesAndReplaces(t *testing.T) {
 	web := labels.SelectorFromSet(labels.Set{"app": "web"})
 	s.put(storeCM("x", "c", "4", map[string]string{"app": "web"}))
 	s.put(storeCM("y", "d", "5", map[string]string{"app": "db"}))
-	if got := names(s.list("", web)); got != "x/c" {
+	if got := names(storeList(s, "", web)); got != "x/c" {
 		t.Errorf("list(all, app=web) = %q, want x/c", got)
 	}
-	if got := names(s.list("y", nil)); got != "y/d" {
+	if got := names(storeList(s, "y", nil)); got != "y/d" {
 		t.Errorf("list(y) = %q, want y/d", got)
 	}
 	s.setSize(s.objects["x"]["c"].obj, 100)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -133,28 +134,91 @@ func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType
 	}
 }
 
-// list returns the objects in namespace ("" means all) whose labels match sel (nil matches all).
-func (s *store[T]) list(namespace string, sel labels.Selector) []*T {
+// list returns the objects in namespace ("" means all) whose labels match sel
+// (nil matches all). A selector that requires a label to equal a value (or be
+// one of some values) is answered from a label index, so a List costs what it
+// returns, not the size of the namespace; the first such List of a key
+// returns missing = that key instead, for the caller to build the index under
+// the write lock (labelIndex) and ask again.
+func (s *store[T]) list(namespace string, sel labels.Selector) (out []*T, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
 	}
-	var out []*T
-	add := func(inner map[string]entry[T]) {
-		for _, e := range inner {
-			if sel == nil || sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
-				out = append(out, e.obj)
+	match := func(e entry[T]) {
+		if sel == nil || sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
+			out = append(out, e.obj)
+		}
+	}
+	key, values, indexable := indexableLabel(sel)
+	ix := s.indexes[labelIndexName(key)]
+	if indexable && ix == nil && len(s.indexes) < maxIndexes {
+		return nil, key
+	}
+	if indexable && ix != nil {
+		for _, v := range values {
+			for k := range ix.values[v] {
+				if namespace == "" || k.namespace == namespace {
+					match(s.objects[k.namespace][k.name])
+				}
 			}
 		}
+		return out, ""
 	}
 	if namespace != "" {
 		out = make([]*T, 0, len(s.objects[namespace]))
-		add(s.objects[namespace])
-		return out
+		for _, e := range s.objects[namespace] {
+			match(e)
+		}
+		return out, ""
 	}
 	out = make([]*T, 0, s.count)
 	for _, inner := range s.objects {
-		add(inner)
+		for _, e := range inner {
+			match(e)
+		}
 	}
+	return out, ""
+}
+
+// maxIndexes bounds the label indexes List builds by itself (with the
+// user's): past it, a List by a new label key tests every object.
+const maxIndexes = 16
+
+// indexableLabel returns the key and values of sel's first requirement that
+// a label index can answer: key=value, key==value or key in (values).
+func indexableLabel(sel labels.Selector) (key string, values []string, ok bool) {
+	if sel == nil {
+		return "", nil, false
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			return r.Key(), r.Values().UnsortedList(), true
+		}
+	}
+	return "", nil, false
+}
+
+// labelIndexName names the index of label key among the user's indexes; the
+// leading NUL keeps it apart from any name a user picks.
+func labelIndexName(key string) string { return "\x00label " + key }
+
+// labelIndex builds the index of label key that list asked for.
+func (s *store[T]) labelIndex(key string) {
+	if s.indexes[labelIndexName(key)] == nil {
+		_ = s.addIndex(labelIndexName(key), func(obj *T) []string {
+			if v, ok := metaOf(obj).GetLabels()[key]; ok {
+				return []string{v}
+			}
+			return nil
+		})
+	}
+}
+
+// all returns every stored object.
+func (s *store[T]) all() []*T {
+	out, _ := s.list("", nil)
 	return out
 }
 
@@ -250,11 +314,21 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 
 // List returns the objects in opts.Namespace ("" means all) matching
 // opts.Labels, in no particular order; opts.Fields is ignored (the server
-// applied the scope's). The objects are shared: do not modify them.
+// applied the scope's). The objects are shared: do not modify them. A
+// selector with key=value or key in (...) is answered from an index of that
+// label key, built by the first such List (up to 16 indexes per informer).
 func (i *Informer[T]) List(opts ListOptions) []*T {
 	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return i.store.list(opts.Namespace, opts.Labels)
+	out, missing := i.store.list(opts.Namespace, opts.Labels)
+	i.mu.RUnlock()
+	if missing == "" {
+		return out
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.store.labelIndex(missing)
+	out, _ = i.store.list(opts.Namespace, opts.Labels)
+	return out
 }
 
 // ByIndex returns the objects that the index named index files under value
@@ -287,7 +361,7 @@ func (i *Informer[T]) AddHandler(fn func(Event[T])) {
 	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for _, obj := range i.store.list("", nil) {
+	for _, obj := range i.store.all() {
 		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
 	}
 	i.handlers = append(i.handlers, h)
@@ -414,7 +488,7 @@ func (i *Informer[T]) resyncEvery(ctx context.Context) {
 		}
 		i.mu.Lock()
 		if len(i.handlers) > 0 && i.syncedLocked() {
-			for _, obj := range i.store.list("", nil) {
+			for _, obj := range i.store.all() {
 				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
 			}
 		}
