@@ -1,0 +1,113 @@
+package kctl
+
+import (
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// sharePod is a Pod as two decodes of one workload's Pods give it: equal
+// content, none of it in the same memory.
+func sharePod(name, image string) *corev1.Pod {
+	clone := func(s string) string { return string([]byte(s)) }
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: clone("shop"), Name: clone(name), UID: "uid-" + "x",
+			Labels: map[string]string{clone("app"): clone("web")}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: clone("app"), Image: clone(image),
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(clone("250m")), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		}}},
+	}
+}
+
+func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
+}
+
+func TestSharer_SharesEqualPartsOnly(t *testing.T) {
+	s := newSharer[corev1.Pod]()
+	a, b, c := sharePod("a", "web:1"), sharePod("b", "web:1"), sharePod("c", "web:2")
+	c.Labels["tier"] = "front"
+	c.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	for _, p := range []*corev1.Pod{a, b, c} {
+		s.share(p)
+	}
+	ca, cb, cc := &a.Spec.Containers[0], &b.Spec.Containers[0], &c.Spec.Containers[0]
+	for _, check := range []struct {
+		what string
+		got  bool
+		want bool
+	}{
+		{"a and b share the namespace", sameString(a.Namespace, b.Namespace), true},
+		{"a and b share the image", sameString(ca.Image, cb.Image), true},
+		{"a and c share the container name", sameString(ca.Name, cc.Name), true},
+		{"a and b share the labels", sameMap(a.Labels, b.Labels), true},
+		{"a and b share the requests", sameMap(ca.Resources.Requests, cb.Resources.Requests), true},
+		{"a and c do not share different labels", sameMap(a.Labels, c.Labels), false},
+		{"a and c do not share different requests", sameMap(ca.Resources.Requests, cc.Resources.Requests), false},
+		{"a and c do not share different images", sameString(ca.Image, cc.Image), false},
+	} {
+		if check.got != check.want {
+			t.Errorf("%s: %v, want %v", check.what, check.got, check.want)
+		}
+	}
+	if a.Labels["app"] != "web" || len(c.Labels) != 2 || cc.Resources.Requests.Cpu().String() != "500m" || cc.Image != "web:2" {
+		t.Errorf("sharing changed content: a %v, c %v %v %s", a.Labels, c.Labels, cc.Resources.Requests, cc.Image)
+	}
+	if a.Name != "a" || b.Name != "b" || s.strs.cur["b"] != "" {
+		t.Errorf("names must be left alone and unremembered: %q %q, remembered %q", a.Name, b.Name, s.strs.cur["b"])
+	}
+}
+
+// A stream of unique strings keeps at most two generations; a string in use
+// survives the turn of a generation.
+func TestSharer_ForgetsOldGenerations(t *testing.T) {
+	var g generations[string, string]
+	g.put("kept", "kept")
+	for i := range 3 * shareGeneration {
+		g.put(string(rune(i+1000)), "")
+		if _, ok := g.get("kept"); !ok {
+			t.Fatalf("after %d others, a string used all along was forgotten", i)
+		}
+	}
+	if n := len(g.cur) + len(g.prev); n > 2*shareGeneration {
+		t.Errorf("%d remembered, want at most %d", n, 2*shareGeneration)
+	}
+}
+
+type shareTree struct {
+	Name string
+	Kids []shareTree
+	Next *shareTree
+	n    string // unexported: never touched
+}
+
+type shareNothing struct {
+	A int
+	B *bool
+	C []float64
+}
+
+func TestSharer_RecursiveAndEmptyTypes(t *testing.T) {
+	if p := newSharer[shareNothing]().plan; p != nil {
+		t.Errorf("a type without strings or maps has a plan: %+v", p)
+	}
+	s := newSharer[shareTree]()
+	tree := func() *shareTree {
+		return &shareTree{Name: string([]byte("root")), Kids: []shareTree{{Name: string([]byte("leaf")), n: string([]byte("hidden"))}},
+			Next: &shareTree{Name: string([]byte("leaf"))}}
+	}
+	x, y := tree(), tree()
+	s.share(x)
+	s.share(y)
+	if !sameString(x.Name, y.Name) || !sameString(x.Kids[0].Name, y.Next.Name) || sameString(x.Kids[0].n, y.Kids[0].n) {
+		t.Errorf("recursive type: names shared %v %v, unexported shared %v",
+			sameString(x.Name, y.Name), sameString(x.Kids[0].Name, y.Next.Name), sameString(x.Kids[0].n, y.Kids[0].n))
+	}
+}
