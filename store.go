@@ -139,7 +139,7 @@ func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType
 // one of some values) is answered from a label index, so a List costs what it
 // returns, not the size of the namespace; the first such List of a key
 // returns missing = that key instead, for the caller to build the index under
-// the write lock (labelIndex) and ask again.
+// the write lock (labelIndex) and ask again, until nothing is missing.
 func (s *store[T]) list(namespace string, sel labels.Selector) (out []*T, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
@@ -149,12 +149,11 @@ func (s *store[T]) list(namespace string, sel labels.Selector) (out []*T, missin
 			out = append(out, e.obj)
 		}
 	}
-	key, values, indexable := indexableLabel(sel)
-	ix := s.indexes[labelIndexName(key)]
-	if indexable && ix == nil && len(s.indexes) < maxIndexes {
-		return nil, key
+	ix, values, missing := s.labelIndexFor(sel)
+	if missing != "" {
+		return nil, missing
 	}
-	if indexable && ix != nil {
+	if ix != nil {
 		for _, v := range values {
 			for k := range ix.values[v] {
 				if namespace == "" || k.namespace == namespace {
@@ -184,20 +183,36 @@ func (s *store[T]) list(namespace string, sel labels.Selector) (out []*T, missin
 // user's): past it, a List by a new label key tests every object.
 const maxIndexes = 16
 
-// indexableLabel returns the key and values of sel's first requirement that
-// a label index can answer: key=value, key==value or key in (values).
-func indexableLabel(sel labels.Selector) (key string, values []string, ok bool) {
+// labelIndexFor returns the label index that answers sel with the fewest
+// objects, and the values to look up in it: sel's requirements key=value,
+// key==value and key in (values) can be. If such a key has no index yet (and
+// there is room for one), it returns the key as missing instead.
+func (s *store[T]) labelIndexFor(sel labels.Selector) (best *index[T], values []string, missing string) {
 	if sel == nil {
-		return "", nil, false
+		return nil, nil, ""
 	}
 	reqs, _ := sel.Requirements()
+	fewest := 0
 	for _, r := range reqs {
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-			return r.Key(), r.Values().UnsortedList(), true
+		if op := r.Operator(); op != selection.Equals && op != selection.DoubleEquals && op != selection.In {
+			continue
+		}
+		ix := s.indexes[labelIndexName(r.Key())]
+		if ix == nil && len(s.indexes) < maxIndexes {
+			return nil, nil, r.Key()
+		}
+		if ix == nil {
+			continue
+		}
+		vals, n := r.Values().UnsortedList(), 0
+		for _, v := range vals {
+			n += len(ix.values[v])
+		}
+		if best == nil || n < fewest {
+			best, values, fewest = ix, vals, n
 		}
 	}
-	return "", nil, false
+	return best, values, ""
 }
 
 // labelIndexName names the index of label key among the user's indexes; the
@@ -326,8 +341,9 @@ func (i *Informer[T]) List(opts ListOptions) []*T {
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.store.labelIndex(missing)
-	out, _ = i.store.list(opts.Namespace, opts.Labels)
+	for ; missing != ""; out, missing = i.store.list(opts.Namespace, opts.Labels) {
+		i.store.labelIndex(missing)
+	}
 	return out
 }
 
