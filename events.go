@@ -179,9 +179,12 @@ func pruneLocked[K comparable, V any](m map[K]V, stale func(V) bool) {
 	maps.DeleteFunc(m, func(K, V) bool { return len(m) >= eventCacheSize }) // len(m) falls as it deletes
 }
 
-// run writes the buffered Events until ctx ends, finishing a write under way,
-// then what is left for up to 3 seconds. Call it once (the Manager does).
-func (r *EventRecorder) run(ctx context.Context) {
+// deliver writes the buffered Events until ctx ends, finishing a write under
+// way, then what is left for up to 3 seconds. Call it once (the Manager does).
+// It is not named run: the Manager's type refers to *EventRecorder, and the
+// linker keeps a method of such a type that matches a method called through
+// an interface (the cache's run(ctx)), so every program would link Events.
+func (r *EventRecorder) deliver(ctx context.Context) {
 	for ctx.Err() == nil {
 		select {
 		case e := <-r.queue:

@@ -95,11 +95,11 @@ func testRecorder() (*EventRecorder, *fakeEvents, *bytes.Buffer) {
 	return r, sink, &log
 }
 
-// running runs r.run in the bubble until the test ends.
+// runRecorder runs r.deliver in the bubble until the test ends.
 func runRecorder(t *testing.T, r *EventRecorder) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { r.run(ctx); close(done) }()
+	go func() { r.deliver(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -288,7 +288,7 @@ func TestEventRecorder_BufferFull_DropsWithoutBlockingAndLogsOnce(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) { // the buffered ones are written once run starts
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // and even when run's ctx has ended: run flushes the buffer
-		r.run(ctx)
+		r.deliver(ctx)
 		if n := len(sink.list()); n != eventBuffer {
 			t.Errorf("run wrote %d buffered Events, want %d", n, eventBuffer)
 		}
@@ -355,7 +355,7 @@ func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
 	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go r.run(ctx)
+	go r.deliver(ctx)
 
 	r.Event(cm, corev1.EventTypeWarning, "InvalidSetting", "mode must be fast or slow")
 	ev := waitForEvent(t, conn, cm, 1)
@@ -382,7 +382,7 @@ func TestEventRecorder_BurstOfTenIdentical_OneEventWithCountTenOnServer(t *testi
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go r.run(ctx)
+	go r.deliver(ctx)
 	if ev := waitForEvent(t, conn, cm, 10); ev.Reason != "BackOff" {
 		t.Errorf("Event reason = %q, want BackOff", ev.Reason)
 	}

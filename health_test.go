@@ -119,7 +119,10 @@ func TestManager_Readyz_503NamingMissingCRDThen200AfterSync(t *testing.T) {
 	defer testRawRequest(t, cfg, "DELETE", crdPath, "") // not t.Cleanup: t.Context() has ended by then
 
 	healthAddr := freeLoopbackAddr(t)
-	mgr := testManager(t, cfg, ns, Options{HealthAddr: healthAddr})
+	mgr := testManager(t, cfg, ns, Options{})
+	if err := mgr.ServeHealth(healthAddr); err != nil {
+		t.Fatal(err)
+	}
 	NewController[probeWidget](mgr, "probe-widgets", func(context.Context, *probeWidget) (Result, error) { return Result{}, nil })
 	startManager(t, mgr)
 

@@ -81,17 +81,6 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Cache configures the shared cache (per-type scopes, transforms).
 	Cache CacheOptions
-	// MetricsAddr serves Prometheus metrics at /metrics, e.g. "127.0.0.1:8080"
-	// (":8080" listens on every interface: ask for it only in a Pod).
-	// Defaults to "": off.
-	MetricsAddr string
-	// HealthAddr serves /healthz and /readyz, e.g. "127.0.0.1:8081".
-	// Defaults to "": off. /readyz is 200 once every controller's cache has synced.
-	HealthAddr string
-	// LeaderElection, when its Name is set, makes controllers and runnables
-	// that need leadership run only on the replica holding the Lease. Caches
-	// run on every replica, so a standby takes over warm.
-	LeaderElection LeaderElection
 }
 
 // Runnable is a long-running part of a program that the Manager starts and
@@ -109,6 +98,10 @@ type Runnable struct {
 // cache. Make it with NewManager, add controllers (NewController) and
 // runnables (Add), then call Start once. Its methods are safe for concurrent
 // use; adding after Start is an error returned by Add.
+//
+// The optional parts are turned on by a call before Start: ServeMetrics,
+// ServeHealth, ElectLeader, EventRecorder. A program that does not call one
+// does not link its code (the linker drops it), so it pays nothing for it.
 type Manager struct {
 	conn    *Conn
 	cache   *Cache
@@ -117,7 +110,10 @@ type Manager struct {
 	writes  *writeTracker
 	metrics *metrics
 	health  *health
-	elector *elector // nil without leader election
+	// elect runs lead only while this replica holds the lease (see
+	// ElectLeader); nil runs it at once. A func, not an *elector, so that
+	// leader election is linked only into programs that call ElectLeader.
+	elect func(ctx context.Context, lead func(leaderCtx context.Context)) error
 
 	mu        sync.Mutex
 	started   bool
@@ -153,12 +149,6 @@ func NewManager(opts Options) (*Manager, error) {
 		metrics: newMetrics(), health: newHealth()}
 	m.cache = NewCache(conn, opts.Cache)
 	m.health.add("ping", false, func(*http.Request) error { return nil })
-	if opts.LeaderElection.Name != "" {
-		le := opts.LeaderElection
-		if m.elector, err = newElector(conn, le, opts.Logger, func(leading bool) { m.metrics.setLeader(le.Name, leading) }); err != nil {
-			return nil, err
-		}
-	}
 	return m, nil
 }
 
@@ -172,6 +162,35 @@ func (m *Manager) Cache() *Cache { return m.cache }
 // while the Manager runs, for endpoints that enqueue keys or report state.
 func HTTPServer(name, addr string, h http.Handler) Runnable {
 	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, slog.Default()) }}
+}
+
+// ServeMetrics serves Prometheus metrics at /metrics on addr while the
+// Manager runs, e.g. "127.0.0.1:8080" (":8080" listens on every interface:
+// ask for it only in a Pod). It is Add of a Runnable named "metrics", so call
+// it before Start; "" adds nothing, so that a flag can turn metrics off.
+// Metrics are off unless you call it.
+func (m *Manager) ServeMetrics(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	return m.Add(m.server("metrics", addr, http.StripPrefix("/metrics", m.metrics.handler())))
+}
+
+// ServeHealth serves the probes /healthz and /readyz on addr while the
+// Manager runs, e.g. "127.0.0.1:8081". /readyz is 200 once every
+// controller's cache has synced and every AddReadyCheck passes. It is Add of
+// a Runnable named "health", so call it before Start; "" adds nothing.
+// Probes are off unless you call it.
+func (m *Manager) ServeHealth(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	return m.Add(m.server("health", addr, m.health.handler()))
+}
+
+// server is HTTPServer logging to m's logger.
+func (m *Manager) server(name, addr string, h http.Handler) Runnable {
+	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, m.log) }}
 }
 
 // AddReadyCheck adds a check to /readyz: the replica is ready only while
@@ -202,7 +221,9 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	}
 	m.recorders[component] = r
 	if m.runCtx != nil {
-		go r.run(m.runCtx)
+		go r.deliver(m.runCtx)
+	} else { // a runnable, not a loop over recorders in Start: programs without Events do not link them
+		m.runnables = append(m.runnables, Runnable{Name: "events of " + component, Run: func(ctx context.Context) error { r.deliver(ctx); return nil }})
 	}
 	return r
 }
@@ -253,7 +274,8 @@ func (m *Manager) misuse(err error) {
 // When ctx ends, runnables are cancelled, controllers stop taking keys and
 // in-flight reconciles get ShutdownTimeout to finish. Start returns nil after
 // a clean shutdown (ctx cancelled or past its deadline), or the first error
-// of a runnable, a server or the leader election. Call it once.
+// of a runnable (the metrics and health servers are runnables too) or of the
+// leader election. Call it once.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
@@ -271,24 +293,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	defer cancel(nil)
 	g := &group{cancel: cancel}
 	m.runCtx = ctx
-	for _, r := range m.recorders {
-		g.spawn(func() error { r.run(ctx); return nil })
-	}
 	m.mu.Unlock()
 
 	g.spawn(func() error { return m.cache.Start(ctx) })
 	m.health.add("caches", true, func(*http.Request) error { return notSynced(informers) })
-	for _, srv := range []struct {
-		name, addr string
-		h          http.Handler
-	}{
-		{"metrics", m.opts.MetricsAddr, http.StripPrefix("/metrics", m.metrics.handler())},
-		{"health", m.opts.HealthAddr, m.health.handler()},
-	} {
-		if srv.addr != "" {
-			g.spawn(func() error { return serve(ctx, srv.name, srv.addr, srv.h, m.log) })
-		}
-	}
 	var leaderOnly []Runnable
 	for _, r := range runnables {
 		if r.NeedLeader {
@@ -313,10 +321,10 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 			term.wait()
 		}
-		if m.elector == nil {
+		if m.elect == nil {
 			g.spawn(func() error { lead(ctx); return nil })
 		} else {
-			g.spawn(func() error { return m.elector.run(ctx, lead) })
+			g.spawn(func() error { return m.elect(ctx, lead) })
 		}
 	}
 	<-ctx.Done()

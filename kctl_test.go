@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -625,6 +628,114 @@ func TestManager_BuilderMistakes_AreReturnedByStart(t *testing.T) {
 	for _, want := range []string{`controller "bad"`, "kctl.Declare", "MaxConcurrentReconciles(0)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Start's error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestManager_OptIns_FailAfterStartAndElectLeaderChecksItsConfig(t *testing.T) {
+	mgr, err := NewManager(Options{Config: &rest.Config{Host: "https://127.0.0.1:1"}, // never contacted
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(mgr.ServeMetrics(""), mgr.ServeHealth("")); err != nil || len(mgr.runnables) != 0 {
+		t.Errorf(`ServeMetrics("") and ServeHealth("") = %v and added %d runnables, want nil and none`, err, len(mgr.runnables))
+	}
+	if err := mgr.ElectLeader(LeaderElection{Name: "x", Namespace: "ns", RetryPeriod: time.Hour}); err == nil || !strings.Contains(err.Error(), "RetryPeriod") {
+		t.Errorf("ElectLeader with RetryPeriod > RenewDeadline = %v, want an error naming RetryPeriod", err)
+	}
+	if err := mgr.ElectLeader(LeaderElection{Name: "x", Namespace: "ns"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.ElectLeader(LeaderElection{Name: "y", Namespace: "ns"}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a second ElectLeader = %v, want an error saying it was called twice", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := mgr.Start(ctx); err != nil {
+		t.Fatalf("Start with an ended context = %v, want nil", err)
+	}
+	for call, err := range map[string]error{
+		"ServeMetrics": mgr.ServeMetrics("127.0.0.1:0"),
+		"ServeHealth":  mgr.ServeHealth("127.0.0.1:0"),
+		"ElectLeader":  mgr.ElectLeader(LeaderElection{Name: "x", Namespace: "ns"}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "after Start") {
+			t.Errorf("%s after Start = %v, want an error saying so", call, err)
+		}
+	}
+}
+
+// TestManager_OptIns_AreLinkedOnlyWhenCalled builds two small programs and
+// looks for the code of metrics, probes, leader election and Events in them:
+// absent from one that calls none of them, present in one that calls all. A
+// runtime `if` in the Manager instead of a call would link them into every
+// program (about 0.6 MB of a stripped binary).
+func TestManager_OptIns_AreLinkedOnlyWhenCalled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two programs")
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	optIns := []string{ // part of the name of a function of each (inlined ones are named after their caller too)
+		"(*metrics).page",
+		"(*health).handler",
+		"(*elector).run",
+		"(*EventRecorder).deliver",
+		"net/http.(*Server).Serve",
+	}
+	const program = `package main
+
+import (
+	"context"
+
+	"github.com/kctl-dev/kctl"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func main() {
+	mgr, _ := kctl.NewManager(kctl.Options{})
+	kctl.NewController(mgr, "c", func(context.Context, *corev1.ConfigMap) (kctl.Result, error) { return kctl.Result{}, nil })
+	%s
+	mgr.Start(context.Background())
+}
+`
+	for _, tc := range []struct {
+		name, calls string
+		linked      bool
+	}{
+		{"none", "", false},
+		{"all", `mgr.ServeMetrics(":1"); mgr.ServeHealth(":2"); mgr.ElectLeader(kctl.LeaderElection{Name: "l"})
+	mgr.EventRecorder("c")`, true},
+	} {
+		dir := t.TempDir()
+		for name, content := range map[string]string{
+			"go.work":      "go 1.26.0\n\nuse (\n\t" + strconv.Quote(root) + "\n\t./prog\n)\n",
+			"prog/go.mod":  "module prog\n\ngo 1.26.0\n",
+			"prog/main.go": fmt.Sprintf(program, tc.calls),
+		} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, "prog.bin"), ".")
+		build.Dir, build.Env = filepath.Join(dir, "prog"), append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building the program calling %s: %v\n%s", tc.name, err, out)
+		}
+		nm, err := exec.Command("go", "tool", "nm", filepath.Join(dir, "prog.bin")).Output()
+		if err != nil {
+			t.Fatalf("go tool nm: %v", err)
+		}
+		for _, sym := range optIns {
+			if linked := strings.Contains(string(nm), sym); linked != tc.linked {
+				t.Errorf("a program calling %s of the opt-ins: %s linked = %v, want %v", tc.name, sym, linked, tc.linked)
+			}
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 // LeaderElection makes one replica of a Manager, the leader, run the
 // controllers while the others wait as warm standbys (caches run everywhere):
 //
-//	mgr, err := kctl.NewManager(kctl.Options{LeaderElection: kctl.LeaderElection{Name: "widget-controller"}})
+//	err := mgr.ElectLeader(kctl.LeaderElection{Name: "widget-controller"})
 //
 // The replicas share a coordination.k8s.io/v1 Lease, written with the
 // resourceVersion last read, so of two racing replicas only one wins. A
@@ -36,8 +36,8 @@ import (
 //     ErrLeaderLost (let the Deployment restart the process, as with
 //     controller-runtime), unless Recampaign makes the replica a standby again.
 //
-// The zero value turns leader election off; setting Name turns it on. The
-// replica needs get, create and update on leases.coordination.k8s.io in Namespace.
+// Only Name is required; the other fields have defaults. The replica needs
+// get, create and update on leases.coordination.k8s.io in Namespace.
 type LeaderElection struct {
 	Name           string        // the Lease's name; replicas sharing it elect one leader
 	Namespace      string        // the Lease's namespace; defaults to the pod's own (set it outside a cluster)
@@ -99,13 +99,32 @@ type elector struct {
 	reported   string                // the holder last logged
 }
 
-// newElector fills in cfg's defaults and checks them. It starts nothing.
-func newElector(conn *Conn, cfg LeaderElection, log *slog.Logger, onChange func(leading bool)) (*elector, error) {
-	cfg, err := cfg.complete()
+// ElectLeader makes controllers and runnables that need leadership run only
+// on the replica holding the Lease le.Name (see LeaderElection). Caches run
+// on every replica, so a standby takes over warm. Call it at most once,
+// before Start. It returns an error if le is incomplete or inconsistent
+// (naming the field to fix), or after Start. Without it every replica leads.
+func (m *Manager) ElectLeader(le LeaderElection) error {
+	return m.electLeader(le, NewClient[coordinationv1.Lease](m.conn))
+}
+
+// electLeader is ElectLeader keeping the lease in store (a fake in tests).
+func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
+	le, err := le.complete()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return newElectorFor(NewClient[coordinationv1.Lease](conn), cfg, log, onChange), nil
+	e := newElectorFor(store, le, m.log, func(leading bool) { m.metrics.setLeader(le.Name, leading) })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.started:
+		return fmt.Errorf("kctl: ElectLeader(%q) after Start: turn leader election on before calling Start", le.Name)
+	case m.elect != nil:
+		return fmt.Errorf("kctl: ElectLeader(%q) called twice: a Manager holds one lease", le.Name)
+	}
+	m.elect = e.run
+	return nil
 }
 
 // newElectorFor makes an elector on store; cfg must be completed.

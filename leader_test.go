@@ -990,10 +990,14 @@ func startElectedManager(t *testing.T, cfg *rest.Config, le LeaderElection, acti
 	t.Helper()
 	r := &managerReplica{id: le.Identity, done: make(chan struct{}), logs: &logBuffer{}}
 	var err error
-	r.m, err = NewManager(Options{Config: cfg, LeaderElection: le, ShutdownTimeout: 5 * time.Second,
+	r.m, err = NewManager(Options{Config: cfg, ShutdownTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
 		Cache:  CacheOptions{DefaultScope: Scope{Namespaces: []string{le.Namespace}}}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	r.leases = &faultyLeases{leaseStore: NewClient[coordinationv1.Lease](r.m.conn)}
+	if err := r.m.electLeader(le, r.leases); err != nil {
 		t.Fatal(err)
 	}
 	NewController(r.m, "leader-test", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
@@ -1013,8 +1017,6 @@ func startElectedManager(t *testing.T, cfg *rest.Config, le LeaderElection, acti
 		}
 		return Result{RequeueAfter: time.Millisecond}, nil
 	})
-	r.leases = &faultyLeases{leaseStore: r.m.elector.store}
-	r.m.elector.store = r.leases
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {

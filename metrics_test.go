@@ -463,7 +463,10 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	metricsAddr := freeLoopbackAddr(t)
-	mgr := testManager(t, cfg, ns, Options{MetricsAddr: metricsAddr})
+	mgr := testManager(t, cfg, ns, Options{})
+	if err := mgr.ServeMetrics(metricsAddr); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	attempts := map[string]int{}
 	calls := map[string]int{} // what Reconcile returned: the expected counters

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -46,11 +47,13 @@ func main() {
 	leaderElect := flag.Bool("leader-elect", false, "reconcile only on the replica holding the Lease widgets (in the Pod's namespace)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts := kctl.Options{Kubeconfig: *kubeconfig, Logger: log, MetricsAddr: *metricsAddr, HealthAddr: *healthAddr}
-	if *leaderElect {
-		opts.LeaderElection.Name = "widgets"
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
+	if err == nil {
+		err = errors.Join(mgr.ServeMetrics(*metricsAddr), mgr.ServeHealth(*healthAddr)) // "" leaves a server off
 	}
-	mgr, err := kctl.NewManager(opts) // loads the config and connects; starts nothing yet
+	if err == nil && *leaderElect {
+		err = mgr.ElectLeader(kctl.LeaderElection{Name: "widgets"})
+	}
 	if err == nil {
 		setup(mgr)
 		// Until SIGINT or SIGTERM. Without the CRD, it warns and waits for it (/readyz says why).

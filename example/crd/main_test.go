@@ -124,7 +124,10 @@ func TestCRD_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
 	extest.Apply(t, "rbac.yaml")
 	cfg := extest.ServiceAccountConfig(t, admin, "kctl-crd", "widgets")
 	lease := "widgets-test-" + strings.ToLower(rand.Text()[:8]) // a lease of its own: tests may run at once
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{LeaderElection: kctl.LeaderElection{Name: lease, Namespace: "kctl-crd"}})
+	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
+	if err := mgr.ElectLeader(kctl.LeaderElection{Name: lease, Namespace: "kctl-crd"}); err != nil {
+		t.Fatal(err)
+	}
 	setup(mgr)
 	extest.Start(t, mgr)
 	widgets, cms := clients(t, admin)

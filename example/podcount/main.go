@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -29,11 +30,14 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	opts := kctl.Options{Kubeconfig: *kubeconfig, Logger: log, MetricsAddr: *metricsAddr, HealthAddr: *healthAddr}
-	if *leaderElect {
-		opts.LeaderElection = kctl.LeaderElection{Name: "podcount", Namespace: *leaseNamespace}
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
+	if err == nil {
+		// Metrics, probes and leader election are off unless turned on; "" leaves a server off.
+		err = errors.Join(mgr.ServeMetrics(*metricsAddr), mgr.ServeHealth(*healthAddr))
 	}
-	mgr, err := kctl.NewManager(opts) // loads the config and connects; starts nothing yet
+	if err == nil && *leaderElect {
+		err = mgr.ElectLeader(kctl.LeaderElection{Name: "podcount", Namespace: *leaseNamespace})
+	}
 	if err != nil {
 		log.Error("cannot make the manager", "err", err)
 		os.Exit(1)

@@ -87,7 +87,10 @@ func TestPodcount_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
 	extest.Apply(t, "rbac.yaml")
 	cfg := extest.ServiceAccountConfig(t, admin, "kctl-podcount", "podcount")
 	lease := "podcount-test-" + strings.ToLower(rand.Text()[:8]) // a lease of its own: tests may run at once
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{LeaderElection: kctl.LeaderElection{Name: lease, Namespace: "kctl-podcount"}})
+	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
+	if err := mgr.ElectLeader(kctl.LeaderElection{Name: lease, Namespace: "kctl-podcount"}); err != nil {
+		t.Fatal(err)
+	}
 	setup(mgr)
 	extest.Start(t, mgr)
 

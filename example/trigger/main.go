@@ -35,8 +35,11 @@ func main() {
 	every := flag.Duration("every", time.Minute, "look for a change of the page this often")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log, MetricsAddr: *metricsAddr, HealthAddr: *healthAddr,
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log,
 		Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{*namespace}}}}) // cache one namespace's ConfigMaps
+	if err == nil {
+		err = errors.Join(mgr.ServeMetrics(*metricsAddr), mgr.ServeHealth(*healthAddr)) // "" leaves a server off
+	}
 	var ln net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", *httpAddr)
