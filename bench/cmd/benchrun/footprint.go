@@ -31,7 +31,8 @@ var floors = []struct{ name, pkg, what string }{
 	{"types", "./floor/types", "decode and copy corev1.Pod and appsv1.ReplicaSet"},
 	{"rest", "./floor/rest", "types + an API server HTTP client (client-go rest)"},
 	{"clientcmd", "./floor/clientcmd", "rest + kubeconfig loading (client-go tools/clientcmd)"},
-	{"server", "./floor/server", "clientcmd + an HTTP server (metrics, probes)"},
+	{"request", "./floor/request", "clientcmd + one request sent (net/http's client side, HTTP/2)"},
+	{"server", "./floor/server", "request + an HTTP server (metrics, probes)"},
 }
 
 // buildFlags are the flags of every build: a stripped release binary.

@@ -1,4 +1,4 @@
-// Command server is a size floor: clientcmd plus an HTTP server, as a
+// Command server is a size floor: request plus an HTTP server, as a
 // controller that serves metrics and health probes links.
 package main
 
@@ -18,6 +18,8 @@ func main() {
 	fmt.Println(p.Unmarshal(nil), rs.Unmarshal(nil), p.DeepCopy(), rs.DeepCopy())
 	cfg, err := clientcmd.BuildConfigFromFlags("", "")
 	fmt.Println(err)
-	fmt.Println(rest.HTTPClientFor(cfg))
+	hc, err := rest.HTTPClientFor(cfg)
+	fmt.Println(err)
+	fmt.Println(hc.Get(cfg.Host))
 	fmt.Println(http.ListenAndServe("127.0.0.1:0", nil))
 }
