@@ -1,91 +1,146 @@
 package kctl
 
 // Sharing: the cache keeps one copy of what many of its objects hold alike.
-// The Pods of one workload carry the same labels, image, env, mount paths and
-// the same requests and limits; decoded, each Pod holds its own copy of every
-// one of them, which is most of a cached Pod's memory. Before an object is
-// stored, a sharer replaces each string, label map (map[string]string) and
-// resource list it holds by an equal one it has seen before, so the copies
-// decoded for this object become garbage. Cached objects are read-only by
-// contract (see Informer.Get), which is what makes sharing safe; readers that
-// modify get deep copies (Client, Reconcile).
+// The Pods of one workload carry the same containers, volumes, tolerations,
+// labels and owner; decoded, each Pod holds its own copy of every one of
+// them, which is most of a cached Pod's memory. Before an object is stored,
+// a sharer makes it point at equal parts of objects stored before, so the
+// copies decoded for this object become garbage.
+//
+// It works bottom up over the memory of the new object: strings, string maps
+// and resource lists are swapped for equal ones seen before; then every
+// pointer's target and every slice's elements, whose own parts are by now
+// shared, are compared byte for byte with earlier ones of the same Go type,
+// found by a hash. Equal bytes mean equal values (the pointers in them are
+// the same pointers), so a match is always right; a miss only costs memory.
+//
+// Cached objects are read-only by contract (see Informer), which is what
+// makes sharing safe; readers that modify get deep copies (Client, Reconcile).
+// A shared slice's capacity is its length, so even a wrongful append copies.
 
 import (
+	"bytes"
 	"hash/maphash"
 	"maps"
 	"reflect"
 	"sync"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// shareGeneration is how many values a sharer remembers of each kind before
-// it starts a new generation; values used in the last two generations stay,
-// so a stream of unique values (names, IPs) cannot grow it without bound.
-const shareGeneration = 8192
+// shareGeneration is how many values a sharer remembers of each kind (and
+// of each pointer or slice type) before it starts a new generation; values
+// used in the last two generations stay, so a stream of unique values (names,
+// IPs, timestamps) cannot grow it without bound.
+const shareGeneration = 4096
 
-// sharer replaces parts of objects of one Go type by equal parts of objects
-// it saw before. Safe for concurrent use (an informer's watches share it).
+// sharer makes new objects of one Go type share equal parts with objects it
+// saw before. Safe for concurrent use (an informer's watches share it).
 type sharer struct {
-	mu    sync.Mutex
-	plan  *sharePlan // nil: the type has nothing to share
-	seed  maphash.Seed
-	strs  generations[string, string]
-	smaps generations[uint64, map[string]string]
-	lists generations[uint64, map[corev1.ResourceName]resource.Quantity]
+	mu     sync.Mutex
+	plan   *sharePlan // nil: the type has nothing to share
+	seed   maphash.Seed
+	strs   generations[string, string]
+	smaps  generations[uint64, map[string]string]
+	lists  generations[uint64, map[corev1.ResourceName]resource.Quantity]
+	blocks map[*sharePlan]*generations[uint64, unsafe.Pointer] // per pointer or slice type
 }
 
 func newSharer[T any]() *sharer {
-	return &sharer{plan: sharePlanOf(reflect.TypeFor[T](), map[reflect.Type]*sharePlan{}), seed: maphash.MakeSeed()}
+	return &sharer{plan: sharePlanOf(reflect.TypeFor[T](), map[reflect.Type]*sharePlan{}), seed: maphash.MakeSeed(),
+		blocks: map[*sharePlan]*generations[uint64, unsafe.Pointer]{}}
 }
 
-// share makes obj's strings, string maps and resource lists the ones seen
-// before, where equal. obj must not be shared with anyone yet.
+// share makes obj (a *T) point at equal parts seen before. obj must be new:
+// its memory is changed in place, and nobody else may hold any of it.
 func (s *sharer) share(obj any) {
 	if s.plan == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.walk(s.plan, reflect.ValueOf(obj).Elem())
+	s.walk(s.plan, reflect.ValueOf(obj).UnsafePointer())
 }
 
-func (s *sharer) walk(p *sharePlan, v reflect.Value) {
-	if p == nil { // a recursive type's part with nothing to share
-		return
-	}
+// walk shares the parts of the value of p's type at at. Each store compares
+// first, so memory that is already shared is never written.
+func (s *sharer) walk(p *sharePlan, at unsafe.Pointer) {
 	switch p.kind {
 	case shareString:
-		if str := v.String(); str != "" {
-			if seen, ok := s.strs.get(str); ok {
-				v.SetString(seen)
-			} else {
-				s.strs.put(str, str)
-			}
+		str := (*string)(at)
+		if *str == "" {
+			return
+		}
+		if seen, ok := s.strs.get(*str); !ok {
+			s.strs.put(*str, *str)
+		} else if unsafe.StringData(seen) != unsafe.StringData(*str) {
+			*str = seen
 		}
 	case shareStringMap:
-		if m := v.Interface().(map[string]string); len(m) > 0 {
-			v.Set(reflect.ValueOf(shareMap(s, &s.smaps, m)))
+		if m := (*map[string]string)(at); len(*m) > 0 {
+			if seen := shareMap(s, &s.smaps, *m); !sameMap(seen, *m) {
+				*m = seen
+			}
 		}
 	case shareResourceList:
-		if m := v.Interface().(corev1.ResourceList); len(m) > 0 {
-			v.Set(reflect.ValueOf(corev1.ResourceList(shareMap(s, &s.lists, m))))
+		if m := (*map[corev1.ResourceName]resource.Quantity)(at); len(*m) > 0 {
+			if seen := shareMap(s, &s.lists, *m); !sameMap(seen, *m) {
+				*m = seen
+			}
 		}
 	case shareStruct:
 		for _, f := range p.fields {
-			s.walk(f.plan, v.Field(f.index))
+			s.walk(f.plan, unsafe.Add(at, f.offset))
 		}
 	case sharePointer:
-		if !v.IsNil() {
-			s.walk(p.elem, v.Elem())
+		if ptr := (*unsafe.Pointer)(at); *ptr != nil && p.size > 0 {
+			if p.elem != nil {
+				s.walk(p.elem, *ptr)
+			}
+			if seen := s.block(p, *ptr, p.size); seen != *ptr {
+				*ptr = seen
+			}
 		}
 	case shareSlice:
-		for i := range v.Len() {
-			s.walk(p.elem, v.Index(i))
+		if h := (*sliceHeader)(at); h.len > 0 && p.size > 0 {
+			for i := range h.len {
+				if p.elem != nil {
+					s.walk(p.elem, unsafe.Add(h.data, uintptr(i)*p.size))
+				}
+			}
+			if seen := s.block(p, h.data, uintptr(h.len)*p.size); seen != h.data || h.cap != h.len {
+				h.data, h.cap = seen, h.len // every header of a block alike
+			}
 		}
 	}
+}
+
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
+
+// block returns the memory of an earlier value of p's type whose n bytes
+// equal those at at, or at, remembered.
+func (s *sharer) block(p *sharePlan, at unsafe.Pointer, n uintptr) unsafe.Pointer {
+	g := s.blocks[p]
+	if g == nil {
+		g = &generations[uint64, unsafe.Pointer]{}
+		s.blocks[p] = g
+	}
+	b := unsafe.Slice((*byte)(at), n)
+	h := maphash.Bytes(s.seed, b)
+	if seen, ok := g.get(h); ok {
+		if bytes.Equal(unsafe.Slice((*byte)(seen), n), b) {
+			return seen
+		}
+		return at // another value with this hash: keep both
+	}
+	g.put(h, at)
+	return at
 }
 
 // shareMap returns the map seen before that equals m, or m, remembered.
@@ -100,6 +155,10 @@ func shareMap[K ~string, V comparable](s *sharer, g *generations[uint64, map[K]V
 	}
 	g.put(h, m)
 	return m
+}
+
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
 // generations is a map that forgets what was not used in the last two
@@ -125,16 +184,17 @@ func (g *generations[K, V]) put(k K, v V) {
 }
 
 // A sharePlan says where in a value of one Go type the shareable parts are,
-// worked out once per type so that sharing an object visits only them.
+// worked out once per type by reflection.
 type sharePlan struct {
 	kind   shareKind
 	fields []shareField // shareStruct: the fields with something to share
-	elem   *sharePlan   // sharePointer, shareSlice
+	elem   *sharePlan   // sharePointer, shareSlice: the element's plan, if any
+	size   uintptr      // sharePointer, shareSlice: the element's size
 }
 
 type shareField struct {
-	index int
-	plan  *sharePlan
+	offset uintptr
+	plan   *sharePlan
 }
 
 type shareKind uint8
@@ -150,9 +210,10 @@ const (
 
 var sharePlans sync.Map // reflect.Type -> *sharePlan (nil: nothing to share)
 
-// sharePlanOf returns t's plan, nil if t holds nothing to share. Exported
-// fields only; ObjectMeta's name, uid and resourceVersion are unique to each
-// object and left alone; a Quantity is shared only as part of a ResourceList.
+// sharePlanOf returns t's plan, nil if t holds nothing to share. Only
+// exported fields are walked (the bytes of the others still count when their
+// struct is compared); ObjectMeta's name, uid and resourceVersion are unique
+// to each object and not remembered; a Quantity is only compared whole.
 func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePlan {
 	if p, ok := sharePlans.Load(t); ok {
 		return p.(*sharePlan)
@@ -169,14 +230,12 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 	case t.Kind() == reflect.String:
 		p = &sharePlan{kind: shareString}
 	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice:
-		p = &sharePlan{kind: sharePointer}
+		p = &sharePlan{kind: sharePointer, size: t.Elem().Size()}
 		if t.Kind() == reflect.Slice {
 			p.kind = shareSlice
 		}
 		building[t] = p
-		if p.elem = sharePlanOf(t.Elem(), building); p.elem == nil {
-			p = nil
-		}
+		p.elem = sharePlanOf(t.Elem(), building)
 	case t.Kind() == reflect.Struct && t != reflect.TypeFor[resource.Quantity]():
 		p = &sharePlan{kind: shareStruct}
 		building[t] = p
@@ -187,7 +246,7 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 				continue
 			}
 			if fp := sharePlanOf(f.Type, building); fp != nil {
-				p.fields = append(p.fields, shareField{i, fp})
+				p.fields = append(p.fields, shareField{f.Offset, fp})
 			}
 		}
 		if len(p.fields) == 0 {
