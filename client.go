@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -152,6 +153,7 @@ type Client[T any] struct {
 	err        error                                           // T has no Resource: every call returns it
 	cache      func(ctx context.Context) (*Informer[T], error) // when set, serves Get and List (copies)
 	afterWrite func(obj metav1.Object)                         // when set, sees each object a write returns
+	lastBody   *atomic.Int64                                   // the size of the last answer without a Content-Length (compressed)
 }
 
 // NewClient returns an uncached client for T. If T has no Resource (see
@@ -165,7 +167,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: make one with kctl.NewConn", typeName(t))
 	}
-	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), err: err}
+	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), err: err, lastBody: new(atomic.Int64)}
 }
 
 // Uncached returns a handle on the same resource whose Get and List always
@@ -239,11 +241,18 @@ func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, bo
 			bodies.Put(buf)
 		}
 	}()
-	if n := resp.ContentLength; n > 0 && n < maxPooledBody {
+	n, unknown := resp.ContentLength, resp.ContentLength < 0
+	if unknown { // compressed (a list page): expect what the last such answer took, not a chain of doublings
+		n = c.lastBody.Load()
+	}
+	if n > 0 && n < maxPooledBody {
 		buf.Grow(int(n) + bytes.MinRead) // ReadFrom needs MinRead spare bytes to see the end
 	}
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return fmt.Errorf("kctl: %s %s: reading the answer: %w", r.verb, c.what(r), err)
+	}
+	if unknown {
+		c.lastBody.Store(int64(buf.Len()))
 	}
 	return read(resp.Header.Get("Content-Type"), buf.Bytes())
 }
