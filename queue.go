@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,7 +25,8 @@ import (
 //   - Exclusive: no two workers hold a key; one added while processed is queued again at Done.
 //   - Shutdown: every Get returns shutdown=true at once; queued and waiting keys are dropped.
 //   - Delays: one min-heap, one timer; adding a waiting key earlier moves it earlier, later
-//     never postpones it; keys due together become ready in the order they were scheduled.
+//     never postpones it, queuing it (not low) ends the wait; keys due together become
+//     ready in the order they were scheduled.
 //   - Priority: low keys go after normal ones, in FIFO order, until AgeLowPriorityAfter puts
 //     them at the back of the normal line, so none starves. Add of a queued low key raises it.
 //   - Pacing: Debounce makes a burst of adds one run; MinInterval spaces the Gets of a key.
@@ -40,16 +42,19 @@ type Queue[K comparable] struct {
 	normal     fifo        // queued normal keys by join time (at; 0 while low was empty), each a slot with fQueued and not fLow
 	low        fifo        // queued low keys; an item is live iff its slot has fQueued|fLow and its seq
 	n          int         // queued keys: normal.len() + live items in low
-	wait       []item      // 4-ary min-heap on (at, seq) of the slots with fWaiting; slots[wait[j].idx].pos == j
+	wait       []item      // binary min-heap on (at, seq) of the slots with fWaiting; slots[wait[j].idx].pos == j
 	seq        uint64      // last seq given to a low or wait item
 	timer      *time.Timer // the one AfterFunc timer serving wait
 	armed      bool        // timer fires at armedAt, and armedAt <= wait[0].at
 	armedAt    int64
-	processing int           // slots with fProcessing
-	shutdown   bool          // set once; then n == 0, wait is empty, no slot is queued, dirty or waiting
-	drained    chan struct{} // made at shutdown, closed once processing is 0
-	epoch      time.Time     // origin of the int64 times (ns, monotonic)
-	timed      bool          // Get and Done read the clock (Observer or MinInterval)
+	processing int                                // slots with fProcessing
+	last       uint32                             // slot Get handed out last (findLocked tries it first)
+	hot        atomic.Pointer[map[K]*atomic.Bool] // key -> its slot.hot (or a dead one, false); read without mu, replaced whole
+	pending    int                                // slot.hot flags made since hot was built
+	shutdown   bool                               // set once; then n == 0, wait is empty, no slot is queued, dirty or waiting
+	drained    chan struct{}                      // made at shutdown, closed once processing is 0
+	epoch      time.Time                          // origin of the int64 times (ns, monotonic)
+	timed      bool                               // Get and Done read the clock (Observer or MinInterval)
 
 	debounce, minInterval, age int64
 	rl                         RateLimiter[K]
@@ -71,10 +76,18 @@ const (
 type slot[K comparable] struct {
 	key       K
 	flags     uint8
-	pos       int32  // fWaiting: index in wait
-	seq       uint64 // fQueued|fLow: seq of the live item in low
-	addedAt   int64  // fQueued: when it was queued (set when timed or low)
-	startedAt int64  // when Get last handed it out (set when timed; long ago for a new slot)
+	pos       int32        // fWaiting: index in wait
+	seq       uint64       // fQueued|fLow: seq of the live item in low
+	addedAt   int64        // fQueued: when it was queued (set when timed or low)
+	startedAt int64        // when Get last handed it out (set when timed; long ago for a new slot)
+	hot       *atomic.Bool // nil or flags&(fQueued|fLow) == fQueued, for add to read without mu
+}
+
+// mirror updates s.hot; call it after each change of fQueued or fLow.
+func (s *slot[K]) mirror() {
+	if s.hot != nil {
+		s.hot.Store(s.flags&(fQueued|fLow) == fQueued)
+	}
 }
 
 // item is an element of wait (due at at), normal (joined at at) or low.
@@ -120,6 +133,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 		timed: opts.Observer != nil || opts.MinInterval > 0, debounce: int64(max(opts.Debounce, 0)),
 		minInterval: int64(max(opts.MinInterval, 0)), age: int64(cmp.Or(max(opts.AgeLowPriorityAfter, 0), time.Minute))}
 	q.cond.L = &q.mu
+	q.hot.Store(new(map[K]*atomic.Bool))
 	return q
 }
 
@@ -139,13 +153,25 @@ func (q *Queue[K]) Add(k K) { q.add(k, 0, false) }
 func (q *Queue[K]) AddLowPriority(k K) { q.add(k, 0, true) }
 
 // AddAfter adds k once d has passed (d <= 0: Add). A waiting key moves earlier,
-// never later, and is added when due even if it was queued or run meanwhile.
+// never later, and stops waiting when it is queued at normal priority (by Add,
+// or at Done after one), which is earlier. A key queued already when AddAfter
+// is called is added again when due (which does nothing if it is still queued).
 func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.add(k, d, false) }
 
 func (q *Queue[K]) add(k K, d time.Duration, low bool) {
+	// Under load most adds are of a queued key and change nothing (Stingy):
+	// once such an add put the key in q.hot, the next ones need no lock.
+	if d <= 0 && !low {
+		if h := (*q.hot.Load())[k]; h != nil && h.Load() {
+			return
+		}
+	}
 	q.mu.Lock()
-	i, ok := q.index[k]
+	i, ok := q.findLocked(k)
 	if q.shutdown || ok && d <= 0 && q.slots[i].flags&fQueued != 0 && (low || q.slots[i].flags&fLow == 0) { // changes nothing
+		if !q.shutdown && q.slots[i].hot == nil {
+			q.publishLocked(i)
+		}
 		q.mu.Unlock()
 		return
 	}
@@ -198,8 +224,10 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.mu.Unlock()
 		return k, true
 	}
-	s := &q.slots[q.popLocked()]
+	q.last = q.popLocked()
+	s := &q.slots[q.last]
 	s.flags = s.flags&^(fQueued|fLow) | fProcessing
+	s.mirror()
 	q.n, q.processing = q.n-1, q.processing+1
 	s.startedAt = q.now(q.timed)                             // 0 is as good as long ago when MinInterval is 0
 	k, waited := s.key, time.Duration(s.startedAt-s.addedAt) // used with an Observer only, so timed
@@ -214,7 +242,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 // queued again. Done of a key that is not being processed does nothing.
 func (q *Queue[K]) Done(k K) {
 	q.mu.Lock()
-	i, ok := q.index[k]
+	i, ok := q.findLocked(k)
 	if !ok || q.slots[i].flags&fProcessing == 0 {
 		q.mu.Unlock()
 		return
@@ -273,6 +301,7 @@ func (q *Queue[K]) ShutDown() {
 	}
 	for i := range q.slots { // keep only processing keys
 		q.slots[i].flags &= fUsed | fProcessing
+		q.slots[i].mirror()
 		q.idleLocked(uint32(i))
 	}
 	q.normal, q.low, q.wait, q.n = fifo{}, fifo{}, nil, 0
@@ -295,6 +324,16 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 // ShuttingDown reports whether ShutDown was called.
 func (q *Queue[K]) ShuttingDown() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.shutdown }
 
+// findLocked is q.index[k], but first tries the slot Get handed out last: a
+// worker mostly passes back the key it just got (AddAfter, AddRateLimited, Done).
+func (q *Queue[K]) findLocked(k K) (uint32, bool) {
+	if int(q.last) < len(q.slots) && q.slots[q.last].flags != 0 && q.slots[q.last].key == k {
+		return q.last, true
+	}
+	i, ok := q.index[k]
+	return i, ok
+}
+
 func (q *Queue[K]) allocLocked(k K) uint32 {
 	if len(q.free) == 0 {
 		q.free, q.slots = append(q.free, uint32(len(q.slots))), append(q.slots, slot[K]{})
@@ -314,7 +353,8 @@ func (q *Queue[K]) idleLocked(i uint32) {
 }
 
 // readyLocked is where every add ends up: a processing key is marked dirty, a queued low key is
-// raised by a normal add, one within MinInterval of its last start waits, any other is queued (1).
+// raised by a normal add, one within MinInterval of its last start waits, any other is queued (1)
+// and, if normal, leaves wait.
 func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 	s := &q.slots[i]
 	switch {
@@ -327,6 +367,7 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 	case s.flags&fQueued != 0: // a normal add raises a low key that has not aged; its low item dies
 		if !low && s.flags&fLow != 0 && now-s.addedAt < q.age {
 			s.flags &^= fLow
+			s.mirror()
 			q.normal.push(item{at: now, idx: i})
 		}
 		return 0
@@ -338,12 +379,33 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 		q.seq++
 		s.seq, s.flags = q.seq, s.flags|fLow
 		q.low.push(item{seq: q.seq, idx: i})
-	} else {
-		q.normal.push(item{at: now, idx: i})
+	} else if q.normal.push(item{at: now, idx: i}); s.flags&fWaiting != 0 {
+		q.unwaitLocked(i) // queued now, which is earlier than due
 	}
 	s.addedAt, q.n = now, q.n+1
+	s.mirror()
 	q.cond.Signal()
 	return 1
+}
+
+// publishLocked gives slot i a hot flag: the one its key had in q.hot (unused
+// since its slot was freed) or a new one, which waits for the next rebuild of q.hot.
+func (q *Queue[K]) publishLocked(i uint32) {
+	s, m := &q.slots[i], *q.hot.Load()
+	if s.hot = m[s.key]; s.hot == nil {
+		s.hot = new(atomic.Bool)
+		if q.pending++; q.pending > (len(m)+len(q.slots))/8 { // amortized O(8) per new flag
+			m = make(map[K]*atomic.Bool, len(m)+q.pending)
+			for j := range q.slots {
+				if h := q.slots[j].hot; h != nil {
+					m[q.slots[j].key] = h
+				}
+			}
+			q.hot.Store(&m)
+			q.pending = 0
+		}
+	}
+	s.mirror()
 }
 
 func (q *Queue[K]) liveLow(e item) bool {
@@ -401,13 +463,9 @@ func (q *Queue[K]) fire() {
 // the timer for the next one and reports how many keys it queued.
 func (q *Queue[K]) dueLocked(now int64) (added int) {
 	for len(q.wait) > 0 && q.wait[0].at <= now {
-		i, last := q.wait[0].idx, len(q.wait)-1
-		if q.wait[0], q.wait = q.wait[last], q.wait[:last]; last > 0 {
-			q.siftLocked(0)
-		}
-		s := &q.slots[i]
-		add := s.flags&fWaitAdd != 0
-		if s.flags &^= fWaiting | fWaitAdd; add {
+		i := q.wait[0].idx
+		add := q.slots[i].flags&fWaitAdd != 0
+		if q.unwaitLocked(i); add {
 			added += q.readyLocked(i, false, now)
 		}
 		q.idleLocked(i)
@@ -416,24 +474,37 @@ func (q *Queue[K]) dueLocked(now int64) (added int) {
 	return added
 }
 
+// unwaitLocked takes slot i out of wait.
+func (q *Queue[K]) unwaitLocked(i uint32) {
+	j, last := int(q.slots[i].pos), len(q.wait)-1
+	q.slots[i].flags &^= fWaiting | fWaitAdd
+	if q.wait[j], q.wait = q.wait[last], q.wait[:last]; j < last {
+		q.siftLocked(j)
+	}
+}
+
 // siftLocked moves wait[j] up or down to its place in the heap.
 func (q *Queue[K]) siftLocked(j int) {
 	w, e := q.wait, q.wait[j]
-	for ; j > 0 && e.before(&w[(j-1)/4]); j = (j - 1) / 4 {
-		q.putLocked(j, w[(j-1)/4])
+	for ; j > 0 && e.before(&w[(j-1)/2]); j = (j - 1) / 2 {
+		q.putLocked(j, w[(j-1)/2])
 	}
-	for c := 4*j + 1; c < len(w); c = 4*j + 1 {
-		m := c
-		for x := c + 1; x < min(c+4, len(w)); x++ {
-			if w[x].before(&w[m]) {
-				m = x
+	for c := 2*j + 1; c < len(w); c = 2*j + 1 {
+		if c+1 < len(w) { // take the earlier child without a branch: it is unpredictable
+			d := 0
+			if w[c+1].at < w[c].at {
+				d = 1
 			}
+			if w[c+1].at == w[c].at && w[c+1].seq < w[c].seq {
+				d = 1
+			}
+			c += d
 		}
-		if !w[m].before(&e) {
+		if !w[c].before(&e) {
 			break
 		}
-		q.putLocked(j, w[m])
-		j = m
+		q.putLocked(j, w[c])
+		j = c
 	}
 	q.putLocked(j, e)
 }

@@ -51,8 +51,9 @@ func (m *queueModel) ready(k int, low bool) {
 		}
 	case s.started && m.now < s.startedAt+m.minInterval:
 		m.waitUntil(k, s.startedAt+m.minInterval)
-	default:
+	default: // queued at normal priority, it no longer waits
 		s.queued, s.low, s.joinAt, s.seq = true, low, m.now, m.next()
+		s.waiting = s.waiting && low
 	}
 }
 

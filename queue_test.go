@@ -126,9 +126,17 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 		if s.flags&fWaiting != 0 {
 			waiting++
 		}
+		if s.hot != nil && s.hot.Load() != (s.flags&(fQueued|fLow) == fQueued) {
+			t.Fatalf("slot %d (%v) has flags %b but its hot flag is %v", i, s.key, s.flags, s.hot.Load())
+		}
+	}
+	for k, h := range *q.hot.Load() {
+		if i, ok := q.index[k]; (!ok || q.slots[i].hot != h) && h.Load() {
+			t.Fatalf("the hot flag of %v is set, but no slot holds it", k)
+		}
 	}
 	for j := range q.wait {
-		if j > 0 && q.wait[j].before(&q.wait[(j-1)/4]) {
+		if j > 0 && q.wait[j].before(&q.wait[(j-1)/2]) {
 			t.Fatalf("wait heap order broken at %d", j)
 		}
 		if s := &q.slots[q.wait[j].idx]; s.flags&fWaiting == 0 || s.pos != int32(j) {
@@ -179,6 +187,7 @@ func TestQueue_FairStingyExclusive(t *testing.T) {
 		{name: "done without a re-add leaves nothing", script: "add a; get a; done a; get -; len 0"},
 		{name: "done of a key not handed out does nothing", script: "add a; done a; done x; get a; done a; done a; get -"},
 		{name: "other keys are handed out while one is processed", script: "add a; add b; get a; get b; done b; done a; get -"},
+		{name: "a key added while queued, then handed out, is added again", script: "add a; add a; add a; get a; add a; add a; len 0; done a; get a; done a; add a; len 1"},
 	})
 }
 
@@ -187,6 +196,7 @@ func TestQueue_Shutdown(t *testing.T) {
 		{name: "get reports shutdown and drops queued keys", script: "add a; shutdown; len 0; get !; add b; get !"},
 		{name: "delayed keys are dropped", script: "after a 1s; shutdown; sleep 2s; get !"},
 		{name: "a key in flight can still be done", script: "add a; get a; add a; shutdown; done a; get !; len 0"},
+		{name: "a key added while queued is dropped too", script: "add a; add a; shutdown; add a; len 0; get !"},
 		{name: "shutting down twice is fine", script: "shutdown; shutdown; get !"},
 	})
 }
@@ -199,7 +209,10 @@ func TestQueue_Delays(t *testing.T) {
 		{name: "a later add never postpones a waiting key", script: "after a 5ms; after a 10ms; sleep 5ms; get a; done a; sleep 10ms; get -"},
 		{name: "due keys come out in due order", script: "after c 3ms; after a 1ms; after b 2ms; sleep 3ms; get a; get b; get c"},
 		{name: "equal due times come out in scheduling order", script: "after b 1ms; after a 1ms; sleep 1ms; get b; get a"},
-		{name: "a waiting key also added now runs now and when due", script: "after a 5ms; add a; get a; done a; sleep 5ms; get a"},
+		{name: "a waiting key added now runs now, not again when due", script: "after a 5ms; add a; get a; done a; sleep 5ms; get -"},
+		{name: "a waiting key added at low priority runs now and when due", script: "after a 5ms; low a; get a; done a; sleep 5ms; get a"},
+		{name: "a waiting key queued at Done after an add runs once", script: "add a; get a; after a 5ms; add a; done a; get a; done a; sleep 5ms; get -"},
+		{name: "a key queued when delayed runs again when due", script: "add a; after a 5ms; get a; done a; sleep 5ms; get a"},
 		{name: "a key due while processing runs again after Done", script: "add a; after a 1ms; get a; sleep 1ms; get -; done a; get a"},
 		{name: "a queued key due again is handed out once", script: "add a; after a 1ms; sleep 1ms; len 1; get a; done a; get -"},
 		{name: "a huge delay does not overflow", script: "sleep 1h; after a 2562047h47m16s; sleep 1h; get -"},
@@ -285,6 +298,7 @@ func TestQueue_LowPriority(t *testing.T) {
 		{name: "an add raises a queued low key", script: "low a; low b; add c; add b; get c; get b; get a"},
 		{name: "a low add does not lower a queued key", script: "add a; add b; low a; get a; get b"},
 		{name: "a raised key is handed out once", script: "low a; add a; len 1; get a; done a; get -"},
+		{name: "an add raises a low key added again while queued", script: "low a; low a; add a; add a; low b; add c; get a; get c; get b"},
 		{name: "a low key ages into the back of the normal line", opts: age, script: "low a; add b; sleep 10ms; add c; get b; get a; get c"},
 		{name: "a low key that aged comes before later normal keys", opts: age, script: "low a; sleep 20ms; add b; add c; get a; get b"},
 		{name: "an aged key keeps its place when added again", opts: age, script: "add b; low a; sleep 10ms; add a; add c; get b; get a; get c"},
@@ -463,6 +477,32 @@ func TestQueue_Observer_SeesAddsWaitsWorkAndRetries(t *testing.T) {
 			t.Fatalf("q.InFlight() = %d, q.Len() = %d, want 0, 2", n, q.Len())
 		}
 	})
+}
+
+// Once a key was added again while queued, the next adds while it is queued
+// return without the queue's lock: here the test holds it.
+func TestQueue_AddOfAQueuedKey_TakesNoLock(t *testing.T) {
+	q := NewQueue(QueueOptions[string]{})
+	defer q.ShutDown()
+	q.Add("a")
+	q.Add("a")
+	q.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		q.Add("a")
+		close(done)
+	}()
+	select {
+	case <-done:
+		q.mu.Unlock()
+	case <-time.After(10 * time.Second):
+		q.mu.Unlock()
+		<-done
+		t.Fatal("q.Add(a) of a queued key waited for the lock")
+	}
+	if k, _ := q.Get(); k != "a" || q.Len() != 0 {
+		t.Fatalf("q.Get() = %q with %d more queued, want a and none", k, q.Len())
+	}
 }
 
 func TestQueue_InFlight_WithoutObserver_CountsKeysOnly(t *testing.T) {
