@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -185,31 +186,61 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 }
 
 // list lists w's namespace in pages (so the response buffer stays small),
-// stores the result and tells the handlers what changed.
+// stores the result and tells the handlers what changed. Pages overlap: the
+// next is asked for as soon as a page is read, while it is being decoded and
+// the one before is prepared for the store, so the API server's work and
+// ours run side by side.
 func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
+	type page struct {
+		objs    []*T
+		meta    metav1.ListMeta
+		skipped []error
+		err     error
+		next    chan page // the next page, if asked for early
+	}
+	var fetches sync.WaitGroup
+	defer fetches.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before Wait: an early fetch of a page never used ends at once
+	var fetch func(token string) chan page
+	fetch = func(token string) chan page {
+		ch := make(chan page, 1)
+		fetches.Go(func() {
+			var p page
+			p.objs, p.meta, p.skipped, p.err = i.client.listPage(ctx, w.opts, "", cachePageSize, token, func(m metav1.ListMeta) {
+				if m.Continue != "" {
+					p.next = fetch(m.Continue)
+				}
+			})
+			ch <- p
+		})
+		return ch
+	}
 	var all []*T
-	for next := ""; ; {
-		page, meta, skipped, err := i.client.listPage(ctx, w.opts, "", cachePageSize, next)
-		if err != nil {
-			return err
+	for p := <-fetch(""); ; p = <-p.next {
+		if p.err != nil {
+			return p.err
 		}
-		for _, err := range skipped { // each names its object
+		for _, err := range p.skipped { // each names its object
 			i.log.Warn("kctl: cache skipped an object it could not decode", "resource", i.res.String(), "err", err)
 		}
-		for _, obj := range page {
+		for _, obj := range p.objs {
 			i.transform(obj)
 			all = append(all, obj)
 		}
-		if next = meta.Continue; next == "" {
+		if p.meta.Continue == "" {
 			i.mu.Lock()
 			defer i.mu.Unlock()
 			initial := !w.synced
 			i.store.replace(w.opts.Namespace, all, func(t EventType, obj, old *T) {
 				i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
 			})
-			w.rv, w.synced, w.err = meta.ResourceVersion, true, nil
+			w.rv, w.synced, w.err = p.meta.ResourceVersion, true, nil
 			i.notifyLocked()
 			return nil
+		}
+		if p.next == nil { // not asked for early (a JSON page)
+			p.next = fetch(p.meta.Continue)
 		}
 	}
 }

@@ -14,12 +14,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -793,5 +795,80 @@ func TestCache_InformerMadeAfterStart_RunsAndStops(t *testing.T) {
 	}
 	if err := inf.Err(); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Errorf("Err() after stop = %v, want stopped", err)
+	}
+}
+
+// A protobuf list in pages: each next page is asked for while the one before
+// is decoded. A continue token that expires meanwhile relists from the start;
+// every object is stored and reported once, and no fetch outlives the list.
+func TestInformerFault_ProtobufPages_OverlapAndRelistOnExpiry(t *testing.T) {
+	checkNoCacheLeaks(t)
+	page := func(from, to int, rv, next string) []byte {
+		list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: next}}
+		for i := from; i < to; i++ {
+			list.Items = append(list.Items, *realisticPod(i))
+		}
+		raw, err := list.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return envelope("PodList", raw)
+	}
+	f := newFakeAPI(t, func(c fakeCall) {
+		body := []byte(nil)
+		switch tok := c.param("continue"); {
+		case c.kind == "watch":
+			c.hang()
+			return
+		case tok == "":
+			body = page(0, 500, "10", fmt.Sprint("p2-", c.n))
+		case strings.HasPrefix(tok, "p2-"):
+			body = page(500, 1000, "10", "p3-"+tok[3:])
+		case tok == "p3-1": // the first list's last page: expired
+			c.status(410, metav1.StatusReasonExpired, "The provided continue parameter is too old")
+			return
+		default:
+			body = page(1000, 1200, "10", "")
+		}
+		c.w.Header().Set("Content-Type", mediaProtobuf)
+		c.w.Write(body)
+	})
+	conn, err := NewConn(&rest.Config{Host: f.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(conn, CacheOptions{Logger: slog.New(slog.DiscardHandler)})
+	pods, err := InformerFor[corev1.Pod](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	added := map[string]int{}
+	pods.AddHandler(func(e Event[corev1.Pod]) {
+		mu.Lock()
+		defer mu.Unlock()
+		added[e.Object.Name]++
+	})
+	startCache(t, c)
+	cacheEventually(t, "the sync", pods.HasSynced)
+	cacheEventually(t, "1200 Added events", func() bool { mu.Lock(); defer mu.Unlock(); return len(added) == 1200 })
+	mu.Lock()
+	for name, n := range added {
+		if n != 1 {
+			t.Errorf("%s added %d times", name, n)
+		}
+	}
+	mu.Unlock()
+	if n, _ := pods.Stats(); n != 1200 {
+		t.Errorf("%d Pods stored, want 1200", n)
+	}
+	var lists []string
+	for _, r := range f.requests() {
+		if strings.HasPrefix(r, "list") {
+			lists = append(lists, r[strings.Index(r, "continue="):])
+		}
+	}
+	if want := []string{"continue=", "continue=p2-1", "continue=p3-1", "continue=", "continue=p2-4", "continue=p3-4"}; !slices.Equal(lists, want) {
+		t.Errorf("lists asked for %q, want %q", lists, want)
 	}
 }

@@ -320,7 +320,7 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	var all []*T
 	var skipped []error
 	for token, restarts := "", 0; ; {
-		items, meta, bad, err := c.listPage(ctx, opts, "", listPageSize, token)
+		items, meta, bad, err := c.listPage(ctx, opts, "", listPageSize, token, nil)
 		if err != nil && token != "" && apierrors.IsResourceExpired(err) && restarts < listMaxRestarts {
 			all, skipped, token, restarts = nil, nil, "", restarts+1
 			continue
@@ -341,9 +341,11 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 
 // listPage is one List request (cache.go pages through it); resourceVersion
 // goes only with the first page, and limit 0 means none. Undecodable objects
-// are left out of items, skipped naming each; err is for the whole page.
-func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVersion string, limit int64, continueToken string) (
-	items []*T, meta metav1.ListMeta, skipped []error, err error) {
+// are left out of items, skipped naming each; err is for the whole page. If
+// early is set, it gets the page's ListMeta (a protobuf page's) as soon as
+// the page is read, before its objects are decoded: time to ask for the next.
+func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVersion string, limit int64, continueToken string,
+	early func(metav1.ListMeta)) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
 	q := opts.query()
 	if limit > 0 {
 		q.Set("limit", strconv.FormatInt(limit, 10))
@@ -355,6 +357,13 @@ func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVers
 	}
 	r := request{verb: "list", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
+		if early != nil && isProto(ct) {
+			if _, raw, err := unwrap(body); err == nil {
+				if m, err := field(raw, 1); err == nil && safeUnmarshal(&meta, m) == nil {
+					early(meta)
+				}
+			}
+		}
 		items, meta, skipped, err = c.codec.decodeList(ct, body)
 		return err
 	})
