@@ -43,6 +43,7 @@ type Informer[T any] struct {
 	res       Resource
 	client    *Client[T]
 	transform func(obj *T) // readies a decoded object for the store
+	sharer    *sharer      // then makes it share equal parts with stored objects
 	resync    time.Duration
 	log       *slog.Logger
 
@@ -189,7 +190,7 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 // stores the result and tells the handlers what changed. Pages overlap: the
 // next is asked for as soon as a page is read, while it is being decoded and
 // the one before is prepared for the store, so the API server's work and
-// ours run side by side.
+// ours run side by side; at most two pages are ahead of the one prepared.
 func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	type page struct {
 		objs    []*T
@@ -201,12 +202,19 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	var fetches sync.WaitGroup
 	defer fetches.Wait()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // before Wait: an early fetch of a page never used ends at once
+	defer cancel()                  // before Wait: an early fetch of a page never used ends at once
+	ahead := make(chan struct{}, 2) // pages asked for and not yet taken below
 	var fetch func(token string) chan page
 	fetch = func(token string) chan page {
 		ch := make(chan page, 1)
 		fetches.Go(func() {
 			var p page
+			select {
+			case ahead <- struct{}{}:
+			case <-ctx.Done():
+				ch <- page{err: ctx.Err()}
+				return
+			}
 			p.objs, p.meta, p.skipped, p.err = i.client.listPage(ctx, w.opts, "", cachePageSize, token, func(m metav1.ListMeta) {
 				if m.Continue != "" {
 					p.next = fetch(m.Continue)
@@ -218,6 +226,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	}
 	var all []*T
 	for p := <-fetch(""); ; p = <-p.next {
+		<-ahead
 		if p.err != nil {
 			return p.err
 		}
@@ -226,6 +235,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 		}
 		for _, obj := range p.objs {
 			i.transform(obj)
+			i.sharer.share(obj)
 			all = append(all, obj)
 		}
 		if p.meta.Continue == "" {
@@ -281,6 +291,9 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	obj, m := e.Object, metaOf(e.Object)
 	if !bookmark {
 		i.transform(obj)
+	}
+	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
+		i.sharer.share(obj)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -436,7 +449,10 @@ func ScopeFor[T any, PT Object[T]](c *Cache, s Scope) error {
 
 // TransformFor sets fn to change each of T's objects (after managedFields
 // are dropped) before it is stored, e.g. to clear fields nobody reads. fn
-// owns the object. Call it before T's informer is made.
+// owns the object, and must not make it point at memory it does not own (a
+// package-level default, a part of another object): the cache then makes the
+// object share equal parts with stored ones, rewriting what it points at.
+// Call it before T's informer is made.
 func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 	return configure[T](c, func(res Resource) { c.transforms[res] = fn })
 }
@@ -493,16 +509,14 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	}
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
-	sharer := newSharer[T]()
 	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, log: c.opts.Logger,
-		store: newStore[T](), transform: func(obj *T) {
+		store: newStore[T](), sharer: newSharer[T](), transform: func(obj *T) {
 			if !keep {
 				metaOf(obj).SetManagedFields(nil)
 			}
 			if transform != nil {
 				transform(obj)
 			}
-			sharer.share(obj) // last: a transform may modify obj, never what it shares
 		}}
 	inf.client.codec.skipManagedFields = !keep // not even decoded (protobuf)
 	namespaces := slices.Compact(slices.Sorted(slices.Values(scope.Namespaces)))

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -870,5 +871,61 @@ func TestInformerFault_ProtobufPages_OverlapAndRelistOnExpiry(t *testing.T) {
 	}
 	if want := []string{"continue=", "continue=p2-1", "continue=p3-1", "continue=", "continue=p2-4", "continue=p3-4"}; !slices.Equal(lists, want) {
 		t.Errorf("lists asked for %q, want %q", lists, want)
+	}
+}
+
+// While the first page is still being prepared for the store, the informer
+// has asked for at most two pages more: read-ahead is bounded.
+func TestInformerFault_ProtobufPages_ReadAheadIsBounded(t *testing.T) {
+	checkNoCacheLeaks(t)
+	const pages = 20
+	var asked atomic.Int32
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "watch" {
+			c.hang()
+			return
+		}
+		asked.Add(1)
+		n, _ := strconv.Atoi(c.param("continue"))
+		list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}
+		if n+1 < pages {
+			list.Continue = strconv.Itoa(n + 1)
+		}
+		for i := range 5 {
+			list.Items = append(list.Items, *realisticPod(n*5 + i))
+		}
+		raw, _ := list.Marshal()
+		c.w.Header().Set("Content-Type", mediaProtobuf)
+		c.w.Write(envelope("PodList", raw))
+	})
+	conn, err := NewConn(&rest.Config{Host: f.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(conn, CacheOptions{Logger: slog.New(slog.DiscardHandler)})
+	var first atomic.Bool
+	var askedWhileBlocked int32
+	if err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
+		if first.CompareAndSwap(false, true) {
+			for deadline := time.Now().Add(5 * time.Second); asked.Load() < 3 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // room for a fourth request, which must not come
+			askedWhileBlocked = asked.Load()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := InformerFor[corev1.Pod](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCache(t, c)
+	cacheEventually(t, "the sync", pods.HasSynced)
+	if askedWhileBlocked != 3 {
+		t.Errorf("%d pages asked for while page 1 was prepared, want 3 (it and two ahead)", askedWhileBlocked)
+	}
+	if n, _ := pods.Stats(); n != pages*5 {
+		t.Errorf("%d Pods stored, want %d", n, pages*5)
 	}
 }

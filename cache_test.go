@@ -610,3 +610,36 @@ func TestStore_List_PicksTheNarrowestLabelIndex(t *testing.T) {
 			values, ix, missing, s.indexes[labelIndexName("pod-template-hash")])
 	}
 }
+
+// Lists by many new label keys at once build no more indexes than the bound,
+// and each still returns what a scan would.
+func TestInformer_List_ConcurrentIndexBuildsKeepTheBound(t *testing.T) {
+	inf := &Informer[corev1.ConfigMap]{store: newStore[corev1.ConfigMap]()}
+	lbls := map[string]string{}
+	for k := range 40 {
+		lbls[fmt.Sprint("k", k)] = "v"
+	}
+	for i := range 500 {
+		inf.store.put(storeCM("ns", fmt.Sprint(i), "1", lbls))
+	}
+	for i := range maxIndexes - 1 {
+		if err := inf.AddIndex(fmt.Sprint("user", i), func(*corev1.ConfigMap) []string { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lists sync.WaitGroup
+	start := make(chan struct{})
+	for k := range 40 {
+		lists.Go(func() {
+			<-start
+			if got := inf.List(ListOptions{Labels: labels.SelectorFromSet(labels.Set{fmt.Sprint("k", k): "v"})}); len(got) != 500 {
+				t.Errorf("List(k%d=v) = %d objects, want 500", k, len(got))
+			}
+		})
+	}
+	close(start)
+	lists.Wait()
+	if n := len(inf.store.indexes); n > maxIndexes {
+		t.Errorf("%d indexes, want at most %d", n, maxIndexes)
+	}
+}

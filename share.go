@@ -31,11 +31,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// shareGeneration is how many values a sharer remembers of each kind (and
-// of each pointer or slice type) before it starts a new generation; values
-// used in the last two generations stay, so a stream of unique values (names,
-// IPs, timestamps) cannot grow it without bound.
-const shareGeneration = 4096
+// What a sharer remembers is bounded: it starts a new generation of every
+// table once the current one holds shareGeneration values or shareBytes
+// bytes, and forgets the generation before; values used in the last two
+// generations stay. So a stream of unique values (names, IPs, timestamps, the
+// old versions of objects updated often) pins at most twice the budget, and
+// a value larger than shareMaxValue is never remembered.
+const (
+	shareGeneration = 16384
+	shareBytes      = 4 << 20
+	shareMaxValue   = 16 << 10
+)
 
 // sharer makes new objects of one Go type share equal parts with objects it
 // saw before. Safe for concurrent use (an informer's watches share it).
@@ -43,15 +49,44 @@ type sharer struct {
 	mu     sync.Mutex
 	plan   *sharePlan // nil: the type has nothing to share
 	seed   maphash.Seed
+	gen    uint32 // the current generation
+	values int    // remembered in the current generation
+	bytes  int
 	strs   generations[string, string]
 	smaps  generations[uint64, map[string]string]
 	lists  generations[uint64, map[corev1.ResourceName]resource.Quantity]
-	blocks map[*sharePlan]*generations[uint64, unsafe.Pointer] // per pointer or slice type
+	blocks map[*sharePlan]*generations[blockKey, unsafe.Pointer] // per pointer or slice type
+}
+
+type blockKey struct {
+	hash uint64
+	size uintptr
 }
 
 func newSharer[T any]() *sharer {
+	sharePlansMu.Lock()
+	defer sharePlansMu.Unlock()
 	return &sharer{plan: sharePlanOf(reflect.TypeFor[T](), map[reflect.Type]*sharePlan{}), seed: maphash.MakeSeed(),
-		blocks: map[*sharePlan]*generations[uint64, unsafe.Pointer]{}}
+		blocks: map[*sharePlan]*generations[blockKey, unsafe.Pointer]{}}
+}
+
+// remember counts a value of size bytes into the current generation, and
+// says whether it may be remembered at all.
+func (s *sharer) remember(size int) bool {
+	if size > shareMaxValue {
+		return false
+	}
+	if s.values >= shareGeneration || s.bytes+size > shareBytes {
+		s.gen, s.values, s.bytes = s.gen+1, 0, 0
+		s.strs.turn(s.gen)
+		s.smaps.turn(s.gen)
+		s.lists.turn(s.gen)
+		for _, g := range s.blocks {
+			g.turn(s.gen)
+		}
+	}
+	s.values, s.bytes = s.values+1, s.bytes+size
+	return true
 }
 
 // share makes obj (a *T) point at equal parts seen before. obj must be new:
@@ -74,8 +109,10 @@ func (s *sharer) walk(p *sharePlan, at unsafe.Pointer) {
 		if *str == "" {
 			return
 		}
-		if seen, ok := s.strs.get(*str); !ok {
-			s.strs.put(*str, *str)
+		if seen, ok := s.strs.get(s.gen, *str); !ok {
+			if s.remember(len(*str)) {
+				s.strs.put(s.gen, *str, *str)
+			}
 		} else if unsafe.StringData(seen) != unsafe.StringData(*str) {
 			*str = seen
 		}
@@ -91,6 +128,8 @@ func (s *sharer) walk(p *sharePlan, at unsafe.Pointer) {
 				*m = seen
 			}
 		}
+	case shareQuantity: // String caches the canonical form in the Quantity: do it while it is ours
+		_ = (*resource.Quantity)(at).String()
 	case shareStruct:
 		for _, f := range p.fields {
 			s.walk(f.plan, unsafe.Add(at, f.offset))
@@ -128,32 +167,37 @@ type sliceHeader struct {
 func (s *sharer) block(p *sharePlan, at unsafe.Pointer, n uintptr) unsafe.Pointer {
 	g := s.blocks[p]
 	if g == nil {
-		g = &generations[uint64, unsafe.Pointer]{}
+		g = &generations[blockKey, unsafe.Pointer]{}
 		s.blocks[p] = g
 	}
 	b := unsafe.Slice((*byte)(at), n)
-	h := maphash.Bytes(s.seed, b)
-	if seen, ok := g.get(h); ok {
+	k := blockKey{maphash.Bytes(s.seed, b), n}
+	if seen, ok := g.get(s.gen, k); ok {
 		if bytes.Equal(unsafe.Slice((*byte)(seen), n), b) {
 			return seen
 		}
 		return at // another value with this hash: keep both
 	}
-	g.put(h, at)
+	if s.remember(int(n)) {
+		g.put(s.gen, k, at)
+	}
 	return at
 }
 
 // shareMap returns the map seen before that equals m, or m, remembered.
 // Maps are found by a hash of their entries that ignores their order.
 func shareMap[K ~string, V comparable](s *sharer, g *generations[uint64, map[K]V], m map[K]V) map[K]V {
-	h := uint64(len(m))
+	h, size := uint64(len(m)), 0
 	for k, v := range m {
 		h += (maphash.String(s.seed, string(k)) ^ maphash.Comparable(s.seed, v)*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
+		size += len(k) + int(unsafe.Sizeof(v))
 	}
-	if seen, ok := g.get(h); ok && maps.Equal(seen, m) {
+	if seen, ok := g.get(s.gen, h); ok && maps.Equal(seen, m) {
 		return seen
 	}
-	g.put(h, m)
+	if s.remember(size) {
+		g.put(s.gen, h, m)
+	}
 	return m
 }
 
@@ -161,26 +205,39 @@ func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
-// generations is a map that forgets what was not used in the last two
-// generations of shareGeneration entries each.
-type generations[K comparable, V any] struct{ cur, prev map[K]V }
+// generations is a map that forgets what was not used in the last two of
+// its sharer's generations: it turns over when it sees a newer one.
+type generations[K comparable, V any] struct {
+	cur, prev map[K]V
+	gen       uint32 // cur's generation
+}
 
-func (g *generations[K, V]) get(k K) (V, bool) {
+func (g *generations[K, V]) get(gen uint32, k K) (V, bool) {
+	g.turn(gen)
 	if v, ok := g.cur[k]; ok {
 		return v, true
 	}
 	v, ok := g.prev[k]
 	if ok {
-		g.put(k, v)
+		g.cur[k] = v
 	}
 	return v, ok
 }
 
-func (g *generations[K, V]) put(k K, v V) {
-	if g.cur == nil || len(g.cur) >= shareGeneration {
-		g.prev, g.cur = g.cur, make(map[K]V, len(g.cur))
-	}
+func (g *generations[K, V]) put(gen uint32, k K, v V) {
+	g.turn(gen)
 	g.cur[k] = v
+}
+
+func (g *generations[K, V]) turn(gen uint32) {
+	switch {
+	case g.cur == nil:
+		g.cur, g.gen = map[K]V{}, gen
+	case gen == g.gen+1:
+		g.prev, g.cur, g.gen = g.cur, map[K]V{}, gen
+	case gen != g.gen: // skipped a generation: all of it is old
+		g.prev, g.cur, g.gen = nil, map[K]V{}, gen
+	}
 }
 
 // A sharePlan says where in a value of one Go type the shareable parts are,
@@ -203,20 +260,28 @@ const (
 	shareString shareKind = iota
 	shareStringMap
 	shareResourceList
+	shareQuantity
 	shareStruct
 	sharePointer
 	shareSlice
 )
 
-var sharePlans sync.Map // reflect.Type -> *sharePlan (nil: nothing to share)
+// sharePlans holds each type's plan (nil: nothing to share), built whole
+// under sharePlansMu: a recursive type's plan is incomplete while it is built.
+var (
+	sharePlansMu sync.Mutex
+	sharePlans   = map[reflect.Type]*sharePlan{}
+)
 
 // sharePlanOf returns t's plan, nil if t holds nothing to share. Only
 // exported fields are walked (the bytes of the others still count when their
 // struct is compared); ObjectMeta's name, uid and resourceVersion are unique
-// to each object and not remembered; a Quantity is only compared whole.
+// to each object and not remembered; a Quantity gets its cached string made
+// (readers would write it, into memory other objects share), then is
+// compared whole.
 func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePlan {
-	if p, ok := sharePlans.Load(t); ok {
-		return p.(*sharePlan)
+	if p, ok := sharePlans[t]; ok {
+		return p
 	}
 	if p, ok := building[t]; ok { // a recursive type: its plan is being built
 		return p
@@ -229,6 +294,8 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 		p = &sharePlan{kind: shareResourceList}
 	case t.Kind() == reflect.String:
 		p = &sharePlan{kind: shareString}
+	case t == reflect.TypeFor[resource.Quantity]():
+		p = &sharePlan{kind: shareQuantity}
 	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice:
 		p = &sharePlan{kind: sharePointer, size: t.Elem().Size()}
 		if t.Kind() == reflect.Slice {
@@ -236,7 +303,7 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 		}
 		building[t] = p
 		p.elem = sharePlanOf(t.Elem(), building)
-	case t.Kind() == reflect.Struct && t != reflect.TypeFor[resource.Quantity]():
+	case t.Kind() == reflect.Struct:
 		p = &sharePlan{kind: shareStruct}
 		building[t] = p
 		for i := range t.NumField() {
@@ -254,6 +321,6 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 		}
 	}
 	delete(building, t)
-	sharePlans.Store(t, p)
+	sharePlans[t] = p
 	return p
 }

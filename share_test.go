@@ -64,19 +64,66 @@ func TestSharer_SharesEqualPartsOnly(t *testing.T) {
 	}
 }
 
-// A stream of unique strings keeps at most two generations; a string in use
-// survives the turn of a generation.
+// A stream of unique values (here each Pod's IP and a large annotation)
+// keeps at most two generations, by count and by bytes; a value in use
+// survives the turn of a generation; a value too large is not remembered.
 func TestSharer_ForgetsOldGenerations(t *testing.T) {
-	var g generations[string, string]
-	g.put("kept", "kept")
+	s := newSharer[corev1.Pod]()
+	big := string(make([]byte, shareMaxValue+1))
 	for i := range 3 * shareGeneration {
-		g.put(string(rune(i+1000)), "")
-		if _, ok := g.get("kept"); !ok {
-			t.Fatalf("after %d others, a string used all along was forgotten", i)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("kept")),
+			Annotations: map[string]string{"note": fmt.Sprintf("%0400d", i)}, Labels: map[string]string{"big": big}},
+			Status: corev1.PodStatus{PodIP: fmt.Sprint("10.0.", i)}}
+		s.share(p)
+		if _, ok := s.strs.get(s.gen, "kept"); !ok {
+			t.Fatalf("after %d Pods, a string used all along was forgotten", i)
 		}
 	}
-	if n := len(g.cur) + len(g.prev); n > 2*shareGeneration {
-		t.Errorf("%d remembered, want at most %d", n, 2*shareGeneration)
+	values, bytes := 0, 0
+	for k, v := range s.strs.cur {
+		values, bytes = values+1, bytes+len(k)
+		if len(v) > shareMaxValue {
+			t.Errorf("a string of %d bytes is remembered; at most %d should be", len(v), shareMaxValue)
+		}
+	}
+	for k := range s.strs.prev {
+		values, bytes = values+1, bytes+len(k)
+	}
+	for _, g := range []map[uint64]map[string]string{s.smaps.cur, s.smaps.prev} {
+		for _, m := range g {
+			values, bytes = values+1, bytes+len(m["note"])
+		}
+	}
+	if values > 2*shareGeneration || bytes > 2*shareBytes {
+		t.Errorf("%d values, %d bytes remembered; want at most %d and %d", values, bytes, 2*shareGeneration, 2*shareBytes)
+	}
+	if s.gen < 2 {
+		t.Errorf("generation %d after %d unique Pods: the budget never turned", s.gen, 3*shareGeneration)
+	}
+}
+
+// A Quantity a reader would make its string for (String, Size) has it made
+// before it is shared, so no reader writes memory other objects hold.
+func TestSharer_QuantityStringMadeBeforeSharing(t *testing.T) {
+	s := newSharer[corev1.Pod]()
+	pod := func() *corev1.Pod {
+		q := resource.MustParse(string([]byte("2000m"))) // not canonical: no cached string yet
+		return &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "tmp",
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &q}}}}}}
+	}
+	a, b := pod(), pod()
+	s.share(a)
+	s.share(b)
+	qa, qb := a.Spec.Volumes[0].EmptyDir.SizeLimit, b.Spec.Volumes[0].EmptyDir.SizeLimit
+	if qa != qb {
+		t.Fatalf("equal quantities not shared")
+	}
+	var readers sync.WaitGroup
+	readers.Go(func() { _ = qa.String() })
+	readers.Go(func() { _ = b.Size() }) // the race detector sees a write here if String was not made
+	readers.Wait()
+	if qa.String() != "2" {
+		t.Errorf("SizeLimit = %s, want 2", qa.String())
 	}
 }
 

@@ -341,8 +341,8 @@ func (i *Informer[T]) List(opts ListOptions) []*T {
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for ; missing != ""; out, missing = i.store.list(opts.Namespace, opts.Labels) {
-		i.store.labelIndex(missing)
+	for out, missing = i.store.list(opts.Namespace, opts.Labels); missing != ""; out, missing = i.store.list(opts.Namespace, opts.Labels) {
+		i.store.labelIndex(missing) // asked again under the write lock: another List may have filled the room
 	}
 	return out
 }
