@@ -112,7 +112,7 @@ func (m *metrics) page() page {
 	for r, stats := range informers {
 		objects, bytes := stats()
 		p.gauge("kctl_cache_objects", "Number of objects in the informer's cache per resource.", float64(objects), "resource", r)
-		p.gauge("kctl_cache_bytes", "Estimated bytes held by the objects in the informer's cache per resource.", float64(bytes), "resource", r)
+		p.gauge("kctl_cache_bytes", "Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).", float64(bytes), "resource", r)
 	}
 	for l, leading := range leaders {
 		v := 0.0

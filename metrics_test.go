@@ -80,7 +80,7 @@ func TestMetrics_InformersAndLeader_ExactPage(t *testing.T) {
 	m.setLeader("kctl-lock", true)
 	m.setLeader("other", true)
 	m.setLeader("other", false)
-	want := `# HELP kctl_cache_bytes Estimated bytes held by the objects in the informer's cache per resource.
+	want := `# HELP kctl_cache_bytes Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).
 # TYPE kctl_cache_bytes gauge
 kctl_cache_bytes{resource="deployments.apps/v1"} 2e+09
 kctl_cache_bytes{resource="pods/v1"} 4096

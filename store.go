@@ -455,9 +455,11 @@ func rvAtLeast(have, rv string) bool {
 }
 
 // Stats returns the number of objects and their encoded size (protobuf for
-// built-in types, JSON for declared ones): a lower bound of their heap (a Pod
-// without managedFields takes about 6 times more). It measures the objects
-// stored since the last call, off the watch's hot path. For the metrics page.
+// built-in types, JSON for declared ones): what they hold, not what they
+// take. Decoded alone, a Pod takes several times its encoded size; in the
+// cache, objects share their equal parts (share.go), so the Pods of a few
+// workloads take less. It measures the objects stored since the last call,
+// off the watch's hot path. For the metrics page.
 func (i *Informer[T]) Stats() (objects int, bytes int64) {
 	var todo []*T
 	i.mu.RLock()
