@@ -226,10 +226,10 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	}
 	var all []*T
 	for p := <-fetch(""); ; p = <-p.next {
-		<-ahead
 		if p.err != nil {
-			return p.err
+			return p.err // a page that failed to start holds no place ahead
 		}
+		<-ahead
 		for _, err := range p.skipped { // each names its object
 			i.log.Warn("kctl: cache skipped an object it could not decode", "resource", i.res.String(), "err", err)
 		}

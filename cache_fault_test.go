@@ -929,3 +929,46 @@ func TestInformerFault_ProtobufPages_ReadAheadIsBounded(t *testing.T) {
 		t.Errorf("%d Pods stored, want %d", n, pages*5)
 	}
 }
+
+// Stopping the cache while a paged list is under way ends the list: pages
+// asked for early that end with the stop do not leave it waiting.
+func TestInformerFault_ProtobufPages_StopMidList(t *testing.T) {
+	checkNoCacheLeaks(t)
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "watch" {
+			c.hang()
+			return
+		}
+		n, _ := strconv.Atoi(c.param("continue"))
+		list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10", Continue: strconv.Itoa(n + 1)}}
+		list.Items = append(list.Items, *realisticPod(n))
+		raw, _ := list.Marshal()
+		c.w.Header().Set("Content-Type", mediaProtobuf)
+		c.w.Write(envelope("PodList", raw)) // pages without end
+	})
+	conn, err := NewConn(&rest.Config{Host: f.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(conn, CacheOptions{Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	var first atomic.Bool
+	if err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
+		if first.CompareAndSwap(false, true) { // page 1 waits here until the stop
+			cancel()
+			time.Sleep(300 * time.Millisecond) // the fetches asked for early see the stop meanwhile
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InformerFor[corev1.Pod](c); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Cache.Start did not return within 10s of its context ending mid-list")
+	}
+}
