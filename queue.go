@@ -50,7 +50,7 @@ type Queue[K comparable] struct {
 	processing int                                // slots with fProcessing
 	last       uint32                             // slot Get handed out last (findLocked tries it first)
 	hot        atomic.Pointer[map[K]*atomic.Bool] // key -> its slot.hot (or a dead one, false); read without mu, replaced whole
-	pending    int                                // slot.hot flags made since hot was built
+	fresh      []hotEntry[K]                      // slot.hot flags made since hot was built
 	shutdown   bool                               // set once; then n == 0, wait is empty, no slot is queued, dirty or waiting
 	drained    chan struct{}                      // made at shutdown, closed once processing is 0
 	epoch      time.Time                          // origin of the int64 times (ns, monotonic)
@@ -389,23 +389,40 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 }
 
 // publishLocked gives slot i a hot flag: the one its key had in q.hot (unused
-// since its slot was freed) or a new one, which waits for the next rebuild of q.hot.
+// since its slot was freed) or a new one, listed in fresh until the next rebuild
+// of q.hot, which keeps the flags of idle keys for their next slot unless they
+// outnumber the keys in use.
 func (q *Queue[K]) publishLocked(i uint32) {
 	s, m := &q.slots[i], *q.hot.Load()
 	if s.hot = m[s.key]; s.hot == nil {
 		s.hot = new(atomic.Bool)
-		if q.pending++; q.pending > (len(m)+len(q.slots))/8 { // amortized O(8) per new flag
-			m = make(map[K]*atomic.Bool, len(m)+q.pending)
-			for j := range q.slots {
-				if h := q.slots[j].hot; h != nil {
-					m[q.slots[j].key] = h
+		q.fresh = append(q.fresh, hotEntry[K]{s.key, s.hot})
+		if len(q.fresh) > len(m)/8 { // amortized O(8) per new flag
+			prune := len(m) > 2*len(q.slots)+1024
+			n := make(map[K]*atomic.Bool, len(m)+len(q.fresh))
+			for k, h := range m {
+				if _, ok := q.index[k]; !prune || ok {
+					n[k] = h
 				}
 			}
-			q.hot.Store(&m)
-			q.pending = 0
+			for _, e := range q.fresh {
+				if j, ok := q.index[e.key]; ok && q.slots[j].hot == e.hot { // the live flag wins
+					n[e.key] = e.hot
+				} else if !prune && n[e.key] == nil {
+					n[e.key] = e.hot
+				}
+			}
+			q.hot.Store(&n)
+			clear(q.fresh)
+			q.fresh = q.fresh[:0]
 		}
 	}
 	s.mirror()
+}
+
+type hotEntry[K comparable] struct {
+	key K
+	hot *atomic.Bool
 }
 
 func (q *Queue[K]) liveLow(e item) bool {

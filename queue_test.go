@@ -611,3 +611,32 @@ func ExampleQueue() {
 	// default/web
 	// default/db
 }
+
+// Keys that come and go (queued, run, done, queued again), as a controller's
+// do, keep their flag for duplicate adds across their lifetimes: steady state
+// allocates nothing and does not rebuild the flag map.
+func TestQueue_KeyChurn_NoAllocationInSteadyState(t *testing.T) {
+	for _, live := range []int{1, 8} {
+		q := NewQueue(QueueOptions[int]{})
+		i := 0
+		round := func() {
+			for j := range live {
+				k := (i + j) % 64
+				q.Add(k)
+				q.Add(k)
+				q.Add(k)
+			}
+			for range live {
+				k, _ := q.Get()
+				q.Done(k)
+			}
+			i += live
+		}
+		for range 2000 {
+			round()
+		}
+		if a := testing.AllocsPerRun(2000, round); a != 0 {
+			t.Errorf("%d keys live out of 64 in rotation: %.2f allocations per round, want 0", live, a)
+		}
+	}
+}
