@@ -51,7 +51,11 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
-// Builder mistakes are returned by Manager.Start, never panics.
+// Builder mistakes are returned by Manager.Start, never panics. Its
+// configuration is fixed when it starts: a controller made after
+// Manager.Start starts once its caches have synced, so make its builder calls
+// right after NewController; a builder call after it started is ignored and
+// logged as an error.
 //
 // Contract of the reconcile function, applied by one switch in handle:
 //
@@ -69,6 +73,8 @@ type Controller[T any] struct {
 	client    *Client[T] // writes finalizers; uncached
 	log       *slog.Logger
 	replays   []func() // hand every cached object to its source's handler
+	connects  []func() // add the sources' handlers to their informers, at the first run
+	caches    []syncer // the informers of T and of every source; run waits for them
 
 	metrics *controllerMetrics
 
@@ -81,6 +87,12 @@ type Controller[T any] struct {
 	rateLimiter RateLimiter[Key]
 
 	mu sync.Mutex
+	// started is set by the first run; from then on the configuration above
+	// is fixed and builder calls are ignored (see configure).
+	started bool
+	// active holds the keys being reconciled and since when, for the log of
+	// an abandoned shutdown.
+	active map[Key]time.Time
 	// queue is nil while the controller is not running (a standby replica):
 	// events are then dropped, and each run starts a new queue filled with
 	// every cached key (replays), so nothing that happened meanwhile is lost.
@@ -102,7 +114,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		name: name, mgr: m, reconcile: reconcile, workers: 1,
 		log:      m.log.With("controller", name),
 		client:   NewClient[T, PT](m.conn),
-		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{},
+		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{}, active: map[Key]time.Time{},
 	}
 	var err error
 	if c.res, err = ResourceOf[T](); err != nil {
@@ -113,15 +125,32 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
 		return c
 	}
-	c.informer.AddHandler(live(c.onEvent))
+	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
+	c.caches = append(c.caches, c.informer)
 	m.metrics.addInformer(c.res.String(), c.informer.Stats)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	m.writes.watch(c.res)
 	m.mu.Lock()
-	m.informers = append(m.informers, c.informer)
-	m.runnables = append(m.runnables, Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run})
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	m.controllers = append(m.controllers, c)
+	if err := m.addLocked(Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run, busy: c.busy}); err != nil {
+		c.log.Error(err.Error())
+	}
+	return c
+}
+
+// configure applies a builder call, unless the controller has started: its
+// configuration is then fixed, and the call is ignored with an error log.
+func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		c.log.Error("kctl: " + call + " on a controller that has started is ignored: " +
+			"make every builder call right after NewController, before the controller's caches sync")
+		return c
+	}
+	apply()
 	return c
 }
 
@@ -132,30 +161,26 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 		c.mgr.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
 		return c
 	}
-	c.workers = n
-	return c
+	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
 }
 
 // WithRateLimiter replaces the retry backoff. Defaults to the queue's default:
 // the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
 // token bucket over all keys (10 per second, burst 100).
 func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
-	c.rateLimiter = rl
-	return c
+	return c.configure("WithRateLimiter", func() { c.rateLimiter = rl })
 }
 
 // WithPredicates filters the events of T itself: an event enqueues its key
 // only if every predicate returns true.
 func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
-	c.predicates = append(c.predicates, p...)
-	return c
+	return c.configure("WithPredicates", func() { c.predicates = append(c.predicates, p...) })
 }
 
 // WithEventFilter filters the events of every object source (T, Owns and
 // Watches): an event enqueues keys only if every predicate returns true.
 func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
-	c.filters = append(c.filters, p...)
-	return c
+	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
 }
 
 // OnDelete sets a hook called, instead of reconcile, with the last known state
@@ -163,8 +188,7 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 // missed while the controller was down is never seen. Use Finalizer for
 // cleanup that must happen.
 func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
-	c.onDelete = fn
-	return c
+	return c.configure("OnDelete", func() { c.onDelete = fn })
 }
 
 // Finalizer makes deletion wait for cleanup. kctl adds the finalizer name to
@@ -172,8 +196,10 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 // it calls cleanup instead of reconcile and removes the finalizer once cleanup
 // returns nil. An error from cleanup is retried with backoff.
 func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
-	c.finalizer, c.cleanup = name, cleanup
-	return c
+	return c.configure("Finalizer", func() {
+		c.finalizer = name
+		c.cleanup = cleanup
+	})
 }
 
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
@@ -231,14 +257,13 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 			}
 		}
 	}
-	inf.AddHandler(live(handle))
-	c.mgr.mu.Lock()
-	c.mgr.informers = append(c.mgr.informers, inf) // Start waits for every source's cache
-	c.mgr.mu.Unlock()
-	if cause == "mapped" { // mapped keys need not be objects of T: replay them too
-		c.replays = append(c.replays, replay(inf, handle))
-	}
-	return c
+	return c.configure(cause+" source", func() {
+		c.connects = append(c.connects, func() { inf.AddHandler(live(handle)) })
+		c.caches = append(c.caches, inf) // run waits for every source's cache
+		if cause == "mapped" {           // mapped keys need not be objects of T: replay them too
+			c.replays = append(c.replays, replay(inf, handle))
+		}
+	})
 }
 
 // live passes on the events of a running informer except those of its first
@@ -269,7 +294,7 @@ func replay[O any](inf *Informer[O], handle func(Event[O])) func() {
 func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
 	c.mgr.mu.Lock()
 	defer c.mgr.mu.Unlock()
-	c.mgr.runnables = append(c.mgr.runnables, Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
+	err := c.mgr.addLocked(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():
@@ -287,6 +312,9 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 			}
 		}
 	}})
+	if err != nil {
+		c.log.Error(err.Error())
+	}
 	return c
 }
 
@@ -377,8 +405,13 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, how int) {
 }
 
 // run is one term of work (the whole Manager run, or one leadership term):
-// a new queue filled with every cached key, then the workers, until ctx ends.
+// once its caches have synced, a new queue filled with every cached key, then
+// the workers, until ctx ends.
 func (c *Controller[T]) run(ctx context.Context) error {
+	c.start()
+	if err := c.waitForCaches(ctx); err != nil {
+		return nil // ctx ended first; /readyz said what it waited for
+	}
 	if c.metrics == nil {
 		c.metrics = c.mgr.metrics.forController(c.name, c.workers)
 	}
@@ -402,8 +435,9 @@ func (c *Controller[T]) run(ctx context.Context) error {
 		replay()
 	}
 	// Reconciles run on their own context so that a graceful shutdown lets
-	// them finish: it ends ShutdownTimeout after ctx does, or at once when
-	// leadership is lost (another replica may already be reconciling).
+	// them finish: it ends at the shutdown's drainBy (ShutdownTimeout less a
+	// reserve after ctx ends), or at once when leadership is lost (another
+	// replica may already be reconciling).
 	work, stop := context.WithCancel(leaseContext(ctx))
 	defer stop()
 	var wg sync.WaitGroup
@@ -418,22 +452,97 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	c.log.Info("controller started", "workers", c.workers)
 	<-ctx.Done()
 	if errors.Is(context.Cause(ctx), ErrLeaderLost) {
-		c.log.Warn("leadership lost: abandoning in-flight reconciles")
+		c.log.Warn("leadership lost: cancelling in-flight reconciles")
 		stop()
 		q.ShutDown()
 	} else {
-		drain, cancel := context.WithTimeout(work, c.mgr.opts.ShutdownTimeout)
+		drain, cancel := context.WithDeadline(work, c.mgr.shutdown.drainBy())
 		defer cancel()
 		if err := q.ShutDownWithDrain(drain); errors.Is(context.Cause(drain), ErrLeaderLost) {
-			c.log.Warn("leadership lost during shutdown: abandoning in-flight reconciles")
+			c.log.Warn("leadership lost during shutdown: cancelling in-flight reconciles")
 		} else if err != nil {
-			c.log.Warn("shutdown timeout passed: abandoning in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout)
+			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout, "inFlight", c.busy())
 		}
 		stop()
 	}
+	// The Manager stops waiting for a reconcile that ignores its context (see
+	// Manager.lead); this goroutine still waits, so that no later term of
+	// this process reconciles a key that one still reconciles.
 	wg.Wait()
 	c.log.Info("controller stopped")
 	return nil
+}
+
+// start fixes the configuration and connects the sources' handlers, at the
+// first run; later runs find them connected.
+func (c *Controller[T]) start() {
+	c.mu.Lock()
+	first := !c.started
+	c.started = true
+	c.mu.Unlock()
+	if first {
+		for _, connect := range c.connects {
+			connect()
+		}
+	}
+}
+
+// waitForCaches returns nil once the caches of T and of every source have
+// synced, or ctx's error if it ends first.
+func (c *Controller[T]) waitForCaches(ctx context.Context) error {
+	if c.waiting() == nil {
+		return nil
+	}
+	c.log.Info("controller waiting for its caches to sync")
+	for _, inf := range c.caches {
+		if err := inf.WaitForSync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waiting is nil once every cache of the controller has synced, else an
+// error naming the controller, the first cache it waits for and why (e.g.
+// its CRD is not installed). For the readiness check.
+func (c *Controller[T]) waiting() error {
+	c.mu.Lock()
+	caches := c.caches
+	c.mu.Unlock()
+	for _, inf := range caches {
+		if inf.HasSynced() {
+			continue
+		}
+		why := inf.Err()
+		if why == nil {
+			why = errors.New("not synced yet")
+		}
+		return fmt.Errorf("kctl: controller %q waits for its %v: %w", c.name, inf, why)
+	}
+	return nil
+}
+
+// busy names the keys being reconciled and for how long, e.g.
+// "reconciling ns/a (for 2.5s)"; "" if none.
+func (c *Controller[T]) busy() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.active))
+	for k, since := range c.active {
+		keys = append(keys, fmt.Sprintf("%s (for %v)", k, time.Since(since).Round(time.Millisecond)))
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
+	return "reconciling " + strings.Join(keys, ", ")
+}
+
+// syncer is what a controller needs of an Informer[T] of any T.
+type syncer interface {
+	HasSynced() bool
+	WaitForSync(ctx context.Context) error
+	Err() error
 }
 
 // processNext is the worker loop's body: take a key, reconcile it, decide
@@ -448,7 +557,13 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	c.mu.Lock()
 	t := c.triggers[k]
 	delete(c.triggers, k)
+	c.active[k] = time.Now()
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.active, k)
+		c.mu.Unlock()
+	}()
 	if t == nil { // a delayed add (retry, requeue-after) that an event had already served
 		t = &Trigger{Cause: "delayed", queued: time.Now()}
 	}

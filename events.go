@@ -28,7 +28,6 @@ const (
 	eventMergeWindow = 10 * time.Minute // a repeat within 10 minutes of the last one is merged into it
 	eventBuffer      = 1000             // Events waiting to be written; more are dropped
 	eventCacheSize   = 4096             // objects and Events remembered for the limit and for merging
-	eventFlushTime   = 3 * time.Second  // how long run writes the buffered Events after its ctx ends
 	eventWriteTries  = 3                // attempts per write while the API server is unreachable
 )
 
@@ -39,7 +38,11 @@ const (
 //	rec.Eventf(widget, corev1.EventTypeWarning, "BackendFailed", "backend %s: %v", host, err)
 //
 // Event never blocks: a writer run by the Manager sends the buffered Events;
-// beyond a buffer of 1000 they are dropped (logged once). A repeat (same
+// beyond a buffer of 1000 they are dropped. On shutdown the writer sends what
+// is buffered within the Manager's ShutdownTimeout. Every Event not written
+// (buffer full, write failed, not sent by the end of the shutdown, recorded
+// after it) is counted in kctl_events_dropped_total and logged: a failed
+// write each time, the other causes once per recorder. A repeat (same
 // object, type, reason and message) within 10 minutes of the last is a PATCH
 // of its count and lastTimestamp: a burst of 10 is one Event with count 10.
 // Floods are limited per object and type as in client-go: a burst of 25
@@ -55,10 +58,13 @@ type EventRecorder struct {
 	mu     sync.Mutex                // guards limits
 	limits map[eventKey]*tokenBucket // by object and type; at most eventCacheSize
 
-	dropped, limited atomic.Uint64 // Events dropped because the buffer was full, and by the flood limit
-	dropLogged       atomic.Bool
-	seen             map[eventKey]*seenEvent // written Events, for merging; owned by run
-	lastName         int64                   // the time in the last Event's name, so names never repeat; owned by run
+	dropped    *atomic.Uint64          // Events not written; the Manager's kctl_events_dropped_total, shared by its recorders
+	limited    atomic.Uint64           // Events dropped by the flood limit (by design, as client-go's)
+	dropLogged atomic.Bool             // a drop (other than a failed write) has been logged
+	sendMu     sync.RWMutex            // guards stopped; held for reading while an Event is put in queue
+	stopped    bool                    // deliver has returned: an Event is dropped at once
+	seen       map[eventKey]*seenEvent // written Events, for merging; owned by deliver
+	lastName   int64                   // the time in the last Event's name, so names never repeat; owned by deliver
 }
 
 // eventSink writes Events: the API server, or a fake in unit tests.
@@ -90,7 +96,8 @@ type seenEvent struct {
 func newEventRecorder(conn *Conn, component string, log *slog.Logger) *EventRecorder {
 	host, _ := os.Hostname()
 	r := &EventRecorder{component: component, host: host, log: cmp.Or(log, slog.Default()).With("component", component),
-		queue: make(chan *corev1.Event, eventBuffer), limits: map[eventKey]*tokenBucket{}, seen: map[eventKey]*seenEvent{}}
+		queue: make(chan *corev1.Event, eventBuffer), limits: map[eventKey]*tokenBucket{}, seen: map[eventKey]*seenEvent{},
+		dropped: new(atomic.Uint64)}
 	if conn != nil {
 		r.sink = clientSink{NewClient[corev1.Event](conn)}
 	}
@@ -124,14 +131,39 @@ func (r *EventRecorder) Event(obj metav1.Object, eventType, reason, message stri
 		r.limited.Add(1)
 		return
 	}
-	select {
-	case r.queue <- e:
-	default:
-		if n := r.dropped.Add(1); r.dropLogged.CompareAndSwap(false, true) {
-			r.log.Warn("kctl: Event buffer full, dropping Events (logged once): the API server is slow or unreachable, or the Manager is not running",
-				"buffer", eventBuffer, "dropped", n, "reason", reason)
+	r.sendMu.RLock()
+	stopped := r.stopped
+	queued := false
+	if !stopped {
+		select {
+		case r.queue <- e:
+			queued = true
+		default:
 		}
 	}
+	r.sendMu.RUnlock()
+	switch {
+	case stopped:
+		r.drop(1, "kctl: Event recorded after the Manager stopped writing Events, dropping it and any later ones (logged once)", "reason", reason)
+	case !queued:
+		r.drop(1, "kctl: Event buffer full, dropping Events (logged once): the API server is slow or unreachable, or the Manager is not running",
+			"buffer", eventBuffer, "reason", reason)
+	}
+}
+
+// drop counts n Events as dropped and logs msg with attrs, if no drop has been logged before.
+func (r *EventRecorder) drop(n int, msg string, attrs ...any) {
+	total := r.dropped.Add(uint64(n))
+	if r.dropLogged.CompareAndSwap(false, true) {
+		r.log.Warn(msg, append(attrs, "dropped", n, "droppedTotal", total)...)
+	}
+}
+
+// stop makes every later Event count as dropped: nothing will write it.
+func (r *EventRecorder) stop() {
+	r.sendMu.Lock()
+	r.stopped = true
+	r.sendMu.Unlock()
 }
 
 // Eventf is Event with a message formatted by fmt.Sprintf.
@@ -180,11 +212,13 @@ func pruneLocked[K comparable, V any](m map[K]V, stale func(V) bool) {
 }
 
 // deliver writes the buffered Events until ctx ends, finishing a write under
-// way, then what is left for up to 3 seconds. Call it once (the Manager does).
+// way, then what is left until flushBy() (called once ctx has ended); the
+// Events still buffered then, and every later one, are counted as dropped and
+// logged. Call it once (the Manager does).
 // It is not named run: the Manager's type refers to *EventRecorder, and the
 // linker keeps a method of such a type that matches a method called through
 // an interface (the cache's run(ctx)), so every program would link Events.
-func (r *EventRecorder) deliver(ctx context.Context) {
+func (r *EventRecorder) deliver(ctx context.Context, flushBy func() time.Time) {
 	for ctx.Err() == nil {
 		select {
 		case e := <-r.queue:
@@ -192,13 +226,19 @@ func (r *EventRecorder) deliver(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
-	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFlushTime)
+	flush, cancel := context.WithDeadline(context.WithoutCancel(ctx), flushBy())
 	defer cancel()
 	for flush.Err() == nil && len(r.queue) > 0 {
 		r.write(flush, <-r.queue)
 	}
-	if n := len(r.queue); n > 0 {
-		r.log.Warn("kctl: shutting down with Events not written (dropped)", "dropped", n)
+	r.stop()
+	n := len(r.queue) // none are added after stop
+	for range n {
+		<-r.queue
+	}
+	if n > 0 {
+		r.dropped.Add(uint64(n))
+		r.log.Warn("kctl: shutdown: Events not written in time (dropped)", "dropped", n, "droppedTotal", r.dropped.Load())
 	}
 }
 
@@ -212,6 +252,7 @@ func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
 			if apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				level = slog.LevelDebug // a collision or a namespace going away: nothing to do
 			}
+			r.dropped.Add(1)
 			r.log.Log(ctx, level, "kctl: could not write Event (dropped): check the API server and RBAC: create and patch on events",
 				"err", err, "object", strings.TrimPrefix(ref.Namespace+"/"+ref.Name, "/"), "kind", ref.Kind, "reason", e.Reason)
 		}

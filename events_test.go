@@ -99,8 +99,13 @@ func testRecorder() (*EventRecorder, *fakeEvents, *bytes.Buffer) {
 func runRecorder(t *testing.T, r *EventRecorder) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { r.deliver(ctx); close(done) }()
+	go func() { r.deliver(ctx, flushIn(3*time.Second)); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// flushIn returns a flushBy for deliver: d after the moment it is called.
+func flushIn(d time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Add(d) }
 }
 
 func eventPod(name, uid string) *corev1.Pod {
@@ -288,7 +293,7 @@ func TestEventRecorder_BufferFull_DropsWithoutBlockingAndLogsOnce(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) { // the buffered ones are written once run starts
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // and even when run's ctx has ended: run flushes the buffer
-		r.deliver(ctx)
+		r.deliver(ctx, flushIn(3*time.Second))
 		if n := len(sink.list()); n != eventBuffer {
 			t.Errorf("run wrote %d buffered Events, want %d", n, eventBuffer)
 		}
@@ -355,7 +360,7 @@ func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
 	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go r.deliver(ctx)
+	go r.deliver(ctx, flushIn(3*time.Second))
 
 	r.Event(cm, corev1.EventTypeWarning, "InvalidSetting", "mode must be fast or slow")
 	ev := waitForEvent(t, conn, cm, 1)
@@ -382,7 +387,7 @@ func TestEventRecorder_BurstOfTenIdentical_OneEventWithCountTenOnServer(t *testi
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go r.deliver(ctx)
+	go r.deliver(ctx, flushIn(3*time.Second))
 	if ev := waitForEvent(t, conn, cm, 10); ev.Reason != "BackOff" {
 		t.Errorf("Event reason = %q, want BackOff", ev.Reason)
 	}

@@ -29,7 +29,9 @@
 //     a panic is recovered and treated as an error; a Terminal error is logged
 //     and not retried.
 //   - On shutdown, workers stop taking keys and in-flight reconciles get
-//     Options.ShutdownTimeout (default 30 s) to finish.
+//     most of Options.ShutdownTimeout (default 30 s) to finish; Start returns
+//     within ShutdownTimeout, abandoning (and naming in the log) any work
+//     that ignores its context.
 //
 // # Example
 //
@@ -49,6 +51,7 @@
 package kctl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +60,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -74,10 +78,17 @@ type Options struct {
 	Kubeconfig string
 	// Config, when set, is used as is and Kubeconfig is ignored.
 	Config *rest.Config
-	// Logger receives kctl's logs and client-go's klog output. Defaults to slog.Default().
+	// Logger receives every log line of the Manager and its parts: cache,
+	// controllers, leader election, Events, metrics and health servers, and
+	// runnables that log through LoggerFrom(ctx). Defaults to slog.Default().
 	Logger *slog.Logger
-	// ShutdownTimeout bounds how long in-flight reconciles may run after the
-	// Manager's context ends. Defaults to 30 s.
+	// KlogToLogger also sends klog's output (client-go's own log lines) to
+	// Logger. klog is process-wide, so this changes it for the whole program
+	// (the last Manager that asks wins). Defaults to false: klog is left as the
+	// program set it up (stderr unless configured).
+	KlogToLogger bool
+	// ShutdownTimeout bounds the graceful shutdown: Start returns at most this
+	// long after its context ends (see Start). Defaults to 30 s.
 	ShutdownTimeout time.Duration
 	// Cache configures the shared cache (per-type scopes, transforms).
 	Cache CacheOptions
@@ -89,15 +100,20 @@ type Runnable struct {
 	Name string
 	// NeedLeader makes the Manager run it only while this replica leads.
 	NeedLeader bool
-	// Run works until ctx ends. A returned error (other than ctx's) stops the
-	// whole Manager, and Start returns it.
+	// Run works until ctx ends, and must then return promptly: on shutdown
+	// the Manager abandons it after ShutdownTimeout. A returned error (other
+	// than ctx's) stops the whole Manager, and Start returns it.
+	// LoggerFrom(ctx) is the Manager's logger.
 	Run func(ctx context.Context) error
+
+	busy func() string // what it is doing, for the log if it is abandoned; may be nil
 }
 
 // Manager runs controllers and runnables over one connection and one shared
 // cache. Make it with NewManager, add controllers (NewController) and
-// runnables (Add), then call Start once. Its methods are safe for concurrent
-// use; adding after Start is an error returned by Add.
+// runnables (Add), then call Start once. Controllers and runnables added
+// after Start start at once, as those added before would (a leader-only one
+// when this replica leads). Its methods are safe for concurrent use.
 //
 // The optional parts are turned on by a call before Start: ServeMetrics,
 // ServeHealth, ElectLeader, EventRecorder. A program that does not call one
@@ -115,13 +131,28 @@ type Manager struct {
 	// leader election is linked only into programs that call ElectLeader.
 	elect func(ctx context.Context, lead func(leaderCtx context.Context)) error
 
-	mu        sync.Mutex
-	started   bool
-	runCtx    context.Context           // Start's context, for recorders made after Start
-	recorders map[string]*EventRecorder // by component
-	runnables []Runnable
-	informers []syncer // the controllers' informers; Start waits for them
-	errs      []error  // builder misuse, returned by Start
+	shutdown *shutdown // the schedule of the shutdown, fixed when Start's ctx ends
+
+	// mu guards what follows. Before Start, runnables and leaderOnly collect
+	// what Start starts; from Start on, ctx is set and every runnable added
+	// is started at once (leader-only ones in the current term, if any) and
+	// also kept in leaderOnly for the next terms.
+	mu          sync.Mutex
+	started     bool
+	recorders   map[string]*EventRecorder // by component
+	runnables   []Runnable                // run on every replica
+	leaderOnly  []Runnable                // run in every leadership term
+	writers     []Runnable                // the Event writers: run on every replica, stopped after the rest
+	controllers []interface{ waiting() error }
+	errs        []error // builder misuse, returned by Start
+
+	ctx        context.Context         // Start's (carrying the logger); nil before Start
+	cancel     context.CancelCauseFunc // ends ctx
+	work       *group                  // the cache, runnables, the leader election or the leader work
+	writeCtx   context.Context         // the Event writers'; ends after the work has
+	writeGroup *group
+	term       *group          // the current leadership term's runnables; nil while not leading
+	termCtx    context.Context // the current term's leader context
 }
 
 // NewManager loads the configuration (see LoadConfig), connects and makes the
@@ -144,9 +175,14 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	klog.SetSlogLogger(opts.Logger) // client-go's own logs go to the same handler
+	if opts.KlogToLogger {
+		klog.SetSlogLogger(opts.Logger) // process-wide: only when asked
+	}
+	if opts.Cache.Logger == nil {
+		opts.Cache.Logger = opts.Logger
+	}
 	m := &Manager{conn: conn, log: opts.Logger, opts: opts, writes: newWriteTracker(),
-		metrics: newMetrics(), health: newHealth()}
+		metrics: newMetrics(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
 	m.cache = NewCache(conn, opts.Cache)
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
@@ -160,8 +196,9 @@ func (m *Manager) Cache() *Cache { return m.cache }
 
 // HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
 // while the Manager runs, for endpoints that enqueue keys or report state.
+// It logs to the Manager's logger (LoggerFrom of its context).
 func HTTPServer(name, addr string, h http.Handler) Runnable {
-	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, slog.Default()) }}
+	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, LoggerFrom(ctx)) }}
 }
 
 // ServeMetrics serves Prometheus metrics at /metrics on addr while the
@@ -208,7 +245,10 @@ func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error)
 // EventRecorder returns a recorder of Kubernetes Events about objects,
 // reported as coming from component (usually the controller's name).
 // Events are written in the background while the Manager runs, on every
-// replica; one recorder is shared per component.
+// replica; one recorder is shared per component. On shutdown the Events
+// recorded until the other work has returned are written within
+// ShutdownTimeout; any that are not are counted in kctl_events_dropped_total
+// and logged.
 func (m *Manager) EventRecorder(component string) *EventRecorder {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -216,14 +256,23 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 		return r
 	}
 	r := newEventRecorder(m.conn, component, m.log)
+	r.dropped = m.metrics.eventsDropped()
 	if m.recorders == nil {
 		m.recorders = map[string]*EventRecorder{}
 	}
 	m.recorders[component] = r
-	if m.runCtx != nil {
-		go r.deliver(m.runCtx)
-	} else { // a runnable, not a loop over recorders in Start: programs without Events do not link them
-		m.runnables = append(m.runnables, Runnable{Name: "events of " + component, Run: func(ctx context.Context) error { r.deliver(ctx); return nil }})
+	// A runnable, not a loop over recorders in Start: programs without Events do not link them.
+	w := Runnable{Name: "events of " + component, Run: func(ctx context.Context) error {
+		r.deliver(ctx, m.shutdown.writesBy)
+		return nil
+	}}
+	switch {
+	case m.ctx == nil:
+		m.writers = append(m.writers, w)
+	case m.ctx.Err() != nil:
+		r.stop() // shutting down: nothing will write its Events
+	default:
+		m.writeGroup.run(m.writeCtx, w)
 	}
 	return r
 }
@@ -241,17 +290,34 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	return c
 }
 
-// Add registers a runnable to start with the Manager. It fails after Start.
+// Add registers a runnable to start with the Manager. After Start it starts
+// at once: one that needs leadership in the current leadership term (or the
+// next, on a standby), and again in every later term. Add fails once the
+// Manager is shutting down.
 func (m *Manager) Add(r Runnable) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.started {
-		return fmt.Errorf("kctl: Add(%q) after Start: add every runnable before calling Start", r.Name)
-	}
 	if r.Run == nil {
 		return fmt.Errorf("kctl: runnable %q has no Run function", r.Name)
 	}
-	m.runnables = append(m.runnables, r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addLocked(r)
+}
+
+// addLocked is Add with m.mu held.
+func (m *Manager) addLocked(r Runnable) error {
+	switch {
+	case m.ctx != nil && m.ctx.Err() != nil:
+		return fmt.Errorf("kctl: Add(%q) after Start, while the Manager shuts down: it would never run; add it before the Manager's context ends", r.Name)
+	case r.NeedLeader:
+		m.leaderOnly = append(m.leaderOnly, r)
+		if m.term != nil {
+			m.term.run(m.termCtx, r)
+		}
+	case m.ctx == nil:
+		m.runnables = append(m.runnables, r)
+	default:
+		m.work.run(m.ctx, r)
+	}
 	return nil
 }
 
@@ -263,19 +329,28 @@ func (m *Manager) misuse(err error) {
 }
 
 // Start runs everything until ctx ends or a runnable fails, then shuts down
-// gracefully and returns. A cache that cannot sync (e.g. its CRD is not
-// installed, or its list is Forbidden) does not end Start: it keeps retrying,
-// logs why, and /readyz names it. The order is:
-//  1. start the shared cache (informers of every controller),
-//  2. start runnables that do not need leadership,
-//  3. wait for the controllers' caches to sync,
-//  4. start controllers and leader-only runnables.
+// gracefully and returns. The order is:
+//  1. start the shared cache (the informers made so far, and any made later),
+//  2. start the runnables that do not need leadership, and the Event writers,
+//  3. campaign for the lease (ElectLeader), or lead at once without it: while
+//     leading, run the controllers and the leader-only runnables. Each
+//     controller waits for its own caches to sync, so one whose CRD is not
+//     installed holds back no other; /readyz names it, and it starts once its
+//     CRD appears.
 //
-// When ctx ends, runnables are cancelled, controllers stop taking keys and
-// in-flight reconciles get ShutdownTimeout to finish. Start returns nil after
-// a clean shutdown (ctx cancelled or past its deadline), or the first error
-// of a runnable (the metrics and health servers are runnables too) or of the
-// leader election. Call it once.
+// When ctx ends (see shutdown for the exact schedule): runnables' contexts
+// end at once; controllers stop taking keys and in-flight reconciles may
+// finish until ShutdownTimeout less a reserve (a fifth, at most 2 s), when
+// their context is cancelled. Work still running half the reserve later is
+// abandoned and named in an ERROR log (runnable, controller and keys); then
+// the lease is released and the Event writers write what is left. Start
+// returns at most ShutdownTimeout after ctx ended, even if some work ignores
+// its context: a reconcile abandoned so may still be running in this process
+// when a standby starts on the same object.
+//
+// Start returns nil after a clean shutdown (ctx cancelled or past its
+// deadline), or the first error of a runnable (the metrics and health servers
+// are runnables too) or of the leader election. Call it once.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
@@ -287,113 +362,96 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Unlock()
 		return err
 	}
-	runnables := append([]Runnable(nil), m.runnables...)
-	informers := m.informers
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, loggerKey{}, m.log))
 	defer cancel(nil)
-	g := &group{cancel: cancel}
-	m.runCtx = ctx
+	writeCtx, stopWriters := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWriters()
+	m.ctx = ctx
+	m.cancel = cancel
+	m.work = newGroup(cancel)
+	m.writeCtx = writeCtx
+	m.writeGroup = newGroup(cancel)
+	m.health.add("caches", true, m.notReady)
+
+	// 1. The shared cache.
+	m.work.spawn(&task{name: "cache"}, func() error { return m.cache.Start(ctx) })
+	// 2. Runnables of every replica, and the Event writers.
+	for _, r := range m.runnables {
+		m.work.run(ctx, r)
+	}
+	for _, w := range m.writers {
+		m.writeGroup.run(writeCtx, w)
+	}
+	// 3. The leader work, on this replica while it leads (see lead).
+	if m.elect == nil {
+		m.work.spawn(&task{name: "leader work"}, func() error { m.lead(ctx); return nil })
+	} else {
+		m.work.spawn(&task{name: "leader election"}, func() error { return m.elect(ctx, m.lead) })
+	}
 	m.mu.Unlock()
 
-	g.spawn(func() error { return m.cache.Start(ctx) })
-	m.health.add("caches", true, func(*http.Request) error { return notSynced(informers) })
-	var leaderOnly []Runnable
-	for _, r := range runnables {
-		if r.NeedLeader {
-			leaderOnly = append(leaderOnly, r)
-			continue
-		}
-		g.goNamed(ctx, r)
-	}
-	m.log.Info("waiting for caches to sync")
-	for _, inf := range informers {
-		if err := inf.WaitForSync(ctx); err != nil {
-			cancel(err)
-			break
-		}
-	}
-	if ctx.Err() == nil {
-		lead := func(ctx context.Context) {
-			m.log.Info("starting controllers and leader-only runnables")
-			term := &group{cancel: cancel} // a failing runnable stops the Manager
-			for _, r := range leaderOnly {
-				term.goNamed(ctx, r)
-			}
-			term.wait()
-		}
-		if m.elect == nil {
-			g.spawn(func() error { lead(ctx); return nil })
-		} else {
-			g.spawn(func() error { return m.elect(ctx, lead) })
-		}
-	}
 	<-ctx.Done()
+	m.shutdown.begin()
 	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
-	err := g.wait()
+	// The work returns first: the leader work drains, giving up at abandonAt
+	// (lead logs what it abandons); then the lease is released.
+	m.work.wait(ctx, m.shutdown.abandonAt)
+	// The Event writers write what the work recorded, until writesBy.
+	stopWriters()
+	// Start returns when all that is done, or at the end of ShutdownTimeout.
+	abandoned := m.work.wait(ctx, m.shutdown.end)
+	abandoned = append(abandoned, m.writeGroup.wait(ctx, m.shutdown.end)...)
+	if len(abandoned) > 0 {
+		m.log.Error("kctl: shutdown timeout passed: Start returns while these still run, ignoring their context",
+			"timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
+	}
+	err := cmp.Or(m.work.firstErr(), m.writeGroup.firstErr())
 	if cause := context.Cause(ctx); err == nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		err = cause
 	}
 	return err
 }
 
-// group runs goroutines; the first error cancels the rest (a tiny errgroup).
-type group struct {
-	wg     sync.WaitGroup
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	err    error
-}
-
-func (g *group) spawn(fn func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := fn(); err != nil && !errors.Is(err, context.Canceled) {
-			g.mu.Lock()
-			if g.err == nil {
-				g.err = err
-			}
-			g.mu.Unlock()
-			g.cancel(err)
-		}
-	}()
-}
-
-func (g *group) goNamed(ctx context.Context, r Runnable) {
-	g.spawn(func() error {
-		if err := r.Run(ctx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, err)
-		}
-		return nil
-	})
-}
-
-func (g *group) wait() error {
-	g.wg.Wait()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.err
-}
-
-// syncer is what the Manager needs of an Informer[T] of any T.
-type syncer interface {
-	HasSynced() bool
-	WaitForSync(ctx context.Context) error
-	Err() error
-}
-
-// notSynced is the readiness check: nil once every informer has synced, else
-// an error naming the first that has not and why (e.g. its CRD is not installed).
-func notSynced(informers []syncer) error {
-	for _, inf := range informers {
-		if !inf.HasSynced() {
-			if err := inf.Err(); err != nil {
-				return err
-			}
-			return fmt.Errorf("kctl: %v has not synced yet", inf)
-		}
+// lead runs the leader work of one term (the whole run without
+// ElectLeader): every leader-only runnable and controller, including those
+// added during the term, until leaderCtx ends. It then waits for them; once
+// the Manager shuts down, only until the shutdown's abandonAt, so that the
+// lease is released in time even if some of them ignore their context.
+func (m *Manager) lead(leaderCtx context.Context) {
+	m.log.Info("leading: starting controllers and leader-only runnables")
+	term := newGroup(m.cancel) // a failing runnable stops the Manager
+	m.mu.Lock()
+	m.term = term
+	m.termCtx = leaderCtx
+	for _, r := range m.leaderOnly {
+		term.run(leaderCtx, r)
 	}
-	return nil
+	m.mu.Unlock()
+
+	<-leaderCtx.Done()
+	m.mu.Lock()
+	m.term = nil // runnables added from now on wait for the next term
+	m.termCtx = nil
+	m.mu.Unlock()
+	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
+	if len(abandoned) > 0 {
+		m.log.Error("kctl: shutdown timeout passed: abandoning leader work that ignores its context; "+
+			"the lease is released, so another replica may start on the same objects", "timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
+	}
+}
+
+// notReady is the readiness check of the controllers' caches: nil once every
+// controller's caches have synced, else an error naming each controller that
+// waits, for which cache and why (e.g. its CRD is not installed).
+func (m *Manager) notReady(*http.Request) error {
+	m.mu.Lock()
+	controllers := slices.Clone(m.controllers)
+	m.mu.Unlock()
+	var errs []error
+	for _, c := range controllers {
+		errs = append(errs, c.waiting())
+	}
+	return errors.Join(errs...)
 }
 
 // serve runs an HTTP server on addr until ctx ends.
@@ -402,7 +460,8 @@ func serve(ctx context.Context, name, addr string, h http.Handler, log *slog.Log
 	if err != nil {
 		return fmt.Errorf("kctl: %s server cannot listen on %s: %w", name, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)} // not the log package's default logger
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -430,8 +489,9 @@ func SignalContext() context.Context {
 	return ctx
 }
 
-// LoggerFrom returns the logger kctl put in a reconcile's ctx (carrying
-// controller, namespace, name and reconcileID), or slog.Default().
+// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
+// logger with controller, namespace, name and reconcileID; in a runnable the
+// Manager's logger; else slog.Default().
 func LoggerFrom(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
 		return l

@@ -31,7 +31,9 @@ import (
 //   - A leader that could not renew for RenewDeadline stops at once (its leader
 //     context is cancelled), before any standby can judge the lease expired.
 //   - On graceful shutdown the lease is renewed until the leader's work has
-//     returned, then released: a standby leads about one RetryPeriod later.
+//     returned (or the Manager abandoned it, see Manager.Start), then
+//     released within the Manager's ShutdownTimeout: a standby leads about
+//     one RetryPeriod later.
 //   - After losing the lease, Manager.Start returns an error matching
 //     ErrLeaderLost (let the Deployment restart the process, as with
 //     controller-runtime), unless Recampaign makes the replica a standby again.
@@ -94,6 +96,7 @@ type elector struct {
 	store      leaseStore
 	log        *slog.Logger
 	onChange   func(leading bool)
+	releaseBy  func() time.Time      // the latest time for a release on shutdown (the Manager's); nil: RenewDeadline bounds it
 	observed   *coordinationv1.Lease // the lease as last read or written; nil before the first read
 	observedAt time.Time             // local (monotonic) time at which observed's spec last changed
 	reported   string                // the holder last logged
@@ -123,6 +126,7 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
 	case m.elect != nil:
 		return fmt.Errorf("kctl: ElectLeader(%q) called twice: a Manager holds one lease", le.Name)
 	}
+	e.releaseBy = m.shutdown.writesBy
 	m.elect = e.run
 	return nil
 }
@@ -253,7 +257,7 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(cont
 		select {
 		case <-done:
 			e.onChange(false)
-			return e.release(writeCtx)
+			return e.release(writeCtx, ctx.Err() != nil)
 		case <-ctxDone: // leaderCtx has ended too; renew until lead returns
 			ctxDone = nil
 			e.log.Info("leader election: shutting down: renewing the lease until leader work has returned")
@@ -286,12 +290,17 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(cont
 }
 
 // release hands the lease back (holder "", duration 1s) unless KeepOnShutdown, for standbys' next attempt.
-func (e *elector) release(ctx context.Context) error {
+// It tries for RenewDeadline, and on shutdown at most until releaseBy.
+func (e *elector) release(ctx context.Context, shuttingDown bool) error {
 	if e.cfg.KeepOnShutdown {
 		e.log.Info("leader election: stopped leading; keeping the lease (KeepOnShutdown): a standby takes over after LeaseDuration")
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	deadline := time.Now().Add(e.cfg.RenewDeadline)
+	if shuttingDown && e.releaseBy != nil && e.releaseBy().Before(deadline) {
+		deadline = e.releaseBy()
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	l, now := e.observed.DeepCopy(), metav1.NowMicro()
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = new(""), new(int32(1)), &now

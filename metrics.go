@@ -27,6 +27,7 @@ import (
 //	workqueue_{queue,work}_duration_seconds{controller,name} histograms, 1e-8s .. 1000s
 //	leader_election_master_status{name}                     gauge, 1 while leading
 //	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own)
+//	kctl_events_dropped_total                               counter (kctl's own), once an EventRecorder is made
 //
 // Both workqueue labels are the controller's name, as in controller-runtime.
 // The hot path (reconciled and the QueueObserver methods) takes no lock.
@@ -53,6 +54,7 @@ type metrics struct {
 	controllers map[string]*controllerMetrics
 	informers   map[string]func() (objects int, bytes int64) // by resource
 	leaders     map[string]bool                              // by lease name
+	events      *atomic.Uint64                               // Events not written by the recorders; nil before the first
 }
 
 func newMetrics() *metrics {
@@ -85,6 +87,17 @@ func (m *metrics) addInformer(resource string, stats func() (objects int, bytes 
 	m.informers[resource] = stats
 }
 
+// eventsDropped returns the counter of Events not written that every
+// EventRecorder of the Manager adds to, shown from the first call on.
+func (m *metrics) eventsDropped() *atomic.Uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.events == nil {
+		m.events = new(atomic.Uint64)
+	}
+	return m.events
+}
+
 // setLeader records whether this process holds the named lease.
 func (m *metrics) setLeader(lease string, leading bool) {
 	m.mu.Lock()
@@ -104,8 +117,12 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) page() page {
 	m.mu.Lock()
 	cms, informers, leaders := slices.Collect(maps.Values(m.controllers)), maps.Clone(m.informers), maps.Clone(m.leaders)
+	events := m.events
 	m.mu.Unlock()
 	p := page{}
+	if events != nil {
+		p.counter("kctl_events_dropped_total", "Number of Events recorded and never written (buffer full, write failed, shutdown).", float64(events.Load()))
+	}
 	for _, cm := range cms {
 		cm.collect(p)
 	}

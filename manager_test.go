@@ -1,0 +1,277 @@
+package kctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// Tests of the Manager's life: what starts when, and where it logs.
+
+// TestManager_AddedAfterStart_RunsLikeAddedBefore is issue 15 item 9: Add
+// after Start returned an error, and a controller made after Start never ran.
+func TestManager_AddedAfterStart_RunsLikeAddedBefore(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	if err := mgr.ElectLeader(apiLeaderElection(ns, "late-0")); err != nil {
+		t.Fatal(err)
+	}
+	leading := make(chan struct{})
+	if err := mgr.Add(Runnable{Name: "leading", NeedLeader: true, Run: func(ctx context.Context) error {
+		close(leading)
+		<-ctx.Done()
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
+	select {
+	case <-leading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not leading within 30s")
+	}
+
+	ran := make(chan string, 2)
+	for _, needLeader := range []bool{false, true} {
+		name := fmt.Sprintf("added after Start, NeedLeader %v", needLeader)
+		if err := mgr.Add(Runnable{Name: name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
+			ran <- name
+			<-ctx.Done()
+			return nil
+		}}); err != nil {
+			t.Fatalf("Add(%q) = %v, want nil", name, err)
+		}
+	}
+	reconciled := make(chan Key, 100)
+	NewController(mgr, "late", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		reconciled <- Key{cm.Namespace, cm.Name}
+		return Result{}, nil
+	}).WithPredicates(func(ObjectEvent) bool { return true }) // a builder call right after NewController applies
+	if err := ClientFor[corev1.ConfigMap](mgr).Uncached().Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(30 * time.Second)
+	for got := map[string]bool{}; len(got) < 3; {
+		select {
+		case name := <-ran:
+			got[name] = true
+		case k := <-reconciled:
+			got["controller late"] = got["controller late"] || k == Key{ns, "late"}
+		case <-deadline:
+			t.Fatalf("after 30s only %v ran, want both runnables and the controller made after Start", got)
+		}
+	}
+}
+
+// lateWidget is a CRD that TestManager_ControllerOfMissingCRD installs only
+// after the Manager has started.
+type lateWidget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+}
+
+var _ = Declare[lateWidget](Resource{Group: "late.manager.kctl.dev", Version: "v1", Kind: "LateWidget", Namespaced: true})
+
+const lateWidgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"latewidgets.late.manager.kctl.dev"},
+ "spec":{"group":"late.manager.kctl.dev","scope":"Namespaced",
+  "names":{"plural":"latewidgets","singular":"latewidget","kind":"LateWidget","listKind":"LateWidgetList"},
+  "versions":[{"name":"v1","served":true,"storage":true,
+   "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+// TestManager_ControllerOfMissingCRD_HoldsBackNoOther is issue 15 item 10:
+// Start waited for every controller's cache before starting any, so one
+// missing CRD stopped every controller.
+func TestManager_ControllerOfMissingCRD_HoldsBackNoOther(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/latewidgets.late.manager.kctl.dev"
+	gone := func() bool { // the CRD and its API: the API outlives the CRD object for a moment
+		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
+		api, _ := testRawRequest(t, cfg, "GET", "/apis/late.manager.kctl.dev/v1/namespaces/"+ns+"/latewidgets", "")
+		return crd == 404 && api == 404
+	}
+	testRawRequest(t, cfg, "DELETE", crdPath, "") // left by an earlier run
+	for deadline := time.Now().Add(30 * time.Second); !gone(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the CRD of an earlier run is still served after 30s")
+		}
+	}
+	defer testRawRequest(t, cfg, "DELETE", crdPath, "") // not t.Cleanup: t.Context() has ended by then
+
+	healthAddr := freeLoopbackAddr(t)
+	mgr := testManager(t, cfg, ns, Options{})
+	if err := mgr.ServeHealth(healthAddr); err != nil {
+		t.Fatal(err)
+	}
+	reconciled := make(chan string, 100)
+	NewController(mgr, "configmaps", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		reconciled <- "ConfigMap " + cm.Name
+		return Result{}, nil
+	})
+	NewController(mgr, "widgets", func(ctx context.Context, w *lateWidget) (Result, error) {
+		reconciled <- "LateWidget " + w.Name
+		return Result{}, nil
+	})
+	startManager(t, mgr)
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case got := <-reconciled:
+				if got == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no reconcile of %s within 30s", want)
+			}
+		}
+	}
+
+	if err := ClientFor[corev1.ConfigMap](mgr).Uncached().Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("ConfigMap cm")
+	pollPage(t, healthAddr, "/readyz", `503 naming controller "widgets" and its missing CRD`, func(code int, body string) bool {
+		return code == 503 && strings.Contains(body, `controller "widgets" waits for its cache of latewidgets.late.manager.kctl.dev/v1`) &&
+			strings.Contains(body, "not installed") && !strings.Contains(body, `controller "configmaps"`)
+	})
+
+	if code, body := testRawRequest(t, cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", lateWidgetCRD); code != 201 {
+		t.Fatalf("creating the CRD: %d %s", code, body)
+	}
+	widget := `{"apiVersion":"late.manager.kctl.dev/v1","kind":"LateWidget","metadata":{"name":"w"}}`
+	pollWithin(t, 30*time.Second, "a LateWidget created", func() bool {
+		code, _ := testRawRequest(t, cfg, "POST", "/apis/late.manager.kctl.dev/v1/namespaces/"+ns+"/latewidgets", widget)
+		return code == 201
+	})
+	waitFor("LateWidget w")
+	pollPage(t, healthAddr, "/readyz", "200 once the CRD is installed", func(code int, body string) bool { return code == 200 })
+}
+
+// strayLogs is a slog.Handler that keeps every record it gets: none should.
+type strayLogs struct {
+	mu      sync.Mutex
+	records []string
+}
+
+func (s *strayLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (s *strayLogs) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *strayLogs) WithGroup(string) slog.Handler            { return s }
+func (s *strayLogs) Handle(_ context.Context, r slog.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+// neverInstalled is a CRD type that no test installs.
+type neverInstalled struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+}
+
+var _ = Declare[neverInstalled](Resource{Group: "never.manager.kctl.dev", Version: "v1", Kind: "NeverInstalled", Namespaced: true})
+
+// TestManager_Logs_GoToOptionsLoggerOnly is issue 15 item 15: the cache and
+// HTTPServer logged to slog.Default, net/http's errors to the log package,
+// and NewManager redirected klog for the whole process.
+func TestManager_Logs_GoToOptionsLoggerOnly(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	strays := &strayLogs{}
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(strays)) // the log package's output goes to it too
+
+	var logs logBuffer
+	mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil))})
+	if err := mgr.ElectLeader(apiLeaderElection(ns, "logs-0")); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr, healthAddr, hooksAddr := freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t)
+	if err := mgr.ServeMetrics(metricsAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.ServeHealth(healthAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(HTTPServer("hooks", hooksAddr, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("a broken hook") // net/http recovers and logs it
+	}))); err != nil {
+		t.Fatal(err)
+	}
+	rec := mgr.EventRecorder("logs")
+	reconciled := make(chan struct{}, 10)
+	NewController(mgr, "logs", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		LoggerFrom(ctx).Info("a line from the reconcile")
+		rec.Event(cm, "Unsupported", "Bad", "an Event of a type the recorder logs and drops")
+		reconciled <- struct{}{}
+		return Result{}, nil
+	})
+	NewController(mgr, "never", func(ctx context.Context, _ *neverInstalled) (Result, error) { return Result{}, nil }) // its cache logs
+	stop := startManager(t, mgr)
+	if err := ClientFor[corev1.ConfigMap](mgr).Uncached().Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reconciled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile within 30s")
+	}
+	pollWithin(t, 30*time.Second, "the hooks server", func() bool { return strings.Contains(logs.String(), "serving hooks") })
+	if code, _ := getPage(t, hooksAddr, "/"); code != 0 {
+		t.Errorf("GET on the panicking hook = %d, want the connection cut", code)
+	}
+	pollPage(t, metricsAddr, "/metrics", "metrics", func(code int, _ string) bool { return code == 200 })
+	klog.Info("kctl test: a klog line, not asked to be redirected")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, want := range []string{
+		"leader election: became leader", "serving metrics", "serving health", "serving hooks", "http: panic serving",
+		"a line from the reconcile", "unsupported type", "cache list failed", "neverinstalleds.never.manager.kctl.dev",
+		"controller started", "shutting down", "released the lease",
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the Manager's logger got no line with %q", want)
+		}
+	}
+	if strings.Contains(logs.String(), "a klog line") {
+		t.Error("klog's output went to the Manager's logger without KlogToLogger")
+	}
+	strays.mu.Lock()
+	defer strays.mu.Unlock()
+	if len(strays.records) > 0 {
+		t.Errorf("%d lines went to slog.Default or the log package:\n%s", len(strays.records), strings.Join(strays.records, "\n"))
+	}
+}
+
+func TestManager_KlogToLogger_RedirectsKlogOnlyWhenAsked(t *testing.T) {
+	defer klog.ClearLogger()
+	var logs logBuffer
+	if _, err := NewManager(Options{Config: testUnreachableConfig(), KlogToLogger: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	klog.Info("kctl test: a klog line")
+	klog.Flush()
+	if !strings.Contains(logs.String(), "a klog line") {
+		t.Errorf("with KlogToLogger, klog's line did not reach the Manager's logger; got:\n%s", logs.String())
+	}
+}
+
+// testUnreachableConfig is the config of a Manager that never contacts a server.
+func testUnreachableConfig() *rest.Config { return &rest.Config{Host: "https://127.0.0.1:1"} }

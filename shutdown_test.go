@@ -1,0 +1,187 @@
+package kctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing.T) {
+	for _, tc := range []struct {
+		timeout                               time.Duration
+		drainBy, abandonAt, writesBy, endTime time.Duration // after t0
+	}{
+		{3 * time.Second, 2400 * time.Millisecond, 2700 * time.Millisecond, 2850 * time.Millisecond, 3 * time.Second},
+		{30 * time.Second, 28 * time.Second, 29 * time.Second, 29500 * time.Millisecond, 30 * time.Second},
+	} {
+		s := &shutdown{timeout: tc.timeout}
+		t0 := s.begin()
+		got := []time.Duration{s.drainBy().Sub(t0), s.abandonAt().Sub(t0), s.writesBy().Sub(t0), s.end().Sub(t0)}
+		want := []time.Duration{tc.drainBy, tc.abandonAt, tc.writesBy, tc.endTime}
+		if !slices.Equal(got, want) {
+			t.Errorf("ShutdownTimeout %v: drainBy, abandonAt, writesBy, end = %v after t0, want %v", tc.timeout, got, want)
+		}
+	}
+}
+
+func TestGroup_WaitAfterStop_EndsAtDeadlineNamingWhatStillRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stop, cancel := context.WithCancelCause(t.Context())
+		g := newGroup(cancel)
+		deaf := make(chan struct{})
+		defer close(deaf)
+		g.run(stop, Runnable{Name: "polite", Run: func(ctx context.Context) error { <-ctx.Done(); return nil }})
+		g.run(stop, Runnable{Name: "deaf", Run: func(context.Context) error { <-deaf; return nil },
+			busy: func() string { return "reconciling ns/a" }})
+		cancel(nil)
+		start := time.Now()
+		g.run(stop, Runnable{Name: "late", Run: func(context.Context) error { return nil }}) // added while stopping
+		got := g.wait(stop, func() time.Time { return start.Add(time.Second) })
+		if want := []string{"deaf (reconciling ns/a)"}; !slices.Equal(got, want) || time.Since(start) != time.Second {
+			t.Errorf("g.wait() = %q after %v, want %q after 1s", got, time.Since(start), want)
+		}
+	})
+}
+
+func TestGroup_FirstError_IsKeptAndCancels(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	g := newGroup(cancel)
+	g.run(ctx, Runnable{Name: "broken", Run: func(context.Context) error { return errors.New("boom") }})
+	<-ctx.Done()
+	g.run(ctx, Runnable{Name: "later", Run: func(context.Context) error { return errors.New("after the cancel: ignored") }})
+	if running := g.wait(ctx, func() time.Time { return time.Now().Add(time.Minute) }); running != nil {
+		t.Fatalf("g.wait() = %q, want nil", running)
+	}
+	if err := g.firstErr(); err == nil || !strings.Contains(err.Error(), `runnable "broken" failed: boom`) {
+		t.Errorf("g.firstErr() = %v, want the broken runnable's error", err)
+	}
+	if cause := context.Cause(ctx); cause == nil || !strings.Contains(cause.Error(), "boom") {
+		t.Errorf("context.Cause = %v, want the broken runnable's error", cause)
+	}
+}
+
+// TestManager_Shutdown_ReturnsWithinTimeoutAbandoningWorkThatIgnoresItsContext
+// is issue 15 item 8: with a 3 s ShutdownTimeout and a reconcile that ignored
+// its context for 20 s, Start returned after 18.9 s, and a standby took over
+// only then.
+func TestManager_Shutdown_ReturnsWithinTimeoutAbandoningWorkThatIgnoresItsContext(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	const timeout = 3 * time.Second
+	var logs logBuffer
+	mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: timeout,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil))})
+	if err := mgr.ElectLeader(apiLeaderElection(ns, "stubborn-0")); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{}) // closed when the test ends: the abandoned work then returns
+	defer close(release)
+	reconciling := make(chan struct{}, 1)
+	NewController(mgr, "stubborn", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		reconciling <- struct{}{}
+		<-release // ignores ctx
+		return Result{}, nil
+	})
+	if err := mgr.Add(Runnable{Name: "deaf", Run: func(context.Context) error { <-release; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	rec := mgr.EventRecorder("stubborn")
+	stop := startManager(t, mgr)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stuck"}}
+	if err := ClientFor[corev1.ConfigMap](mgr).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reconciling:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile of the ConfigMap within 30s")
+	}
+	rec.Event(cm, corev1.EventTypeNormal, "Stuck", "recorded before shutdown")
+
+	begin := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("Start returned %v, want nil", err)
+	}
+	if took := time.Since(begin); took > timeout+500*time.Millisecond { // 500ms: scheduling slack of a loaded machine
+		t.Errorf("Start returned %v after its context ended, want within ShutdownTimeout (%v)", took.Round(time.Millisecond), timeout)
+	}
+	code, body := testRawRequest(t, cfg, "GET", "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/leader-test", "")
+	var lease coordinationv1.Lease
+	if err := json.Unmarshal(body, &lease); code != 200 || err != nil {
+		t.Fatalf("GET lease: %d %s", code, body)
+	}
+	if h := holderOf(&lease); h != "" {
+		t.Errorf("the lease is held by %q after Start returned, want released", h)
+	}
+	for _, want := range []string{"abandoning leader work", `controller stubborn (reconciling ` + ns + `/stuck`, "Start returns while these still run", "deaf"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not name %q", want)
+		}
+	}
+	waitForEvent(t, mustConn(t, cfg), cm, 1) // an Event recorded before shutdown is written
+}
+
+// hangingEvents is an eventSink whose writes hang until their context ends.
+type hangingEvents struct{}
+
+func (hangingEvents) create(ctx context.Context, _ *corev1.Event) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (hangingEvents) patch(ctx context.Context, _, _ string, _ []byte) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestEventRecorder_Shutdown_EveryEventNotWrittenIsCountedAndLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, log := testRecorder()
+		r.sink = hangingEvents{}
+		for i := range 3 {
+			r.Event(eventPod(fmt.Sprint("web-", i), fmt.Sprint("uid-", i)), corev1.EventTypeNormal, "Created", "x")
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // shutting down: write what is buffered until flushBy
+		start := time.Now()
+		r.deliver(ctx, flushIn(time.Second))
+		if took := time.Since(start); took != time.Second {
+			t.Errorf("deliver returned %v after its ctx ended, want at flushBy (1s)", took)
+		}
+		r.Event(eventPod("late", "uid-late"), corev1.EventTypeNormal, "Created", "after the writer stopped")
+		r.Event(eventPod("later", "uid-later"), corev1.EventTypeNormal, "Created", "after the writer stopped")
+		if got := r.dropped.Load(); got != 5 {
+			t.Errorf("dropped = %d, want 5 (a write cut off by the deadline, 2 left buffered, 2 after the writer stopped)", got)
+		}
+		for _, want := range []string{"could not write Event (dropped)", "Events not written in time (dropped)", "recorded after the Manager stopped writing Events"} {
+			if n := strings.Count(log.String(), want); n != 1 {
+				t.Errorf("the log says %q %d times, want once:\n%s", want, n, log)
+			}
+		}
+	})
+}
+
+func TestManager_EventsDropped_OnTheMetricsPage(t *testing.T) {
+	mgr, err := NewManager(Options{Config: testUnreachableConfig(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := mgr.EventRecorder("c") // never started: the buffer fills
+	for i := range eventBuffer + 2 {
+		rec.Event(eventPod(fmt.Sprint("web-", i), fmt.Sprint("uid-", i)), corev1.EventTypeNormal, "Created", "x")
+	}
+	if page := scrapeMetrics(t, mgr.metrics.handler()); !strings.Contains(page, "\nkctl_events_dropped_total 2\n") {
+		t.Errorf("the metrics page does not count 2 dropped Events:\n%s", page)
+	}
+}
