@@ -54,9 +54,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -92,21 +90,6 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Cache configures the shared cache (per-type scopes, transforms).
 	Cache CacheOptions
-}
-
-// Runnable is a long-running part of a program that the Manager starts and
-// stops with everything else, e.g. an HTTP endpoint that enqueues keys.
-type Runnable struct {
-	Name string
-	// NeedLeader makes the Manager run it only while this replica leads.
-	NeedLeader bool
-	// Run works until ctx ends, and must then return promptly: on shutdown
-	// the Manager abandons it after ShutdownTimeout. A returned error (other
-	// than ctx's) stops the whole Manager, and Start returns it.
-	// LoggerFrom(ctx) is the Manager's logger.
-	Run func(ctx context.Context) error
-
-	busy func() string // what it is doing, for the log if it is abandoned; may be nil
 }
 
 // Manager runs controllers and runnables over one connection and one shared
@@ -194,13 +177,6 @@ func NewManager(opts Options) (*Manager, error) {
 //	kctl.ScopeFor[corev1.Secret](mgr.Cache(), kctl.Scope{Namespaces: []string{"app"}})
 func (m *Manager) Cache() *Cache { return m.cache }
 
-// HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
-// while the Manager runs, for endpoints that enqueue keys or report state.
-// It logs to the Manager's logger (LoggerFrom of its context).
-func HTTPServer(name, addr string, h http.Handler) Runnable {
-	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, LoggerFrom(ctx)) }}
-}
-
 // ServeMetrics serves Prometheus metrics at /metrics on addr while the
 // Manager runs, e.g. "127.0.0.1:8080" (":8080" listens on every interface:
 // ask for it only in a Pod). It is Add of a Runnable named "metrics", so call
@@ -223,11 +199,6 @@ func (m *Manager) ServeHealth(addr string) error {
 		return nil
 	}
 	return m.Add(m.server("health", addr, m.health.handler()))
-}
-
-// server is HTTPServer logging to m's logger.
-func (m *Manager) server(name, addr string, h http.Handler) Runnable {
-	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, m.log) }}
 }
 
 // AddReadyCheck adds a check to /readyz: the replica is ready only while
@@ -288,37 +259,6 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 		c.afterWrite = func(obj metav1.Object) { m.writes.record(res, obj) }
 	}
 	return c
-}
-
-// Add registers a runnable to start with the Manager. After Start it starts
-// at once: one that needs leadership in the current leadership term (or the
-// next, on a standby), and again in every later term. Add fails once the
-// Manager is shutting down.
-func (m *Manager) Add(r Runnable) error {
-	if r.Run == nil {
-		return fmt.Errorf("kctl: runnable %q has no Run function", r.Name)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.addLocked(r)
-}
-
-// addLocked is Add with m.mu held.
-func (m *Manager) addLocked(r Runnable) error {
-	switch {
-	case m.ctx != nil && m.ctx.Err() != nil:
-		return fmt.Errorf("kctl: Add(%q) after Start, while the Manager shuts down: it would never run; add it before the Manager's context ends", r.Name)
-	case r.NeedLeader:
-		m.leaderOnly = append(m.leaderOnly, r)
-		if m.term != nil {
-			m.term.run(m.termCtx, r)
-		}
-	case m.ctx == nil:
-		m.runnables = append(m.runnables, r)
-	default:
-		m.work.run(m.ctx, r)
-	}
-	return nil
 }
 
 // misuse records a builder error; Start returns all of them.
@@ -412,34 +352,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	return err
 }
 
-// lead runs the leader work of one term (the whole run without
-// ElectLeader): every leader-only runnable and controller, including those
-// added during the term, until leaderCtx ends. It then waits for them; once
-// the Manager shuts down, only until the shutdown's abandonAt, so that the
-// lease is released in time even if some of them ignore their context.
-func (m *Manager) lead(leaderCtx context.Context) {
-	m.log.Info("leading: starting controllers and leader-only runnables")
-	term := newGroup(m.cancel) // a failing runnable stops the Manager
-	m.mu.Lock()
-	m.term = term
-	m.termCtx = leaderCtx
-	for _, r := range m.leaderOnly {
-		term.run(leaderCtx, r)
-	}
-	m.mu.Unlock()
-
-	<-leaderCtx.Done()
-	m.mu.Lock()
-	m.term = nil // runnables added from now on wait for the next term
-	m.termCtx = nil
-	m.mu.Unlock()
-	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
-	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: abandoning leader work that ignores its context; "+
-			"the lease is released, so another replica may start on the same objects", "timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
-	}
-}
-
 // notReady is the readiness check of the controllers' caches: nil once every
 // controller's caches have synced, else an error naming each controller that
 // waits, for which cache and why (e.g. its CRD is not installed).
@@ -452,25 +364,6 @@ func (m *Manager) notReady(*http.Request) error {
 		errs = append(errs, c.waiting())
 	}
 	return errors.Join(errs...)
-}
-
-// serve runs an HTTP server on addr until ctx ends.
-func serve(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("kctl: %s server cannot listen on %s: %w", name, addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)} // not the log package's default logger
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	log.Info("serving "+name, "addr", ln.Addr().String())
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("kctl: %s server on %s: %w", name, addr, err)
-	}
-	return nil
 }
 
 // SignalContext returns a context that ends on the first SIGINT or SIGTERM.

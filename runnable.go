@@ -1,0 +1,200 @@
+package kctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// This file holds Runnable and how the Manager runs runnables: Add, the
+// leader work of each leadership term (lead), and group, which runs them.
+
+// Runnable is a long-running part of a program that the Manager starts and
+// stops with everything else, e.g. an HTTP endpoint that enqueues keys.
+type Runnable struct {
+	Name string
+	// NeedLeader makes the Manager run it only while this replica leads.
+	NeedLeader bool
+	// Run works until ctx ends, and must then return promptly: on shutdown
+	// the Manager abandons it after ShutdownTimeout. A returned error (other
+	// than ctx's) stops the whole Manager, and Start returns it.
+	// LoggerFrom(ctx) is the Manager's logger.
+	Run func(ctx context.Context) error
+
+	busy func() string // what it is doing, for the log if it is abandoned; may be nil
+}
+
+// Add registers a runnable to start with the Manager. After Start it starts
+// at once: one that needs leadership in the current leadership term (or the
+// next, on a standby), and again in every later term. Add fails once the
+// Manager is shutting down.
+func (m *Manager) Add(r Runnable) error {
+	if r.Run == nil {
+		return fmt.Errorf("kctl: runnable %q has no Run function", r.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addLocked(r)
+}
+
+// addLocked is Add with m.mu held.
+func (m *Manager) addLocked(r Runnable) error {
+	switch {
+	case m.ctx != nil && m.ctx.Err() != nil:
+		return fmt.Errorf("kctl: Add(%q) after Start, while the Manager shuts down: it would never run; add it before the Manager's context ends", r.Name)
+	case r.NeedLeader:
+		m.leaderOnly = append(m.leaderOnly, r)
+		if m.term != nil {
+			m.term.run(m.termCtx, r)
+		}
+	case m.ctx == nil:
+		m.runnables = append(m.runnables, r)
+	default:
+		m.work.run(m.ctx, r)
+	}
+	return nil
+}
+
+// lead runs the leader work of one term (the whole run without
+// ElectLeader): every leader-only runnable and controller, including those
+// added during the term, until leaderCtx ends. It then waits for them; once
+// the Manager shuts down, only until the shutdown's abandonAt, so that the
+// lease is released in time even if some of them ignore their context.
+func (m *Manager) lead(leaderCtx context.Context) {
+	m.log.Info("leading: starting controllers and leader-only runnables")
+	term := newGroup(m.cancel) // a failing runnable stops the Manager
+	m.mu.Lock()
+	m.term = term
+	m.termCtx = leaderCtx
+	for _, r := range m.leaderOnly {
+		term.run(leaderCtx, r)
+	}
+	m.mu.Unlock()
+
+	<-leaderCtx.Done()
+	m.mu.Lock()
+	m.term = nil // runnables added from now on wait for the next term
+	m.termCtx = nil
+	m.mu.Unlock()
+	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
+	if len(abandoned) > 0 {
+		m.log.Error("kctl: shutdown timeout passed: abandoning leader work that ignores its context; "+
+			"the lease is released, so another replica may start on the same objects", "timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
+	}
+}
+
+// group runs named goroutines. The first error is kept and cancels the
+// Manager (a tiny errgroup); a wait may end at a deadline and then names what
+// still runs. Goroutines may be added while another goroutine waits. The zero
+// value is not usable: call newGroup. Safe for concurrent use.
+type group struct {
+	cancel context.CancelCauseFunc // called with every error but context.Canceled
+
+	mu      sync.Mutex
+	err     error          // the first error
+	running map[*task]bool // the goroutines that have not returned
+	ended   chan struct{}  // closed, and replaced, each time one returns
+}
+
+// task names a goroutine of a group, for the log when it is abandoned.
+type task struct {
+	name string
+	busy func() string // what it is doing, e.g. the keys in flight; may be nil
+}
+
+func newGroup(cancel context.CancelCauseFunc) *group {
+	return &group{cancel: cancel, running: map[*task]bool{}, ended: make(chan struct{})}
+}
+
+// spawn runs fn in a new goroutine.
+func (g *group) spawn(t *task, fn func() error) {
+	g.mu.Lock()
+	g.running[t] = true
+	g.mu.Unlock()
+	go func() {
+		err := fn()
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		if err != nil {
+			g.cancel(err) // before the goroutine counts as returned: a wait then sees the cause
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.err == nil {
+			g.err = err
+		}
+		delete(g.running, t)
+		close(g.ended)
+		g.ended = make(chan struct{})
+	}()
+}
+
+// run runs r.Run(ctx) in a new goroutine. An error it returns while ctx has
+// not ended is the group's.
+func (g *group) run(ctx context.Context, r Runnable) {
+	g.spawn(&task{name: r.Name, busy: r.busy}, func() error {
+		if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, err)
+		}
+		return nil
+	})
+}
+
+// wait returns nil once every goroutine has returned. After stop has ended it
+// waits only until by() and then returns what still runs: each name, with
+// what it is doing.
+func (g *group) wait(stop context.Context, by func() time.Time) []string {
+	var timeout <-chan time.Time
+	stopped := stop.Done()
+	for {
+		g.mu.Lock()
+		n, ended := len(g.running), g.ended
+		g.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ended:
+		case <-stopped:
+			stopped = nil
+			timer := time.NewTimer(time.Until(by()))
+			defer timer.Stop()
+			timeout = timer.C
+		case <-timeout:
+			return g.stillRunning()
+		}
+	}
+}
+
+// stillRunning names the goroutines that have not returned, sorted.
+func (g *group) stillRunning() []string {
+	g.mu.Lock()
+	tasks := make([]*task, 0, len(g.running))
+	for t := range g.running {
+		tasks = append(tasks, t)
+	}
+	g.mu.Unlock()
+	names := make([]string, 0, len(tasks))
+	for _, t := range tasks { // busy takes its own locks: outside g.mu
+		name := t.name
+		if t.busy != nil {
+			if doing := t.busy(); doing != "" {
+				name += " (" + doing + ")"
+			}
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// firstErr is the first error a goroutine returned.
+func (g *group) firstErr() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}

@@ -1,0 +1,45 @@
+package kctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// This file holds the HTTP servers a Manager runs: the metrics and health
+// endpoints, and HTTPServer runnables.
+
+// HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
+// while the Manager runs, for endpoints that enqueue keys or report state.
+// It logs to the Manager's logger (LoggerFrom of its context).
+func HTTPServer(name, addr string, h http.Handler) Runnable {
+	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, LoggerFrom(ctx)) }}
+}
+
+// server is HTTPServer logging to m's logger.
+func (m *Manager) server(name, addr string, h http.Handler) Runnable {
+	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, m.log) }}
+}
+
+// serve runs an HTTP server on addr until ctx ends.
+func serve(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("kctl: %s server cannot listen on %s: %w", name, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)} // not the log package's default logger
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("serving "+name, "addr", ln.Addr().String())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("kctl: %s server on %s: %w", name, addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package kctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// This file holds a controller's run: the wait for its caches, the workers,
+// and the worker loop (processNext, handle), in the order they happen.
+
+// run is one term of work (the whole Manager run, or one leadership term):
+// once its caches have synced, a new queue filled with every cached key, then
+// the workers, until ctx ends.
+func (c *Controller[T]) run(ctx context.Context) error {
+	c.start()
+	if err := c.waitForCaches(ctx); err != nil {
+		return nil // ctx ended first; /readyz said what it waited for
+	}
+	if c.metrics == nil {
+		c.metrics = c.mgr.metrics.forController(c.name, c.workers)
+	}
+	q := NewQueue(QueueOptions[Key]{RateLimiter: c.rateLimiter, Observer: c.metrics})
+	c.metrics.setQueue(q.Len, q.InFlight)
+	c.mu.Lock()
+	clear(c.triggers)
+	c.queue = q
+	pending := c.pending
+	c.pending = map[Key]Trigger{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.queue = nil
+		c.mu.Unlock()
+	}()
+	for k, t := range pending { // before the replay, so their cause is the one recorded
+		c.enqueue(k, t, normal)
+	}
+	for _, replay := range c.replays {
+		replay()
+	}
+	// Reconciles run on their own context so that a graceful shutdown lets
+	// them finish: it ends at the shutdown's drainBy (ShutdownTimeout less a
+	// reserve after ctx ends), or at once when leadership is lost (another
+	// replica may already be reconciling).
+	work, stop := context.WithCancel(leaseContext(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Go(func() {
+			c.metrics.workerStarted()
+			defer c.metrics.workerStopped()
+			for c.processNext(work, q) {
+			}
+		})
+	}
+	c.log.Info("controller started", "workers", c.workers)
+	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), ErrLeaderLost) {
+		c.log.Warn("leadership lost: cancelling in-flight reconciles")
+		stop()
+		q.ShutDown()
+	} else {
+		drain, cancel := context.WithDeadline(work, c.mgr.shutdown.drainBy())
+		defer cancel()
+		if err := q.ShutDownWithDrain(drain); errors.Is(context.Cause(drain), ErrLeaderLost) {
+			c.log.Warn("leadership lost during shutdown: cancelling in-flight reconciles")
+		} else if err != nil {
+			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout, "inFlight", c.busy())
+		}
+		stop()
+	}
+	// The Manager stops waiting for a reconcile that ignores its context (see
+	// Manager.lead); this goroutine still waits, so that no later term of
+	// this process reconciles a key that one still reconciles.
+	wg.Wait()
+	c.log.Info("controller stopped")
+	return nil
+}
+
+// start fixes the configuration and connects the sources' handlers, at the
+// first run; later runs find them connected.
+func (c *Controller[T]) start() {
+	c.mu.Lock()
+	first := !c.started
+	c.started = true
+	c.mu.Unlock()
+	if first {
+		for _, connect := range c.connects {
+			connect()
+		}
+	}
+}
+
+// waitForCaches returns nil once the caches of T and of every source have
+// synced, or ctx's error if it ends first.
+func (c *Controller[T]) waitForCaches(ctx context.Context) error {
+	if c.waiting() == nil {
+		return nil
+	}
+	c.log.Info("controller waiting for its caches to sync")
+	for _, inf := range c.caches {
+		if err := inf.WaitForSync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waiting is nil once every cache of the controller has synced, else an
+// error naming the controller, the first cache it waits for and why (e.g.
+// its CRD is not installed). For the readiness check.
+func (c *Controller[T]) waiting() error {
+	c.mu.Lock()
+	caches := c.caches
+	c.mu.Unlock()
+	for _, inf := range caches {
+		if inf.HasSynced() {
+			continue
+		}
+		why := inf.Err()
+		if why == nil {
+			why = errors.New("not synced yet")
+		}
+		return fmt.Errorf("kctl: controller %q waits for its %v: %w", c.name, inf, why)
+	}
+	return nil
+}
+
+// busy names the keys being reconciled and for how long, e.g.
+// "reconciling ns/a (for 2.5s)"; "" if none.
+func (c *Controller[T]) busy() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.active))
+	for k, since := range c.active {
+		keys = append(keys, fmt.Sprintf("%s (for %v)", k, time.Since(since).Round(time.Millisecond)))
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
+	return "reconciling " + strings.Join(keys, ", ")
+}
+
+// syncer is what a controller needs of an Informer[T] of any T.
+type syncer interface {
+	HasSynced() bool
+	WaitForSync(ctx context.Context) error
+	Err() error
+}
+
+// processNext is the worker loop's body: take a key, reconcile it, decide
+// what happens to it next. The queue never hands one key to two workers, so
+// no key is ever reconciled concurrently.
+func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
+	k, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(k)
+	c.mu.Lock()
+	t := c.triggers[k]
+	delete(c.triggers, k)
+	c.active[k] = time.Now()
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.active, k)
+		c.mu.Unlock()
+	}()
+	if t == nil { // a delayed add (retry, requeue-after) that an event had already served
+		t = &Trigger{Cause: "delayed", queued: time.Now()}
+	}
+	t.Waited = time.Since(t.queued)
+	t.Attempt = q.NumRequeues(k) + 1
+	c.handle(ctx, q, k, *t)
+	return true
+}
+
+// handle runs one reconcile of k and applies the reconcile contract.
+func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trigger) {
+	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
+	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
+	start := time.Now()
+	res, err := c.reconcileKey(ctx, k)
+	took := time.Since(start)
+	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
+	if t.Detail != "" {
+		attrs = append(attrs, "detail", t.Detail)
+	}
+	switch {
+	case errors.Is(err, ErrTerminal):
+		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
+		c.metrics.reconciled("error", took)
+		q.Forget(k)
+	case err != nil:
+		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
+		c.metrics.reconciled("error", took)
+		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
+	case res.RequeueAfter > 0:
+		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
+		c.metrics.reconciled("requeue_after", took)
+		q.Forget(k)
+		c.requeue(k, Trigger{Cause: "requeue-after", Detail: res.RequeueAfter.String()}, func() { q.AddAfter(k, res.RequeueAfter) })
+	default:
+		log.Debug("reconciled", attrs...)
+		c.metrics.reconciled("success", took)
+		q.Forget(k)
+	}
+}
+
+// requeue records why k comes back (unless an event already queued it) and adds it.
+func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
+	c.mu.Lock()
+	if _, ok := c.triggers[k]; !ok {
+		t.queued = time.Now()
+		c.triggers[k] = &t
+	}
+	c.mu.Unlock()
+	add()
+}
