@@ -58,7 +58,7 @@ func TestManager_AddedAfterStart_RunsLikeAddedBefore(t *testing.T) {
 	NewController(mgr, "late", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
 		reconciled <- Key{cm.Namespace, cm.Name}
 		return Result{}, nil
-	}).WithPredicates(func(ObjectEvent) bool { return true }) // a builder call right after NewController applies
+	})
 	if err := ClientFor[corev1.ConfigMap](mgr).Uncached().Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 // once its caches have synced, a new queue filled with every cached key, then
 // the workers, until ctx ends.
 func (c *Controller[T]) run(ctx context.Context) error {
-	c.start()
 	if err := c.waitForCaches(ctx); err != nil {
 		return nil // ctx ended first; /readyz said what it waited for
 	}
@@ -82,33 +81,41 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	return nil
 }
 
-// start fixes the configuration and connects the sources' handlers, at the
-// first run; later runs find them connected.
-func (c *Controller[T]) start() {
-	c.mu.Lock()
-	first := !c.started
-	c.started = true
-	c.mu.Unlock()
-	if first {
-		for _, connect := range c.connects {
-			connect()
-		}
-	}
-}
-
 // waitForCaches returns nil once the caches of T and of every source have
-// synced, or ctx's error if it ends first.
+// synced, or ctx's error if it ends first. The first time, it then fixes the
+// configuration, so that the builder calls made while the caches synced
+// still apply (a controller made after Manager.Start), and connects the
+// sources' handlers.
 func (c *Controller[T]) waitForCaches(ctx context.Context) error {
-	if c.waiting() == nil {
+	if c.waiting() != nil {
+		c.log.Info("controller waiting for its caches to sync")
+	}
+	for {
+		c.mu.Lock()
+		caches := c.caches
+		c.mu.Unlock()
+		for _, inf := range caches {
+			if err := inf.WaitForSync(ctx); err != nil {
+				return err
+			}
+		}
+		c.mu.Lock()
+		added := len(c.caches) > len(caches) // a source added meanwhile: wait for its cache too
+		first := !added && !c.started
+		if !added {
+			c.started = true
+		}
+		c.mu.Unlock()
+		if added {
+			continue
+		}
+		if first {
+			for _, connect := range c.connects {
+				connect()
+			}
+		}
 		return nil
 	}
-	c.log.Info("controller waiting for its caches to sync")
-	for _, inf := range c.caches {
-		if err := inf.WaitForSync(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // waiting is nil once every cache of the controller has synced, else an
