@@ -45,4 +45,3 @@ func TestGroup_FirstError_IsKeptAndCancels(t *testing.T) {
 		t.Errorf("context.Cause = %v, want the broken runnable's error", cause)
 	}
 }
-
