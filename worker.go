@@ -66,7 +66,8 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	} else {
 		drain, cancel := context.WithDeadline(work, c.mgr.shutdown.drainBy())
 		defer cancel()
-		if err := q.ShutDownWithDrain(drain); errors.Is(context.Cause(drain), ErrLeaderLost) {
+		err := q.ShutDownWithDrain(drain)
+		if errors.Is(context.Cause(drain), ErrLeaderLost) {
 			c.log.Warn("leadership lost during shutdown: cancelling in-flight reconciles")
 		} else if err != nil {
 			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout, "inFlight", c.busy())
