@@ -80,6 +80,7 @@ type Conn struct {
 	base          url.URL                 // scheme://host[/path prefix]
 	http, watches *http.Client            // watches: the same transport without cfg.Timeout
 	limiter       flowcontrol.RateLimiter // nil: no client-side limit
+	requests      *requestMetrics         // a Manager's rest_client_* series; nil: not counted
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).

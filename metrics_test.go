@@ -93,9 +93,28 @@ kctl_cache_objects{resource="pods/v1"} 3
 leader_election_master_status{name="kctl-lock"} 1
 leader_election_master_status{name="other"} 0
 `
-	if got := scrapeMetrics(t, m.handler()); got != want {
+	if got := onlyFamilies(scrapeMetrics(t, m.handler()), "kctl_", "leader_election_"); got != want {
 		t.Errorf("page:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// onlyFamilies returns the lines of page that belong to families whose names
+// begin with one of prefixes: their HELP, TYPE and sample lines.
+func onlyFamilies(page string, prefixes ...string) string {
+	var b strings.Builder
+	keep := false
+	for line := range strings.Lines(page) {
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			keep = false
+			for _, p := range prefixes {
+				keep = keep || strings.HasPrefix(rest, p)
+			}
+		}
+		if keep {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
