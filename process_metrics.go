@@ -59,35 +59,41 @@ type procStat struct {
 	cpuSeconds, virtualBytes, residentBytes, startTicks float64
 }
 
-// readProcStat parses /proc/self/stat (see proc_pid_stat(5)). The command
-// name, field 2, is in parentheses and may hold spaces and parentheses, so
-// the fields are counted from the last ')'.
+// readProcStat reads /proc/self/stat.
 func readProcStat() (procStat, error) {
 	b, err := os.ReadFile("/proc/self/stat")
 	if err != nil {
 		return procStat{}, err
 	}
+	return parseProcStat(b, os.Getpagesize())
+}
+
+// parseProcStat parses the text of /proc/<pid>/stat (see proc_pid_stat(5)).
+// The command name, field 2, is in parentheses and may hold spaces and
+// parentheses, so the fields are counted from the last ')'.
+func parseProcStat(b []byte, pageSize int) (procStat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, errors.New("no ')' after the command name")
 	}
 	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
-	field := func(n int) float64 {
-		if n-3 >= len(f) {
-			err = fmt.Errorf("field %d missing", n)
-			return 0
+	if len(f) < 24-2 {
+		return procStat{}, fmt.Errorf("%d fields after the command name, want at least 22", len(f))
+	}
+	var v [25]float64 // v[n] is field n, for the fields used
+	for _, n := range []int{14, 15, 22, 23, 24} {
+		x, err := strconv.ParseFloat(f[n-3], 64)
+		if err != nil {
+			return procStat{}, fmt.Errorf("field %d: %w", n, err)
 		}
-		v, perr := strconv.ParseFloat(f[n-3], 64)
-		err = errors.Join(err, perr)
-		return v
+		v[n] = x
 	}
-	st := procStat{
-		cpuSeconds:    (field(14) + field(15)) / userHZ, // utime + stime, in clock ticks
-		startTicks:    field(22),                        // after boot
-		virtualBytes:  field(23),
-		residentBytes: field(24) * float64(os.Getpagesize()), // in pages
-	}
-	return st, err
+	return procStat{
+		cpuSeconds:    (v[14] + v[15]) / userHZ, // utime + stime, in clock ticks
+		startTicks:    v[22],                    // after boot
+		virtualBytes:  v[23],
+		residentBytes: v[24] * float64(pageSize), // in pages
+	}, nil
 }
 
 // bootTime returns the system's boot time in seconds since the Unix epoch,
