@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,6 +281,16 @@ func busyMetrics() *metrics {
 	}
 	m.addInformer("pods/v1", func() (int, int64) { return 10, 1 << 20 })
 	m.setLeader("lock", true)
+	m.requests.answered(http.MethodGet, "127.0.0.1:6443", &http.Response{StatusCode: http.StatusOK})
+	m.requests.answered(http.MethodPost, "127.0.0.1:6443", nil) // code="<error>"
+	m.requests.took(http.MethodGet, "127.0.0.1:6443", 30*time.Millisecond)
+	jobs, _ := m.user.Counter("app_jobs_total", "Jobs run, by result.", "result")
+	jobs.With("done").Add(3)
+	jobs.With(`we"ird\` + "\n").Inc()
+	level, _ := m.user.Gauge("app_level_ratio", "Level.")
+	level.Set(0.5)
+	took, _ := m.user.Histogram("app_job_duration_seconds", "Job duration.", nil, "queue")
+	took.With("a").Observe(0.3)
 	return m
 }
 
@@ -293,9 +305,10 @@ func TestMetricsPage_PassesPromtoolCheckMetrics(t *testing.T) {
 
 // TestPrometheus_ScrapesPage_QueryReturnsReconcileCount runs a real Prometheus
 // server (Debian's prometheus) on loopback that scrapes the page every second,
-// then asks its HTTP API for the reconcile count.
+// then asks its HTTP API for the reconcile count, the program's own counter
+// and which of the go_*, process_* and rest_client_* families it stored.
 func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
-	m := newMetrics()
+	m := busyMetrics()
 	cm := m.forController("widgets", 1)
 	for range 7 {
 		cm.reconciled("success", time.Millisecond)
@@ -303,7 +316,21 @@ func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
 	target := httptest.NewServer(m.handler()) // 127.0.0.1:random
 	defer target.Close()
 	prom := startPrometheus(t, strings.TrimPrefix(target.URL, "http://"))
-	waitForPromQL(t, prom, `controller_runtime_reconcile_total{controller="widgets",result="success"}`, "7")
+	waitForPromQL(t, prom, `controller_runtime_reconcile_total{controller="widgets",result="success"}`, "8") // busyMetrics' 1 + 7
+	waitForPromQL(t, prom, `app_jobs_total{result="done"}`, "3")
+	waitForPromQL(t, prom, `app_job_duration_seconds_count{queue="a"}`, "1")
+	waitForPromQL(t, prom, `rest_client_requests_total{code="<error>",host="127.0.0.1:6443",method="POST"}`, "1")
+	waitForFamilies(t, prom, append(slices.Collect(maps.Keys(goCollectorFamilies)), slices.Collect(maps.Keys(processCollectorFamilies))...))
+	waitForFamilies(t, prom, []string{"rest_client_requests_total", "rest_client_request_duration_seconds_bucket"})
+}
+
+// waitForFamilies polls Prometheus at addr until it has samples of every
+// metric name in names (a histogram's: name_bucket).
+func waitForFamilies(t *testing.T, addr string, names []string) {
+	t.Helper()
+	slices.Sort(names)
+	query := `count(count by (__name__) ({__name__=~"` + strings.Join(names, "|") + `"}))`
+	waitForPromQL(t, addr, query, strconv.Itoa(len(names)))
 }
 
 // startPrometheus runs Debian's prometheus on a free loopback port, scraping
