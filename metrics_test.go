@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -513,10 +514,15 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 	if err := mgr.ServeMetrics(metricsAddr); err != nil {
 		t.Fatal(err)
 	}
+	seen, err := mgr.Metrics().Counter("cmcounter_reconciles_total", "Reconcile calls, counted by the program.")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	attempts := map[string]int{}
 	calls := map[string]int{} // what Reconcile returned: the expected counters
 	NewController[corev1.ConfigMap](mgr, "cm-counter", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		seen.Inc()
 		mu.Lock()
 		defer mu.Unlock()
 		attempts[cm.Name]++
@@ -576,6 +582,27 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 			t.Errorf("%s = %q, want %s", k, page[k], v)
 		}
 	}
+
+	// kctl's own requests on the Manager's Conn: the informer's list and
+	// watch, and one Get of a missing object, the only 404.
+	host := mgr.conn.base.Host
+	if _, err := NewClient[corev1.ConfigMap](mgr.conn).Get(t.Context(), ns, "missing"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of a missing ConfigMap = %v, want NotFound", err)
+	}
+	_, body := getPage(t, metricsAddr, "/metrics")
+	s := samples(body)
+	if got := s[`rest_client_requests_total{code="404",host="`+host+`",method="GET"}`]; got != "1" {
+		t.Errorf("rest_client_requests_total for the one 404 = %q, want 1", got)
+	}
+	if got := value(t, s, `rest_client_requests_total{code="200",host="`+host+`",method="GET"}`); got < 2 {
+		t.Errorf("rest_client_requests_total of 200 GETs = %v, want at least the list and the watch", got)
+	}
+	if got := value(t, s, `rest_client_request_duration_seconds_count{host="`+host+`",verb="GET"}`); got < 2 {
+		t.Errorf("rest_client_request_duration_seconds_count of GETs = %v, want at least the list and the 404", got)
+	}
+	if got := value(t, s, "cmcounter_reconciles_total"); got != 6 {
+		t.Errorf("the program's cmcounter_reconciles_total = %v, want 6", got)
+	}
 	if promtool, err := exec.LookPath("promtool"); err == nil {
 		_, body := getPage(t, metricsAddr, "/metrics")
 		cmd := exec.Command(promtool, "check", "metrics")
@@ -587,4 +614,8 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 
 	prom := startPrometheus(t, metricsAddr)
 	waitForPromQL(t, prom, `sum(controller_runtime_reconcile_total{controller="cm-counter"})`, "6")
+	waitForPromQL(t, prom, `cmcounter_reconciles_total`, "6")
+	waitForPromQL(t, prom, `rest_client_requests_total{code="404",method="GET"}`, "1")
+	waitForFamilies(t, prom, []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "process_resident_memory_bytes",
+		"rest_client_request_duration_seconds_bucket"})
 }

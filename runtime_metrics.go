@@ -76,10 +76,10 @@ var memstats = []memstat{
 // runtimeGauges are the runtime/metrics values client_golang's collector
 // exposes by default under their own names, its help being the runtime's
 // description and "Sourced from <name>.".
-var runtimeGauges = map[string]string{
-	"/gc/gogc:percent":          "go_gc_gogc_percent",
-	"/gc/gomemlimit:bytes":      "go_gc_gomemlimit_bytes",
-	"/sched/gomaxprocs:threads": "go_sched_gomaxprocs_threads",
+var runtimeGauges = []struct{ source, name string }{
+	{"/gc/gogc:percent", "go_gc_gogc_percent"},
+	{"/gc/gomemlimit:bytes", "go_gc_gomemlimit_bytes"},
+	{"/sched/gomaxprocs:threads", "go_sched_gomaxprocs_threads"},
 }
 
 // collectGoRuntime adds the go_* series to p.
@@ -116,8 +116,10 @@ func collectGoRuntime(p page) {
 		}
 	}
 	for _, d := range rtmetrics.All() {
-		if name, ok := runtimeGauges[d.Name]; ok {
-			p.gauge(name, d.Description+" Sourced from "+d.Name+".", values[d.Name])
+		for _, g := range runtimeGauges {
+			if g.source == d.Name {
+				p.gauge(g.name, d.Description+" Sourced from "+d.Name+".", values[d.Name])
+			}
 		}
 	}
 }
@@ -131,8 +133,8 @@ func readRuntimeMetrics() map[string]float64 {
 			values[name] = 0
 		}
 	}
-	for name := range runtimeGauges {
-		values[name] = 0
+	for _, g := range runtimeGauges {
+		values[g.source] = 0
 	}
 	var samples []rtmetrics.Sample
 	for name := range values {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -157,11 +156,21 @@ func (h *Histogram) With(values ...string) *Histogram {
 // and adds it to the sum.
 func (h *Histogram) Observe(v float64) { h.f.or(h.s).hist.observe(v) }
 
-var (
-	metricName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-	// reservedPrefixes are those of the series kctl writes itself.
-	reservedPrefixes = []string{"go_", "process_", "rest_client_", "workqueue_", "controller_runtime_", "leader_election_", "kctl_"}
-)
+// reservedPrefixes are those of the series kctl writes itself.
+var reservedPrefixes = []string{"go_", "process_", "rest_client_", "workqueue_", "controller_runtime_", "leader_election_", "kctl_"}
+
+// isName reports whether s is a Prometheus metric or label name,
+// [a-zA-Z_][a-zA-Z0-9_]* (the metric names of recording rules may also
+// hold colons; a program's may not).
+func isName(s string) bool {
+	for i, c := range s {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // register checks and adds one family, and returns it with its series when
 // it has no labels (nil otherwise). On error it returns an unregistered
@@ -236,7 +245,7 @@ func (s *userSeries) add(v float64) {
 func (f *userFamily) check() error {
 	var problem string
 	switch {
-	case !metricName.MatchString(f.name):
+	case !isName(f.name):
 		problem = "the name is not a Prometheus metric name, [a-zA-Z_][a-zA-Z0-9_]*"
 	case strings.TrimSpace(f.help) == "":
 		problem = "the help text is empty: say what it measures"
@@ -251,7 +260,7 @@ func (f *userFamily) check() error {
 	for i, l := range f.labels {
 		switch {
 		case problem != "":
-		case !metricName.MatchString(l) || strings.HasPrefix(l, "__"):
+		case !isName(l) || strings.HasPrefix(l, "__"):
 			problem = fmt.Sprintf("label name %q is not a Prometheus label name, [a-zA-Z_][a-zA-Z0-9_]* not beginning with __", l)
 		case slices.Contains(f.labels[:i], l):
 			problem = fmt.Sprintf("label name %q is given twice", l)
