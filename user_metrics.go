@@ -96,6 +96,8 @@ func (r *Metrics) Histogram(name, help string, buckets []float64, labels ...stri
 // Counter is a counter, or, registered with label names, a family of
 // counters, one per set of label values, chosen by With. Inc and Add on a
 // family with labels count in the series whose label values are all "".
+// Get one from Metrics.Counter (the zero value is unusable); it is safe for
+// concurrent use.
 type Counter struct {
 	f *userFamily
 	s *userSeries // nil: the series for no label values, looked up at each call
@@ -120,7 +122,8 @@ func (c *Counter) Add(v float64) {
 
 // Gauge is a gauge, or, registered with label names, a family of gauges, one
 // per set of label values, chosen by With. Its methods on a family with
-// labels set the series whose label values are all "".
+// labels set the series whose label values are all "". Get one from
+// Metrics.Gauge (the zero value is unusable); it is safe for concurrent use.
 type Gauge struct {
 	f *userFamily
 	s *userSeries
@@ -142,6 +145,8 @@ func (g *Gauge) Dec() { g.Add(-1) }
 // Histogram is a histogram, or, registered with label names, a family of
 // histograms, one per set of label values, chosen by With. Observe on a
 // family with labels counts in the series whose label values are all "".
+// Get one from Metrics.Histogram (the zero value is unusable); it is safe
+// for concurrent use, and Observe takes no lock.
 type Histogram struct {
 	f *userFamily
 	s *userSeries
