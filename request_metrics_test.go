@@ -128,3 +128,15 @@ func TestRequestMetrics_Nil_CountsNothing(t *testing.T) {
 		t.Errorf("nil requestMetrics wrapped the body for timing: %T", got)
 	}
 }
+
+// BenchmarkRequestMetrics_PerRequest is what counting and timing add to one
+// request (without retries).
+func BenchmarkRequestMetrics_PerRequest(b *testing.B) {
+	r := newRequestMetrics()
+	resp := &http.Response{StatusCode: http.StatusOK}
+	start := time.Now()
+	for b.Loop() {
+		r.answered(http.MethodGet, "127.0.0.1:6443", resp)
+		r.timeBody(http.NoBody, http.MethodGet, "127.0.0.1:6443", start).Close()
+	}
+}
