@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Metrics is where a program adds its own counters, gauges and histograms
@@ -254,6 +255,8 @@ func (f *userFamily) check() error {
 		problem = "the name is not a Prometheus metric name, [a-zA-Z_][a-zA-Z0-9_]*"
 	case strings.TrimSpace(f.help) == "":
 		problem = "the help text is empty: say what it measures"
+	case !utf8.ValidString(f.help):
+		problem = "the help text is not UTF-8"
 	case f.typ == "counter" && !strings.HasSuffix(f.name, "_total"):
 		problem = "a counter's name ends in _total (Prometheus' convention, which promtool checks)"
 	}
@@ -301,14 +304,22 @@ func (f *userFamily) or(s *userSeries) *userSeries {
 }
 
 // with returns the series for values, making it on first use. Missing
-// values are "" and extra ones are dropped (and the mistake logged).
+// values are "" and extra ones are dropped, bytes that are not UTF-8 become
+// U+FFFD (the page must be UTF-8), and the mistake is logged.
 func (f *userFamily) with(values []string) *userSeries {
 	if len(values) != len(f.labels) {
 		f.misused(fmt.Sprintf("got %d label values %q, want %d, for %q: missing values are \"\", extra ones dropped",
 			len(values), values, len(f.labels), f.labels))
 		values = append(slices.Clone(values), make([]string, len(f.labels))...)[:len(f.labels)]
 	}
-	key := strings.Join(values, "\xff")
+	for i, v := range values {
+		if !utf8.ValidString(v) {
+			f.misused(fmt.Sprintf("label value %q is not UTF-8: its bad bytes are shown as U+FFFD", v))
+			values = slices.Clone(values)
+			values[i] = strings.ToValidUTF8(v, "\uFFFD")
+		}
+	}
+	key := strings.Join(values, "\xff") // 0xff is never in UTF-8 text
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.series[key]

@@ -83,6 +83,7 @@ func TestMetrics_UserRegistration_ErrorsNameTheProblem(t *testing.T) {
 		{func() error { _, err := m.user.Gauge("app-dash", "Dash."); return err }, "not a Prometheus metric name"},
 		{func() error { _, err := m.user.Gauge("", "Empty."); return err }, "not a Prometheus metric name"},
 		{func() error { _, err := m.user.Gauge("app_x", " "); return err }, "help text is empty"},
+		{func() error { _, err := m.user.Gauge("app_x", "Bad \xff."); return err }, "help text is not UTF-8"},
 		{func() error { _, err := m.user.Counter("app_jobs", "Jobs."); return err }, "ends in _total"},
 		{func() error { _, err := m.user.Gauge("go_mine", "Mine."); return err }, "go_ are kctl's own"},
 		{func() error { _, err := m.user.Counter("workqueue_mine_total", "Mine."); return err }, "workqueue_ are kctl's own"},
@@ -119,11 +120,13 @@ func TestMetrics_UserMistakes_ValueLandsAndFirstIsLogged(t *testing.T) {
 	jobs.Inc()                              // no values at all
 	jobs.With("failed", "a").Add(-1)        // ignored
 	jobs.With("failed", "a").Add(math.NaN())
+	jobs.With("bad\xffbyte", "a").Inc() // shown with U+FFFD: the page stays UTF-8
 	s := samples(scrapeMetrics(t, m.handler()))
 	for series, want := range map[string]string{
-		`app_jobs_total{result="failed",queue=""}`:  "1",
-		`app_jobs_total{result="failed",queue="a"}`: "1",
-		`app_jobs_total{result="",queue=""}`:        "1",
+		`app_jobs_total{result="failed",queue=""}`:             "1",
+		`app_jobs_total{result="failed",queue="a"}`:            "1",
+		`app_jobs_total{result="",queue=""}`:                   "1",
+		"app_jobs_total{result=\"bad\uFFFDbyte\",queue=\"a\"}": "1",
 	} {
 		if s[series] != want {
 			t.Errorf("%s = %q, want %s", series, s[series], want)
