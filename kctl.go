@@ -166,6 +166,7 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{conn: conn, log: opts.Logger, opts: opts, writes: newWriteTracker(),
 		metrics: newMetrics(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
+	conn.requests = m.metrics.requests
 	m.cache = NewCache(conn, opts.Cache)
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
