@@ -80,6 +80,7 @@ type Conn struct {
 	base          url.URL                 // scheme://host[/path prefix]
 	http, watches *http.Client            // watches: the same transport without cfg.Timeout
 	limiter       flowcontrol.RateLimiter // nil: no client-side limit
+	discovery     discovery               // what the server serves, for declared types' checks
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).
@@ -203,6 +204,11 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	case c.res.Namespaced && r.namespace == "" && (!r.list || r.method != http.MethodGet):
 		return nil, fmt.Errorf("kctl: %s %s: %s are namespaced; give a namespace", r.verb, c.what(r), c.res.Plural)
 	}
+	if !c.codec.builtin { // a declaration is checked against discovery; k8s.io/api types by TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery
+		if err := c.checkServed(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	r.path = "/api/" + c.res.Version
 	if c.res.Group != "" {
 		r.path = "/apis/" + c.res.Group + "/" + c.res.Version
@@ -223,7 +229,11 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return nil, c.statusError(r, resp, body)
+	err = c.statusError(r, resp, body)
+	if errors.Is(err, ErrNotInstalled) {
+		c.conn.discovery.outdated(ctx, c.res.APIVersion()) // the next check asks the server again
+	}
+	return nil, err
 }
 
 // call sends r and hands the Content-Type and body of the answer to read.
@@ -268,14 +278,19 @@ func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
 	return obj, err
 }
 
-// synced is the cache's informer for T, once synced.
+// synced is the cache's informer for T, once synced. A resource the server
+// does not serve fails at once, after at most one discovery request (whose
+// answer is cached, see discovery), rather than when ctx ends.
 func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
 	inf, err := c.cache(ctx)
+	if err == nil {
+		err = c.checkServed(ctx, request{})
+	}
 	if err == nil {
 		err = inf.WaitForSync(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kctl: reading %s from the cache: %w", c.res, err)
+		return nil, err // each names the resource
 	}
 	return inf, nil
 }

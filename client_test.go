@@ -24,10 +24,15 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// fakeServer serves handler over HTTP and returns a Conn to it.
+// fakeServer serves handler over HTTP and returns a Conn to it. It answers
+// the discovery documents of declared types itself (fakeDiscovery).
 func fakeServer(t *testing.T, handler http.HandlerFunc) *Conn {
 	t.Helper()
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fakeDiscovery(w, r) {
+			handler(w, r)
+		}
+	}))
 	t.Cleanup(srv.Close)
 	conn, err := NewConn(&rest.Config{Host: srv.URL})
 	if err != nil {
