@@ -297,6 +297,9 @@ func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
 
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a
 // copy from the cache if c has one (NotFound if the cache has no such object).
+// A cached Get waits until the cache has synced, at most until ctx ends; of a
+// resource the server does not serve (a CRD not applied) it fails at once
+// with an error matching ErrNotInstalled, after at most one discovery request.
 func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
 	if c.cache == nil || c.err != nil {
 		return c.object(ctx, request{verb: "get", method: http.MethodGet, namespace: namespace, name: name})
@@ -315,7 +318,8 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 // List's page size, and how often a List whose continue token expired starts over.
 const listPageSize, listMaxRestarts = 500, 2
 
-// List returns the objects matching opts (copies, from the cache). From the
+// List returns the objects matching opts (copies, from the cache, waiting
+// for it as Get does). From the
 // server it reads pages of 500, starting over (at most twice) if the continue
 // token expires (410 Gone). Undecodable objects are left out: List returns
 // the others and an error naming them.

@@ -160,6 +160,9 @@ func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]meta
 		if !ok {
 			se = apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", string(body[:min(len(body), 512)]), 0, true)
 		}
+		if apierrors.IsForbidden(se) {
+			return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w: grant this identity the system:discovery ClusterRole", path, se)
+		}
 		return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w", path, se)
 	}
 	var doc metav1.APIResourceList
