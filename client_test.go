@@ -758,7 +758,8 @@ func TestClient_CRDNotInstalled_IsErrNotInstalledNamingIt(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	c := NewClient[notInstalledGizmo](clientTestConn(t, cfg))
-	want := "kctl: gizmos.absent.kctl.example.com/v1 is not installed on the API server: apply its CRD"
+	want := "kctl: gizmos.absent.kctl.example.com/v1 is not installed on the API server: apply its CRD " +
+		"(the server serves no group version absent.kctl.example.com/v1: check Group and Version in kctl.Declare[kctl.notInstalledGizmo])"
 	_, err := c.List(t.Context(), ListOptions{})
 	if !errors.Is(err, ErrNotInstalled) || err.Error() != want {
 		t.Errorf("List: err = %v, want %q", err, want)

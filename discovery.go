@@ -181,7 +181,8 @@ func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]meta
 // else an error naming the difference and the fix. A resource or subresource
 // the server does not serve matches ErrNotInstalled.
 func (c *Client[T]) checkServed(ctx context.Context, r request) error {
-	gv, plural := c.res.APIVersion(), c.res.Plural
+	gv := c.res.APIVersion()
+	plural := c.res.Plural
 	resources, err := c.conn.discovery.lookup(ctx, c.conn, gv, strings.TrimSuffix(plural+"/"+r.sub, "/"))
 	if err != nil {
 		return err
