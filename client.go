@@ -230,8 +230,16 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	err = c.statusError(r, resp, body)
-	if errors.Is(err, ErrNotInstalled) {
-		c.conn.discovery.outdated(ctx, c.res.APIVersion()) // the next check asks the server again
+	if !errors.Is(err, ErrNotInstalled) {
+		return nil, err
+	}
+	c.conn.discovery.outdated(ctx, c.res.APIVersion()) // the next check asks the server again
+	if r.sub == "" {
+		return nil, err
+	}
+	// The server has no route for a subresource it does not serve (e.g. a ConfigMap's status): say so.
+	if notServed := c.checkServed(ctx, r); errors.Is(notServed, ErrNotInstalled) {
+		return nil, notServed
 	}
 	return nil, err
 }

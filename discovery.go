@@ -201,11 +201,14 @@ func (c *Client[T]) checkServed(ctx context.Context, r request) error {
 	case !got.Namespaced && c.res.Namespaced:
 		return fmt.Errorf("kctl: %s serves %s cluster-scoped, but %s declares them namespaced: remove Namespaced: true from it", gv, plural, declare)
 	}
-	if _, ok := resources[plural+"/"+r.sub]; r.sub != "" && !ok {
-		return &notInstalledError{msg: fmt.Sprintf("kctl: %s %s: the server serves no %s subresource of %s: add `subresources: {%s: {}}` to version %s of their CRD",
-			r.verb, c.what(r), r.sub, plural, r.sub, c.res.Version)}
+	if _, ok := resources[plural+"/"+r.sub]; r.sub == "" || ok {
+		return nil
 	}
-	return nil
+	fix := fmt.Sprintf("add `subresources: {%s: {}}` to version %s of their CRD", r.sub, c.res.Version)
+	if c.codec.builtin {
+		fix = "write the whole object instead"
+	}
+	return &notInstalledError{msg: fmt.Sprintf("kctl: %s %s: the server serves no %s subresource of %s: %s", r.verb, c.what(r), r.sub, plural, fix)}
 }
 
 // notServed is the error of a call on c's resource, which the server does not

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -288,6 +289,19 @@ func TestClient_UpdateStatusWithoutTheStatusSubresource_SaysHowToFixIt(t *testin
 	wantError(t, "UpdateStatus", err, true, false, "kctl: update status of dwidgets.discovery.kctl.dev/v1 "+ns+"/w: "+fix)
 	_, err = c.Patch(ctx, ns, "w", MergePatch, []byte(`{"status":{"phase":"ready"}}`), PatchOptions{Subresource: "status"})
 	wantError(t, "Patch of the status", err, true, false, fix)
+
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}
+	if err := cms.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, "UpdateStatus of a ConfigMap", cms.UpdateStatus(ctx, cm), true, false,
+		"kctl: update status of configmaps/v1 "+ns+"/c: the server serves no status subresource of configmaps: write the whole object instead")
+	pods := NewClient[corev1.Pod](clientTestConn(t, cfg))
+	err = pods.UpdateStatus(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing"}})
+	if !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled) {
+		t.Errorf("UpdateStatus of a missing Pod (which has a status subresource): err = %v, want NotFound", err)
+	}
 }
 
 // ffWidget's CRD is applied in the middle of its test.
