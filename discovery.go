@@ -73,8 +73,11 @@ func (d *discovery) lookup(ctx context.Context, conn *Conn, gv, name string) (ma
 	}
 	defer func() { <-s.lock }()
 	now := d.clock()
-	if s.due(now, name) {
-		s.fetch(ctx, conn, gv, now)
+	if !s.due(now, name) {
+		return s.resources, s.err
+	}
+	if err := s.fetch(ctx, conn, gv, now); err != nil {
+		return nil, err
 	}
 	return s.resources, s.err
 }
@@ -123,21 +126,23 @@ func (s *served) due(now time.Time, name string) bool {
 	return !ok || s.stale || s.err != nil
 }
 
-// fetch asks the server for gv's document. A request that ends with ctx
-// changes nothing: a later check with a live context asks again.
-func (s *served) fetch(ctx context.Context, conn *Conn, gv string, now time.Time) {
+// fetch asks the server for gv's document and records the answer. A request
+// that fails because ctx ended records nothing and returns its error: a later
+// check with a live context asks again.
+func (s *served) fetch(ctx context.Context, conn *Conn, gv string, now time.Time) error {
 	path := "/apis/" + gv
 	if !strings.Contains(gv, "/") {
 		path = "/api/" + gv
 	}
 	resources, err := getDiscovery(ctx, conn, path)
-	if ctx.Err() != nil {
-		return
+	if err != nil && ctx.Err() != nil {
+		return err
 	}
 	s.fetched = now
 	s.resources = resources
 	s.err = err
 	s.stale = false
+	return nil
 }
 
 // getDiscovery reads the discovery document at path: nil if the server answers 404.

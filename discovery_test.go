@@ -131,6 +131,42 @@ func TestDiscovery_FaultInjection_MissingGroupVersion_IsAskedForOncePerSecond(t 
 	}
 }
 
+// A discovery request cut short by its caller's context is not taken for
+// the server's answer: the next check asks again.
+func TestDiscovery_FaultInjection_RequestEndedByTheContext_RecordsNothing(t *testing.T) {
+	var discoveries atomic.Int32
+	asked := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apis/kctl.example.com/v1" && discoveries.Add(1) == 1 {
+			close(asked)
+			<-r.Context().Done() // hangs until the client gives up
+			return
+		}
+		if !fakeDiscovery(w, r) {
+			w.Header().Set("Content-Type", mediaJSON)
+			w.Write([]byte(`{"kind":"GizmoList","apiVersion":"kctl.example.com/v1","metadata":{},"items":[]}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	conn, err := NewConn(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.discovery.now = func() time.Time { return time.Unix(1000, 0) } // never a second later
+	g := NewClient[gizmo](conn)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-asked; cancel() }()
+	if _, err := g.List(ctx, ListOptions{Namespace: "shop"}); !errors.Is(err, context.Canceled) || errors.Is(err, ErrNotInstalled) {
+		t.Errorf("List whose context ends during discovery: err = %v, want context.Canceled and not ErrNotInstalled", err)
+	}
+	if _, err := g.List(t.Context(), ListOptions{Namespace: "shop"}); err != nil {
+		t.Errorf("List after that: %v", err)
+	}
+	if n := discoveries.Load(); n != 2 {
+		t.Errorf("%d discovery requests, want 2", n)
+	}
+}
+
 // Integration tests against the local control plane. Group discovery.kctl.dev
 // serves dwidgets (namespaced, without a status subresource) and dclusters
 // (cluster-scoped); the Go types below declare them rightly or wrongly.
