@@ -143,7 +143,9 @@ func (o ListOptions) query() url.Values {
 // Built-in types travel as protobuf, declared ones as JSON. Returned objects
 // have apiVersion and kind set; writes update the object passed in from the
 // server's answer. Errors wrap the server's *apierrors.StatusError (so
-// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled. One made
+// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled; a
+// declaration the server contradicts (see Declare) is an error naming the
+// fix. One made
 // by a Manager reads from the shared cache (see Uncached), one made by
 // NewClient from the server. The zero value is unusable. A Client is safe for
 // concurrent use.
@@ -204,7 +206,7 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	case c.res.Namespaced && r.namespace == "" && (!r.list || r.method != http.MethodGet):
 		return nil, fmt.Errorf("kctl: %s %s: %s are namespaced; give a namespace", r.verb, c.what(r), c.res.Plural)
 	}
-	if !c.codec.builtin { // a declaration is checked against discovery; k8s.io/api types by TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery
+	if !c.codec.builtin { // k8s.io/api types: see TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery
 		if err := c.checkServed(ctx, r); err != nil {
 			return nil, err
 		}
@@ -327,10 +329,9 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 const listPageSize, listMaxRestarts = 500, 2
 
 // List returns the objects matching opts (copies, from the cache, waiting
-// for it as Get does). From the
-// server it reads pages of 500, starting over (at most twice) if the continue
-// token expires (410 Gone). Undecodable objects are left out: List returns
-// the others and an error naming them.
+// for it as Get does). From the server it reads pages of 500, starting over
+// (at most twice) if the continue token expires (410 Gone). Undecodable
+// objects are left out: List returns the others and an error naming them.
 func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	if c.cache != nil && c.err == nil {
 		inf, err := c.synced(ctx)
