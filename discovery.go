@@ -186,12 +186,27 @@ func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]meta
 // else an error naming the difference and the fix. A resource or subresource
 // the server does not serve matches ErrNotInstalled.
 func (c *Client[T]) checkServed(ctx context.Context, r request) error {
-	gv := c.res.APIVersion()
-	plural := c.res.Plural
-	resources, err := c.conn.discovery.lookup(ctx, c.conn, gv, strings.TrimSuffix(plural+"/"+r.sub, "/"))
+	name := c.res.Plural
+	if r.sub != "" {
+		name += "/" + r.sub
+	}
+	resources, err := c.conn.discovery.lookup(ctx, c.conn, c.res.APIVersion(), name)
 	if err != nil {
 		return err
 	}
+	got, ok := resources[c.res.Plural]
+	_, subOK := resources[name]
+	if ok && subOK && got.Kind == c.res.Kind && got.Namespaced == c.res.Namespaced {
+		return nil
+	}
+	return c.disagreement(resources, r)
+}
+
+// disagreement is the error of checkServed when resources, a discovery
+// document of c's group version, does not serve r as c declares it.
+func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r request) error {
+	gv := c.res.APIVersion()
+	plural := c.res.Plural
 	declare := "kctl.Declare[" + typeName(reflect.TypeFor[T]()) + "]"
 	got, ok := resources[plural]
 	switch {
@@ -205,9 +220,6 @@ func (c *Client[T]) checkServed(ctx context.Context, r request) error {
 		return fmt.Errorf("kctl: %s serves %s namespaced, but %s declares them cluster-scoped: add Namespaced: true to it", gv, plural, declare)
 	case !got.Namespaced && c.res.Namespaced:
 		return fmt.Errorf("kctl: %s serves %s cluster-scoped, but %s declares them namespaced: remove Namespaced: true from it", gv, plural, declare)
-	}
-	if _, ok := resources[plural+"/"+r.sub]; r.sub == "" || ok {
-		return nil
 	}
 	fix := fmt.Sprintf("add `subresources: {%s: {}}` to version %s of their CRD", r.sub, c.res.Version)
 	if c.codec.builtin {

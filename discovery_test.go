@@ -380,7 +380,9 @@ func TestClientFor_CRDNotInstalled_CachedReadsFailAtOnceThenWorkOnceItIsApplied(
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
+	start := time.Now()
 	_, err := c.Get(ctx, ns, "w")
+	t.Logf("the cached Get of a type whose CRD is not installed failed after %v", time.Since(start).Round(time.Millisecond))
 	if ctx.Err() != nil {
 		t.Fatalf("cached Get of a type whose CRD is not installed waited until its context ended: %v", err)
 	}
