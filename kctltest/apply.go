@@ -183,7 +183,7 @@ func (e *Env) apply(ctx context.Context, obj object) error {
 	if err != nil {
 		return err
 	}
-	code, body, err := e.do(ctx, "PATCH", p+"?fieldManager=kctltest&force=true", "application/apply-patch+yaml", string(obj.json))
+	code, body, err := e.do(ctx, "PATCH", p+"?fieldManager=kctltest&force=true&fieldValidation=Strict", "application/apply-patch+yaml", string(obj.json))
 	if err == nil && code != http.StatusOK && code != http.StatusCreated {
 		err = fmt.Errorf("the API server answered %d: %s", code, body)
 	}

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// WaitTimeout bounds WaitFor.
+// WaitTimeout bounds WaitFor and Eventually.
 const WaitTimeout = 30 * time.Second
 
 // WaitFor reads the object namespace/name through c every 50 ms until cond
@@ -24,23 +24,48 @@ const WaitTimeout = 30 * time.Second
 // (kctl.NewClient[T](env.Conn)): a Manager's client shows its cache.
 func WaitFor[T any](t testing.TB, c *kctl.Client[T], namespace, name string, cond func(obj *T) bool) *T {
 	t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
-	for {
+	var found *T
+	what := fmt.Sprintf("%s %s/%s to meet the condition", c.Resource().Kind, namespace, name)
+	Eventually(t, what, func() string {
 		obj, err := c.Get(t.Context(), namespace, name)
 		if apierrors.IsNotFound(err) {
 			obj = nil
 			err = nil
 		}
 		if err == nil && cond(obj) {
-			return obj
+			found = obj
+			return ""
+		}
+		return lastSeen(obj, err)
+	})
+	return found
+}
+
+// Eventually calls check every 50 ms until it returns "" (the awaited state
+// holds), and after WaitTimeout (30 s) fails t with what and check's last
+// answer, which says what it saw instead:
+//
+//	kctltest.Eventually(t, "two ReplicaSets labelled", func() string {
+//		list, err := rsets.List(ctx, kctl.ListOptions{Namespace: ns, Labels: sel})
+//		if err != nil || len(list) != 2 {
+//			return fmt.Sprintf("%d ReplicaSets, %v", len(list), err)
+//		}
+//		return ""
+//	})
+func Eventually(t testing.TB, what string, check func() (saw string)) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		saw := check()
+		if saw == "" {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kctltest: WaitFor %s %s/%s: the condition does not hold after %v; last seen: %s",
-				c.Resource().Kind, namespace, name, WaitTimeout, lastSeen(obj, err))
+			t.Fatalf("kctltest: waited %v for %s; last seen: %s", WaitTimeout, what, saw)
 		}
 		select {
 		case <-t.Context().Done():
-			t.Fatalf("kctltest: WaitFor %s %s/%s: the test ended", c.Resource().Kind, namespace, name)
+			t.Fatalf("kctltest: the test ended while waiting for %s; last seen: %s", what, saw)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
