@@ -33,7 +33,8 @@ var _ = kctl.Declare[gadget](kctl.Resource{Group: "kctltest.kctl.dev", Version: 
 
 func TestNamespace_IsFreshOnEveryCall(t *testing.T) {
 	env := kctltest.Start(t)
-	a, b := env.Namespace(t), env.Namespace(t)
+	a := env.Namespace(t)
+	b := env.Namespace(t)
 	if a == b {
 		t.Fatalf("Namespace returned %q twice", a)
 	}

@@ -3,8 +3,11 @@ package kctltest_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/kctltest"
@@ -179,4 +182,46 @@ func diffLines(got, want []string) string {
 		out += fmt.Sprintf("%sgot  %s\n%swant %s\n", mark, g, mark, w)
 	}
 	return out
+}
+
+// fatalTB records the message of Fatalf and ends the goroutine, as t.Fatalf does.
+type fatalTB struct {
+	testing.TB
+	ctx context.Context
+	msg string
+}
+
+func (f *fatalTB) Helper()                  {}
+func (f *fatalTB) Context() context.Context { return f.ctx }
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// waitFailure runs WaitFor for an object that never meets the condition,
+// until ctx ends, and returns the failure message.
+func waitFailure(t *testing.T, c kctltest.Getter[gadget], name string) string {
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	tb := &fatalTB{TB: t, ctx: ctx}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kctltest.WaitFor(tb, c, "ns", name, func(g *gadget) bool { return false })
+	}()
+	<-done
+	return tb.msg
+}
+
+func TestWaitFor_Failure_ShowsTheLastStateSeen(t *testing.T) {
+	g := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	g.Spec.Size = 42
+	f := kctltest.NewFakeClient(t, g)
+	msg := waitFailure(t, f, "a")
+	if !strings.Contains(msg, `"size": 42`) || !strings.Contains(msg, "gadget ns/a") || strings.Contains(msg, "managedFields") {
+		t.Errorf("WaitFor failure = %q, want it to name gadget ns/a and show the object without managedFields", msg)
+	}
+	if msg := waitFailure(t, f, "missing"); !strings.Contains(msg, "NotFound") {
+		t.Errorf("WaitFor failure for a missing object = %q, want NotFound", msg)
+	}
 }

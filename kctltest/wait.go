@@ -1,17 +1,23 @@
 package kctltest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
-	"github.com/kctl-dev/kctl"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // WaitTimeout bounds WaitFor and Eventually.
 const WaitTimeout = 30 * time.Second
+
+// Getter is the method of kctl.Client[T] (and FakeClient[T]) that WaitFor calls.
+type Getter[T any] interface {
+	Get(ctx context.Context, namespace, name string) (*T, error)
+}
 
 // WaitFor reads the object namespace/name through c every 50 ms until cond
 // holds for it, and returns it. cond gets nil while the object does not
@@ -21,11 +27,12 @@ const WaitTimeout = 30 * time.Second
 //
 // After WaitTimeout (30 s) t fails with the last state seen: the object as
 // JSON (without managedFields), or the last error. Pass an uncached client
-// (kctl.NewClient[T](env.Conn)): a Manager's client shows its cache.
-func WaitFor[T any](t testing.TB, c *kctl.Client[T], namespace, name string, cond func(obj *T) bool) *T {
+// (kctl.NewClient[T](env.Conn)): a Manager's client shows its cache. A
+// FakeClient works too.
+func WaitFor[T any](t testing.TB, c Getter[T], namespace, name string, cond func(obj *T) bool) *T {
 	t.Helper()
 	var found *T
-	what := fmt.Sprintf("%s %s/%s to meet the condition", c.Resource().Kind, namespace, name)
+	what := fmt.Sprintf("%s %s/%s to meet the condition", reflect.TypeFor[T]().Name(), namespace, name)
 	Eventually(t, what, func() string {
 		obj, err := c.Get(t.Context(), namespace, name)
 		if apierrors.IsNotFound(err) {

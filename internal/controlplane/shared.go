@@ -19,7 +19,8 @@ import (
 // SIGTERM, or by the kernel when the process dies any other way (Linux).
 // Once start has run, c or err is set and never changes.
 var shared struct {
-	main    atomic.Bool // RunTests is running the tests
+	main    atomic.Bool     // RunTests is running the tests
+	ctx     context.Context // ends on SIGINT or SIGTERM: a build or start in progress stops
 	once    sync.Once
 	c       *Cluster
 	err     error
@@ -31,7 +32,18 @@ var shared struct {
 // and reports on the terminal how many tests were skipped for want of one.
 // It returns m.Run's exit code. Call it from TestMain.
 func RunTests(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	shared.ctx = ctx
 	shared.main.Store(true)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		cancel()
+		stopShared()
+		signal.Reset(s)
+		syscall.Kill(os.Getpid(), s.(syscall.Signal)) // die of it, as without this handler
+	}()
 	code := m.Run()
 	stopShared()
 	if n := shared.skipped.Load(); n > 0 {
@@ -67,7 +79,7 @@ func Require(t testing.TB) *Cluster {
 }
 
 func startShared() {
-	ctx := context.Background()
+	ctx := shared.ctx
 	bin, err := Binaries(ctx, terminal())
 	if err != nil {
 		shared.err = err
@@ -91,20 +103,13 @@ func startShared() {
 		return
 	}
 	shared.c = c
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		stopShared()
-		signal.Reset(s)
-		syscall.Kill(os.Getpid(), s.(syscall.Signal)) // die of it, as without this handler
-	}()
 }
 
 // stopShared stops the shared control plane, if it started, and removes its files.
 func stopShared() {
 	shared.stopped.Do(func() {
-		// once.Do waits for a start in progress, and makes a later Require start nothing.
+		// once.Do waits for a start in progress (ended early by a signal: see
+		// RunTests), and makes a later Require start nothing.
 		shared.once.Do(func() { shared.err = fmt.Errorf("the tests are over") })
 		if shared.c != nil {
 			shared.c.Down()

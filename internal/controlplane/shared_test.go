@@ -133,11 +133,13 @@ cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$ou
 		"PATH=" + filepath.Dir(fakeGo) + string(os.PathListSeparator) + os.Getenv("PATH")}
 	a, aOut := helper(t, "return", env...)
 	b, bOut := helper(t, "return", env...)
-	errA, errB := a.Wait(), b.Wait()
+	errA := a.Wait()
+	errB := b.Wait()
 	if errA != nil || errB != nil {
 		t.Fatalf("helpers: %v, %v\n--- a:\n%s\n--- b:\n%s", errA, errB, aOut, bOut)
 	}
-	urlA, urlB := apiURL(t, aOut), apiURL(t, bOut)
+	urlA := apiURL(t, aOut)
+	urlB := apiURL(t, bOut)
 	if urlA == urlB {
 		t.Errorf("both test binaries used the kube-apiserver at %s, want one each", urlA)
 	}
