@@ -43,9 +43,10 @@ import (
 // What it models, as the API server does: resourceVersion (a write with a
 // stale one fails with Conflict; Create refuses one; Update of a
 // non-k8s.io/api type needs one), uid, creationTimestamp, generation (bumped
-// when anything but metadata and status changes), the status subresource of a
-// type with a status field (Update keeps the stored status, UpdateStatus
-// changes only the status), merge patches (RFC 7386), deletion with
+// when anything but metadata and status changes, and by a Delete that sets
+// deletionTimestamp), the status subresource of a type with a status field
+// (Create drops the status, Update keeps the stored one, UpdateStatus changes
+// only the status), merge patches (RFC 7386), deletion with
 // finalizers (Delete sets deletionTimestamp; the object goes when the last
 // finalizer is removed), generateName, label selectors and field selectors on
 // metadata.name and metadata.namespace. Errors are the API server's
@@ -277,6 +278,8 @@ func (f *FakeClient[T]) Delete(ctx context.Context, namespace, name string) erro
 		return nil
 	}
 	meta["deletionTimestamp"] = time.Now().UTC().Format(time.RFC3339)
+	gen, _ := meta["generation"].(float64)
+	meta["generation"] = gen + 1 // as the API server does
 	return f.storeLocked(key, old, new(T))
 }
 

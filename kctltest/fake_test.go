@@ -127,7 +127,7 @@ var wantScenario = []string{
 	"list app=x: [a] <nil>",
 	"list metadata.name=b: [b] <nil>",
 	"delete: <nil>",
-	"after delete: generation 3, size 4, seen 4, finalizers [kctl.dev/test], deleting true",
+	"after delete: generation 4, size 4, seen 4, finalizers [kctl.dev/test], deleting true",
 	"remove the finalizer: <nil>",
 	"after removing the finalizer: NotFound",
 	"delete b: <nil>",
