@@ -140,6 +140,11 @@ func buildLocked(ctx context.Context, dir string, progress io.Writer) error {
 	if len(missingBinaries(dir)) == 0 {
 		return nil // the process that held the lock built them
 	}
+	// Holding the lock, no build is under way: these are left by one that was killed.
+	stale, _ := filepath.Glob(dir + ".building-*")
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
 	return build(ctx, dir, progress)
 }
 
