@@ -23,7 +23,8 @@ import (
 )
 
 // Apply creates or updates manifests with server-side apply (field manager
-// "kctltest", forced), in order, and returns once each CustomResourceDefinition
+// "kctltest", forced, strict field validation: an unknown or duplicate field
+// fails), in order, and returns once each CustomResourceDefinition
 // among them is Established, so its resource can be used at once. Each
 // manifest is a YAML or JSON file path (string; several documents separated by
 // "---" are fine), YAML or JSON bytes ([]byte), or a Go object with its

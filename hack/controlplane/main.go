@@ -1,6 +1,8 @@
 // Command controlplane builds, starts and stops a local Kubernetes control plane
-// (etcd and kube-apiserver, no controller-manager, no nodes) for kctl's tests,
-// its demo, and tests of your own controllers. Run it from a kctl checkout:
+// (etcd and kube-apiserver, no controller-manager, no nodes) around a command:
+// kctl's demo and benchmarks, or anything that wants a KUBECONFIG. Go tests
+// need not use it: package kctltest starts a control plane inside the test
+// binary. From a kctl checkout (elsewhere: go run github.com/kctl-dev/kctl/hack/controlplane):
 //
 //	go run ./hack/controlplane build                # etcd, kube-apiserver, kubectl; prints their folder
 //	go run ./hack/controlplane run -- go test ./... # start, run the command, stop
