@@ -56,7 +56,7 @@ $(CONTROLPLANE): FORCE
 	$(GO) build -o $@ ./hack/controlplane
 
 controlplane: $(CONTROLPLANE)
-	@echo "control plane binaries: $$($(CONTROLPLANE) build)"
+	@bin=$$($(CONTROLPLANE) build) && echo "control plane binaries: $$bin"
 
 demo:
 	bash hack/demo.sh
