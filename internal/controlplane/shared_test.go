@@ -73,15 +73,23 @@ func (o *output) String() string {
 	return o.b.String()
 }
 
-// apiURL returns the URL the helper printed, waiting up to 2 minutes for it.
+// printedURL returns the URL the helper printed, if it did.
+func printedURL(out *output) (string, bool) {
+	for line := range strings.Lines(out.String()) {
+		if u, ok := strings.CutPrefix(line, "api-url: "); ok {
+			return strings.TrimSpace(u), true
+		}
+	}
+	return "", false
+}
+
+// apiURL returns the URL the running helper prints, waiting up to 2 minutes for it.
 func apiURL(t *testing.T, out *output) string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		for line := range strings.Lines(out.String()) {
-			if u, ok := strings.CutPrefix(line, "api-url: "); ok {
-				return strings.TrimSpace(u)
-			}
+		if u, ok := printedURL(out); ok {
+			return u
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -138,8 +146,11 @@ cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$ou
 	if errA != nil || errB != nil {
 		t.Fatalf("helpers: %v, %v\n--- a:\n%s\n--- b:\n%s", errA, errB, aOut, bOut)
 	}
-	urlA := apiURL(t, aOut)
-	urlB := apiURL(t, bOut)
+	urlA, okA := printedURL(aOut)
+	urlB, okB := printedURL(bOut)
+	if !okA || !okB {
+		t.Fatalf("a helper did not start a control plane:\n--- a:\n%s\n--- b:\n%s", aOut, bOut)
+	}
 	if urlA == urlB {
 		t.Errorf("both test binaries used the kube-apiserver at %s, want one each", urlA)
 	}
