@@ -191,3 +191,27 @@ func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
 		})
 	}
 }
+
+// Without a control plane, a test fails with the reason when CI=true, and is
+// skipped otherwise.
+func TestRequire_NoControlPlane_FailsInCIAndSkipsElsewhere(t *testing.T) {
+	missing := BinEnv + "=" + t.TempDir() // holds no binaries
+	for _, c := range []struct {
+		ci       string
+		wantFail bool
+		want     string
+	}{
+		{"true", true, "--- FAIL: TestHelper"},
+		{"", false, "--- SKIP: TestHelper"},
+	} {
+		cmd, out := helper(t, "return", missing, "CI="+c.ci)
+		err := cmd.Wait()
+		if (err != nil) != c.wantFail {
+			t.Errorf("CI=%q: the helper's exit = %v, want failure %t\n%s", c.ci, err, c.wantFail, out)
+		}
+		reason := "cannot start the local control plane: " + BinEnv + "=" // names what is wrong
+		if !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), reason) {
+			t.Errorf("CI=%q: the helper's output lacks %q or %q:\n%s", c.ci, c.want, reason, out)
+		}
+	}
+}
