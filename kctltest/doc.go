@@ -39,7 +39,8 @@
 // The processes are stopped when the tests end (Main), and die with the test
 // binary however it ends: a panic, a timeout, os.Exit or Ctrl-C (they run in a
 // process group of their own, and on Linux the kernel kills them when the test
-// binary dies). Nothing is left listening.
+// binary dies). Nothing is left listening. kctltest works on Linux and macOS
+// (on macOS a test binary killed with SIGKILL leaves them running), not Windows.
 //
 // # Failures
 //
