@@ -19,7 +19,7 @@
 // # The control plane
 //
 // Start gives every test of a test binary the same etcd and kube-apiserver,
-// started on first use on free loopback ports (about 4 s); each test binary
+// started on first use on free loopback ports (about 5 s); each test binary
 // (each package) has its own. It has token authentication, RBAC, a
 // self-signed serving certificate and the admission plugins of a default
 // kube-apiserver but ServiceAccount, and no controller-manager, scheduler or

@@ -59,7 +59,7 @@ var env struct {
 }
 
 // Start returns the test binary's control plane, starting it on first use:
-// about 4 s when its binaries are built. They are taken from
+// about 5 s when its binaries are built. They are taken from
 // $KCTL_CONTROLPLANE_BIN when set, else from the per-user cache
 // (os.UserCacheDir()/kctl/...), where the first use builds them with the Go
 // module proxy (several minutes: progress shows on the terminal; concurrent

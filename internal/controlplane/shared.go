@@ -53,7 +53,7 @@ func RunTests(m *testing.M) int {
 }
 
 // Require returns this test binary's control plane, starting it on first use
-// (about 4 s; building the binaries first if need be, see Binaries). If it
+// (about 5 s; building the binaries first if need be, see Binaries). If it
 // cannot start, t fails with the reason when $CI is true, and is skipped
 // otherwise, after one loud line on the terminal saying why and how to fix it.
 func Require(t testing.TB) *Cluster {
