@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/controlplane"
@@ -130,7 +131,9 @@ func (e *Env) Namespace(t testing.TB) string {
 	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, name)
 	e.mustDo(t, http.StatusCreated, "POST", "/api/v1/namespaces", "application/json", body)
 	t.Cleanup(func() {
-		e.do(context.Background(), "DELETE", "/api/v1/namespaces/"+name, "", "")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.do(ctx, "DELETE", "/api/v1/namespaces/"+name, "", "")
 	})
 	return name
 }

@@ -49,7 +49,8 @@ func (e *Env) Unprivileged(t testing.TB, rules ...rbacv1.PolicyRule) *rest.Confi
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
 	})
 	t.Cleanup(func() {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		e.do(ctx, "DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+role, "", "")
 		e.do(ctx, "DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/"+role, "", "")
 		e.do(ctx, "DELETE", "/api/v1/namespaces/"+identities+"/serviceaccounts/"+name, "", "")
