@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -185,18 +186,29 @@ func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, 
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference).
+// An owner reference matches T by group and kind, whatever its version: a
+// child whose owner reference says example.com/v1beta1 still enqueues its
+// owner after the controller moves to example.com/v1, as in controller-runtime.
 func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
-	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key {
-		ref := metav1.GetControllerOf(metaOf(obj))
-		if ref == nil || ref.Kind != c.res.Kind || ref.APIVersion != c.res.APIVersion() {
-			return nil
-		}
-		ns := metaOf(obj).GetNamespace()
-		if !c.res.Namespaced {
-			ns = ""
-		}
-		return []Key{{Namespace: ns, Name: ref.Name}}
-	})
+	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
+}
+
+// ownerKeys is the key of obj's controller owner if that owner is of res
+// (same group and kind, any version), else none.
+func ownerKeys(res Resource, obj metav1.Object) []Key {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != res.Kind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != res.Group {
+		return nil
+	}
+	ns := obj.GetNamespace()
+	if !res.Namespaced {
+		ns = ""
+	}
+	return []Key{{Namespace: ns, Name: ref.Name}}
 }
 
 // Watches makes changes to objects of type O enqueue the keys mapFn returns,
