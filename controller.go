@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -165,15 +163,6 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 // cleanup that must happen.
 func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
 	c.onDelete = fn
-	return c
-}
-
-// Finalizer makes deletion wait for cleanup. kctl adds the finalizer name to
-// every object before its first reconcile; when the object is being deleted
-// it calls cleanup instead of reconcile and removes the finalizer once cleanup
-// returns nil. An error from cleanup is retried with backoff.
-func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
-	c.finalizer, c.cleanup = name, cleanup
 	return c
 }
 
@@ -550,29 +539,7 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 	if c.finalizer == "" {
 		return c.reconcile(ctx, obj)
 	}
-	m := metaOf(obj)
-	has := slices.Contains(m.GetFinalizers(), c.finalizer)
-	switch {
-	case m.GetDeletionTimestamp() != nil && !has:
-		return Result{}, nil // being deleted, our cleanup is done
-	case m.GetDeletionTimestamp() != nil:
-		if err := c.cleanup(ctx, obj); err != nil {
-			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, err)
-		}
-		m.SetFinalizers(slices.DeleteFunc(m.GetFinalizers(), func(f string) bool { return f == c.finalizer }))
-		if err := c.client.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, err)
-		}
-		return Result{}, nil // removed, or the object is already gone
-	case !has:
-		m.SetFinalizers(append(m.GetFinalizers(), c.finalizer))
-		if err := c.client.Update(ctx, obj); apierrors.IsNotFound(err) {
-			return Result{}, nil // deleted meanwhile: nothing to finalize
-		} else if err != nil {
-			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, err)
-		}
-	}
-	return c.reconcile(ctx, obj)
+	return c.finalize(ctx, obj)
 }
 
 func newID() string {

@@ -238,16 +238,50 @@ const (
 
 // CreateOrUpdate reads the object named by obj's namespace and name into obj,
 // calls mutate(obj), which must keep them, then creates it if it did not exist
-// or updates it if mutate changed it (a stale read fails with Conflict: wrap it
-// in RetryOnConflict). Only CreateOrPatch writes status through a subresource.
+// or, if mutate changed it, writes the change.
+//
+//	op, err := kctl.CreateOrUpdate(ctx, configMaps, cm, func(cm *corev1.ConfigMap) error { cm.Data = want; return nil })
+//
+// The change is a JSON merge patch of just the fields mutate changed,
+// carrying the resourceVersion read: a stale read fails with Conflict (wrap
+// the call in RetryOnConflict), and a field the read did not return (a cache
+// transform dropped it, see TransformFor) is never erased. A list that mutate
+// changes is written whole, as a merge patch replaces lists. Status changes
+// are sent too, which the server ignores for a resource with a status
+// subresource: only CreateOrPatch writes status through the subresource.
+// obj becomes the server's answer.
 func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
-	if before, res, err := createOrGet(ctx, c, obj, mutate); before == nil || equality.Semantic.DeepEqual(before, obj) {
+	before, res, err := createOrGet(ctx, c, obj, mutate)
+	if before == nil || equality.Semantic.DeepEqual(before, obj) {
 		return res, err
 	}
-	if err := c.Update(ctx, obj); err != nil {
+	patch, err := mergePatch(before, obj)
+	if err != nil {
+		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+	}
+	meta, _ := patch["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		patch["metadata"] = meta
+	}
+	meta["resourceVersion"] = metaOf(before).GetResourceVersion() // optimistic concurrency: Conflict if stale
+	data, _ := json.Marshal(patch)                                // decoded from JSON just before
+	m := metaOf(obj)
+	out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{})
+	if err != nil {
 		return OperationResultNone, err
 	}
+	*obj = *out
 	return OperationResultUpdated, nil
+}
+
+// mergePatch is the JSON merge patch (RFC 7386) that turns before into after.
+func mergePatch[T any](before, after *T) (map[string]any, error) {
+	var was, is map[string]any
+	if err := errors.Join(jsonCopy(before, &was), jsonCopy(after, &is)); err != nil {
+		return nil, err
+	}
+	return diff(was, is), nil
 }
 
 // CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch (no optimistic
@@ -257,11 +291,11 @@ func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func
 	if before == nil {
 		return res, err
 	}
-	var was, is map[string]any
-	if err := errors.Join(jsonCopy(before, &was), jsonCopy(obj, &is)); err != nil {
+	change, err := mergePatch(before, obj)
+	if err != nil {
 		return res, fmt.Errorf("kctl: patch %s %s: %w", c.res, keyOf(metaOf(obj)), err)
 	}
-	parts := [2]map[string]any{diff(was, is)} // the object's change, then its status's
+	parts := [2]map[string]any{change} // the object's change, then its status's
 	if status, ok := parts[0]["status"]; ok {
 		delete(parts[0], "status")
 		parts[1] = map[string]any{"status": status}
