@@ -153,6 +153,7 @@ type Client[T any] struct {
 	err        error                                           // T has no Resource: every call returns it
 	cache      func(ctx context.Context) (*Informer[T], error) // when set, serves Get and List (copies)
 	afterWrite func(obj metav1.Object)                         // when set, sees each object a write returns
+	writes     *writeTracker                                   // ClientFor's: cached reads wait for the Manager's writes
 	lastBody   *atomic.Int64                                   // the size of the last answer without a Content-Length (compressed)
 }
 
@@ -290,6 +291,9 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := readYourWrites(ctx, c.writes, inf, namespace, name); err != nil {
+		return nil, err
+	}
 	if obj, ok := inf.Get(namespace, name); ok {
 		return deepCopy(obj), nil
 	}
@@ -308,6 +312,9 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	if c.cache != nil && c.err == nil {
 		inf, err := c.synced(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := readYourWrites(ctx, c.writes, inf, opts.Namespace, ""); err != nil {
 			return nil, err
 		}
 		items := inf.List(opts)
@@ -522,8 +529,12 @@ func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
 func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts DeleteOptions) error {
 	r := request{verb: "delete", method: http.MethodDelete, namespace: namespace, name: name, body: opts.body(), contentType: mediaJSON}
 	return c.call(ctx, r, func(ct string, body []byte) error {
-		if _, isStatus := decodeStatus(ct, body); !isStatus && c.afterWrite != nil {
-			if obj, err := c.codec.decode(ct, body); err == nil { // marked for deletion
+		st, isStatus := decodeStatus(ct, body)
+		switch {
+		case isStatus && c.writes != nil && st.Details != nil: // deleted
+			c.writes.recordDelete(c.res, namespace, name, st.Details.UID)
+		case !isStatus && c.afterWrite != nil: // marked for deletion, or deleted and answered with its last state
+			if obj, err := c.codec.decode(ct, body); err == nil {
 				c.afterWrite(metaOf(obj))
 			}
 		}

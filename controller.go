@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -55,10 +56,20 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 // Contract of the reconcile function, applied by one switch in handle:
 //
 //	returns              worker does
-//	err != nil           retry after the key's backoff (5 ms doubling to 1000 s); Result ignored
 //	Terminal(err)        log, forget the backoff, no retry
+//	a Conflict           retry after the key's backoff, logged at debug, not as an error
+//	other err != nil     retry after the key's backoff; Result ignored
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff
+//
+// The backoff is controller-runtime's default: the larger of a per-key
+// delay of 5 ms doubling with each consecutive failure up to 1000 s, and a
+// token bucket shared by the controller's keys (10 retries per second, burst
+// 100); see WithRateLimiter. A Conflict (apierrors.IsConflict) means the
+// object changed on the server after the copy the write started from was
+// read: with read-your-writes (see ClientFor) that is another writer's
+// change the cache had not seen yet, which the retry will see. It is counted
+// in kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"}.
 type Controller[T any] struct {
 	name      string
 	mgr       *Manager
@@ -116,7 +127,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	m.metrics.addInformer(c.res.String(), c.informer.Stats)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
-	m.writes.watch(c.res)
+	track(m.writes, c.informer)
 	m.mu.Lock()
 	m.informers = append(m.informers, c.informer)
 	m.runnables = append(m.runnables, Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run})
@@ -217,6 +228,7 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		kind = r.Kind
 	}
 	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
+	track(c.mgr.writes, inf)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {
 			return
@@ -295,7 +307,6 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 func (c *Controller[T]) onEvent(ev Event[T]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
-	c.mgr.writes.caughtUp(c.res, k, m.GetResourceVersion())
 	if !c.pass(objectEvent(ev), c.predicates) {
 		return
 	}
@@ -475,6 +486,10 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
 		c.metrics.reconciled("error", took)
 		q.Forget(k)
+	case apierrors.IsConflict(err): // a write from a copy the server had moved past: not a failure
+		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
+		c.metrics.conflicted(took)
+		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case err != nil:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
 		c.metrics.reconciled("error", took)
@@ -511,13 +526,8 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()
-	if rv := c.mgr.writes.pending(c.res, k); rv != "" {
-		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.informer.waitForObject(wait, k.Namespace, k.Name, rv)
-		cancel()
-		if err != nil {
-			return Result{}, fmt.Errorf("kctl: cache of %s did not reach this controller's last write (resourceVersion %s) in 10s: %w", c.res, rv, err)
-		}
+	if err := readYourWrites(ctx, c.mgr.writes, c.informer, k.Namespace, k.Name); err != nil {
+		return Result{}, err
 	}
 	cached, ok := c.informer.Get(k.Namespace, k.Name)
 	if ok && c.onDelete != nil {

@@ -234,7 +234,14 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 // result to read from the API server instead.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
-	c.cache = func(ctx context.Context) (*Informer[T], error) { return readInformer[T, PT](m.cache) }
+	c.cache = func(ctx context.Context) (*Informer[T], error) {
+		inf, err := readInformer[T, PT](m.cache)
+		if err == nil {
+			track(m.writes, inf)
+		}
+		return inf, err
+	}
+	c.writes = m.writes
 	if res, err := ResourceOf[T](); err == nil {
 		c.afterWrite = func(obj metav1.Object) { m.writes.record(res, obj) }
 	}
@@ -440,51 +447,3 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 }
 
 type loggerKey struct{}
-
-// writeTracker remembers, per object, the resourceVersion of the last write
-// made through a Manager's clients, until the cache has caught up with it.
-// It is how a reconcile reads its own writes.
-type writeTracker struct {
-	mu         sync.Mutex
-	controlled map[string]bool     // resources that have a controller; only their writes are kept
-	last       map[writeKey]string // resourceVersion written; removed by caughtUp
-}
-
-type writeKey struct{ resource, namespace, name string }
-
-func newWriteTracker() *writeTracker {
-	return &writeTracker{controlled: map[string]bool{}, last: map[writeKey]string{}}
-}
-
-// watch starts keeping writes of res: a controller of res will catch up on them.
-func (w *writeTracker) watch(res Resource) {
-	w.mu.Lock()
-	w.controlled[res.String()] = true
-	w.mu.Unlock()
-}
-
-func (w *writeTracker) record(res Resource, obj metav1.Object) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.controlled[res.String()] {
-		w.last[writeKey{res.String(), obj.GetNamespace(), obj.GetName()}] = obj.GetResourceVersion()
-	}
-}
-
-// pending returns the resourceVersion the cache must reach before key is
-// reconciled, or "".
-func (w *writeTracker) pending(res Resource, k Key) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.last[writeKey{res.String(), k.Namespace, k.Name}]
-}
-
-// caughtUp forgets a write once the cache has seen resourceVersion rv (or newer) of key.
-func (w *writeTracker) caughtUp(res Resource, k Key, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wk := writeKey{res.String(), k.Namespace, k.Name}
-	if want, ok := w.last[wk]; ok && !olderRV(rv, want) {
-		delete(w.last, wk)
-	}
-}
