@@ -132,9 +132,8 @@ func (m *metrics) page() page {
 type controllerMetrics struct {
 	name                                       string
 	maxWorkers, active                         atomic.Int64
-	adds, retries                              atomic.Uint64
-	conflicts                                  atomic.Uint64 // reconciles that returned a Conflict
-	results                                    sync.Map      // result label -> *atomic.Uint64
+	adds, retries, conflicts                   atomic.Uint64
+	results                                    sync.Map // result label -> *atomic.Uint64
 	reconcileTime, queueDuration, workDuration *histogram
 
 	mu       sync.Mutex // guards depth and inFlight
