@@ -140,8 +140,9 @@ func (o ListOptions) query() url.Values {
 //	pod, err := pods.Get(ctx, "default", "web-0")
 //
 // Built-in types travel as protobuf, declared ones as JSON. Returned objects
-// have apiVersion and kind set; writes update the object passed in from the
-// server's answer. Errors wrap the server's *apierrors.StatusError (so
+// have apiVersion and kind set. Every write that takes an object (Create,
+// Update, UpdateStatus, Patch, Apply) updates it from the server's answer on
+// success and leaves it as it was on error. Errors wrap the server's *apierrors.StatusError (so
 // apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled. One made
 // by a Manager reads from the shared cache (see Uncached), one made by
 // NewClient from the server. The zero value is unusable. A Client is safe for
@@ -276,7 +277,7 @@ func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
 		err = inf.WaitForSync(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kctl: reading %s from the cache: %w", c.res, err)
+		return nil, fmt.Errorf("kctl: reading %s from the cache: %w", c.res, unprefixed(err))
 	}
 	return inf, nil
 }
@@ -339,6 +340,9 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 			continue
 		}
 		if len(skipped) > 0 {
+			for i, e := range skipped {
+				skipped[i] = unprefixed(e)
+			}
 			return all, fmt.Errorf("kctl: list %s: left out %d object(s) that could not be decoded: %w",
 				c.what(request{list: true, namespace: opts.Namespace}), len(skipped), errors.Join(skipped...))
 		}
@@ -449,11 +453,24 @@ type PatchOptions struct {
 	Subresource  string // e.g. "status"; "" patches the object
 }
 
-// Patch applies data, a patch of type typ, to the object namespace/name and
-// returns the patched object.
+// Patch applies data, a patch of type typ, to the object named by obj's
+// namespace and name (the rest of obj is not sent), and updates obj from the
+// server's answer, as every write that takes an object does.
 //
-//	cm, err := configMaps.Patch(ctx, "default", "settings", kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
-func (c *Client[T]) Patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
+//	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+//	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
+func (c *Client[T]) Patch(ctx context.Context, obj *T, typ PatchType, data []byte, opts PatchOptions) error {
+	m := metaOf(obj)
+	out, err := c.patch(ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
+	if err != nil {
+		return err
+	}
+	*obj = *out
+	return nil
+}
+
+// patch is Patch of the object namespace/name, returning the answer.
+func (c *Client[T]) patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
 	r := request{verb: "patch", method: http.MethodPatch, namespace: namespace, name: name, sub: opts.Subresource,
 		query: url.Values{}, body: data, contentType: string(typ)}
 	switch {
@@ -484,12 +501,7 @@ func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error 
 	if err != nil {
 		return err
 	}
-	m := metaOf(obj)
-	out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), ApplyPatch, data, opts)
-	if err == nil {
-		*obj = *out
-	}
-	return err
+	return c.Patch(ctx, obj, ApplyPatch, data, opts)
 }
 
 // DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an

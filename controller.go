@@ -37,15 +37,31 @@ type Result struct {
 }
 
 // Terminal wraps err so the worker logs it and does not retry the key until
-// the next event for it. errors.Is(Terminal(err), ErrTerminal) is true.
-func Terminal(err error) error { return terminalError{err} }
+// the next event for it. errors.Is(Terminal(err), ErrTerminal) is true, and
+// errors.Is and errors.As see err through it.
+//
+//	return kctl.Result{}, kctl.Terminal(err) // a bad spec: retrying cannot fix it
+//
+// Terminal(nil) is nil, as errors.Join() is: a reconcile returning it succeeded.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err}
+}
 
 // ErrTerminal matches every error made by Terminal.
 var ErrTerminal = errors.New("terminal error")
 
-type terminalError struct{ err error }
+type terminalError struct{ err error } // err is never nil when made by Terminal
 
-func (e terminalError) Error() string        { return "terminal: " + e.err.Error() }
+func (e terminalError) Error() string {
+	if e.err == nil {
+		return ErrTerminal.Error()
+	}
+	return "terminal: " + e.err.Error()
+}
+
 func (e terminalError) Unwrap() []error      { return []error{e.err, ErrTerminal} }
 func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
@@ -116,11 +132,11 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	}
 	var err error
 	if c.res, err = ResourceOf[T](); err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
 	if c.informer, err = InformerFor[T, PT](m.cache); err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
 	c.informer.AddHandler(live(c.onEvent))
@@ -220,7 +236,7 @@ func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []
 func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
 	inf, err := InformerFor[O, PO](c.mgr.cache)
 	if err != nil {
-		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, err))
+		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
 		return c
 	}
 	kind := ""

@@ -34,12 +34,12 @@ func (c *Controller[T]) finalize(ctx context.Context, obj *T) (Result, error) {
 		return Result{}, nil // being deleted, our cleanup is done
 	case m.GetDeletionTimestamp() != nil:
 		if err := c.cleanup(ctx, obj); err != nil {
-			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, err)
+			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, unprefixed(err))
 		}
 		rest := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(f string) bool { return f == c.finalizer })
 		err := c.patchFinalizers(ctx, obj, rest)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, err)
+			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, unprefixed(err))
 		}
 		return Result{}, nil // removed, or the object is already gone
 	case !has:
@@ -48,7 +48,7 @@ func (c *Controller[T]) finalize(ctx context.Context, obj *T) (Result, error) {
 			return Result{}, nil // deleted meanwhile: nothing to finalize
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, err)
+			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, unprefixed(err))
 		}
 	}
 	return c.reconcile(ctx, obj)
@@ -69,7 +69,7 @@ func (c *Controller[T]) patchFinalizers(ctx context.Context, obj *T, list []stri
 	if err != nil {
 		return fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
 	}
-	out, err := c.client.Patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{})
+	out, err := c.client.patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func TestController_Finalizer_PatchesOnlyTheFinalizerAndKeepsFieldsTheCacheDrops
 		return err == nil && !slices.Contains(got.Finalizers, fin)
 	})
 	check("after removing the finalizer", hold)
-	if _, err := server.Patch(ctx, ns, "f", MergePatch, []byte(`{"metadata":{"finalizers":null}}`), PatchOptions{}); err != nil {
+	if err := server.Patch(ctx, cm, MergePatch, []byte(`{"metadata":{"finalizers":null}}`), PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -369,7 +369,7 @@ func (g *group) spawn(fn func() error) {
 func (g *group) goNamed(ctx context.Context, r Runnable) {
 	g.spawn(func() error {
 		if err := r.Run(ctx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, err)
+			return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, unprefixed(err))
 		}
 		return nil
 	})

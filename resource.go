@@ -219,7 +219,7 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), err)
+			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), unprefixed(err))
 		case <-time.After(wait + rand.N(wait/10+1)):
 		}
 	}
@@ -266,12 +266,9 @@ func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate fun
 	}
 	meta["resourceVersion"] = metaOf(before).GetResourceVersion() // optimistic concurrency: Conflict if stale
 	data, _ := json.Marshal(patch)                                // decoded from JSON just before
-	m := metaOf(obj)
-	out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{})
-	if err != nil {
+	if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{}); err != nil {
 		return OperationResultNone, err
 	}
-	*obj = *out
 	return OperationResultUpdated, nil
 }
 
@@ -300,17 +297,15 @@ func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func
 		delete(parts[0], "status")
 		parts[1] = map[string]any{"status": status}
 	}
-	m := metaOf(obj)
 	for i, p := range parts {
 		if len(p) == 0 {
 			continue
 		}
 		data, _ := json.Marshal(p) // decoded from JSON just before
-		out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{Subresource: [2]string{"", "status"}[i]})
-		if err != nil {
+		if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{Subresource: [2]string{"", "status"}[i]}); err != nil {
 			return res, err
 		}
-		*obj, res = *out, [2]OperationResult{OperationResultUpdated, OperationResultUpdatedStatusOnly}[i]
+		res = [2]OperationResult{OperationResultUpdated, OperationResultUpdatedStatusOnly}[i]
 	}
 	if res == OperationResultUpdatedStatusOnly && len(parts[0]) > 0 {
 		res = OperationResultUpdatedStatus
