@@ -169,6 +169,9 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: make one with kctl.NewConn", typeName(t))
 	}
+	if err == nil {
+		err = jsonCopyable[T]()
+	}
 	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), err: err, lastBody: new(atomic.Int64)}
 }
 

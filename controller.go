@@ -162,9 +162,10 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 	return c
 }
 
-// WithRateLimiter replaces the retry backoff. Defaults to the queue's default:
+// WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
 // the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
-// token bucket over all keys (10 per second, burst 100).
+// token bucket over all the controller's keys (10 per second, burst 100), that
+// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
 func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
 	c.rateLimiter = rl
 	return c

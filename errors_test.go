@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
@@ -70,5 +71,26 @@ func TestTerminal_NilIsNilAndTheZeroValueHasAMessage(t *testing.T) {
 	err := Terminal(cause)
 	if !errors.Is(err, ErrTerminal) || !errors.Is(err, cause) || err.Error() != "terminal: bad selector" {
 		t.Errorf("Terminal(%v) = %v: want it to match ErrTerminal and its cause", cause, err)
+	}
+}
+
+// uncopyable cannot round-trip through JSON, so kctl cannot copy it.
+type uncopyable struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Hook              func() `json:"hook,omitempty"`
+}
+
+var _ = Declare[uncopyable](Resource{Group: "kctl.test", Version: "v1", Kind: "Uncopyable", Namespaced: true})
+
+func TestNewClient_TypeThatJSONCannotCopy_IsAClearErrorNotAPanic(t *testing.T) {
+	conn, err := NewConn(&rest.Config{Host: "http://127.0.0.1:1"}) // never contacted
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewClient[uncopyable](conn).Get(t.Context(), "ns", "x")
+	onePrefix(t, "Get of a type with a func field", err)
+	if err == nil || !strings.Contains(err.Error(), "cannot be copied through JSON") || !strings.Contains(err.Error(), "DeepCopyInto") {
+		t.Errorf("Get of a type with a func field = %v, want an error saying it cannot be copied and what to do", err)
 	}
 }

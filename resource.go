@@ -149,9 +149,26 @@ func pluralOf(kind string) string {
 // metaOf returns obj's metadata; constructors check T through Object[T].
 func metaOf[T any](obj *T) metav1.Object { return any(obj).(metav1.Object) }
 
-// deepCopy returns a copy of obj that shares no memory with it: by DeepCopyInto
-// if *T has one (k8s.io/api types), else by a JSON round trip, which panics
-// only if T cannot round-trip through JSON (so is unusable on the wire anyway).
+// deepCopy returns a copy of obj that shares no memory with it: by
+// DeepCopyInto if *T has one (k8s.io/api types, CRD types made with
+// controller-gen), else by a JSON round trip: json.Marshal, then
+// json.Unmarshal into a new T. Every copy kctl hands out (cached reads,
+// reconciles) is made so. A CRD struct without DeepCopyInto must therefore
+// come back from encoding/json as it went in, as it must to travel to and
+// from the API server anyway:
+//
+//   - every field that carries data is exported and not `json:"-"` (others
+//     are zero in every copy);
+//   - no field is a func, a channel or a complex number (json.Marshal
+//     fails: NewClient reports it, see jsonCopyable);
+//   - a field of interface type comes back as map[string]any, []any,
+//     float64, string or bool, not as the type it held: use concrete types;
+//   - a type with a MarshalJSON method has an UnmarshalJSON that reads its
+//     output back.
+//
+// A JSON copy costs a marshal and an unmarshal; a DeepCopyInto method avoids
+// it. deepCopy panics if the round trip fails for one value (a MarshalJSON
+// that fails); a reconcile recovers such a panic as an error.
 func deepCopy[T any](obj *T) *T {
 	if obj == nil {
 		return nil
@@ -163,6 +180,19 @@ func deepCopy[T any](obj *T) *T {
 		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v", typeName(reflect.TypeFor[T]()), err))
 	}
 	return out
+}
+
+// jsonCopyable returns an error if deepCopy cannot copy a T: T has no
+// DeepCopyInto and the JSON round trip of its zero value fails.
+func jsonCopyable[T any]() error {
+	if _, ok := any(new(T)).(interface{ DeepCopyInto(*T) }); ok {
+		return nil
+	}
+	if err := jsonCopy(new(T), new(T)); err != nil {
+		return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): every field must survive json.Marshal and json.Unmarshal, "+
+			"or give *%s a DeepCopyInto method", typeName(reflect.TypeFor[T]()), err, reflect.TypeFor[T]().Name())
+	}
+	return nil
 }
 
 // jsonCopy decodes the JSON encoding of in into out.
