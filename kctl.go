@@ -20,14 +20,20 @@
 //
 //   - A key is never reconciled by two workers at once, however many workers run.
 //   - Reconcile gets the cache's latest state of the object when the worker
-//     takes the key, as a copy it may change; after the reconcile writes that
-//     object through a kctl Client, the next reconcile of the key waits until
-//     the cache holds that write (read your writes).
+//     takes the key, as a copy it may change.
+//   - Read your writes: after a Client from ClientFor writes an object of a
+//     type the cache holds (the controller's own type, children, anything),
+//     a cached Get or List that could see it, and the next reconcile of its
+//     key, wait until the cache holds that write, at most 10 s (see ClientFor).
 //   - Reconciliation is level-based: many events for one key before a worker
 //     takes it give one reconcile. Do not count events; look at the state.
-//   - An error requeues with per-key exponential backoff; success forgets it;
-//     a panic is recovered and treated as an error; a Terminal error is logged
-//     and not retried.
+//   - An error requeues with controller-runtime's backoff (per key 5 ms
+//     doubling up to 1000 s, at most 10 retries per second after a burst of
+//     100); success forgets it; a panic is recovered and treated as an error;
+//     a Terminal error is logged and not retried; a Conflict is retried
+//     without an error log line.
+//   - kctl's own writes (finalizers) patch only what they change, guarded by
+//     resourceVersion: fields the cache drops (TransformFor) are never erased.
 //   - On shutdown, workers stop taking keys and in-flight reconciles get
 //     Options.ShutdownTimeout (default 30 s) to finish.
 //
@@ -232,6 +238,11 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 // cache (as copies you may change) and whose writes go to the API server.
 // The cache's informer for T starts on the first read. Use Uncached() on the
 // result to read from the API server instead.
+//
+// Its reads see its writes, and those of every other ClientFor client and
+// controller of the Manager: a cached Get of an object written, or a List of
+// its namespace, waits until the cache holds the write, at most 10 s, then
+// fails naming it. The details, and what is not covered, are in readyourwrites.go.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
 	c.cache = func(ctx context.Context) (*Informer[T], error) {

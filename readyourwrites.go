@@ -31,10 +31,12 @@ import (
 // the write (the cache is then far behind the server, e.g. its watch is
 // broken, and is reported by /readyz and the cache's logs).
 //
-// What it does not cover: writes made with NewClient or Uncached clients
-// (nobody told the Manager), DeleteAllOf, and objects the cache does not
-// hold: outside the type's namespaces or label selector, or any object of a
-// type scoped with a field selector (kctl cannot evaluate it).
+// What it does not cover: writes made with NewClient (nobody told the
+// Manager; Uncached() of a ClientFor client does tell it), DeleteAllOf,
+// writes made before the type's first cached read or controller (a cache
+// made then lists after them anyway), and objects the cache does not hold: outside the
+// type's namespaces or label selector, or any object of a type scoped with a
+// field selector (kctl cannot evaluate it).
 const readYourWritesTimeout = 10 * time.Second
 
 // writeTracker holds the writes the cache has not caught up with yet.
