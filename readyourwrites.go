@@ -147,6 +147,13 @@ func (w *writeTracker) caughtUp(res Resource, obj metav1.Object, deleted bool) {
 func (w *writeTracker) writesIn(res Resource, namespace, name string) map[Key]write {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if name != "" { // a Get: one lookup
+		wr, ok := w.pending[res][Key{namespace, name}]
+		if !ok {
+			return nil
+		}
+		return map[Key]write{{namespace, name}: wr}
+	}
 	var out map[Key]write
 	for k, wr := range w.pending[res] {
 		if (namespace == "" || k.Namespace == namespace) && (name == "" || k.Name == name) {
