@@ -166,3 +166,44 @@ func TestController_Conflict_IsRetriedWithoutAnErrorLineAndCounted(t *testing.T)
 		t.Errorf("the metrics page has no %q:\n%s", want, page.String())
 	}
 }
+
+// A key that hits a Conflict on every attempt is reported as an error at its
+// fifth attempt in a row: quiet retries must not hide a reconcile that
+// always writes from a stale copy.
+func TestController_ConflictOnEveryAttempt_IsAnErrorAtTheFifth(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	var logs syncBuffer
+	mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	other := NewClient[corev1.ConfigMap](mgr.conn)
+	var attempts atomic.Int32
+	NewController(mgr, "stuck", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		n := attempts.Add(1)
+		theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
+		if err := other.Patch(ctx, theirs, MergePatch, []byte(fmt.Sprintf(`{"data":{"n":"%d"}}`, n)), PatchOptions{}); err != nil {
+			return Result{}, err
+		}
+		cm.Data = map[string]string{"by": "controller"}
+		return Result{}, cms.Update(ctx, cm) // always from the copy before their patch
+	})
+	startManager(t, mgr)
+	if err := other.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an error line", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
+	var errLines, debugLines []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, "level=ERROR"):
+			errLines = append(errLines, line)
+		case strings.Contains(line, "reconcile hit a conflict"):
+			debugLines = append(debugLines, line)
+		}
+	}
+	if len(debugLines) != quietConflicts-1 || !strings.Contains(errLines[0], "attempt=5 ") || !strings.Contains(errLines[0], "Conflict") &&
+		!strings.Contains(errLines[0], "the object has been modified") {
+		t.Errorf("want %d quiet retries, then an error line at attempt 5; got debug lines:\n%s\nerror lines:\n%s",
+			quietConflicts-1, strings.Join(debugLines, "\n"), strings.Join(errLines, "\n"))
+	}
+}
