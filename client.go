@@ -142,8 +142,9 @@ func (o ListOptions) query() url.Values {
 // Built-in types travel as protobuf, declared ones as JSON. Returned objects
 // have apiVersion and kind set. Every write that takes an object (Create,
 // Update, UpdateStatus, Patch, Apply) updates it from the server's answer on
-// success and leaves it as it was on error. Errors wrap the server's *apierrors.StatusError (so
-// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled. One made
+// success and leaves it as it was on error. Errors wrap the server's
+// *apierrors.StatusError (so apierrors.IsNotFound, IsConflict... work) or
+// match ErrNotInstalled. One made
 // by a Manager reads from the shared cache (see Uncached), one made by
 // NewClient from the server. The zero value is unusable. A Client is safe for
 // concurrent use.
