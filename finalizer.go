@@ -18,7 +18,8 @@ import (
 // patch of metadata.finalizers that carries the resourceVersion of the
 // object it started from, so the server refuses it with Conflict (retried
 // quietly, see Controller) if the object has changed since, and it never
-// writes a field the cache dropped (TransformFor) back as empty.
+// writes a field the cache dropped (TransformFor) back as empty. RBAC: the
+// controller needs the patch verb on T's resource (not update).
 func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
 	c.finalizer, c.cleanup = name, cleanup
 	return c

@@ -279,7 +279,7 @@ const (
 // changes is written whole, as a merge patch replaces lists. Status changes
 // are sent too, which the server ignores for a resource with a status
 // subresource: only CreateOrPatch writes status through the subresource.
-// obj becomes the server's answer.
+// obj becomes the server's answer. RBAC: it needs get, create and patch.
 func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
 	before, res, err := createOrGet(ctx, c, obj, mutate)
 	if before == nil || equality.Semantic.DeepEqual(before, obj) {
