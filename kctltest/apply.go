@@ -19,7 +19,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // Apply creates or updates manifests with server-side apply (field manager
@@ -135,7 +134,7 @@ func splitYAML(b []byte) ([][]byte, error) {
 
 // decode turns one document into an object; an empty document gives a zero object.
 func decode(from string, doc []byte) (object, error) {
-	js, err := yaml.YAMLToJSON(doc)
+	js, err := utilyaml.ToJSON(doc)
 	if err != nil {
 		return object{}, fmt.Errorf("%s: %w", from, err)
 	}
