@@ -460,7 +460,7 @@ func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 func configure[T any](c *Cache, set func(res Resource)) error {
 	res, err := ResourceOf[T]()
 	if err != nil {
-		return fmt.Errorf("kctl: cannot configure the cache: %w", err)
+		return fmt.Errorf("kctl: cannot configure the cache: %w", unprefixed(err))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -485,7 +485,7 @@ func readInformer[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error) {
 	res, err := ResourceOf[T]()
 	if err != nil {
-		return nil, fmt.Errorf("kctl: cannot cache: %w", err)
+		return nil, fmt.Errorf("kctl: cannot cache: %w", unprefixed(err))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

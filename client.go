@@ -144,11 +144,12 @@ func (o ListOptions) query() url.Values {
 //	pod, err := pods.Get(ctx, "default", "web-0")
 //
 // Built-in types travel as protobuf, declared ones as JSON. Returned objects
-// have apiVersion and kind set; writes update the object passed in from the
-// server's answer. Errors wrap the server's *apierrors.StatusError (so
-// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled; a
-// declaration the server contradicts (see Declare) is an error naming the
-// fix. One made
+// have apiVersion and kind set. Every write that takes an object (Create,
+// Update, UpdateStatus, Patch, Apply) updates it from the server's answer on
+// success and leaves it as it was on error. Errors wrap the server's
+// *apierrors.StatusError (so apierrors.IsNotFound, IsConflict... work) or
+// match ErrNotInstalled; a declaration the server contradicts (see Declare)
+// is an error naming the fix. One made
 // by a Manager reads from the shared cache (see Uncached), one made by
 // NewClient from the server. The zero value is unusable. A Client is safe for
 // concurrent use.
@@ -159,6 +160,7 @@ type Client[T any] struct {
 	err        error                                           // T has no Resource: every call returns it
 	cache      func(ctx context.Context) (*Informer[T], error) // when set, serves Get and List (copies)
 	afterWrite func(obj metav1.Object)                         // when set, sees each object a write returns
+	writes     *writeTracker                                   // ClientFor's: cached reads wait for the Manager's writes
 	lastBody   *atomic.Int64                                   // the size of the last answer without a Content-Length (compressed)
 }
 
@@ -172,6 +174,9 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	registry.mu.RUnlock()
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: make one with kctl.NewConn", typeName(t))
+	}
+	if err == nil {
+		err = jsonCopyable[T]()
 	}
 	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), err: err, lastBody: new(atomic.Int64)}
 }
@@ -321,6 +326,9 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := readYourWrites(ctx, c.writes, inf, namespace, name); err != nil {
+		return nil, err
+	}
 	if obj, ok := inf.Get(namespace, name); ok {
 		return deepCopy(obj), nil
 	}
@@ -339,6 +347,9 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	if c.cache != nil && c.err == nil {
 		inf, err := c.synced(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := readYourWrites(ctx, c.writes, inf, opts.Namespace, ""); err != nil {
 			return nil, err
 		}
 		items := inf.List(opts)
@@ -363,6 +374,9 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 			continue
 		}
 		if len(skipped) > 0 {
+			for i, e := range skipped {
+				skipped[i] = unprefixed(e)
+			}
 			return all, fmt.Errorf("kctl: list %s: left out %d object(s) that could not be decoded: %w",
 				c.what(request{list: true, namespace: opts.Namespace}), len(skipped), errors.Join(skipped...))
 		}
@@ -473,11 +487,24 @@ type PatchOptions struct {
 	Subresource  string // e.g. "status"; "" patches the object
 }
 
-// Patch applies data, a patch of type typ, to the object namespace/name and
-// returns the patched object.
+// Patch applies data, a patch of type typ, to the object named by obj's
+// namespace and name (the rest of obj is not sent), and updates obj from the
+// server's answer, as every write that takes an object does.
 //
-//	cm, err := configMaps.Patch(ctx, "default", "settings", kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
-func (c *Client[T]) Patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
+//	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+//	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
+func (c *Client[T]) Patch(ctx context.Context, obj *T, typ PatchType, data []byte, opts PatchOptions) error {
+	m := metaOf(obj)
+	out, err := c.patch(ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
+	if err != nil {
+		return err
+	}
+	*obj = *out
+	return nil
+}
+
+// patch is Patch of the object namespace/name, returning the answer.
+func (c *Client[T]) patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
 	r := request{verb: "patch", method: http.MethodPatch, namespace: namespace, name: name, sub: opts.Subresource,
 		query: url.Values{}, body: data, contentType: string(typ)}
 	switch {
@@ -508,12 +535,7 @@ func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error 
 	if err != nil {
 		return err
 	}
-	m := metaOf(obj)
-	out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), ApplyPatch, data, opts)
-	if err == nil {
-		*obj = *out
-	}
-	return err
+	return c.Patch(ctx, obj, ApplyPatch, data, opts)
 }
 
 // DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
@@ -553,8 +575,12 @@ func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
 func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts DeleteOptions) error {
 	r := request{verb: "delete", method: http.MethodDelete, namespace: namespace, name: name, body: opts.body(), contentType: mediaJSON}
 	return c.call(ctx, r, func(ct string, body []byte) error {
-		if _, isStatus := decodeStatus(ct, body); !isStatus && c.afterWrite != nil {
-			if obj, err := c.codec.decode(ct, body); err == nil { // marked for deletion
+		st, isStatus := decodeStatus(ct, body)
+		switch {
+		case isStatus && c.writes != nil && st.Details != nil: // deleted
+			c.writes.recordDelete(c.res, namespace, name, st.Details.UID)
+		case !isStatus && c.afterWrite != nil: // marked for deletion, or deleted and answered with its last state
+			if obj, err := c.codec.decode(ct, body); err == nil {
 				c.afterWrite(metaOf(obj))
 			}
 		}

@@ -349,7 +349,7 @@ func TestClient_MisuseWithoutAServer_IsAClearError(t *testing.T) {
 		t.Errorf("a client for an undeclared type: err = %v", err)
 	}
 	g := NewClient[gizmo](conn)
-	if _, err := g.Patch(t.Context(), "ns", "x", StrategicMergePatch, []byte(`{}`), PatchOptions{}); err == nil || !strings.Contains(err.Error(), "strategic merge patch works only for k8s.io/api types") {
+	if err := g.Patch(t.Context(), &gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"}}, StrategicMergePatch, []byte(`{}`), PatchOptions{}); err == nil || !strings.Contains(err.Error(), "strategic merge patch works only for k8s.io/api types") {
 		t.Errorf("strategic merge patch of a CRD: err = %v", err)
 	}
 	if err := g.Apply(t.Context(), &gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"}}, PatchOptions{}); err == nil || !strings.Contains(err.Error(), "FieldManager") {
@@ -514,19 +514,20 @@ func TestClient_Deployment_StatusEveryPatchKindAndApply(t *testing.T) {
 		return names
 	}
 	side := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:1.36"}]}}}}`)
-	got, err := deps.Patch(ctx, ns, "web", StrategicMergePatch, side, PatchOptions{})
+	got := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	err := deps.Patch(ctx, got, StrategicMergePatch, side, PatchOptions{})
 	if err != nil || len(containers(got)) != 2 {
 		t.Errorf("strategic merge patch adding a container: %v, containers %v; want web and sidecar", err, containers(got))
 	}
-	got, err = deps.Patch(ctx, ns, "web", MergePatch, side, PatchOptions{})
+	err = deps.Patch(ctx, got, MergePatch, side, PatchOptions{})
 	if err != nil || len(containers(got)) != 1 || containers(got)[0] != "sidecar" {
 		t.Errorf("merge patch of the containers: %v, containers %v; want sidecar alone (lists are replaced)", err, containers(got))
 	}
-	got, err = deps.Patch(ctx, ns, "web", JSONPatch, []byte(`[{"op":"replace","path":"/spec/replicas","value":3}]`), PatchOptions{})
+	err = deps.Patch(ctx, got, JSONPatch, []byte(`[{"op":"replace","path":"/spec/replicas","value":3}]`), PatchOptions{})
 	if err != nil || *got.Spec.Replicas != 3 {
 		t.Errorf("JSON patch of replicas: %v, %v", err, got)
 	}
-	got, err = deps.Patch(ctx, ns, "web", MergePatch, []byte(`{"status":{"observedGeneration":42}}`), PatchOptions{Subresource: "status"})
+	err = deps.Patch(ctx, got, MergePatch, []byte(`{"status":{"observedGeneration":42}}`), PatchOptions{Subresource: "status"})
 	if err != nil || got.Status.ObservedGeneration != 42 {
 		t.Errorf("merge patch of the status subresource: %v, %+v", err, got.Status)
 	}
@@ -567,15 +568,16 @@ func TestClient_CRD_CRUDStatusPatchesApplyAndWatch(t *testing.T) {
 	if err := g.UpdateStatus(ctx, obj); err != nil || !obj.Status.Ready {
 		t.Errorf("UpdateStatus: %v, %+v", err, obj.Status)
 	}
-	got, err := g.Patch(ctx, ns, "g1", MergePatch, []byte(`{"spec":{"color":"blue"}}`), PatchOptions{})
+	got := &gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g1"}}
+	err = g.Patch(ctx, got, MergePatch, []byte(`{"spec":{"color":"blue"}}`), PatchOptions{})
 	if err != nil || got.Spec.Color != "blue" || got.Spec.Size != 2 {
 		t.Errorf("merge patch: %v, %+v", err, got)
 	}
-	got, err = g.Patch(ctx, ns, "g1", JSONPatch, []byte(`[{"op":"add","path":"/spec/tags","value":["a"]}]`), PatchOptions{})
+	err = g.Patch(ctx, got, JSONPatch, []byte(`[{"op":"add","path":"/spec/tags","value":["a"]}]`), PatchOptions{})
 	if err != nil || len(got.Spec.Tags) != 1 {
 		t.Errorf("JSON patch: %v, %+v", err, got)
 	}
-	if _, err := g.Patch(ctx, ns, "g1", StrategicMergePatch, []byte(`{}`), PatchOptions{}); err == nil {
+	if err := g.Patch(ctx, got, StrategicMergePatch, []byte(`{}`), PatchOptions{}); err == nil {
 		t.Error("strategic merge patch of a CRD: no error")
 	}
 	a := &gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g2"}, Spec: gizmoSpec{Size: 7}}

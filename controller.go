@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -37,15 +36,31 @@ type Result struct {
 }
 
 // Terminal wraps err so the worker logs it and does not retry the key until
-// the next event for it. errors.Is(Terminal(err), ErrTerminal) is true.
-func Terminal(err error) error { return terminalError{err} }
+// the next event for it. errors.Is(Terminal(err), ErrTerminal) is true, and
+// errors.Is and errors.As see err through it.
+//
+//	return kctl.Result{}, kctl.Terminal(err) // a bad spec: retrying cannot fix it
+//
+// Terminal(nil) is nil, as errors.Join() is: a reconcile returning it succeeded.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err}
+}
 
 // ErrTerminal matches every error made by Terminal.
 var ErrTerminal = errors.New("terminal error")
 
-type terminalError struct{ err error }
+type terminalError struct{ err error } // err is never nil when made by Terminal
 
-func (e terminalError) Error() string        { return "terminal: " + e.err.Error() }
+func (e terminalError) Error() string {
+	if e.err == nil {
+		return ErrTerminal.Error()
+	}
+	return "terminal: " + e.err.Error()
+}
+
 func (e terminalError) Unwrap() []error      { return []error{e.err, ErrTerminal} }
 func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
@@ -60,10 +75,22 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 // Contract of the reconcile function, applied by one switch in handle:
 //
 //	returns              worker does
-//	err != nil           retry after the key's backoff (5 ms doubling to 1000 s); Result ignored
 //	Terminal(err)        log, forget the backoff, no retry
+//	a Conflict           retry after the key's backoff, logged at debug, not as an error
+//	other err != nil     retry after the key's backoff; Result ignored
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff
+//
+// The backoff is controller-runtime's default: the larger of a per-key
+// delay of 5 ms doubling with each consecutive failure up to 1000 s, and a
+// token bucket shared by the controller's keys (10 retries per second, burst
+// 100); see WithRateLimiter. A Conflict (apierrors.IsConflict) means the
+// object changed on the server after the copy the write started from was
+// read: with read-your-writes (see ClientFor) that is another writer's
+// change the cache had not seen yet, which the retry will see. It is counted
+// in kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
+// the fifth attempt in a row that fails (4 quick retries, about 75 ms)
+// reports its Conflict as any other error.
 type Controller[T any] struct {
 	name      string
 	mgr       *Manager
@@ -118,11 +145,11 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	}
 	var err error
 	if c.res, err = ResourceOf[T](); err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
 	if c.informer, err = InformerFor[T, PT](m.cache); err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, err))
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
 	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
@@ -130,7 +157,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	m.metrics.addInformer(c.res.String(), c.informer.Stats)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
-	m.writes.watch(c.res)
+	track(m.writes, c.informer)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.controllers = append(m.controllers, c)
@@ -164,9 +191,10 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
 }
 
-// WithRateLimiter replaces the retry backoff. Defaults to the queue's default:
+// WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
 // the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
-// token bucket over all keys (10 per second, burst 100).
+// token bucket over all the controller's keys (10 per second, burst 100), that
+// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
 func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
 	return c.configure("WithRateLimiter", func() { c.rateLimiter = rl })
 }
@@ -191,17 +219,6 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 	return c.configure("OnDelete", func() { c.onDelete = fn })
 }
 
-// Finalizer makes deletion wait for cleanup. kctl adds the finalizer name to
-// every object before its first reconcile; when the object is being deleted
-// it calls cleanup instead of reconcile and removes the finalizer once cleanup
-// returns nil. An error from cleanup is retried with backoff.
-func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
-	return c.configure("Finalizer", func() {
-		c.finalizer = name
-		c.cleanup = cleanup
-	})
-}
-
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
 // Its trigger is "manual". A key that arrives while the controller is not
 // running (before Start, or on a standby replica) is kept until it runs.
@@ -211,18 +228,29 @@ func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, 
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference).
+// An owner reference matches T by group and kind, whatever its version: a
+// child whose owner reference says example.com/v1beta1 still enqueues its
+// owner after the controller moves to example.com/v1, as in controller-runtime.
 func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
-	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key {
-		ref := metav1.GetControllerOf(metaOf(obj))
-		if ref == nil || ref.Kind != c.res.Kind || ref.APIVersion != c.res.APIVersion() {
-			return nil
-		}
-		ns := metaOf(obj).GetNamespace()
-		if !c.res.Namespaced {
-			ns = ""
-		}
-		return []Key{{Namespace: ns, Name: ref.Name}}
-	})
+	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
+}
+
+// ownerKeys is the key of obj's controller owner if that owner is of res
+// (same group and kind, any version), else none.
+func ownerKeys(res Resource, obj metav1.Object) []Key {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != res.Kind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != res.Group {
+		return nil
+	}
+	ns := obj.GetNamespace()
+	if !res.Namespaced {
+		ns = ""
+	}
+	return []Key{{Namespace: ns, Name: ref.Name}}
 }
 
 // Watches makes changes to objects of type O enqueue the keys mapFn returns,
@@ -234,7 +262,7 @@ func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []
 func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
 	inf, err := InformerFor[O, PO](c.mgr.cache)
 	if err != nil {
-		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, err))
+		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
 		return c
 	}
 	kind := ""
@@ -242,6 +270,7 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		kind = r.Kind
 	}
 	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
+	track(c.mgr.writes, inf)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {
 			return
@@ -322,7 +351,6 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 func (c *Controller[T]) onEvent(ev Event[T]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
-	c.mgr.writes.caughtUp(c.res, k, m.GetResourceVersion())
 	if !c.pass(objectEvent(ev), c.predicates) {
 		return
 	}
@@ -413,13 +441,8 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()
-	if rv := c.mgr.writes.pending(c.res, k); rv != "" {
-		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.informer.waitForObject(wait, k.Namespace, k.Name, rv)
-		cancel()
-		if err != nil {
-			return Result{}, fmt.Errorf("kctl: cache of %s did not reach this controller's last write (resourceVersion %s) in 10s: %w", c.res, rv, err)
-		}
+	if err := readYourWrites(ctx, c.mgr.writes, c.informer, k.Namespace, k.Name); err != nil {
+		return Result{}, err
 	}
 	cached, ok := c.informer.Get(k.Namespace, k.Name)
 	if ok && c.onDelete != nil {
@@ -441,29 +464,7 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 	if c.finalizer == "" {
 		return c.reconcile(ctx, obj)
 	}
-	m := metaOf(obj)
-	has := slices.Contains(m.GetFinalizers(), c.finalizer)
-	switch {
-	case m.GetDeletionTimestamp() != nil && !has:
-		return Result{}, nil // being deleted, our cleanup is done
-	case m.GetDeletionTimestamp() != nil:
-		if err := c.cleanup(ctx, obj); err != nil {
-			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, err)
-		}
-		m.SetFinalizers(slices.DeleteFunc(m.GetFinalizers(), func(f string) bool { return f == c.finalizer }))
-		if err := c.client.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, err)
-		}
-		return Result{}, nil // removed, or the object is already gone
-	case !has:
-		m.SetFinalizers(append(m.GetFinalizers(), c.finalizer))
-		if err := c.client.Update(ctx, obj); apierrors.IsNotFound(err) {
-			return Result{}, nil // deleted meanwhile: nothing to finalize
-		} else if err != nil {
-			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, err)
-		}
-	}
-	return c.reconcile(ctx, obj)
+	return c.finalize(ctx, obj)
 }
 
 func newID() string {

@@ -323,7 +323,7 @@ func TestClient_UpdateStatusWithoutTheStatusSubresource_SaysHowToFixIt(t *testin
 	err := c.UpdateStatus(ctx, obj)
 	fix := "the server serves no status subresource of dwidgets: add `subresources: {status: {}}` to version v1 of their CRD"
 	wantError(t, "UpdateStatus", err, true, false, "kctl: update status of dwidgets.discovery.kctl.dev/v1 "+ns+"/w: "+fix)
-	_, err = c.Patch(ctx, ns, "w", MergePatch, []byte(`{"status":{"phase":"ready"}}`), PatchOptions{Subresource: "status"})
+	err = c.Patch(ctx, &dWidget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}}, MergePatch, []byte(`{"status":{"phase":"ready"}}`), PatchOptions{Subresource: "status"})
 	wantError(t, "Patch of the status", err, true, false, fix)
 
 	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))

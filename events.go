@@ -306,6 +306,6 @@ type clientSink struct{ c *Client[corev1.Event] }
 func (s clientSink) create(ctx context.Context, e *corev1.Event) error { return s.c.Create(ctx, e) }
 
 func (s clientSink) patch(ctx context.Context, namespace, name string, patch []byte) error {
-	_, err := s.c.Patch(ctx, namespace, name, MergePatch, patch, PatchOptions{})
+	_, err := s.c.patch(ctx, namespace, name, MergePatch, patch, PatchOptions{})
 	return err
 }

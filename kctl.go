@@ -20,14 +20,20 @@
 //
 //   - A key is never reconciled by two workers at once, however many workers run.
 //   - Reconcile gets the cache's latest state of the object when the worker
-//     takes the key, as a copy it may change; after the reconcile writes that
-//     object through a kctl Client, the next reconcile of the key waits until
-//     the cache holds that write (read your writes).
+//     takes the key, as a copy it may change.
+//   - Read your writes: after a Client from ClientFor writes an object of a
+//     type the cache holds (the controller's own type, children, anything),
+//     a cached Get or List that could see it, and the next reconcile of its
+//     key, wait until the cache holds that write, at most 10 s (see ClientFor).
 //   - Reconciliation is level-based: many events for one key before a worker
 //     takes it give one reconcile. Do not count events; look at the state.
-//   - An error requeues with per-key exponential backoff; success forgets it;
-//     a panic is recovered and treated as an error; a Terminal error is logged
-//     and not retried.
+//   - An error requeues with controller-runtime's backoff (per key 5 ms
+//     doubling up to 1000 s, at most 10 retries per second after a burst of
+//     100); success forgets it; a panic is recovered and treated as an error;
+//     a Terminal error is logged and not retried; a Conflict is retried
+//     without an error log line.
+//   - kctl's own writes (finalizers) patch only what they change, guarded by
+//     resourceVersion: fields the cache drops (TransformFor) are never erased.
 //   - On shutdown, workers stop taking keys and in-flight reconciles get
 //     most of Options.ShutdownTimeout (default 30 s) to finish; Start returns
 //     within ShutdownTimeout, abandoning (and naming in the log) any work
@@ -253,9 +259,21 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 // cache (as copies you may change) and whose writes go to the API server.
 // The cache's informer for T starts on the first read. Use Uncached() on the
 // result to read from the API server instead.
+//
+// Its reads see its writes, and those of every other ClientFor client and
+// controller of the Manager: a cached Get of an object written, or a List of
+// its namespace, waits until the cache holds the write, at most 10 s, then
+// fails naming it. The details, and what is not covered, are in readyourwrites.go.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
-	c.cache = func(ctx context.Context) (*Informer[T], error) { return readInformer[T, PT](m.cache) }
+	c.cache = func(ctx context.Context) (*Informer[T], error) {
+		inf, err := readInformer[T, PT](m.cache)
+		if err == nil {
+			track(m.writes, inf)
+		}
+		return inf, err
+	}
+	c.writes = m.writes
 	if res, err := ResourceOf[T](); err == nil {
 		c.afterWrite = func(obj metav1.Object) { m.writes.record(res, obj) }
 	}
@@ -394,51 +412,3 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 }
 
 type loggerKey struct{}
-
-// writeTracker remembers, per object, the resourceVersion of the last write
-// made through a Manager's clients, until the cache has caught up with it.
-// It is how a reconcile reads its own writes.
-type writeTracker struct {
-	mu         sync.Mutex
-	controlled map[string]bool     // resources that have a controller; only their writes are kept
-	last       map[writeKey]string // resourceVersion written; removed by caughtUp
-}
-
-type writeKey struct{ resource, namespace, name string }
-
-func newWriteTracker() *writeTracker {
-	return &writeTracker{controlled: map[string]bool{}, last: map[writeKey]string{}}
-}
-
-// watch starts keeping writes of res: a controller of res will catch up on them.
-func (w *writeTracker) watch(res Resource) {
-	w.mu.Lock()
-	w.controlled[res.String()] = true
-	w.mu.Unlock()
-}
-
-func (w *writeTracker) record(res Resource, obj metav1.Object) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.controlled[res.String()] {
-		w.last[writeKey{res.String(), obj.GetNamespace(), obj.GetName()}] = obj.GetResourceVersion()
-	}
-}
-
-// pending returns the resourceVersion the cache must reach before key is
-// reconciled, or "".
-func (w *writeTracker) pending(res Resource, k Key) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.last[writeKey{res.String(), k.Namespace, k.Name}]
-}
-
-// caughtUp forgets a write once the cache has seen resourceVersion rv (or newer) of key.
-func (w *writeTracker) caughtUp(res Resource, k Key, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wk := writeKey{res.String(), k.Namespace, k.Name}
-	if want, ok := w.last[wk]; ok && !olderRV(rv, want) {
-		delete(w.last, wk)
-	}
-}

@@ -355,7 +355,8 @@ func TestController_FourWorkers_NeverReconcileOneKeyTwiceAtOnce(t *testing.T) {
 	for round := range 5 {
 		for i := range 8 {
 			patch := fmt.Sprintf(`{"data":{"round":"%d"}}`, round)
-			if _, err := cms.Patch(ctx, ns, fmt.Sprint("cm-", i), MergePatch, []byte(patch), PatchOptions{}); err != nil {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", i)}}
+			if err := cms.Patch(ctx, cm, MergePatch, []byte(patch), PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -276,7 +276,7 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(cont
 	}
 	cause, then := err, "run returns ErrLeaderLost"
 	if !errors.Is(err, ErrLeaderLost) {
-		cause = fmt.Errorf("%w: %w", ErrLeaderLost, err)
+		cause = fmt.Errorf("%w: %w", ErrLeaderLost, unprefixed(err))
 	}
 	if e.cfg.Recampaign {
 		then = "campaigning again (Recampaign)"
@@ -339,7 +339,7 @@ func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
 func (e *elector) failed(verb string, err error) error {
 	if apierrors.IsForbidden(err) {
 		return fmt.Errorf("kctl: leader election: not allowed to %s lease %s/%s: grant get, create, update on leases.coordination.k8s.io in namespace %s: %w",
-			verb, e.cfg.Namespace, e.cfg.Name, e.cfg.Namespace, err)
+			verb, e.cfg.Namespace, e.cfg.Name, e.cfg.Namespace, unprefixed(err))
 	} else if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 		e.log.Warn("leader election: lease request failed", "verb", verb, "err", err)
 	}

@@ -28,6 +28,7 @@ import (
 //	leader_election_master_status{name}                     gauge, 1 while leading
 //	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own)
 //	kctl_events_dropped_total                               counter (kctl's own), once an EventRecorder is made
+//	kctl_reconcile_conflicts_total{controller}              counter (kctl's own): Conflicts retried quietly
 //
 // Both workqueue labels are the controller's name, as in controller-runtime.
 // The hot path (reconciled and the QueueObserver methods) takes no lock.
@@ -166,7 +167,7 @@ func (m *metrics) ownPage() page {
 type controllerMetrics struct {
 	name                                       string
 	maxWorkers, active                         atomic.Int64
-	adds, retries                              atomic.Uint64
+	adds, retries, conflicts                   atomic.Uint64
 	results                                    sync.Map // result label -> *atomic.Uint64
 	reconcileTime, queueDuration, workDuration *histogram
 
@@ -185,6 +186,14 @@ func (cm *controllerMetrics) reconciled(result string, took time.Duration) {
 		n, _ = cm.results.LoadOrStore(result, new(atomic.Uint64))
 	}
 	n.(*atomic.Uint64).Add(1)
+}
+
+// conflicted counts a reconcile that returned a Conflict (its copy of an
+// object was stale): kctl_reconcile_conflicts_total, and reconcile_total
+// with result "requeue", as it is retried without counting as an error.
+func (cm *controllerMetrics) conflicted(took time.Duration) {
+	cm.conflicts.Add(1)
+	cm.reconciled("requeue", took)
 }
 
 // workerStarted and workerStopped bracket each Reconcile call for
@@ -224,6 +233,8 @@ func (cm *controllerMetrics) collect(p page) {
 		float64(cm.maxWorkers.Load()), "controller", c)
 	p.gauge("controller_runtime_active_workers", "Number of currently used workers per controller",
 		float64(cm.active.Load()), "controller", c)
+	p.counter("kctl_reconcile_conflicts_total", "Total number of reconciliations per controller that returned a Conflict "+
+		"(a write from a stale copy) and were retried without counting as an error", float64(cm.conflicts.Load()), "controller", c)
 	p.counter("workqueue_adds_total", "Total number of adds handled by workqueue", float64(cm.adds.Load()), q...)
 	p.counter("workqueue_retries_total", "Total number of retries handled by workqueue", float64(cm.retries.Load()), q...)
 	p.histogram("workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested",

@@ -317,7 +317,7 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		n, _, _ := q.InFlight()
-		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, context.Cause(ctx))
+		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, unprefixed(context.Cause(ctx)))
 	}
 }
 

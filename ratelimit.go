@@ -17,6 +17,14 @@ type RateLimiter[K comparable] interface {
 // 2^failures capped at max; failures counts its When calls since its Forget;
 // base 0: none) and a token bucket shared by all keys (burst tokens refilled at
 // qps per second, one taken by each When; qps <= 0: none).
+//
+// Every Queue and Controller defaults to controller-runtime's (and client-go's
+// DefaultTypedControllerRateLimiter) limits:
+//
+//	kctl.NewRateLimiter[kctl.Key](5*time.Millisecond, 1000*time.Second, 10, 100)
+//
+// that is 5 ms, 10 ms, 20 ms, ... up to 1000 s (reached at the 19th failure
+// in a row), and at most 100 retries at once, then 10 per second.
 func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
 	return &rateLimiter[K]{failures: map[K]int{}, base: base, max: max, qps: qps, burst: float64(burst), tokens: float64(burst), last: time.Now()}
 }

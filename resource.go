@@ -158,9 +158,26 @@ func pluralOf(kind string) string {
 // metaOf returns obj's metadata; constructors check T through Object[T].
 func metaOf[T any](obj *T) metav1.Object { return any(obj).(metav1.Object) }
 
-// deepCopy returns a copy of obj that shares no memory with it: by DeepCopyInto
-// if *T has one (k8s.io/api types), else by a JSON round trip, which panics
-// only if T cannot round-trip through JSON (so is unusable on the wire anyway).
+// deepCopy returns a copy of obj that shares no memory with it: by
+// DeepCopyInto if *T has one (k8s.io/api types, CRD types made with
+// controller-gen), else by a JSON round trip: json.Marshal, then
+// json.Unmarshal into a new T. Every copy kctl hands out (cached reads,
+// reconciles) is made so. A CRD struct without DeepCopyInto must therefore
+// come back from encoding/json as it went in, as it must to travel to and
+// from the API server anyway:
+//
+//   - every field that carries data is exported and not `json:"-"` (others
+//     are zero in every copy);
+//   - no field is a func, a channel or a complex number (json.Marshal
+//     fails: NewClient reports it, see jsonCopyable);
+//   - a field of interface type comes back as map[string]any, []any,
+//     float64, string or bool, not as the type it held: use concrete types;
+//   - a type with a MarshalJSON method has an UnmarshalJSON that reads its
+//     output back.
+//
+// A JSON copy costs a marshal and an unmarshal; a DeepCopyInto method avoids
+// it. deepCopy panics if the round trip fails for one value (a MarshalJSON
+// that fails); a reconcile recovers such a panic as an error.
 func deepCopy[T any](obj *T) *T {
 	if obj == nil {
 		return nil
@@ -172,6 +189,19 @@ func deepCopy[T any](obj *T) *T {
 		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v", typeName(reflect.TypeFor[T]()), err))
 	}
 	return out
+}
+
+// jsonCopyable returns an error if deepCopy cannot copy a T: T has no
+// DeepCopyInto and the JSON round trip of its zero value fails.
+func jsonCopyable[T any]() error {
+	if _, ok := any(new(T)).(interface{ DeepCopyInto(*T) }); ok {
+		return nil
+	}
+	if err := jsonCopy(new(T), new(T)); err != nil {
+		return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): every field must survive json.Marshal and json.Unmarshal, "+
+			"or give *%s a DeepCopyInto method", typeName(reflect.TypeFor[T]()), err, reflect.TypeFor[T]().Name())
+	}
+	return nil
 }
 
 // jsonCopy decodes the JSON encoding of in into out.
@@ -228,7 +258,7 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), err)
+			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), unprefixed(err))
 		case <-time.After(wait + rand.N(wait/10+1)):
 		}
 	}
@@ -247,16 +277,47 @@ const (
 
 // CreateOrUpdate reads the object named by obj's namespace and name into obj,
 // calls mutate(obj), which must keep them, then creates it if it did not exist
-// or updates it if mutate changed it (a stale read fails with Conflict: wrap it
-// in RetryOnConflict). Only CreateOrPatch writes status through a subresource.
+// or, if mutate changed it, writes the change.
+//
+//	op, err := kctl.CreateOrUpdate(ctx, configMaps, cm, func(cm *corev1.ConfigMap) error { cm.Data = want; return nil })
+//
+// The change is a JSON merge patch of just the fields mutate changed,
+// carrying the resourceVersion read: a stale read fails with Conflict (wrap
+// the call in RetryOnConflict), and a field the read did not return (a cache
+// transform dropped it, see TransformFor) is never erased. A list that mutate
+// changes is written whole, as a merge patch replaces lists. Status changes
+// are sent too, which the server ignores for a resource with a status
+// subresource: only CreateOrPatch writes status through the subresource.
+// obj becomes the server's answer. RBAC: it needs get, create and patch.
 func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
-	if before, res, err := createOrGet(ctx, c, obj, mutate); before == nil || equality.Semantic.DeepEqual(before, obj) {
+	before, res, err := createOrGet(ctx, c, obj, mutate)
+	if before == nil || equality.Semantic.DeepEqual(before, obj) {
 		return res, err
 	}
-	if err := c.Update(ctx, obj); err != nil {
+	patch, err := mergePatch(before, obj)
+	if err != nil {
+		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+	}
+	meta, _ := patch["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		patch["metadata"] = meta
+	}
+	meta["resourceVersion"] = metaOf(before).GetResourceVersion() // optimistic concurrency: Conflict if stale
+	data, _ := json.Marshal(patch)                                // decoded from JSON just before
+	if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{}); err != nil {
 		return OperationResultNone, err
 	}
 	return OperationResultUpdated, nil
+}
+
+// mergePatch is the JSON merge patch (RFC 7386) that turns before into after.
+func mergePatch[T any](before, after *T) (map[string]any, error) {
+	var was, is map[string]any
+	if err := errors.Join(jsonCopy(before, &was), jsonCopy(after, &is)); err != nil {
+		return nil, err
+	}
+	return diff(was, is), nil
 }
 
 // CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch (no optimistic
@@ -266,26 +327,24 @@ func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func
 	if before == nil {
 		return res, err
 	}
-	var was, is map[string]any
-	if err := errors.Join(jsonCopy(before, &was), jsonCopy(obj, &is)); err != nil {
+	change, err := mergePatch(before, obj)
+	if err != nil {
 		return res, fmt.Errorf("kctl: patch %s %s: %w", c.res, keyOf(metaOf(obj)), err)
 	}
-	parts := [2]map[string]any{diff(was, is)} // the object's change, then its status's
+	parts := [2]map[string]any{change} // the object's change, then its status's
 	if status, ok := parts[0]["status"]; ok {
 		delete(parts[0], "status")
 		parts[1] = map[string]any{"status": status}
 	}
-	m := metaOf(obj)
 	for i, p := range parts {
 		if len(p) == 0 {
 			continue
 		}
 		data, _ := json.Marshal(p) // decoded from JSON just before
-		out, err := c.Patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{Subresource: [2]string{"", "status"}[i]})
-		if err != nil {
+		if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{Subresource: [2]string{"", "status"}[i]}); err != nil {
 			return res, err
 		}
-		*obj, res = *out, [2]OperationResult{OperationResultUpdated, OperationResultUpdatedStatusOnly}[i]
+		res = [2]OperationResult{OperationResultUpdated, OperationResultUpdatedStatusOnly}[i]
 	}
 	if res == OperationResultUpdatedStatusOnly && len(parts[0]) > 0 {
 		res = OperationResultUpdatedStatus

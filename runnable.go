@@ -138,7 +138,7 @@ func (g *group) spawn(t *task, fn func() error) {
 func (g *group) run(ctx context.Context, r Runnable) {
 	g.spawn(&task{name: r.Name, busy: r.busy}, func() error {
 		if err := r.Run(ctx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, err)
+			return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, unprefixed(err))
 		}
 		return nil
 	})

@@ -434,7 +434,7 @@ func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() b
 		case <-progress:
 		case <-ctx.Done():
 			if failure != nil {
-				return fmt.Errorf("kctl: %s did not %s: %w (%w)", i, what, failure, ctx.Err())
+				return fmt.Errorf("kctl: %s did not %s: %w (%w)", i, what, unprefixed(failure), ctx.Err())
 			}
 			return fmt.Errorf("kctl: %s did not %s: %w", i, what, ctx.Err())
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // This file holds a controller's run: the wait for its caches, the workers,
@@ -206,6 +208,10 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
 		c.metrics.reconciled("error", took)
 		q.Forget(k)
+	case apierrors.IsConflict(err) && t.Attempt < quietConflicts: // a write from a copy the cache had not updated yet
+		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
+		c.metrics.conflicted(took)
+		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case err != nil:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
 		c.metrics.reconciled("error", took)
@@ -221,6 +227,11 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 		q.Forget(k)
 	}
 }
+
+// quietConflicts is the attempt at which a Conflict, which is retried
+// quietly, is logged and counted as an error after all: the cache is not
+// catching up, or the reconcile writes from a copy it did not just read.
+const quietConflicts = 5
 
 // requeue records why k comes back (unless an event already queued it) and adds it.
 func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {

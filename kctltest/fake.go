@@ -223,10 +223,22 @@ func (f *FakeClient[T]) update(obj *T, status bool) error {
 }
 
 // Patch applies a merge patch (kctl.MergePatch, RFC 7386) to the object
-// namespace/name, or to its status with opts.Subresource "status". A
+// named by obj's namespace and name, or to its status with opts.Subresource
+// "status", and updates obj from the result, as kctl.Client.Patch does. A
 // metadata.resourceVersion in the patch is a precondition. Other patch types
 // return an error: test them with Start.
-func (f *FakeClient[T]) Patch(ctx context.Context, namespace, name string, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) (*T, error) {
+func (f *FakeClient[T]) Patch(ctx context.Context, obj *T, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) error {
+	m := any(obj).(metav1.Object)
+	out, err := f.patch(m.GetNamespace(), m.GetName(), typ, data, opts)
+	if err != nil {
+		return err
+	}
+	*obj = *out
+	return nil
+}
+
+// patch is Patch of the object namespace/name, returning the result.
+func (f *FakeClient[T]) patch(namespace, name string, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) (*T, error) {
 	if typ != kctl.MergePatch {
 		return nil, fmt.Errorf("kctltest: FakeClient[%s].Patch models merge patches only, not %s: test it with Start", f.res.Kind, typ)
 	}

@@ -24,7 +24,7 @@ type gadgetClient interface {
 	Create(ctx context.Context, obj *gadget) error
 	Update(ctx context.Context, obj *gadget) error
 	UpdateStatus(ctx context.Context, obj *gadget) error
-	Patch(ctx context.Context, namespace, name string, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) (*gadget, error)
+	Patch(ctx context.Context, obj *gadget, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) error
 	Delete(ctx context.Context, namespace, name string) error
 }
 
@@ -75,12 +75,13 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 	say("update of metadata only: %v", c.Update(ctx, a))
 	state("after metadata update")
 
-	_, err := c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"spec":{"size":4},"status":{"seen":100}}`), kctl.PatchOptions{})
+	named := func() *gadget { return &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}} }
+	err := c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"spec":{"size":4},"status":{"seen":100}}`), kctl.PatchOptions{})
 	say("merge patch: %v", err)
 	state("after merge patch")
-	_, err = c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"status":{"seen":4}}`), kctl.PatchOptions{Subresource: "status"})
+	err = c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"status":{"seen":4}}`), kctl.PatchOptions{Subresource: "status"})
 	say("merge patch of status: %v", err)
-	_, err = c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"metadata":{"resourceVersion":"1"},"spec":{"size":5}}`), kctl.PatchOptions{})
+	err = c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"metadata":{"resourceVersion":"1"},"spec":{"size":5}}`), kctl.PatchOptions{})
 	say("merge patch with a stale resourceVersion: Conflict=%t", apierrors.IsConflict(err))
 	state("after patches")
 
@@ -91,7 +92,7 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 
 	say("delete: %v", c.Delete(ctx, ns, "a"))
 	state("after delete")
-	_, err = c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"metadata":{"finalizers":null}}`), kctl.PatchOptions{})
+	err = c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"metadata":{"finalizers":null}}`), kctl.PatchOptions{})
 	say("remove the finalizer: %v", err)
 	state("after removing the finalizer")
 	say("delete b: %v", c.Delete(ctx, ns, "b"))
@@ -154,7 +155,7 @@ func TestFakeClient_Scenario_IsWhatTheAPIServerDoes(t *testing.T) {
 
 func TestFakeClient_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 	f := kctltest.NewFakeClient[gadget](t, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
-	if _, err := f.Patch(t.Context(), "ns", "a", kctl.JSONPatch, []byte(`[]`), kctl.PatchOptions{}); err == nil {
+	if err := f.Patch(t.Context(), &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}, kctl.JSONPatch, []byte(`[]`), kctl.PatchOptions{}); err == nil {
 		t.Error("a JSON patch succeeded, want an error naming Start")
 	}
 	if err := f.Apply(t.Context(), &gadget{}, kctl.PatchOptions{FieldManager: "x"}); err == nil {

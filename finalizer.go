@@ -1,0 +1,82 @@
+package kctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Finalizer makes deletion wait for cleanup. kctl adds the finalizer name to
+// every object before its first reconcile; when the object is being deleted
+// it calls cleanup instead of reconcile and removes the finalizer once cleanup
+// returns nil. An error from cleanup is retried with backoff.
+//
+// kctl writes only the finalizer: adding or removing it is a JSON merge
+// patch of metadata.finalizers that carries the resourceVersion of the
+// object it started from, so the server refuses it with Conflict (retried
+// quietly, see Controller) if the object has changed since, and it never
+// writes a field the cache dropped (TransformFor) back as empty. RBAC: the
+// controller needs the patch verb on T's resource (not update).
+func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
+	return c.configure("Finalizer", func() {
+		c.finalizer = name
+		c.cleanup = cleanup
+	})
+}
+
+// finalize is reconcileKey for a controller with a finalizer: obj is the
+// controller's copy of the cached object.
+func (c *Controller[T]) finalize(ctx context.Context, obj *T) (Result, error) {
+	m := metaOf(obj)
+	has := slices.Contains(m.GetFinalizers(), c.finalizer)
+	switch {
+	case m.GetDeletionTimestamp() != nil && !has:
+		return Result{}, nil // being deleted, our cleanup is done
+	case m.GetDeletionTimestamp() != nil:
+		if err := c.cleanup(ctx, obj); err != nil {
+			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, unprefixed(err))
+		}
+		rest := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(f string) bool { return f == c.finalizer })
+		err := c.patchFinalizers(ctx, obj, rest)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, unprefixed(err))
+		}
+		return Result{}, nil // removed, or the object is already gone
+	case !has:
+		err := c.patchFinalizers(ctx, obj, append(slices.Clone(m.GetFinalizers()), c.finalizer))
+		if apierrors.IsNotFound(err) {
+			return Result{}, nil // deleted meanwhile: nothing to finalize
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, unprefixed(err))
+		}
+	}
+	return c.reconcile(ctx, obj)
+}
+
+// patchFinalizers sets obj's finalizers to list on the server, and nothing
+// else: a JSON merge patch of metadata.finalizers (a merge patch replaces a
+// list whole) that carries obj's resourceVersion, so that the server answers
+// Conflict if the object changed since obj was read. On success obj becomes
+// the server's answer, readied as the cache readies its objects.
+func (c *Controller[T]) patchFinalizers(ctx context.Context, obj *T, list []string) error {
+	m := metaOf(obj)
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": m.GetResourceVersion(),
+		"finalizers":      append([]string{}, list...), // [] rather than null: the same on the server, clearer in audit logs
+	}}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
+	}
+	out, err := c.client.patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{})
+	if err != nil {
+		return err
+	}
+	c.informer.transform(out)
+	*obj = *out
+	return nil
+}
