@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -43,9 +42,13 @@ func TestManager_Shutdown_ReturnsWithinTimeoutAbandoningWorkThatIgnoresItsContex
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	const timeout = 3 * time.Second
-	var logs logBuffer
-	mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: timeout,
-		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil))})
+	var logs logBuffer // not t.Log: the abandoned work logs after the test has ended
+	mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: timeout, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer func() {
+		if t.Failed() {
+			t.Logf("the Manager's log:\n%s", logs.String())
+		}
+	}()
 	if err := mgr.ElectLeader(apiLeaderElection(ns, "stubborn-0")); err != nil {
 		t.Fatal(err)
 	}
