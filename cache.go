@@ -399,7 +399,9 @@ type CacheOptions struct {
 	// default: few controllers read them, and they are often a third of an object.
 	KeepManagedFields bool
 	// Resync, if positive, re-delivers every object to the handlers every
-	// Resync, as an Updated event with Resync set. Defaults to never.
+	// Resync, as an Updated event with Resync set. A controller queues the
+	// keys of a resync at the low priority of the initial list, behind live
+	// changes. Defaults to never.
 	Resync time.Duration
 	Logger *slog.Logger // defaults to slog.Default()
 }

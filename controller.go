@@ -223,11 +223,11 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		m := metaOf(ev.Object)
 		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
 		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, priority(ev.Initial))
+			c.enqueue(k, t, priorityOf(ev))
 		}
-		if ev.Old != nil { // an update that moved the object away from its old keys
+		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
 			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, normal)
+				c.enqueue(k, t, priorityOf(ev))
 			}
 		}
 	}
@@ -317,7 +317,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, priority(ev.Initial))
+	c.enqueue(k, t, priorityOf(ev))
 }
 
 func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
@@ -337,12 +337,15 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 // How enqueue adds a key.
 const (
 	normal = iota
-	low    // from an informer's initial list or a replay: behind live events
+	low    // from an initial list, a replay or a periodic resync: behind live events
 	keep   // from outside the cluster: kept while not running, as no replay can recreate it
 )
 
-func priority(initial bool) int {
-	if initial {
+// priorityOf is how an event's keys are queued: those of an initial list, a
+// replay and a periodic resync re-deliver what is already known, so they go
+// at low priority, behind live changes; every other event's at normal.
+func priorityOf[O any](ev Event[O]) int {
+	if ev.Initial || ev.Resync {
 		return low
 	}
 	return normal
