@@ -29,8 +29,8 @@ func storeCM(ns, name, rv string, lbls map[string]string) *corev1.ConfigMap {
 
 // storeList lists as Informer.List does: building a label index it asks for.
 func storeList[T any](s *store[T], namespace string, sel labels.Selector) []*T {
-	out, missing := s.list(namespace, sel)
-	for asked := map[string]bool{}; missing != ""; out, missing = s.list(namespace, sel) {
+	out, missing := s.list(namespace, sel, nil)
+	for asked := map[string]bool{}; missing != ""; out, missing = s.list(namespace, sel, nil) {
 		if asked[missing] {
 			panic("list asked twice for the index of label " + missing)
 		}
@@ -457,7 +457,7 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 		t.Fatal(err)
 	}
 	want := storeModel(server)
-	cacheEventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(inf.List(ListOptions{})), want) })
+	cacheEventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(mustList(t, inf, ListOptions{})), want) })
 	wantReplay(t, rec, server)
 }
 
@@ -632,7 +632,7 @@ func TestInformer_List_ConcurrentIndexBuildsKeepTheBound(t *testing.T) {
 	for k := range 40 {
 		lists.Go(func() {
 			<-start
-			if got := inf.List(ListOptions{Labels: labels.SelectorFromSet(labels.Set{fmt.Sprint("k", k): "v"})}); len(got) != 500 {
+			if got, _ := inf.List(ListOptions{Labels: labels.SelectorFromSet(labels.Set{fmt.Sprint("k", k): "v"})}); len(got) != 500 {
 				t.Errorf("List(k%d=v) = %d objects, want 500", k, len(got))
 			}
 		})

@@ -120,7 +120,10 @@ func userAgent() string {
 type ListOptions struct {
 	Namespace string          // "" means every namespace
 	Labels    labels.Selector // nil matches everything
-	Fields    string          // a field selector, e.g. "spec.nodeName=node-1"
+	// Fields is a field selector, e.g. "spec.nodeName=node-1". A cached List
+	// evaluates metadata.name, metadata.namespace and indexed fields, and
+	// fails naming any other (see Informer.List).
+	Fields string
 }
 
 func (o ListOptions) query() url.Values {
@@ -300,8 +303,9 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 // List's page size, and how often a List whose continue token expired starts over.
 const listPageSize, listMaxRestarts = 500, 2
 
-// List returns the objects matching opts (copies, from the cache). From the
-// server it reads pages of 500, starting over (at most twice) if the continue
+// List returns the objects matching opts (copies, from the cache, which
+// fails naming a field selector it cannot evaluate: see Informer.List). From
+// the server it reads pages of 500, starting over (at most twice) if the continue
 // token expires (410 Gone). Undecodable objects are left out: List returns
 // the others and an error naming them.
 func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
@@ -310,7 +314,10 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 		if err != nil {
 			return nil, err
 		}
-		items := inf.List(opts)
+		items, err := inf.List(opts)
+		if err != nil {
+			return nil, err
+		}
 		out := make([]*T, len(items))
 		for i, obj := range items {
 			out[i] = deepCopy(obj)

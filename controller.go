@@ -256,7 +256,8 @@ func live[O any](handle func(Event[O])) func(Event[O]) {
 // initial Added event: how a new run learns what happened while it was not running.
 func replay[O any](inf *Informer[O], handle func(Event[O])) func() {
 	return func() {
-		for _, obj := range inf.List(ListOptions{}) {
+		all, _ := inf.List(ListOptions{}) // no selector: no error
+		for _, obj := range all {
 			handle(Event[O]{Type: Added, Object: obj, Initial: true})
 		}
 	}

@@ -135,48 +135,88 @@ func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType
 }
 
 // list returns the objects in namespace ("" means all) whose labels match sel
-// (nil matches all). A selector that requires a label to equal a value (or be
-// one of some values) is answered from a label index, so a List costs what it
-// returns, not the size of the namespace; the first such List of a key
+// (nil matches all) and that meet every field requirement. It walks the
+// fewest objects it can: a name required to equal a value is looked up; else
+// a requirement that a label (key=value, key in (...)) or an indexed field
+// equal a value is answered from the narrowest index, so a List costs what it
+// returns, not the size of the namespace. The first such List of a label key
 // returns missing = that key instead, for the caller to build the index under
 // the write lock (labelIndex) and ask again, until nothing is missing.
-func (s *store[T]) list(namespace string, sel labels.Selector) (out []*T, missing string) {
+func (s *store[T]) list(namespace string, sel labels.Selector, fields []fieldReq[T]) (out []*T, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
 	}
-	match := func(e entry[T]) {
-		if sel == nil || sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
-			out = append(out, e.obj)
+	name := ""
+	for _, f := range fields {
+		switch {
+		case !f.equal || f.ix != nil:
+		case f.field == "metadata.name":
+			name = f.value
+		case namespace != "" && namespace != f.value:
+			return nil, "" // two namespaces: nothing is in both
+		default:
+			namespace = f.value
 		}
+	}
+	match := func(k objKey, e entry[T]) {
+		if sel != nil && !sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
+			return
+		}
+		for _, f := range fields {
+			if !f.matches(k) {
+				return
+			}
+		}
+		out = append(out, e.obj)
 	}
 	ix, values, missing := s.labelIndexFor(sel)
 	if missing != "" {
 		return nil, missing
 	}
-	if ix != nil {
+	for _, f := range fields {
+		if f.ix != nil && f.equal && (ix == nil || len(f.ix.values[f.value]) < indexed(ix, values)) {
+			ix = f.ix
+			values = []string{f.value}
+		}
+	}
+	switch {
+	case name != "":
+		for ns, inner := range s.objects {
+			if e, ok := inner[name]; ok && (namespace == "" || ns == namespace) {
+				match(objKey{ns, name}, e)
+			}
+		}
+	case ix != nil:
 		for _, v := range values {
 			for k := range ix.values[v] {
 				if namespace == "" || k.namespace == namespace {
-					match(s.objects[k.namespace][k.name])
+					match(k, s.objects[k.namespace][k.name])
 				}
 			}
 		}
-		return out, ""
-	}
-	if namespace != "" {
+	case namespace != "":
 		out = make([]*T, 0, len(s.objects[namespace]))
-		for _, e := range s.objects[namespace] {
-			match(e)
+		for name, e := range s.objects[namespace] {
+			match(objKey{namespace, name}, e)
 		}
-		return out, ""
-	}
-	out = make([]*T, 0, s.count)
-	for _, inner := range s.objects {
-		for _, e := range inner {
-			match(e)
+	default:
+		out = make([]*T, 0, s.count)
+		for ns, inner := range s.objects {
+			for name, e := range inner {
+				match(objKey{ns, name}, e)
+			}
 		}
 	}
 	return out, ""
+}
+
+// indexed is the number of keys ix files under values.
+func indexed[T any](ix *index[T], values []string) int {
+	n := 0
+	for _, v := range values {
+		n += len(ix.values[v])
+	}
+	return n
 }
 
 // maxIndexes bounds the label indexes List builds by itself (with the
@@ -204,11 +244,8 @@ func (s *store[T]) labelIndexFor(sel labels.Selector) (best *index[T], values []
 		if ix == nil {
 			continue
 		}
-		vals, n := r.Values().UnsortedList(), 0
-		for _, v := range vals {
-			n += len(ix.values[v])
-		}
-		if best == nil || n < fewest {
+		vals := r.Values().UnsortedList()
+		if n := indexed(ix, vals); best == nil || n < fewest {
 			best, values, fewest = ix, vals, n
 		}
 	}
@@ -233,7 +270,7 @@ func (s *store[T]) labelIndex(key string) {
 
 // all returns every stored object.
 func (s *store[T]) all() []*T {
-	out, _ := s.list("", nil)
+	out, _ := s.list("", nil, nil)
 	return out
 }
 
@@ -328,23 +365,47 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 }
 
 // List returns the objects in opts.Namespace ("" means all) matching
-// opts.Labels, in no particular order; opts.Fields is ignored (the server
-// applied the scope's). The objects are shared: do not modify them. A
-// selector with key=value or key in (...) is answered from an index of that
-// label key, built by the first such List (up to 16 indexes per informer).
-func (i *Informer[T]) List(opts ListOptions) []*T {
+// opts.Labels and opts.Fields, in no particular order. The objects are
+// shared: do not modify them.
+//
+//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
+//
+// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
+// and any field with an index of the same name (AddIndex); a requirement of
+// the informer's own scope (Scope.Fields) holds for every cached object. Any
+// other field is an error naming it: the cache never ignores a selector.
+// A label selector with key=value or key in (...) is answered from an index
+// of that label key, built by the first such List (up to 16 indexes per
+// informer), and a field required to equal a value from its index.
+func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 	i.mu.RLock()
-	out, missing := i.store.list(opts.Namespace, opts.Labels)
+	out, missing, err := i.listLocked(opts)
 	i.mu.RUnlock()
-	if missing == "" {
-		return out
+	if missing == "" || err != nil {
+		return out, err
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for out, missing = i.store.list(opts.Namespace, opts.Labels); missing != ""; out, missing = i.store.list(opts.Namespace, opts.Labels) {
+	for missing != "" {
 		i.store.labelIndex(missing) // asked again under the write lock: another List may have filled the room
+		out, missing, err = i.listLocked(opts)
 	}
-	return out
+	return out, err
+}
+
+// listLocked is one try of List, with mu held (read or write).
+func (i *Informer[T]) listLocked(opts ListOptions) (out []*T, missing string, err error) {
+	scope := ""
+	if len(i.watches) > 0 {
+		scope = i.watches[0].opts.Fields // every watch has the scope's
+	}
+	fields, err := i.store.fieldReqs(opts.Fields, scope)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (%s)", err, i)
+	}
+	out, missing = i.store.list(opts.Namespace, opts.Labels, fields)
+	return out, missing, nil
 }
 
 // ByIndex returns the objects that the index named index files under value
