@@ -115,6 +115,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	}
 	c.informer.AddHandler(live(c.onEvent))
 	m.metrics.addInformer(c.res.String(), c.informer.Stats)
+	m.metrics.addUndecodable(c.res.String(), c.informer.Undecodable)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	m.writes.watch(c.res)
@@ -216,6 +217,7 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		kind = r.Kind
 	}
 	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
+	c.mgr.metrics.addUndecodable(inf.res.String(), inf.Undecodable)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {
 			return

@@ -27,6 +27,7 @@ import (
 //	workqueue_{queue,work}_duration_seconds{controller,name} histograms, 1e-8s .. 1000s
 //	leader_election_master_status{name}                     gauge, 1 while leading
 //	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own)
+//	kctl_cache_undecodable_objects{resource}                gauge (kctl's own)
 //
 // Both workqueue labels are the controller's name, as in controller-runtime.
 // The hot path (reconciled and the QueueObserver methods) takes no lock.
@@ -53,10 +54,12 @@ type metrics struct {
 	controllers map[string]*controllerMetrics
 	informers   map[string]func() (objects int, bytes int64) // by resource
 	leaders     map[string]bool                              // by lease name
+	undecodable map[string]func() int                        // by resource
 }
 
 func newMetrics() *metrics {
-	return &metrics{controllers: map[string]*controllerMetrics{}, informers: map[string]func() (int, int64){}, leaders: map[string]bool{}}
+	return &metrics{controllers: map[string]*controllerMetrics{}, informers: map[string]func() (int, int64){}, leaders: map[string]bool{},
+		undecodable: map[string]func() int{}}
 }
 
 // forController returns the named controller's metrics, creating them (every
@@ -85,6 +88,14 @@ func (m *metrics) addInformer(resource string, stats func() (objects int, bytes 
 	m.informers[resource] = stats
 }
 
+// addUndecodable shows count, called at every scrape, as
+// kctl_cache_undecodable_objects{resource}.
+func (m *metrics) addUndecodable(resource string, count func() int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.undecodable[resource] = count
+}
+
 // setLeader records whether this process holds the named lease.
 func (m *metrics) setLeader(lease string, leading bool) {
 	m.mu.Lock()
@@ -104,6 +115,7 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) page() page {
 	m.mu.Lock()
 	cms, informers, leaders := slices.Collect(maps.Values(m.controllers)), maps.Clone(m.informers), maps.Clone(m.leaders)
+	undecodable := maps.Clone(m.undecodable)
 	m.mu.Unlock()
 	p := page{}
 	for _, cm := range cms {
@@ -113,6 +125,10 @@ func (m *metrics) page() page {
 		objects, bytes := stats()
 		p.gauge("kctl_cache_objects", "Number of objects in the informer's cache per resource.", float64(objects), "resource", r)
 		p.gauge("kctl_cache_bytes", "Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).", float64(bytes), "resource", r)
+	}
+	for r, count := range undecodable {
+		p.gauge("kctl_cache_undecodable_objects", "Number of objects per resource that exist on the server but do not decode into the Go type (the cache keeps their last good copy).",
+			float64(count()), "resource", r)
 	}
 	for l, leading := range leaders {
 		v := 0.0

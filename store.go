@@ -24,9 +24,15 @@ type store[T any] struct {
 	// Empty inner maps are removed: the keys are the namespace index.
 	objects map[string]map[string]entry[T]
 	indexes map[string]*index[T] // the user's, by name
-	count   int
-	bytes   int64  // the sum of the sizes measured so far (by Informer.Stats)
-	gen     uint32 // the current replace; put marks each entry with it
+	// bad holds the objects that exist on the server (as the last list or
+	// watch event of each says) but whose last state does not decode into
+	// T, each with its error. objects keeps the last good copy of such an
+	// object, if it ever decoded: readers and handlers see that state until
+	// the object decodes again (put) or is deleted (remove).
+	bad   map[objKey]error
+	count int
+	bytes int64  // the sum of the sizes measured so far (by Informer.Stats)
+	gen   uint32 // the current replace; put marks each entry with it
 }
 
 type entry[T any] struct {
@@ -43,7 +49,7 @@ type index[T any] struct {
 }
 
 func newStore[T any]() *store[T] {
-	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}}
+	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}, bad: map[objKey]error{}}
 }
 
 func (s *store[T]) get(namespace, name string) (*T, bool) {
@@ -59,6 +65,7 @@ func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
 	if s.objects[k.namespace] == nil {
 		s.objects[k.namespace] = map[string]entry[T]{}
 	}
+	delete(s.bad, k) // decodes again
 	prev, had := s.objects[k.namespace][k.name]
 	e := prev
 	if changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion(); changed {
@@ -79,6 +86,7 @@ func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
 
 // remove deletes namespace/name and reports whether it was stored.
 func (s *store[T]) remove(namespace, name string) bool {
+	delete(s.bad, objKey{namespace, name})
 	e, had := s.objects[namespace][name]
 	if had {
 		delete(s.objects[namespace], name)
@@ -100,11 +108,27 @@ func (s *store[T]) untrack(k objKey, e entry[T], had bool) {
 	}
 }
 
-// replace makes the objects of namespace ("" means all) exactly objs, a
-// list's result, and reports each difference to changed: Added, Updated
-// (with old) or Deleted (with the last stored state). An object whose
-// resourceVersion is unchanged is kept and not reported.
-func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType, obj, old *T)) {
+// markBad records that the object under k exists but its state does not
+// decode (err), keeping its last good copy, if any; it reports whether the
+// object was decodable before.
+func (s *store[T]) markBad(k objKey, err error) (first bool) {
+	_, was := s.bad[k]
+	s.bad[k] = err
+	if e, ok := s.objects[k.namespace][k.name]; ok {
+		e.gen = s.gen // listed, for replace
+		s.objects[k.namespace][k.name] = e
+	}
+	return !was
+}
+
+// replace makes the objects of namespace ("" means all) exactly a list's
+// result: objs, which decoded, and bad, which did not. It reports each
+// difference to changed: Added, Updated (with old) or Deleted (with the last
+// stored state). An object whose resourceVersion is unchanged is kept and not
+// reported. An object in bad exists: it is marked (markBad) and keeps its
+// last good copy, never taken for deleted. If one in bad has no key (not
+// even its metadata decoded), no object is deleted: any might be that one.
+func (s *store[T]) replace(namespace string, objs []*T, bad []*decodeError, changed func(t EventType, obj, old *T)) {
 	sizes := map[string]int{}
 	for _, obj := range objs {
 		sizes[metaOf(obj).GetNamespace()]++
@@ -118,6 +142,24 @@ func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType
 	for _, obj := range objs {
 		if t, old, ok := s.put(obj); ok {
 			changed(t, obj, old)
+		}
+	}
+	listedBad := make(map[objKey]bool, len(bad))
+	keyless := false
+	for _, b := range bad {
+		k := objKey{b.Namespace, b.Name}
+		listedBad[k] = true
+		keyless = keyless || b.Name == ""
+		if b.Name != "" {
+			s.markBad(k, b)
+		}
+	}
+	if keyless {
+		return // keep every unlisted object: any might be the one without a key
+	}
+	for k := range s.bad {
+		if (namespace == "" || k.namespace == namespace) && !listedBad[k] {
+			delete(s.bad, k) // gone while it did not decode; a stored copy is swept below
 		}
 	}
 	swept := s.objects
@@ -547,6 +589,19 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 		i.store.setSize(obj, sizes[j])
 	}
 	return i.store.count, i.store.bytes
+}
+
+// Undecodable returns the number of objects in scope that exist on the
+// server but whose current state does not decode into T: a CRD field that
+// changed type, a bad write to a field the schema does not check. Get, List
+// and the handlers see the last good copy of each, if it ever decoded, until
+// it decodes again (an Updated event) or is deleted (a Deleted event with
+// that copy); a relist never takes one for deleted. Each is logged once. For
+// the metrics page (kctl_cache_undecodable_objects).
+func (i *Informer[T]) Undecodable() int {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return len(i.store.bad)
 }
 
 func (i *Informer[T]) emitLocked(e Event[T]) {
