@@ -1,15 +1,21 @@
 package kctl
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // Issue 15 item 7: objects that stop decoding into T.
@@ -119,5 +125,169 @@ func TestInformerFault_ObjectThatStopsDecoding_IsKeptUntilDeletedAndReportedOnce
 	}
 	if again := logs.lines("decodes an object again"); len(again) != 1 || !strings.Contains(again[0], "default/b") {
 		t.Errorf("want one log line saying b decodes again, got:\n%s", logs)
+	}
+}
+
+// dial is a Go type whose spec.turns is an int, over a CRD whose spec the
+// server does not check: a write can make a Dial that does not decode.
+type dial struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Turns int `json:"turns,omitempty"`
+	} `json:"spec,omitempty"`
+}
+
+var _ = Declare[dial](Resource{Group: "kctl.example.com", Version: "v1", Kind: "Dial", Namespaced: true})
+
+const dialCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"dials.kctl.example.com"},
+"spec":{"group":"kctl.example.com","scope":"Namespaced","names":{"plural":"dials","singular":"dial","kind":"Dial","listKind":"DialList"},
+"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{
+"spec":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}`
+
+// installDialCRD applies the Dial CRD and returns an uncached client once the server serves it.
+func installDialCRD(t *testing.T, cfg *rest.Config) *Client[dial] {
+	t.Helper()
+	code, body := testRawRequest(t, cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", dialCRD)
+	if code != http.StatusCreated && code != http.StatusConflict {
+		t.Fatalf("creating the Dial CRD: %d %s", code, body)
+	}
+	dials := NewClient[dial](mustConn(t, cfg))
+	cacheEventually(t, "the Dial CRD to be served", func() bool {
+		_, err := dials.List(t.Context(), ListOptions{Namespace: "default"})
+		return err == nil
+	})
+	return dials
+}
+
+// setTurns writes spec.turns as raw JSON (e.g. `"three"`, which does not decode into dial).
+func setTurns(t *testing.T, dials *Client[dial], ns, name, turns string) {
+	t.Helper()
+	_, err := dials.Patch(t.Context(), ns, name, MergePatch, []byte(`{"spec":{"turns":`+turns+`}}`), PatchOptions{})
+	if _, undecodable := errors.AsType[*decodeError](err); err != nil && !undecodable {
+		t.Fatalf("patching dial %s/%s: %v", ns, name, err)
+	}
+}
+
+// goneOnce, armed, cuts the open watch and answers the next watch request
+// with 410 Gone, as a server whose watch cache no longer holds the
+// informer's resourceVersion does: fault injection that makes the informer
+// relist from the real server.
+type goneOnce struct {
+	mu     sync.Mutex
+	armed  bool
+	cancel context.CancelFunc // the open watch's
+}
+
+func (g *goneOnce) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed = true
+	if g.cancel != nil {
+		g.cancel()
+	}
+}
+
+func (g *goneOnce) fired() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.armed
+}
+
+func (g *goneOnce) wrap(rt http.RoundTripper) http.RoundTripper {
+	return partitionRoundTrip(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Query().Get("watch") != "true" {
+			return rt.RoundTrip(r)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.armed {
+			g.armed = false
+			body := fakeStatusJSON(http.StatusGone, metav1.StatusReasonExpired, "too old resource version (fault injected by the test)")
+			return &http.Response{StatusCode: http.StatusGone, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(bytes.NewReader(body)), Request: r}, nil
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		g.cancel = cancel
+		return rt.RoundTrip(r.WithContext(ctx))
+	})
+}
+
+// Against the server: a Dial whose spec.turns is made a string stays cached
+// (last good copy) through a relist, without OnDelete; its delete runs
+// OnDelete once; one that decodes again is reconciled; each is logged once
+// and counted while it does not decode.
+func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	dials := installDialCRD(t, cfg)
+	for _, name := range []string{"a", "b", "c"} {
+		d := &dial{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		d.Spec.Turns = 1
+		if err := dials.Create(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTurns(t, dials, ns, "c", `"three"`) // undecodable before the first list
+	gone := &goneOnce{}
+	cut := rest.CopyConfig(cfg)
+	cut.WrapTransport = gone.wrap
+	logs, logger := newCacheLogs()
+	m := testManager(t, cut, ns, Options{Logger: logger, Cache: CacheOptions{Logger: logger}})
+	var mu sync.Mutex
+	var deletes []string
+	reconciled := map[string]int{} // name -> turns last seen
+	c := NewController(m, "dials", func(ctx context.Context, d *dial) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reconciled[d.Name] = d.Spec.Turns
+		return Result{}, nil
+	})
+	c.OnDelete(func(ctx context.Context, d *dial) {
+		mu.Lock()
+		defer mu.Unlock()
+		deletes = append(deletes, fmt.Sprintf("%s@%d", d.Name, d.Spec.Turns))
+	})
+	inf, err := InformerFor[dial](m.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, m)
+	seen := func(name string, turns int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); v, ok := reconciled[name]; return ok && v == turns }
+	}
+	cacheEventually(t, "a and b reconciled", func() bool { return seen("a", 1)() && seen("b", 1)() })
+	if n := inf.Undecodable(); n != 1 {
+		t.Errorf("Undecodable() = %d after the first list, want 1 (c)", n)
+	}
+
+	setTurns(t, dials, ns, "a", `"three"`)
+	setTurns(t, dials, ns, "a", `"four"`)
+	cacheEventually(t, "a counted as undecodable", func() bool { return inf.Undecodable() == 2 })
+	gone.arm()
+	cacheEventually(t, "the relist", func() bool { return gone.fired() && len(logs.lines("fault injected")) > 0 })
+	setTurns(t, dials, ns, "b", "2") // a change after the relist: once seen, the relist is applied
+	cacheEventually(t, "b@2 reconciled", seen("b", 2))
+	if a, ok := inf.Get(ns, "a"); !ok || a.Spec.Turns != 1 {
+		t.Errorf("Get(a) = %v, %v after the relist; want the last good copy, turns 1", a, ok)
+	}
+
+	if err := dials.Delete(t.Context(), ns, "a"); err != nil {
+		t.Fatal(err)
+	}
+	cacheEventually(t, "OnDelete of a", func() bool { mu.Lock(); defer mu.Unlock(); return len(deletes) > 0 })
+	setTurns(t, dials, ns, "c", "3")
+	cacheEventually(t, "c@3 reconciled", seen("c", 3))
+	if n := inf.Undecodable(); n != 0 {
+		t.Errorf("Undecodable() = %d at the end, want 0", n)
+	}
+	mu.Lock()
+	if !slices.Equal(deletes, []string{"a@1"}) {
+		t.Errorf("OnDelete ran for %q, want once for a, with its last good copy (a@1)", deletes)
+	}
+	mu.Unlock()
+	bad := logs.lines("could not decode an object: it keeps")
+	if len(bad) != 2 || !strings.Contains(bad[0], ns+"/c") || !strings.Contains(bad[1], ns+"/a") {
+		t.Errorf("want one log line for c and one for a, got:\n%s", strings.Join(bad, "\n"))
 	}
 }
