@@ -86,7 +86,10 @@ type Controller[T any] struct {
 	// every cached key (replays), so nothing that happened meanwhile is lost.
 	queue    *Queue[Key]
 	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
-	deleted  map[Key]*T       // last known state of deleted objects, for onDelete
+	// deleted holds the last known state of objects deleted while the
+	// controller runs, for onDelete, until their key's reconcile takes it;
+	// emptied when a run ends. Empty while not running.
+	deleted map[Key]*T
 	// pending holds keys from Enqueue and FromChannel that arrived while the
 	// controller was not running; the next run queues them after its replay.
 	pending map[Key]Trigger
@@ -160,9 +163,19 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 }
 
 // OnDelete sets a hook called, instead of reconcile, with the last known state
-// of an object that is gone. It is a notification, not a guarantee: a delete
-// missed while the controller was down is never seen. Use Finalizer for
-// cleanup that must happen.
+// of an object that is gone:
+//
+//	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { metrics.Forget(cm.Name) })
+//
+// It is a notification, not a guarantee. It runs on the replica that leads
+// (whose controller runs), for the deletes its cache sees while it leads,
+// once per delete unless the object comes back first. A delete is never
+// seen by OnDelete if it happens while no replica leads: while the process is
+// down, before its cache syncs, during a leader change (a replica that does
+// not lead keeps nothing for deletes, and a new leader does not run OnDelete
+// for deletes made before it led), or if a leader loses its lease before the
+// key is reconciled. Use Finalizer for cleanup that must happen: the object
+// stays until cleanup succeeds, whichever replica leads.
 func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
 	c.onDelete = fn
 	return c
@@ -311,16 +324,23 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 		t.Cause, t.Detail = "updated", changes(metaOf(ev.Old), m)
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
-		if c.onDelete != nil {
-			c.mu.Lock()
-			c.deleted[k] = ev.Object
-			c.mu.Unlock()
-		}
+		c.keepDeleted(k, ev.Object)
 	}
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
 	c.enqueue(k, t, priorityOf(ev))
+}
+
+// keepDeleted keeps obj, the last state of the deleted object k, for the
+// reconcile of k to hand to OnDelete; only while the controller runs (leads):
+// a replica that does not lead keeps no state for deletes.
+func (c *Controller[T]) keepDeleted(k Key, obj *T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.onDelete != nil && c.queue != nil {
+		c.deleted[k] = obj
+	}
 }
 
 func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
@@ -399,6 +419,7 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	defer func() {
 		c.mu.Lock()
 		c.queue = nil
+		clear(c.deleted) // their keys are dropped with the queue
 		c.mu.Unlock()
 	}()
 	for k, t := range pending { // before the replay, so their cause is the one recorded

@@ -191,6 +191,9 @@ func shareMap[K ~string, V comparable](s *sharer, g *generations[uint64, map[K]V
 	for k, v := range m {
 		h += (maphash.String(s.seed, string(k)) ^ maphash.Comparable(s.seed, v)*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
 		size += len(k) + int(unsafe.Sizeof(v))
+		if str, ok := any(v).(string); ok {
+			size += len(str) // what a remembered map pins: a ConfigMap's data
+		}
 	}
 	if seen, ok := g.get(s.gen, h); ok && maps.Equal(seen, m) {
 		return seen
