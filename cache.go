@@ -29,7 +29,9 @@ import (
 // Model: list in pages of 500, then watch with bookmarks, resuming from the
 // newest resourceVersion seen; a watch lasts 5 to 10 minutes at random. When
 // that resourceVersion is gone (410), list again and report only what
-// changed. Failures are logged, reported by Err and retried after 200ms
+// changed. An object that stops decoding into T keeps its last good copy
+// until it decodes again or is deleted (see Undecodable). Failures are
+// logged, reported by Err and retried after 200ms
 // doubling up to 30s (10s for a missing CRD), less up to half at random, at
 // least the server's Retry-After; a watch open for 10s resets the backoff.
 //
@@ -336,66 +338,6 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", keyOf(m))
 	}
 	return nil
-}
-
-// applyUndecodable applies a watch event whose object does not decode into
-// T but whose key is known. A delete removes the object's last good copy,
-// if any, and tells the handlers (Deleted, with that copy); an add or update
-// keeps it and marks the object undecodable, logged once per object.
-func (i *Informer[T]) applyUndecodable(w *watchState, typ string, bad *decodeError) {
-	k := objKey{bad.Namespace, bad.Name}
-	first := false
-	i.mu.Lock()
-	if typ == "DELETED" {
-		last, ok := i.store.get(k.namespace, k.name)
-		i.store.remove(k.namespace, k.name)
-		if ok {
-			i.emitLocked(Event[T]{Type: Deleted, Object: last})
-		}
-	} else {
-		first = i.store.markBad(k, bad)
-	}
-	if bad.ResourceVersion != "" {
-		w.rv = bad.ResourceVersion
-	}
-	i.notifyLocked()
-	i.mu.Unlock()
-	if first {
-		i.logUndecodable(bad)
-	}
-}
-
-// badChangesLocked compares the undecodable objects before a list with
-// the store's now, and returns a function that logs, once per object, each
-// one that stopped decoding or decodes again. Call it after unlocking mu.
-func (i *Informer[T]) badChangesLocked(before map[objKey]error) (report func()) {
-	var stopped []error
-	var again []string
-	for k, err := range i.store.bad {
-		if _, was := before[k]; !was {
-			stopped = append(stopped, err)
-		}
-	}
-	for k := range before {
-		_, still := i.store.bad[k]
-		if _, stored := i.store.get(k.namespace, k.name); !still && stored {
-			again = append(again, nsKey(k.namespace, k.name))
-		}
-	}
-	return func() {
-		for _, err := range stopped {
-			i.logUndecodable(err)
-		}
-		for _, key := range again {
-			i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", key)
-		}
-	}
-}
-
-// logUndecodable logs that an object does not decode into T (err names it).
-func (i *Informer[T]) logUndecodable(err error) {
-	i.log.Warn("kctl: cache could not decode an object: it keeps the object's last good copy, if any, "+
-		"until the object decodes again or is deleted; fix the object or the Go type", "resource", i.res.String(), "err", err)
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.

@@ -1,15 +1,13 @@
 package kctl
 
-// The informer's store and its read side: Get, List, ByIndex, waits, Stats,
-// and the events handed to handlers. cache.go fills the store.
+// The informer's store and its read side: Get, List, ByIndex, waits, Stats.
+// cache.go fills the store; handler.go hands its changes to handlers.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -368,35 +366,6 @@ func (ix *index[T]) remove(k objKey, obj *T) {
 	}
 }
 
-// EventType says what happened to an object.
-type EventType int
-
-const (
-	Added EventType = iota
-	Updated
-	Deleted
-)
-
-// String is "Added", "Updated" or "Deleted".
-func (t EventType) String() string { return [...]string{"Added", "Updated", "Deleted"}[t] }
-
-// Event is one change delivered to a handler. Object and Old are the shared
-// stored objects: do not modify them. Do not drive persistent state from
-// Deleted events (a handler may miss them across restarts): use finalizers.
-type Event[T any] struct {
-	Type   EventType
-	Object *T // the new state; for Deleted, the last known state
-	Old    *T // for Updated: the state before
-	// Initial marks the Added events of the first list, and the replay of
-	// stored objects to a handler added later.
-	Initial bool
-	// Relisted marks a change found by a relist (after 410 Gone or a
-	// reinstalled CRD), not on the watch; a Deleted one's Object is the last
-	// state the cache saw.
-	Relisted bool
-	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
-}
-
 // Get returns the object namespace/name ("" namespace for cluster-scoped
 // types). It is shared with every reader: do not modify it. It may be stale:
 // the cache follows the server with a delay (see WaitForResourceVersion).
@@ -470,21 +439,6 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
 		return fmt.Errorf("%w (%s)", err, i)
 	}
 	return nil
-}
-
-// AddHandler calls fn with every event, in order, from its own goroutine and
-// unbounded buffer, so a slow handler delays only itself. A handler added
-// after objects were stored first gets them as Initial Added events. fn must
-// return: the informer's shutdown waits for it.
-func (i *Informer[T]) AddHandler(fn func(Event[T])) {
-	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, obj := range i.store.all() {
-		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
-	}
-	i.handlers = append(i.handlers, h)
-	i.goLocked(h.run)
 }
 
 // WaitForResourceVersion returns once every list/watch of the informer has
@@ -589,82 +543,4 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 		i.store.setSize(obj, sizes[j])
 	}
 	return i.store.count, i.store.bytes
-}
-
-// Undecodable returns the number of objects in scope that exist on the
-// server but whose current state does not decode into T: a CRD field that
-// changed type, a bad write to a field the schema does not check. Get, List
-// and the handlers see the last good copy of each, if it ever decoded, until
-// it decodes again (an Updated event) or is deleted (a Deleted event with
-// that copy); a relist never takes one for deleted. Each is logged once. For
-// the metrics page (kctl_cache_undecodable_objects).
-func (i *Informer[T]) Undecodable() int {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return len(i.store.bad)
-}
-
-func (i *Informer[T]) emitLocked(e Event[T]) {
-	for _, h := range i.handlers {
-		h.push(e)
-	}
-}
-
-// resyncEvery re-delivers every object as an Updated event with Resync set.
-func (i *Informer[T]) resyncEvery(ctx context.Context) {
-	t := time.NewTicker(i.resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		i.mu.Lock()
-		if len(i.handlers) > 0 && i.syncedLocked() {
-			for _, obj := range i.store.all() {
-				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
-			}
-		}
-		i.mu.Unlock()
-	}
-}
-
-// handler delivers events to one handler function from its own goroutine.
-type handler[T any] struct {
-	fn      func(Event[T])
-	mu      sync.Mutex
-	pending []Event[T]    // oldest first
-	wake    chan struct{} // holds a token when pending may be non-empty
-}
-
-func (h *handler[T]) push(e Event[T]) {
-	h.mu.Lock()
-	h.pending = append(h.pending, e)
-	h.mu.Unlock()
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (h *handler[T]) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.wake:
-		}
-		h.mu.Lock()
-		batch := h.pending
-		h.pending = nil
-		h.mu.Unlock()
-		for j, e := range batch {
-			if ctx.Err() != nil {
-				return
-			}
-			h.fn(e)
-			batch[j] = Event[T]{} // let the object go
-		}
-	}
 }
