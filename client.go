@@ -74,12 +74,15 @@ const defaultQPS, defaultBurst = 200, 500
 // agent "kctl/<version> (<os>/<arch>)" unless cfg sets one, and a rate limit
 // of cfg.QPS and cfg.Burst (200 and 500 when 0; a negative QPS disables it).
 // A 429 Too Many Requests is retried after its Retry-After, at most 10 times.
-// Make one with NewConn; the zero value is unusable. A Conn is safe for
-// concurrent use and holds no goroutines.
+// A Manager's own Conn counts its requests on the Manager's metrics page
+// (rest_client_requests_total, rest_client_request_duration_seconds); one
+// you make counts nothing. Make one with NewConn; the zero value is
+// unusable. A Conn is safe for concurrent use and holds no goroutines.
 type Conn struct {
 	base          url.URL                 // scheme://host[/path prefix]
 	http, watches *http.Client            // watches: the same transport without cfg.Timeout
 	limiter       flowcontrol.RateLimiter // nil: no client-side limit
+	requests      *requestMetrics         // a Manager's rest_client_* series; nil: not counted
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).

@@ -475,8 +475,24 @@ type request struct {
 }
 
 // do sends r, waiting for the rate limiter and retrying 429s (and, for
-// reads, 5xx with Retry-After). The caller closes the response body.
+// reads, 5xx with Retry-After). The caller closes the response body. Each
+// attempt is counted in c.requests, and the request, but for a watch, is
+// timed from now until its answer's body is closed.
 func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := c.retrying(ctx, r)
+	switch {
+	case r.query.Has("watch"): // open as long as it lasts: counted, not timed, as in client-go
+	case err != nil:
+		c.requests.took(r.method, c.base.Host, time.Since(start))
+	default:
+		resp.Body = c.requests.timeBody(resp.Body, r.method, c.base.Host, start)
+	}
+	return resp, err
+}
+
+// retrying is do without the timing.
+func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) {
 	u := c.base
 	u.Path, u.RawQuery = strings.TrimSuffix(u.Path, "/")+r.path, r.query.Encode()
 	hc := c.http
@@ -502,6 +518,7 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 			req.Header.Set("Content-Type", r.contentType)
 		}
 		resp, err := hc.Do(req)
+		c.requests.answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
 		if err != nil {
 			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
 		}

@@ -147,6 +147,7 @@ func NewManager(opts Options) (*Manager, error) {
 	klog.SetSlogLogger(opts.Logger) // client-go's own logs go to the same handler
 	m := &Manager{conn: conn, log: opts.Logger, opts: opts, writes: newWriteTracker(),
 		metrics: newMetrics(), health: newHealth()}
+	conn.requests = m.metrics.requests
 	m.cache = NewCache(conn, opts.Cache)
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil

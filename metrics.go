@@ -40,6 +40,11 @@ var reconcileBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25,
 // whose repeated multiplication gives these le labels.
 var workqueueBuckets = []float64{1e-08, 1e-07, 1e-06, 9.999999999999999e-06, 9.999999999999999e-05, 0.001, 0.01, 0.1, 1, 10, 100, 1000}
 
+// The page also has the go_* and process_* series of the Prometheus Go
+// client's collectors (runtime_metrics.go, process_metrics.go), client-go's
+// rest_client_* series for kctl's requests (request_metrics.go) and the
+// program's own (user_metrics.go).
+
 // metrics is the registry behind one Manager's metrics page:
 //
 //	m := newMetrics()
@@ -55,11 +60,13 @@ type metrics struct {
 	informers   map[string]func() (objects int, bytes int64) // by resource
 	leaders     map[string]bool                              // by lease name
 	undecodable map[string]func() int                        // by resource
+	requests    *requestMetrics                              // the Manager's Conn's; never nil
+	user        *Metrics                                     // the program's own; never nil
 }
 
 func newMetrics() *metrics {
 	return &metrics{controllers: map[string]*controllerMetrics{}, informers: map[string]func() (int, int64){}, leaders: map[string]bool{},
-		undecodable: map[string]func() int{}}
+		undecodable: map[string]func() int{}, requests: newRequestMetrics(), user: newUserMetrics()}
 }
 
 // forController returns the named controller's metrics, creating them (every
@@ -113,6 +120,16 @@ func (m *metrics) handler() http.Handler {
 
 // page collects every series; registered functions run after m.mu is released.
 func (m *metrics) page() page {
+	p := m.ownPage()
+	collectGoRuntime(p)
+	collectProcess(p)
+	m.requests.collect(p)
+	m.user.collect(p)
+	return p
+}
+
+// ownPage collects the series of kctl's controllers, caches and leases.
+func (m *metrics) ownPage() page {
 	m.mu.Lock()
 	cms, informers, leaders := slices.Collect(maps.Values(m.controllers)), maps.Clone(m.informers), maps.Clone(m.leaders)
 	undecodable := maps.Clone(m.undecodable)
@@ -292,6 +309,22 @@ func (p page) histogram(name, help string, h *histogram, labels ...string) {
 	b.WriteString(name + "_sum" + l + " " + formatFloat(math.Float64frombits(h.sumBits.Load())) + "\n")
 	b.WriteString(name + "_count" + l + " " + strconv.FormatUint(counts[len(counts)-1], 10) + "\n")
 	p.add(name, "histogram", help, b.String())
+}
+
+// summary adds a summary's series: the value at each quantile, the sum and
+// the count.
+func (p page) summary(name, help string, quantiles, values []float64, sum float64, count uint64, labels ...string) {
+	var b strings.Builder
+	l, open := labelSet(labels), "{"
+	if l != "" {
+		open = l[:len(l)-1] + ","
+	}
+	for i, q := range quantiles {
+		b.WriteString(name + open + `quantile="` + formatFloat(q) + `"} ` + formatFloat(values[i]) + "\n")
+	}
+	b.WriteString(name + "_sum" + l + " " + formatFloat(sum) + "\n")
+	b.WriteString(name + "_count" + l + " " + strconv.FormatUint(count, 10) + "\n")
+	p.add(name, "summary", help, b.String())
 }
 
 func (p page) add(name, typ, help, series string) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -93,9 +96,28 @@ kctl_cache_objects{resource="pods/v1"} 3
 leader_election_master_status{name="kctl-lock"} 1
 leader_election_master_status{name="other"} 0
 `
-	if got := scrapeMetrics(t, m.handler()); got != want {
+	if got := onlyFamilies(scrapeMetrics(t, m.handler()), "kctl_", "leader_election_"); got != want {
 		t.Errorf("page:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// onlyFamilies returns the lines of page that belong to families whose names
+// begin with one of prefixes: their HELP, TYPE and sample lines.
+func onlyFamilies(page string, prefixes ...string) string {
+	var b strings.Builder
+	keep := false
+	for line := range strings.Lines(page) {
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			keep = false
+			for _, p := range prefixes {
+				keep = keep || strings.HasPrefix(rest, p)
+			}
+		}
+		if keep {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
@@ -260,6 +282,16 @@ func busyMetrics() *metrics {
 	}
 	m.addInformer("pods/v1", func() (int, int64) { return 10, 1 << 20 })
 	m.setLeader("lock", true)
+	m.requests.answered(http.MethodGet, "127.0.0.1:6443", &http.Response{StatusCode: http.StatusOK})
+	m.requests.answered(http.MethodPost, "127.0.0.1:6443", nil) // code="<error>"
+	m.requests.took(http.MethodGet, "127.0.0.1:6443", 30*time.Millisecond)
+	jobs, _ := m.user.Counter("app_jobs_total", "Jobs run, by result.", "result")
+	jobs.With("done").Add(3)
+	jobs.With(`we"ird\` + "\n").Inc()
+	level, _ := m.user.Gauge("app_level_ratio", "Level.")
+	level.Set(0.5)
+	took, _ := m.user.Histogram("app_job_duration_seconds", "Job duration.", nil, "queue")
+	took.With("a").Observe(0.3)
 	return m
 }
 
@@ -274,9 +306,10 @@ func TestMetricsPage_PassesPromtoolCheckMetrics(t *testing.T) {
 
 // TestPrometheus_ScrapesPage_QueryReturnsReconcileCount runs a real Prometheus
 // server (Debian's prometheus) on loopback that scrapes the page every second,
-// then asks its HTTP API for the reconcile count.
+// then asks its HTTP API for the reconcile count, the program's own counter
+// and which of the go_*, process_* and rest_client_* families it stored.
 func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
-	m := newMetrics()
+	m := busyMetrics()
 	cm := m.forController("widgets", 1)
 	for range 7 {
 		cm.reconciled("success", time.Millisecond)
@@ -284,7 +317,21 @@ func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
 	target := httptest.NewServer(m.handler()) // 127.0.0.1:random
 	defer target.Close()
 	prom := startPrometheus(t, strings.TrimPrefix(target.URL, "http://"))
-	waitForPromQL(t, prom, `controller_runtime_reconcile_total{controller="widgets",result="success"}`, "7")
+	waitForPromQL(t, prom, `controller_runtime_reconcile_total{controller="widgets",result="success"}`, "8") // busyMetrics' 1 + 7
+	waitForPromQL(t, prom, `app_jobs_total{result="done"}`, "3")
+	waitForPromQL(t, prom, `app_job_duration_seconds_count{queue="a"}`, "1")
+	waitForPromQL(t, prom, `rest_client_requests_total{code="<error>",host="127.0.0.1:6443",method="POST"}`, "1")
+	waitForFamilies(t, prom, append(slices.Collect(maps.Keys(goCollectorFamilies)), slices.Collect(maps.Keys(processCollectorFamilies))...))
+	waitForFamilies(t, prom, []string{"rest_client_requests_total", "rest_client_request_duration_seconds_bucket"})
+}
+
+// waitForFamilies polls Prometheus at addr until it has samples of every
+// metric name in names (a histogram's: name_bucket).
+func waitForFamilies(t *testing.T, addr string, names []string) {
+	t.Helper()
+	slices.Sort(names)
+	query := `count(count by (__name__) ({__name__=~"` + strings.Join(names, "|") + `"}))`
+	waitForPromQL(t, addr, query, strconv.Itoa(len(names)))
 }
 
 // startPrometheus runs Debian's prometheus on a free loopback port, scraping
@@ -467,10 +514,15 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 	if err := mgr.ServeMetrics(metricsAddr); err != nil {
 		t.Fatal(err)
 	}
+	seen, err := mgr.Metrics().Counter("cmcounter_reconciles_total", "Reconcile calls, counted by the program.")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	attempts := map[string]int{}
 	calls := map[string]int{} // what Reconcile returned: the expected counters
 	NewController[corev1.ConfigMap](mgr, "cm-counter", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		seen.Inc()
 		mu.Lock()
 		defer mu.Unlock()
 		attempts[cm.Name]++
@@ -530,6 +582,27 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 			t.Errorf("%s = %q, want %s", k, page[k], v)
 		}
 	}
+
+	// kctl's own requests on the Manager's Conn: the informer's list and
+	// watch, and one Get of a missing object, the only 404.
+	host := mgr.conn.base.Host
+	if _, err := NewClient[corev1.ConfigMap](mgr.conn).Get(t.Context(), ns, "missing"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of a missing ConfigMap = %v, want NotFound", err)
+	}
+	_, body := getPage(t, metricsAddr, "/metrics")
+	s := samples(body)
+	if got := s[`rest_client_requests_total{code="404",host="`+host+`",method="GET"}`]; got != "1" {
+		t.Errorf("rest_client_requests_total for the one 404 = %q, want 1", got)
+	}
+	if got := value(t, s, `rest_client_requests_total{code="200",host="`+host+`",method="GET"}`); got < 2 {
+		t.Errorf("rest_client_requests_total of 200 GETs = %v, want at least the list and the watch", got)
+	}
+	if got := value(t, s, `rest_client_request_duration_seconds_count{host="`+host+`",verb="GET"}`); got < 2 {
+		t.Errorf("rest_client_request_duration_seconds_count of GETs = %v, want at least the list and the 404", got)
+	}
+	if got := value(t, s, "cmcounter_reconciles_total"); got != 6 {
+		t.Errorf("the program's cmcounter_reconciles_total = %v, want 6", got)
+	}
 	if promtool, err := exec.LookPath("promtool"); err == nil {
 		_, body := getPage(t, metricsAddr, "/metrics")
 		cmd := exec.Command(promtool, "check", "metrics")
@@ -541,4 +614,8 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 
 	prom := startPrometheus(t, metricsAddr)
 	waitForPromQL(t, prom, `sum(controller_runtime_reconcile_total{controller="cm-counter"})`, "6")
+	waitForPromQL(t, prom, `cmcounter_reconciles_total`, "6")
+	waitForPromQL(t, prom, `rest_client_requests_total{code="404",method="GET"}`, "1")
+	waitForFamilies(t, prom, []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "process_resident_memory_bytes",
+		"rest_client_request_duration_seconds_bucket"})
 }

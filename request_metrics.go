@@ -1,0 +1,112 @@
+package kctl
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file counts and times kctl's requests to the API server under the
+// names, labels, help texts and buckets of client-go's REST client metrics
+// (k8s.io/component-base/metrics/prometheus/restclient, also registered by
+// controller-runtime), so that client-go dashboards work unchanged:
+//
+//	rest_client_requests_total{code,host,method}        counter, one per attempt
+//	rest_client_request_duration_seconds{host,verb}     histogram, 0.005s .. 60s
+//
+// As in client-go: code is the HTTP status code, or "<error>" when no answer
+// came; method and verb are the HTTP method (GET, POST...); host is the API
+// server's host:port. A retried request (429) counts once per attempt and is
+// timed once, from before the client-side rate limit to the end of reading
+// the answer (the body's Close). Watches are counted, not timed.
+
+// requestBuckets are client-go's buckets for rest_client_request_duration_seconds.
+var requestBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60}
+
+// requestMetrics are one Manager's rest_client_* series. A nil
+// *requestMetrics counts nothing (a Conn made by NewConn). It is safe for
+// concurrent use.
+type requestMetrics struct {
+	mu       sync.Mutex
+	results  map[[3]string]*atomic.Uint64 // by code, method, host
+	duration map[[2]string]*histogram     // by verb, host
+}
+
+func newRequestMetrics() *requestMetrics {
+	return &requestMetrics{results: map[[3]string]*atomic.Uint64{}, duration: map[[2]string]*histogram{}}
+}
+
+// answered counts one attempt to send a request: its answer's status code,
+// or "<error>" when none came (resp is nil).
+func (r *requestMetrics) answered(method, host string, resp *http.Response) {
+	if r == nil {
+		return
+	}
+	key := [3]string{"<error>", method, host}
+	if resp != nil {
+		key[0] = strconv.Itoa(resp.StatusCode)
+	}
+	r.mu.Lock()
+	n := r.results[key]
+	if n == nil {
+		n = new(atomic.Uint64)
+		r.results[key] = n
+	}
+	r.mu.Unlock()
+	n.Add(1)
+}
+
+// took records how long one request took, its retries included.
+func (r *requestMetrics) took(verb, host string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	key := [2]string{verb, host}
+	r.mu.Lock()
+	h := r.duration[key]
+	if h == nil {
+		h = newHistogram(requestBuckets)
+		r.duration[key] = h
+	}
+	r.mu.Unlock()
+	h.observe(d.Seconds())
+}
+
+// timeBody returns body, which records how long the request took since
+// start when it is first closed.
+func (r *requestMetrics) timeBody(body io.ReadCloser, verb, host string, start time.Time) io.ReadCloser {
+	if r == nil {
+		return body
+	}
+	return &timedBody{ReadCloser: body, done: func() { r.took(verb, host, time.Since(start)) }}
+}
+
+// timedBody is an answer's body that calls done once, at its first Close.
+type timedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *timedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// collect adds the rest_client_* series to p.
+func (r *requestMetrics) collect(p page) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, n := range r.results {
+		p.counter("rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
+			float64(n.Load()), "code", k[0], "host", k[2], "method", k[1])
+	}
+	for k, h := range r.duration {
+		p.histogram("rest_client_request_duration_seconds", "Request latency in seconds. Broken down by verb, and host.",
+			h, "host", k[1], "verb", k[0])
+	}
+}
