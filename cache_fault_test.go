@@ -102,6 +102,9 @@ func newFakeAPI(t *testing.T, handle func(c fakeCall)) *fakeAPI {
 	t.Helper()
 	f := &fakeAPI{calls: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fakeDiscovery(w, r) {
+			return
+		}
 		kind := "list"
 		if r.URL.Query().Get("watch") == "true" {
 			kind = "watch"

@@ -588,8 +588,8 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	if e := rec.all()[1]; e.Type != Deleted || e.Object.Name != "w" {
 		t.Errorf("event %q, want Deleted w", describeEvent(e))
 	}
-	if n := len(logs.lines("is not installed")); n > 3 {
-		t.Errorf("%d log lines for a missing CRD, want one per outage:\n%s", n, logs)
+	if n := len(slices.DeleteFunc(logs.lines("is not installed"), func(l string) bool { return !strings.Contains(l, "level=WARN") })); n > 3 {
+		t.Errorf("%d warnings for a missing CRD, want one per outage (the poll goes on at debug level):\n%s", n, logs)
 	}
 }
 

@@ -82,6 +82,7 @@ type Conn struct {
 	base          url.URL                 // scheme://host[/path prefix]
 	http, watches *http.Client            // watches: the same transport without cfg.Timeout
 	limiter       flowcontrol.RateLimiter // nil: no client-side limit
+	discovery     discovery               // what the server serves, for declared types' checks
 	requests      *requestMetrics         // a Manager's rest_client_* series; nil: not counted
 }
 
@@ -148,7 +149,9 @@ func (o ListOptions) query() url.Values {
 // Built-in types travel as protobuf, declared ones as JSON. Returned objects
 // have apiVersion and kind set; writes update the object passed in from the
 // server's answer. Errors wrap the server's *apierrors.StatusError (so
-// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled. One made
+// apierrors.IsNotFound, IsConflict... work) or match ErrNotInstalled; a
+// declaration the server contradicts (see Declare) is an error naming the
+// fix. One made
 // by a Manager reads from the shared cache (see Uncached), one made by
 // NewClient from the server. The zero value is unusable. A Client is safe for
 // concurrent use.
@@ -209,6 +212,11 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	case c.res.Namespaced && r.namespace == "" && (!r.list || r.method != http.MethodGet):
 		return nil, fmt.Errorf("kctl: %s %s: %s are namespaced; give a namespace", r.verb, c.what(r), c.res.Plural)
 	}
+	if !c.codec.builtin { // k8s.io/api types: see TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery
+		if err := c.checkServed(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	r.path = "/api/" + c.res.Version
 	if c.res.Group != "" {
 		r.path = "/apis/" + c.res.Group + "/" + c.res.Version
@@ -229,7 +237,19 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return nil, c.statusError(r, resp, body)
+	err = c.statusError(r, resp, body)
+	if !errors.Is(err, ErrNotInstalled) {
+		return nil, err
+	}
+	c.conn.discovery.outdated(ctx, c.res.APIVersion()) // the next check asks the server again
+	if r.sub == "" {
+		return nil, err
+	}
+	// The server has no route for a subresource it does not serve (e.g. a ConfigMap's status): say so.
+	if notServed := c.checkServed(ctx, r); errors.Is(notServed, ErrNotInstalled) {
+		return nil, notServed
+	}
+	return nil, err
 }
 
 // call sends r and hands the Content-Type and body of the answer to read.
@@ -274,20 +294,28 @@ func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
 	return obj, err
 }
 
-// synced is the cache's informer for T, once synced.
+// synced is the cache's informer for T, once synced. A resource the server
+// does not serve fails at once, after at most one discovery request (whose
+// answer is cached, see discovery), rather than when ctx ends.
 func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
 	inf, err := c.cache(ctx)
+	if err == nil {
+		err = c.checkServed(ctx, request{})
+	}
 	if err == nil {
 		err = inf.WaitForSync(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kctl: reading %s from the cache: %w", c.res, err)
+		return nil, err // each names the resource
 	}
 	return inf, nil
 }
 
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a
 // copy from the cache if c has one (NotFound if the cache has no such object).
+// A cached Get waits until the cache has synced, at most until ctx ends; of a
+// resource the server does not serve (a CRD not applied) it fails at once
+// with an error matching ErrNotInstalled, after at most one discovery request.
 func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
 	if c.cache == nil || c.err != nil {
 		return c.object(ctx, request{verb: "get", method: http.MethodGet, namespace: namespace, name: name})
@@ -306,11 +334,11 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 // List's page size, and how often a List whose continue token expired starts over.
 const listPageSize, listMaxRestarts = 500, 2
 
-// List returns the objects matching opts (copies, from the cache, which
-// fails naming a field selector it cannot evaluate: see Informer.List). From
-// the server it reads pages of 500, starting over (at most twice) if the continue
-// token expires (410 Gone). Undecodable objects are left out: List returns
-// the others and an error naming them.
+// List returns the objects matching opts (copies, from the cache, waiting
+// for it as Get does, and failing naming a field selector it cannot evaluate:
+// see Informer.List). From the server it reads pages of 500, starting over
+// (at most twice) if the continue token expires (410 Gone). Undecodable
+// objects are left out: List returns the others and an error naming them.
 func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	if c.cache != nil && c.err == nil {
 		inf, err := c.synced(ctx)

@@ -24,10 +24,15 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// fakeServer serves handler over HTTP and returns a Conn to it.
+// fakeServer serves handler over HTTP and returns a Conn to it. It answers
+// the discovery documents of declared types itself (fakeDiscovery).
 func fakeServer(t *testing.T, handler http.HandlerFunc) *Conn {
 	t.Helper()
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fakeDiscovery(w, r) {
+			handler(w, r)
+		}
+	}))
 	t.Cleanup(srv.Close)
 	conn, err := NewConn(&rest.Config{Host: srv.URL})
 	if err != nil {
@@ -753,7 +758,8 @@ func TestClient_CRDNotInstalled_IsErrNotInstalledNamingIt(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	c := NewClient[notInstalledGizmo](clientTestConn(t, cfg))
-	want := "kctl: gizmos.absent.kctl.example.com/v1 is not installed on the API server: apply its CRD"
+	want := "kctl: gizmos.absent.kctl.example.com/v1 is not installed on the API server: apply its CRD " +
+		"(the server serves no group version absent.kctl.example.com/v1: check Group and Version in kctl.Declare[kctl.notInstalledGizmo])"
 	_, err := c.List(t.Context(), ListOptions{})
 	if !errors.Is(err, ErrNotInstalled) || err.Error() != want {
 		t.Errorf("List: err = %v, want %q", err, want)

@@ -3,7 +3,6 @@ package kctl
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,16 +55,6 @@ func (r *deleteReplica) heldDeletes() int {
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	return len(r.c.deleted)
-}
-
-// liveHeap is the heap in use after a full collection (two: the second
-// frees what sync.Pools let go in the first).
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 const mib = 1 << 20

@@ -59,6 +59,15 @@ var registry = struct {
 //
 // Declaring a type again the same way is harmless; differently, or without
 // Version or Kind, is a mistake that ResourceOf (so every Client for T) reports.
+//
+// The API server is the truth: before each request, a Client checks r
+// against the server's discovery document of r's group version, read once
+// per Conn and again, at most once a second, while a check misses in it (so a
+// CRD applied later is seen). A Kind or scope that disagrees with the server
+// fails every call with an error naming the difference and the fix (e.g.
+// "add Namespaced: true"); a group version, Plural or subresource the server
+// does not serve fails with an error matching ErrNotInstalled that lists
+// what it serves there. kctl never uses the server's answer in place of r.
 func Declare[T any, PT Object[T]](r Resource) Resource {
 	r.Plural = cmp.Or(r.Plural, pluralOf(r.Kind))
 	t := reflect.TypeFor[T]()

@@ -10,9 +10,19 @@ package kctl
 // It works bottom up over the memory of the new object: strings, string maps
 // and resource lists are swapped for equal ones seen before; then every
 // pointer's target and every slice's elements, whose own parts are by now
-// shared, are compared byte for byte with earlier ones of the same Go type,
-// found by a hash. Equal bytes mean equal values (the pointers in them are
-// the same pointers), so a match is always right; a miss only costs memory.
+// shared, are compared byte for byte (padding zeroed) with earlier ones of
+// the same Go type, found by a hash. Equal bytes mean equal values (the
+// pointers in them are the same pointers), so a match is always right; a miss
+// only costs memory.
+//
+// The sharer keeps nothing alive: it finds earlier parts through weak
+// pointers, so a part lives exactly as long as some object holds it, and a
+// stream of unique values (names, IPs, the old versions of objects updated
+// often) pins nothing. A part is remembered the second time it is seen (in
+// another object), so values unique to one object cost no entry; the first
+// object keeps its own copy. The weak pointers point only at copies the
+// sharer made itself, which are always on the heap (an object's parts need
+// not be: a transform may set a string constant or a pointer to a variable).
 //
 // Cached objects are read-only by contract (see Informer), which is what
 // makes sharing safe; readers that modify get deep copies (Client, Reconcile).
@@ -23,70 +33,50 @@ import (
 	"hash/maphash"
 	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// What a sharer remembers is bounded: it starts a new generation of every
-// table once the current one holds shareGeneration values or shareBytes
-// bytes, and forgets the generation before; values used in the last two
-// generations stay. So a stream of unique values (names, IPs, timestamps, the
-// old versions of objects updated often) pins at most twice the budget, and
-// a value larger than shareMaxValue is never remembered.
-const (
-	shareGeneration = 16384
-	shareBytes      = 4 << 20
-	shareMaxValue   = 16 << 10
-)
-
 // sharer makes new objects of one Go type share equal parts with objects it
-// saw before. Safe for concurrent use (an informer's watches share it).
+// saw before that are still alive. Safe for concurrent use (an informer's
+// watches share it).
+//
+// Every entry of seen is a weak pointer to a copy the sharer made of a part,
+// keyed by the part's type, hash and size. An entry whose part was freed is
+// dropped when seen has doubled since the last sweep, so seen holds at most
+// about twice as many entries as there are distinct parts alive, plus 1024.
 type sharer struct {
-	mu     sync.Mutex
-	plan   *sharePlan // nil: the type has nothing to share
-	seed   maphash.Seed
-	gen    uint32 // the current generation
-	values int    // remembered in the current generation
-	bytes  int
-	strs   generations[string, string]
-	smaps  generations[uint64, map[string]string]
-	lists  generations[uint64, map[corev1.ResourceName]resource.Quantity]
-	blocks map[*sharePlan]*generations[blockKey, unsafe.Pointer] // per pointer or slice type
+	mu      sync.Mutex
+	plan    *sharePlan // nil: the type has nothing to share
+	seed    maphash.Seed
+	seen    map[shareKey]weak.Pointer[byte]
+	once    map[uint64]uint64 // hashes of keys seen once lately (at most shareOnce), and in which object
+	objects uint64            // objects shared so far
+	swept   int               // len(seen) after the last sweep
 }
 
-type blockKey struct {
+// shareOnce bounds the keys a sharer remembers having seen once: a value
+// shares only if it is seen again within the next shareOnce values seen once.
+const shareOnce = 8192
+
+type shareKey struct {
+	plan *sharePlan // strings: stringPlan
 	hash uint64
-	size uintptr
+	size uintptr // bytes of a string or block, entries of a map
 }
 
 func newSharer[T any]() *sharer {
 	sharePlansMu.Lock()
 	defer sharePlansMu.Unlock()
 	return &sharer{plan: sharePlanOf(reflect.TypeFor[T](), map[reflect.Type]*sharePlan{}), seed: maphash.MakeSeed(),
-		blocks: map[*sharePlan]*generations[blockKey, unsafe.Pointer]{}}
-}
-
-// remember counts a value of size bytes into the current generation, and
-// says whether it may be remembered at all.
-func (s *sharer) remember(size int) bool {
-	if size > shareMaxValue {
-		return false
-	}
-	if s.values >= shareGeneration || s.bytes+size > shareBytes {
-		s.gen, s.values, s.bytes = s.gen+1, 0, 0
-		s.strs.turn(s.gen)
-		s.smaps.turn(s.gen)
-		s.lists.turn(s.gen)
-		for _, g := range s.blocks {
-			g.turn(s.gen)
-		}
-	}
-	s.values, s.bytes = s.values+1, s.bytes+size
-	return true
+		seen: map[shareKey]weak.Pointer[byte]{}, once: map[uint64]uint64{}}
 }
 
 // share makes obj (a *T) point at equal parts seen before. obj must be new:
@@ -97,6 +87,7 @@ func (s *sharer) share(obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.objects++
 	s.walk(s.plan, reflect.ValueOf(obj).UnsafePointer())
 }
 
@@ -106,53 +97,53 @@ func (s *sharer) walk(p *sharePlan, at unsafe.Pointer) {
 	switch p.kind {
 	case shareString:
 		str := (*string)(at)
-		if *str == "" {
-			return
-		}
-		if seen, ok := s.strs.get(s.gen, *str); !ok {
-			if s.remember(len(*str)) {
-				s.strs.put(s.gen, *str, *str)
-			}
-		} else if unsafe.StringData(seen) != unsafe.StringData(*str) {
+		seen := s.string(*str)
+		if unsafe.StringData(seen) != unsafe.StringData(*str) {
 			*str = seen
 		}
 	case shareStringMap:
-		if m := (*map[string]string)(at); len(*m) > 0 {
-			if seen := shareMap(s, &s.smaps, *m); !sameMap(seen, *m) {
-				*m = seen
-			}
+		m := (*map[string]string)(at)
+		seen := shareMap(s, p, *m)
+		if !sameMap(seen, *m) {
+			*m = seen
 		}
 	case shareResourceList:
-		if m := (*map[corev1.ResourceName]resource.Quantity)(at); len(*m) > 0 {
-			if seen := shareMap(s, &s.lists, *m); !sameMap(seen, *m) {
-				*m = seen
-			}
+		m := (*map[corev1.ResourceName]resource.Quantity)(at)
+		seen := shareMap(s, p, *m)
+		if !sameMap(seen, *m) {
+			*m = seen
 		}
-	case shareQuantity: // String caches the canonical form in the Quantity: do it while it is ours
+	case shareQuantity:
+		// Readers make the canonical string (String, Size): make it while
+		// the Quantity is ours, and share it like any string.
 		_ = (*resource.Quantity)(at).String()
+		if quantityString != 0 {
+			s.walk(stringPlan, unsafe.Add(at, quantityString))
+		}
 	case shareStruct:
 		for _, f := range p.fields {
 			s.walk(f.plan, unsafe.Add(at, f.offset))
 		}
 	case sharePointer:
-		if ptr := (*unsafe.Pointer)(at); *ptr != nil && p.size > 0 {
-			if p.elem != nil {
-				s.walk(p.elem, *ptr)
-			}
-			if seen := s.block(p, *ptr, p.size); seen != *ptr {
-				*ptr = seen
-			}
+		ptr := (*unsafe.Pointer)(at)
+		if *ptr == nil {
+			return
+		}
+		s.walkBlock(p, *ptr, 1)
+		seen := s.block(p, *ptr, 1)
+		if seen != *ptr {
+			*ptr = seen
 		}
 	case shareSlice:
-		if h := (*sliceHeader)(at); h.len > 0 && p.size > 0 {
-			for i := range h.len {
-				if p.elem != nil {
-					s.walk(p.elem, unsafe.Add(h.data, uintptr(i)*p.size))
-				}
-			}
-			if seen := s.block(p, h.data, uintptr(h.len)*p.size); seen != h.data || h.cap != h.len {
-				h.data, h.cap = seen, h.len // every header of a block alike
-			}
+		h := (*sliceHeader)(at)
+		if h.len == 0 {
+			return
+		}
+		s.walkBlock(p, h.data, h.len)
+		seen := s.block(p, h.data, h.len)
+		if seen != h.data || h.cap != h.len {
+			h.data = seen
+			h.cap = h.len // every header of a block alike
 		}
 	}
 }
@@ -162,85 +153,110 @@ type sliceHeader struct {
 	len, cap int
 }
 
-// block returns the memory of an earlier value of p's type whose n bytes
-// equal those at at, or at, remembered.
-func (s *sharer) block(p *sharePlan, at unsafe.Pointer, n uintptr) unsafe.Pointer {
-	g := s.blocks[p]
-	if g == nil {
-		g = &generations[blockKey, unsafe.Pointer]{}
-		s.blocks[p] = g
-	}
-	b := unsafe.Slice((*byte)(at), n)
-	k := blockKey{maphash.Bytes(s.seed, b), n}
-	if seen, ok := g.get(s.gen, k); ok {
-		if bytes.Equal(unsafe.Slice((*byte)(seen), n), b) {
-			return seen
+// walkBlock shares the parts of the n elements at at and zeroes their padding.
+func (s *sharer) walkBlock(p *sharePlan, at unsafe.Pointer, n int) {
+	size := p.typ.Size()
+	for i := range n {
+		elem := unsafe.Add(at, uintptr(i)*size)
+		if p.elem != nil {
+			s.walk(p.elem, elem)
 		}
-		return at // another value with this hash: keep both
+		for _, h := range p.holes {
+			hole := unsafe.Slice((*byte)(unsafe.Add(elem, h.offset)), h.size)
+			if slices.ContainsFunc(hole, func(b byte) bool { return b != 0 }) {
+				clear(hole)
+			}
+		}
 	}
-	if s.remember(int(n)) {
-		g.put(s.gen, k, at)
-	}
-	return at
 }
 
-// shareMap returns the map seen before that equals m, or m, remembered.
+// string returns an equal string seen before, or a remembered copy of str.
+func (s *sharer) string(str string) string {
+	if str == "" {
+		return str
+	}
+	k := shareKey{stringPlan, maphash.String(s.seed, str), uintptr(len(str))}
+	if seen := s.seen[k].Value(); seen != nil && unsafe.String(seen, len(str)) == str {
+		return unsafe.String(seen, len(str))
+	}
+	if !s.again(k) {
+		return str
+	}
+	c := strings.Clone(str)
+	s.remember(k, unsafe.StringData(c))
+	return c
+}
+
+// block returns the memory of n earlier elements of p's type equal to the n
+// at at, or a remembered copy of them.
+func (s *sharer) block(p *sharePlan, at unsafe.Pointer, n int) unsafe.Pointer {
+	size := uintptr(n) * p.typ.Size()
+	b := unsafe.Slice((*byte)(at), size)
+	k := shareKey{p, maphash.Bytes(s.seed, b), size}
+	if seen := s.seen[k].Value(); seen != nil && bytes.Equal(unsafe.Slice(seen, size), b) {
+		return unsafe.Pointer(seen)
+	}
+	if !s.again(k) {
+		return at
+	}
+	c := reflect.MakeSlice(p.slice, n, n) // typed memory: the collector sees its pointers
+	reflect.Copy(c, reflect.NewAt(p.slice, unsafe.Pointer(&sliceHeader{at, n, n})).Elem())
+	s.remember(k, (*byte)(c.UnsafePointer()))
+	return c.UnsafePointer()
+}
+
+// shareMap returns an equal map seen before, or a remembered copy of m.
 // Maps are found by a hash of their entries that ignores their order.
-func shareMap[K ~string, V comparable](s *sharer, g *generations[uint64, map[K]V], m map[K]V) map[K]V {
-	h, size := uint64(len(m)), 0
+func shareMap[K ~string, V comparable](s *sharer, p *sharePlan, m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return m
+	}
+	h := uint64(0)
 	for k, v := range m {
 		h += (maphash.String(s.seed, string(k)) ^ maphash.Comparable(s.seed, v)*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
-		size += len(k) + int(unsafe.Sizeof(v))
-		if str, ok := any(v).(string); ok {
-			size += len(str) // what a remembered map pins: a ConfigMap's data
+	}
+	k := shareKey{p, h, uintptr(len(m))}
+	if seen := s.seen[k].Value(); seen != nil {
+		if seen := *(*map[K]V)(unsafe.Pointer(&seen)); maps.Equal(seen, m) {
+			return seen
 		}
 	}
-	if seen, ok := g.get(s.gen, h); ok && maps.Equal(seen, m) {
-		return seen
+	if !s.again(k) {
+		return m
 	}
-	if s.remember(size) {
-		g.put(s.gen, h, m)
-	}
-	return m
+	c := maps.Clone(m)
+	s.remember(k, *(**byte)(unsafe.Pointer(&c)))
+	return c
 }
 
 func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
-// generations is a map that forgets what was not used in the last two of
-// its sharer's generations: it turns over when it sees a newer one.
-type generations[K comparable, V any] struct {
-	cur, prev map[K]V
-	gen       uint32 // cur's generation
+// again says whether a part of key k, not found in seen, is worth
+// remembering: only when it is seen again, so that the many values unique to
+// one object (its IP, its container IDs) cost no entry in seen.
+func (s *sharer) again(k shareKey) bool {
+	h := maphash.Comparable(s.seed, k)
+	if obj, ok := s.once[h]; ok && obj != s.objects {
+		return true
+	}
+	if len(s.once) >= shareOnce {
+		clear(s.once)
+	}
+	s.once[h] = s.objects
+	return false
 }
 
-func (g *generations[K, V]) get(gen uint32, k K) (V, bool) {
-	g.turn(gen)
-	if v, ok := g.cur[k]; ok {
-		return v, true
+// remember makes k find c, a copy the sharer made, as long as c lives, and
+// drops the entries of freed parts once seen has doubled since the last sweep.
+func (s *sharer) remember(k shareKey, c *byte) {
+	s.seen[k] = weak.Make(c)
+	if len(s.seen) < 2*s.swept+1024 {
+		return
 	}
-	v, ok := g.prev[k]
-	if ok {
-		g.cur[k] = v
-	}
-	return v, ok
-}
-
-func (g *generations[K, V]) put(gen uint32, k K, v V) {
-	g.turn(gen)
-	g.cur[k] = v
-}
-
-func (g *generations[K, V]) turn(gen uint32) {
-	switch {
-	case g.cur == nil:
-		g.cur, g.gen = map[K]V{}, gen
-	case gen == g.gen+1:
-		g.prev, g.cur, g.gen = g.cur, map[K]V{}, gen
-	case gen != g.gen: // skipped a generation: all of it is old
-		g.prev, g.cur, g.gen = nil, map[K]V{}, gen
-	}
+	maps.DeleteFunc(s.seen, func(_ shareKey, v weak.Pointer[byte]) bool { return v.Value() == nil })
+	s.swept = len(s.seen)
 }
 
 // A sharePlan says where in a value of one Go type the shareable parts are,
@@ -248,13 +264,19 @@ func (g *generations[K, V]) turn(gen uint32) {
 type sharePlan struct {
 	kind   shareKind
 	fields []shareField // shareStruct: the fields with something to share
-	elem   *sharePlan   // sharePointer, shareSlice: the element's plan, if any
-	size   uintptr      // sharePointer, shareSlice: the element's size
+	elem   *sharePlan   // sharePointer, shareSlice: the element's plan, nil if it has nothing to share
+	typ    reflect.Type // sharePointer, shareSlice: the element's type
+	slice  reflect.Type // sharePointer, shareSlice: []typ, the copies' type
+	holes  []shareBytes // sharePointer, shareSlice: the padding in an element
 }
 
 type shareField struct {
 	offset uintptr
 	plan   *sharePlan
+}
+
+type shareBytes struct {
+	offset, size uintptr
 }
 
 type shareKind uint8
@@ -269,6 +291,20 @@ const (
 	shareSlice
 )
 
+// stringPlan is the plan of every string type: equal strings share whatever
+// their Go type.
+var stringPlan = &sharePlan{kind: shareString}
+
+// quantityString is where a Quantity keeps its canonical string; 0 if this
+// version of apimachinery keeps it elsewhere (then it is not shared).
+var quantityString = func() uintptr {
+	f, ok := reflect.TypeFor[resource.Quantity]().FieldByName("s")
+	if !ok || f.Type != reflect.TypeFor[string]() {
+		return 0
+	}
+	return f.Offset
+}()
+
 // sharePlans holds each type's plan (nil: nothing to share), built whole
 // under sharePlansMu: a recursive type's plan is incomplete while it is built.
 var (
@@ -279,9 +315,8 @@ var (
 // sharePlanOf returns t's plan, nil if t holds nothing to share. Only
 // exported fields are walked (the bytes of the others still count when their
 // struct is compared); ObjectMeta's name, uid and resourceVersion are unique
-// to each object and not remembered; a Quantity gets its cached string made
-// (readers would write it, into memory other objects share), then is
-// compared whole.
+// to each object and not remembered; a Quantity gets its canonical string
+// made and shared, then is compared whole.
 func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePlan {
 	if p, ok := sharePlans[t]; ok {
 		return p
@@ -296,13 +331,17 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 	case t == reflect.TypeFor[corev1.ResourceList]():
 		p = &sharePlan{kind: shareResourceList}
 	case t.Kind() == reflect.String:
-		p = &sharePlan{kind: shareString}
+		p = stringPlan
 	case t == reflect.TypeFor[resource.Quantity]():
 		p = &sharePlan{kind: shareQuantity}
 	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice:
-		p = &sharePlan{kind: sharePointer, size: t.Elem().Size()}
+		p = &sharePlan{kind: sharePointer, typ: t.Elem(), slice: reflect.SliceOf(t.Elem()), holes: holesOf(t.Elem(), 0, nil)}
 		if t.Kind() == reflect.Slice {
 			p.kind = shareSlice
+		}
+		if t.Elem().Size() == 0 {
+			p = nil
+			break
 		}
 		building[t] = p
 		p.elem = sharePlanOf(t.Elem(), building)
@@ -326,4 +365,28 @@ func sharePlanOf(t reflect.Type, building map[reflect.Type]*sharePlan) *sharePla
 	delete(building, t)
 	sharePlans[t] = p
 	return p
+}
+
+// holesOf appends to holes the padding bytes of a value of type t at offset.
+func holesOf(t reflect.Type, offset uintptr, holes []shareBytes) []shareBytes {
+	switch t.Kind() {
+	case reflect.Struct:
+		end := uintptr(0)
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Offset > end {
+				holes = append(holes, shareBytes{offset + end, f.Offset - end})
+			}
+			holes = holesOf(f.Type, offset+f.Offset, holes)
+			end = f.Offset + f.Type.Size()
+		}
+		if t.Size() > end {
+			holes = append(holes, shareBytes{offset + end, t.Size() - end})
+		}
+	case reflect.Array:
+		for i := range t.Len() {
+			holes = holesOf(t.Elem(), offset+uintptr(i)*t.Elem().Size(), holes)
+		}
+	}
+	return holes
 }

@@ -40,6 +40,7 @@ type env struct {
 	runs, buildRuns, syncRuns, defaultQPSRuns int
 	qps                                       float64
 	syncPods, rssRS, rssPods                  int
+	syncFixture                               string
 	e2eRS, e2ePods, churnRate, churnSeconds   int
 	podBytes, podBytesNoMF                    int
 	started                                   time.Time
@@ -89,6 +90,8 @@ func runParts(cmd string, args []string) error {
 	fs.IntVar(&env.defaultQPSRuns, "default-qps-runs", 1, "end-to-end runs at each stack's default client QPS (0: skip)")
 	fs.Float64Var(&env.qps, "qps", 500, "client QPS (and burst) given to the controllers")
 	fs.IntVar(&env.syncPods, "sync-pods", 10000, "Pods for the initial sync")
+	fs.StringVar(&env.syncFixture, "sync-fixture", "varied", "Pods for the initial sync: varied (20 workloads over 50 nodes, "+
+		"each Pod with its own token volume and a kubelet's status: internal/podfixture) or uniform (one workload, no status)")
 	fs.IntVar(&env.rssRS, "rss-replicasets", 200, "ReplicaSets for idle RSS")
 	fs.IntVar(&env.rssPods, "rss-pods", 10, "Pods per ReplicaSet for idle RSS")
 	fs.IntVar(&env.e2eRS, "e2e-replicasets", 500, "ReplicaSets for the end-to-end burst")
@@ -152,10 +155,10 @@ func runParts(cmd string, args []string) error {
 			var res map[string][]syncResult
 			if res, err = syncPhase(ctx, env); err == nil {
 				tab, ts := syncTable(env, res)
-				fmt.Fprintf(&report, "### Initial sync\n\n%d realistic Pods (%d bytes each as protobuf, %d without managedFields), "+
+				fmt.Fprintf(&report, "### Initial sync\n\n%d %s Pods (%d bytes each as protobuf, %d without managedFields), "+
 					"one informer on Pods in every namespace with one event handler; time from making the cache until it reports synced "+
 					"and the handler has had every Added event; heap after runtime.GC. A fresh process per stack per run, %d alternating runs; "+
-					"median (min–max).\n\n%s\n", env.syncPods, env.podBytes, env.podBytesNoMF, env.syncRuns, tab)
+					"median (min–max).\n\n%s\n", env.syncPods, env.syncFixture, env.podBytes, env.podBytesNoMF, env.syncRuns, tab)
 				targets = append(targets, ts...)
 			}
 		case "queue":

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kctl-dev/kctl/internal/podfixture"
 )
 
 // fieldManager names the harness in managedFields.
@@ -193,6 +195,31 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string,
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
+		return err
+	})
+}
+
+// createVariedPods creates n Pods of internal/podfixture in ns (20 workloads
+// over 50 nodes, each with its own name and token volume), then writes the
+// status a kubelet would (there is none); Pods that exist are skipped. The
+// prefix is not used: the fixture generates names.
+func createVariedPods(ctx context.Context, cs kubernetes.Interface, ns, _ string, n int) error {
+	return parallel(n, 16, func(i int) error {
+		want := podfixture.Pod(ns, i)
+		pod := want.DeepCopy()
+		pod.UID = "" // the server's to set
+		pod.ResourceVersion = ""
+		pod.CreationTimestamp = metav1.Time{}
+		pod.Status = corev1.PodStatus{} // Create ignores it
+		created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		created.Status = want.Status
+		_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"})
 		return err
 	})
 }

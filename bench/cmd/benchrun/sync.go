@@ -190,7 +190,15 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 	}
 	env.progress("sync: creating %d Pods in %s", env.syncPods, syncNamespace)
 	start := time.Now()
-	if err := createPods(ctx, env.cs, syncNamespace, "pod", env.syncPods); err != nil {
+	create := createPods
+	switch env.syncFixture {
+	case "varied":
+		create = createVariedPods
+	case "uniform":
+	default:
+		return nil, fmt.Errorf("-sync-fixture %q: want varied or uniform", env.syncFixture)
+	}
+	if err := create(ctx, env.cs, syncNamespace, "pod", env.syncPods); err != nil {
 		return nil, err
 	}
 	env.progress("sync: created in %.1f s", time.Since(start).Seconds())
@@ -228,10 +236,14 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 
 // describePod records the size of one benchmark Pod as the server stores it.
 func (env *env) describePod(ctx context.Context) error {
-	p, err := env.cs.CoreV1().Pods(syncNamespace).Get(ctx, "pod-0", metav1.GetOptions{})
+	list, err := env.cs.CoreV1().Pods(syncNamespace).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return err
 	}
+	if len(list.Items) == 0 {
+		return fmt.Errorf("no Pods in %s", syncNamespace)
+	}
+	p := &list.Items[0]
 	b, err := p.Marshal()
 	if err != nil {
 		return err

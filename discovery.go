@@ -1,0 +1,252 @@
+package kctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The server's discovery document of a group version (GET /api/v1, GET
+// /apis/<group>/<version>, a metav1.APIResourceList) says what it serves
+// there: each resource's plural, kind, scope and subresources. kctl reads it
+// to check a declared Resource before its first request, so that a wrong
+// declaration fails with an error naming the difference and the fix, not
+// with a misleading 404. The server is the truth: kctl never takes its
+// answer over a declaration silently, as a program that disagrees with the
+// server about where its objects live would misread them elsewhere too.
+
+// discoveryRefresh is the least time between two requests for one group
+// version's discovery document on one Conn.
+const discoveryRefresh = time.Second
+
+// discovery caches one Conn's discovery documents, one per group version.
+//
+// Bounds: one request per group version at a time, the others wait for
+// it. A document is asked for again only when a check misses in it (its
+// group version, resource or subresource is not there), when the last request
+// for it failed, or when the server answered "not installed" to a request for
+// a resource it lists, and then at most once per discoveryRefresh (1 s): a
+// missing CRD costs at most one discovery request per second per group
+// version however often it is used, and a CRD applied later is seen by the
+// first check a second or more after the last request. A document that has
+// what a check wants is kept for the Conn's life.
+//
+// The zero value is ready to use. Safe for concurrent use.
+type discovery struct {
+	mu   sync.Mutex
+	docs map[string]*served // by group version, e.g. "apps/v1" or "v1"
+	now  func() time.Time   // nil: time.Now (tests set a fake clock)
+}
+
+// served is what one group version serves. Only a holder of lock reads or
+// changes the fields after it: fetched is zero until a request for the
+// document ended; then either err is that request's failure, or resources
+// is the document (nil if the server does not serve the group version).
+type served struct {
+	lock      chan struct{}                 // one slot: held to read, and during a request
+	fetched   time.Time                     // when the last request was made
+	resources map[string]metav1.APIResource // by name: "widgets", "widgets/status"
+	err       error                         // the last request failed
+	stale     bool                          // a request contradicted the document
+}
+
+// lookup returns what group version gv serves (nil if it serves nothing
+// there), asking the server first if the cached document is missing, failed,
+// stale or lacks name, within the bounds above.
+func (d *discovery) lookup(ctx context.Context, conn *Conn, gv, name string) (map[string]metav1.APIResource, error) {
+	s := d.entry(gv)
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("kctl: waiting for the discovery document of %s: %w", gv, ctx.Err())
+	}
+	defer func() { <-s.lock }()
+	now := d.clock()
+	if !s.due(now, name) {
+		return s.resources, s.err
+	}
+	if err := s.fetch(ctx, conn, gv, now); err != nil {
+		return nil, err
+	}
+	return s.resources, s.err
+}
+
+// outdated marks gv's document stale: a request found a resource it lists missing.
+func (d *discovery) outdated(ctx context.Context, gv string) {
+	s := d.entry(gv)
+	select {
+	case s.lock <- struct{}{}:
+		s.stale = true
+		<-s.lock
+	case <-ctx.Done():
+	}
+}
+
+func (d *discovery) entry(gv string) *served {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.docs == nil {
+		d.docs = map[string]*served{}
+	}
+	s, ok := d.docs[gv]
+	if !ok {
+		s = &served{lock: make(chan struct{}, 1)}
+		d.docs[gv] = s
+	}
+	return s
+}
+
+func (d *discovery) clock() time.Time {
+	if d.now == nil {
+		return time.Now()
+	}
+	return d.now()
+}
+
+// due reports whether s must be asked for again by a check of name at now.
+func (s *served) due(now time.Time, name string) bool {
+	if s.fetched.IsZero() {
+		return true
+	}
+	if now.Sub(s.fetched) < discoveryRefresh {
+		return false
+	}
+	_, ok := s.resources[name]
+	return !ok || s.stale || s.err != nil
+}
+
+// fetch asks the server for gv's document and records the answer. A request
+// that fails because ctx ended records nothing and returns its error: a later
+// check with a live context asks again.
+func (s *served) fetch(ctx context.Context, conn *Conn, gv string, now time.Time) error {
+	path := "/apis/" + gv
+	if !strings.Contains(gv, "/") {
+		path = "/api/" + gv
+	}
+	resources, err := getDiscovery(ctx, conn, path)
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	s.fetched = now
+	s.resources = resources
+	s.err = err
+	s.stale = false
+	return nil
+}
+
+// getDiscovery reads the discovery document at path: nil if the server answers 404.
+func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]metav1.APIResource, error) {
+	resp, err := conn.do(ctx, request{method: http.MethodGet, path: path, accept: mediaJSON})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, fmt.Errorf("kctl: GET %s: reading the discovery document: %w", path, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
+		se := &apierrors.StatusError{ErrStatus: *st}
+		if !ok {
+			se = apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", string(body[:min(len(body), 512)]), 0, true)
+		}
+		if apierrors.IsForbidden(se) {
+			return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w: grant this identity the system:discovery ClusterRole", path, se)
+		}
+		return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w", path, se)
+	}
+	var doc metav1.APIResourceList
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, fmt.Errorf("kctl: GET %s: decoding the discovery document: %w", path, err)
+	}
+	resources := make(map[string]metav1.APIResource, len(doc.APIResources))
+	for _, r := range doc.APIResources {
+		resources[r.Name] = r
+	}
+	return resources, nil
+}
+
+// checkServed checks c's Resource, and r's subresource if any, against the
+// server's discovery document: nil if the server serves them as declared,
+// else an error naming the difference and the fix. A resource or subresource
+// the server does not serve matches ErrNotInstalled.
+func (c *Client[T]) checkServed(ctx context.Context, r request) error {
+	name := c.res.Plural
+	if r.sub != "" {
+		name += "/" + r.sub
+	}
+	resources, err := c.conn.discovery.lookup(ctx, c.conn, c.res.APIVersion(), name)
+	if err != nil {
+		return err
+	}
+	got, ok := resources[c.res.Plural]
+	_, subOK := resources[name]
+	if ok && subOK && got.Kind == c.res.Kind && got.Namespaced == c.res.Namespaced {
+		return nil
+	}
+	return c.disagreement(resources, r)
+}
+
+// disagreement is the error of checkServed when resources, a discovery
+// document of c's group version, does not serve r as c declares it.
+func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r request) error {
+	gv := c.res.APIVersion()
+	plural := c.res.Plural
+	declare := "kctl.Declare[" + typeName(reflect.TypeFor[T]()) + "]"
+	got, ok := resources[plural]
+	switch {
+	case resources == nil:
+		return c.notServed(fmt.Sprintf("the server serves no group version %s: check Group and Version in %s", gv, declare))
+	case !ok:
+		return c.notServed(fmt.Sprintf("%s serves %s: correct Plural or Kind in %s", gv, listServed(resources), declare))
+	case got.Kind != c.res.Kind:
+		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: correct Kind in %s", gv, plural, got.Kind, c.res.Kind, declare)
+	case got.Namespaced && !c.res.Namespaced:
+		return fmt.Errorf("kctl: %s serves %s namespaced, but %s declares them cluster-scoped: add Namespaced: true to it", gv, plural, declare)
+	case !got.Namespaced && c.res.Namespaced:
+		return fmt.Errorf("kctl: %s serves %s cluster-scoped, but %s declares them namespaced: remove Namespaced: true from it", gv, plural, declare)
+	}
+	fix := fmt.Sprintf("add `subresources: {%s: {}}` to version %s of their CRD", r.sub, c.res.Version)
+	if c.codec.builtin {
+		fix = "write the whole object instead"
+	}
+	return &notInstalledError{msg: fmt.Sprintf("kctl: %s %s: the server serves no %s subresource of %s: %s", r.verb, c.what(r), r.sub, plural, fix)}
+}
+
+// notServed is the error of a call on c's resource, which the server does not
+// serve (why says what it serves instead): it matches ErrNotInstalled and
+// NotFound, as the server's answer to the call would.
+func (c *Client[T]) notServed(why string) error {
+	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, "")
+	return &notInstalledError{msg: c.notInstalledMessage() + " (" + why + ")", status: nf}
+}
+
+// listServed lists the resources of a discovery document, e.g. "gadgets (kind Gadget), widgets (kind Widget)".
+func listServed(resources map[string]metav1.APIResource) string {
+	var names []string
+	for name, r := range resources {
+		if !strings.Contains(name, "/") {
+			names = append(names, name+" (kind "+r.Kind+")")
+		}
+	}
+	if len(names) == 0 {
+		return "nothing"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
