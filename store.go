@@ -398,8 +398,9 @@ func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for missing != "" {
-		i.store.labelIndex(missing) // asked again under the write lock: another List may have filled the room
+	out, missing, err = i.listLocked(opts) // asked again under the write lock: another List may have filled the room
+	for missing != "" && err == nil {
+		i.store.labelIndex(missing)
 		out, missing, err = i.listLocked(opts)
 	}
 	return out, err
