@@ -1,9 +1,10 @@
 # make test   installs what the tests need, checks gofmt and go vet, then runs
-#             every test against a local control plane (etcd + kube-apiserver,
-#             built from the Go module proxy into .cache/bin on first use).
+#             every test; each package's test binary starts its own local
+#             control plane (etcd + kube-apiserver, see package kctltest), built
+#             from the Go module proxy into the per-user cache on first use.
 # make demo   starts the control plane, runs example/podcount against it, shows
 #             the pod-count labels converge and follow changes, stops it all.
-# make controlplane  only builds the control plane's binaries.
+# make controlplane  only builds the control plane's binaries (and says where).
 
 GO ?= go
 # Extra go test flags, e.g. make test GOTESTFLAGS="-v -run TestControlPlane"
@@ -12,17 +13,20 @@ GOTESTFLAGS ?=
 # prometheus: promtool checks the metrics page, and a real server scrapes it.
 APT_PACKAGES ?= prometheus
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-# The runner is built rather than `go run`: go run turns every exit code into 1
-# and would stand between the runner and the signals it passes on.
+# The runner (for make demo and make bench) is built rather than `go run`: go run
+# turns every exit code into 1 and would stand between the runner and the
+# signals it passes on.
 CONTROLPLANE := .cache/bin/controlplane
 
 .PHONY: test deps fmt vet benchbuild fuzz controlplane demo FORCE
 
-# -p 1: packages share one control plane, and a test that restarts kube-apiserver
-# (restartAPIServer) must not break another package's tests running meanwhile.
-# The fuzz runs come first so that the full test run's summary is the last output.
-test: deps fmt vet benchbuild fuzz $(CONTROLPLANE)
-	$(CONTROLPLANE) run -- $(GO) test -p 1 -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
+# The control plane's binaries are built first, where their progress shows
+# (go test shows a passing package's output only at its end). Each package's
+# test binary then starts a control plane of its own on first use, so packages
+# run in parallel. The fuzz runs come first so that the full test run's
+# summary is the last output.
+test: deps fmt vet benchbuild fuzz controlplane
+	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
 # A short coverage-guided run of each fuzz target beyond its committed seeds
 # (which plain go test already runs). FUZZTIME=5m for a longer one.
@@ -52,7 +56,7 @@ $(CONTROLPLANE): FORCE
 	$(GO) build -o $@ ./hack/controlplane
 
 controlplane: $(CONTROLPLANE)
-	$(CONTROLPLANE) build
+	@bin=$$($(CONTROLPLANE) build) && echo "control plane binaries: $$bin"
 
 demo:
 	bash hack/demo.sh

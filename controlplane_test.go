@@ -1,7 +1,7 @@
 package kctl
 
 // Integration tests of the test helpers in testenv_test.go and of the control
-// plane that hack/controlplane starts.
+// plane that internal/controlplane starts.
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	"k8s.io/client-go/rest"
 )
 
@@ -135,7 +136,7 @@ func TestControlPlane_EtcdCompact_DropsOlderRevisionsInEtcd(t *testing.T) {
 	if old, _ := strconv.ParseInt(oldRV, 10, 64); rev <= old {
 		t.Fatalf("etcdCompact() = %d, want a revision after %s", rev, oldRV)
 	}
-	url := testEnv(t, "KCTL_TEST_ETCD_URL") + "/v3/kv/range"
+	url := controlplane.Require(t).EtcdURL + "/v3/kv/range"
 	resp, err := http.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"key":"AA==","revision":%q}`, oldRV)))
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,10 @@
 package kctl
 
-// Helpers for integration tests. They use the control plane that `make test`
-// starts around `go test` (go run ./hack/controlplane run -- go test ./...),
-// found through the KCTL_TEST_* variables it sets. Without it an integration
-// test skips, loudly, or fails when CI=true: CI must never skip one.
+// Helpers for integration tests. They use this test binary's control plane
+// (internal/controlplane, the engine of package kctltest, which kctl's own
+// internal tests cannot import: it imports kctl), started on first use. When
+// it cannot start, an integration test skips, loudly, or fails when CI=true:
+// CI must never skip one.
 //
 // There is no controller-manager: namespaces are never finalized and nothing
 // is garbage-collected. Work in a namespace of your own (testNamespace) and
@@ -21,62 +22,29 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// skippedIntegrationTests counts the tests skipped for want of a control plane.
-var skippedIntegrationTests atomic.Int32
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if n := skippedIntegrationTests.Load(); n > 0 {
-		// go test shows a passing package's output only with -v, so say it on the terminal too.
-		msg := fmt.Sprintf("\n*** SKIPPING INTEGRATION TESTS: no control plane (run `make test`): %d tests skipped ***\n\n", n)
-		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
-			tty.WriteString(msg)
-			tty.Close()
-		} else {
-			os.Stderr.WriteString(msg)
-		}
-	}
-	os.Exit(code)
-}
-
-// testEnv returns the value of the control plane's environment variable
-// name. When it is unset the test is skipped, or fails when CI=true.
-func testEnv(t *testing.T, name string) string {
-	t.Helper()
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatalf("integration tests need the control plane: run `make test` (%s is not set, and with CI=true no test may skip)", name)
-	}
-	skippedIntegrationTests.Add(1)
-	t.Skipf("SKIPPING INTEGRATION TEST: no control plane (%s is not set): run `make test`", name)
-	return ""
-}
+func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
 
 // testConfig returns a new config for the control plane's admin (group
 // system:masters). Its rate limit is raised to 100 QPS (burst 200); change
 // the copy as you like.
 func testConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	return testLoadConfig(t, testEnv(t, "KCTL_TEST_KUBECONFIG"))
+	return testLoadConfig(t, controlplane.Require(t).Kubeconfig())
 }
 
 // testUnprivilegedConfig returns a new config for user "kctl-unprivileged",
 // who has no RBAC rights: every request for a resource is Forbidden.
 func testUnprivilegedConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	return testLoadConfig(t, testEnv(t, "KCTL_TEST_UNPRIVILEGED_KUBECONFIG"))
+	return testLoadConfig(t, controlplane.Require(t).UnprivilegedKubeconfig())
 }
 
 func testLoadConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -139,7 +107,7 @@ func testRawRequest(t *testing.T, cfg *rest.Config, method, path, body string) (
 // fail with 410 Expired ("too old resource version").
 func etcdCompact(t *testing.T) int64 {
 	t.Helper()
-	url := testEnv(t, "KCTL_TEST_ETCD_URL")
+	url := controlplane.Require(t).EtcdURL
 	var current struct {
 		Header struct {
 			Revision int64 `json:"revision,string"`
@@ -175,14 +143,7 @@ func etcdPost(t *testing.T, url, body string, out any) {
 // running at the time sees it, so do not call it from a parallel test.
 func restartAPIServer(t *testing.T) {
 	t.Helper()
-	url := testEnv(t, "KCTL_TEST_CONTROL_URL") + "/restart-apiserver"
-	client := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := client.Post(url, "", nil)
-	if err != nil {
+	if err := controlplane.Require(t).RestartAPIServer(t.Context()); err != nil {
 		t.Fatalf("restarting kube-apiserver: %v", err)
-	}
-	defer resp.Body.Close()
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
-		t.Fatalf("restarting kube-apiserver: %s %s", resp.Status, b)
 	}
 }

@@ -7,7 +7,6 @@
 #
 # Environment: DEMO_TIMEOUT (seconds to wait for each convergence, default 60).
 set -euo pipefail
-unset KCTL_CONTROLPLANE_BIN # the demo builds or reuses this checkout's .cache/bin
 cd "$(dirname "$0")/.."
 
 NS=kctl-demo
@@ -20,7 +19,8 @@ PODCOUNT_PID=
 
 if [[ -t 1 ]]; then bold=$'\033[1m' plain=$'\033[0m'; else bold= plain=; fi
 step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-kubectl() { "$BIN/kubectl" --kubeconfig "$CP_DIR/kubeconfig" "$@"; }
+CP_BIN= # the control plane's binaries: $KCTL_CONTROLPLANE_BIN, else the per-user cache (controlplane build says)
+kubectl() { "$CP_BIN/kubectl" --kubeconfig "$CP_DIR/kubeconfig" "$@"; }
 
 cleanup() {
 	local status=$?
@@ -122,7 +122,7 @@ EOF
 
 step "1/8 building the control plane runner and its binaries (etcd, kube-apiserver, kubectl; first time ~5 min)"
 with_progress "building hack/controlplane" go build -o "$BIN/controlplane" ./hack/controlplane
-"$BIN/controlplane" build # prints its own progress every 20 s; quick when built
+CP_BIN=$("$BIN/controlplane" build) # prints its progress every 10 s on stderr, the folder on stdout; quick when built
 
 step "2/8 starting the control plane in $CP_DIR"
 "$BIN/controlplane" start -dir "$CP_DIR"

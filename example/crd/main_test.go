@@ -4,35 +4,33 @@ import (
 	"crypto/rand"
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/extest"
+	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 )
 
-func TestMain(m *testing.M) { extest.Main(m) }
+func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
 
-// installCRD applies crd.yaml for real (every test may) and waits until Widgets are served.
-func installCRD(t *testing.T) {
-	t.Helper()
-	extest.Apply(t, "crd.yaml")
-	extest.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.example.kctl.dev")
+// start applies crd.yaml (every test may), makes a namespace and runs the
+// controller in it with opts (as the admin unless opts.Config says otherwise).
+func start(t *testing.T, opts kctl.Options) (env *kctltest.Env, ns string) {
+	env = kctltest.Start(t)
+	env.Apply(t, "crd.yaml")
+	ns = env.Namespace(t)
+	opts.Cache.DefaultScope.Namespaces = []string{ns}
+	env.Manager(t, opts, setup)
+	return env, ns
 }
 
 func TestCRD_WidgetGetsItsConfigMapStatusAndCleanup(t *testing.T) {
-	installCRD(t)
-	cfg := extest.Config(t)
-	ns := extest.Namespace(t, cfg)
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
-	setup(mgr)
-	extest.Start(t, mgr)
-	widgets, cms := clients(t, cfg)
+	env, ns := start(t, kctl.Options{})
+	widgets, cms := clients(env)
 	ctx := t.Context()
 
 	w := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
@@ -74,13 +72,8 @@ func TestCRD_WidgetGetsItsConfigMapStatusAndCleanup(t *testing.T) {
 }
 
 func TestCRD_ConfigMapOfAnotherOwner_IsReportedAndNeverDeleted(t *testing.T) {
-	installCRD(t)
-	cfg := extest.Config(t)
-	ns := extest.Namespace(t, cfg)
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
-	setup(mgr)
-	extest.Start(t, mgr)
-	widgets, cms := clients(t, cfg)
+	env, ns := start(t, kctl.Options{})
+	widgets, cms := clients(env)
 	ctx := t.Context()
 
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}, Data: map[string]string{"mine": "yes"}}
@@ -91,25 +84,14 @@ func TestCRD_ConfigMapOfAnotherOwner_IsReportedAndNeverDeleted(t *testing.T) {
 	if err := widgets.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	extest.Eventually(t, "Ready=False with reason ConfigMapFailed", func() string {
-		got, err := widgets.Get(ctx, ns, "taken")
-		if err != nil {
-			return err.Error()
-		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ConfigMapFailed" {
-			return fmt.Sprintf("conditions %+v", got.Status.Conditions)
-		}
-		return ""
+	kctltest.WaitFor(t, widgets, ns, "taken", func(w *Widget) bool {
+		c := meta.FindStatusCondition(w.Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "ConfigMapFailed"
 	})
 	if err := widgets.Delete(ctx, ns, "taken"); err != nil {
 		t.Fatal(err)
 	}
-	extest.Eventually(t, "Widget taken gone", func() string {
-		if _, err := widgets.Get(ctx, ns, "taken"); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("Get: %v", err)
-		}
-		return ""
-	})
+	kctltest.WaitFor(t, widgets, ns, "taken", func(w *Widget) bool { return w == nil })
 	if got, err := cms.Get(ctx, ns, "taken"); err != nil || got.Data["mine"] != "yes" {
 		t.Errorf("the other owner's ConfigMap: %v, %v; want it untouched", got, err)
 	}
@@ -118,19 +100,19 @@ func TestCRD_ConfigMapOfAnotherOwner_IsReportedAndNeverDeleted(t *testing.T) {
 // TestCRD_RBAC_IsEnoughToRunWithLeaderElection runs the controller as the
 // ServiceAccount of rbac.yaml, leader election on, as deployment.yaml does.
 func TestCRD_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
-	installCRD(t)
-	admin := extest.Config(t)
-	ns := extest.Namespace(t, admin)
-	extest.Apply(t, "rbac.yaml")
-	cfg := extest.ServiceAccountConfig(t, admin, "kctl-crd", "widgets")
+	env := kctltest.Start(t)
+	env.Apply(t, "crd.yaml", "rbac.yaml")
+	ns := env.Namespace(t)
 	lease := "widgets-test-" + strings.ToLower(rand.Text()[:8]) // a lease of its own: tests may run at once
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
-	if err := mgr.ElectLeader(kctl.LeaderElection{Name: lease, Namespace: "kctl-crd"}); err != nil {
-		t.Fatal(err)
-	}
-	setup(mgr)
-	extest.Start(t, mgr)
-	widgets, cms := clients(t, admin)
+	opts := kctl.Options{Config: env.ServiceAccount(t, "kctl-crd", "widgets")}
+	opts.Cache.DefaultScope.Namespaces = []string{ns}
+	env.Manager(t, opts, func(mgr *kctl.Manager) {
+		if err := mgr.ElectLeader(kctl.LeaderElection{Name: lease, Namespace: "kctl-crd"}); err != nil {
+			t.Fatal(err)
+		}
+		setup(mgr)
+	})
+	widgets, cms := clients(env)
 
 	w := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rbac"}}
 	w.Spec.Data = map[string]string{"k": "v"}
@@ -145,64 +127,44 @@ func TestCRD_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
 	wantGone(t, widgets, cms, ns, "rbac")
 }
 
+// kubectl apply --dry-run=server: the API server validates every field
+// (strictly) and runs admission without storing anything.
 func TestCRD_Manifests_PassServerDryRun(t *testing.T) {
-	installCRD(t)
-	extest.EnsureNamespace(t, extest.Config(t), "kctl-crd") // the manifests' namespace
-	extest.DryRun(t, "crd.yaml", "rbac.yaml", "deployment.yaml")
-	ns := extest.Namespace(t, extest.Config(t))
-	extest.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-n", ns, "-f", "widget.yaml")
+	env := kctltest.Start(t)
+	env.Apply(t, "crd.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: kctl-crd}")) // the manifests' namespace
+	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "crd.yaml", "-f", "rbac.yaml", "-f", "deployment.yaml")
+	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-n", env.Namespace(t), "-f", "widget.yaml")
 }
 
 // clients returns uncached clients for the test's own reads and writes.
-func clients(t *testing.T, cfg *rest.Config) (*kctl.Client[Widget], *kctl.Client[corev1.ConfigMap]) {
-	conn, err := kctl.NewConn(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kctl.NewClient[Widget](conn), kctl.NewClient[corev1.ConfigMap](conn)
+func clients(env *kctltest.Env) (*kctl.Client[Widget], *kctl.Client[corev1.ConfigMap]) {
+	return kctl.NewClient[Widget](env.Conn), kctl.NewClient[corev1.ConfigMap](env.Conn)
 }
 
 // wantReady waits until Widget ns/name says Ready=True for generation gen.
 func wantReady(t *testing.T, widgets *kctl.Client[Widget], ns, name string, gen int64) {
 	t.Helper()
-	extest.Eventually(t, fmt.Sprintf("Widget %s Ready=True at generation %d", name, gen), func() string {
-		w, err := widgets.Get(t.Context(), ns, name)
-		if err != nil {
-			return err.Error()
+	kctltest.WaitFor(t, widgets, ns, name, func(w *Widget) bool {
+		if w == nil {
+			return false
 		}
 		c := meta.FindStatusCondition(w.Status.Conditions, "Ready")
-		if w.Generation != gen || w.Status.ObservedGeneration != gen || w.Status.ConfigMap != name ||
-			c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != gen {
-			return fmt.Sprintf("generation %d, status %+v", w.Generation, w.Status)
-		}
-		return ""
+		return w.Generation == gen && w.Status.ObservedGeneration == gen && w.Status.ConfigMap == name &&
+			c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen
 	})
 }
 
 // wantConfigMap waits until w's ConfigMap holds data and is controlled by w.
 func wantConfigMap(t *testing.T, cms *kctl.Client[corev1.ConfigMap], w *Widget, data map[string]string) {
 	t.Helper()
-	extest.Eventually(t, fmt.Sprintf("ConfigMap %s with %v, controlled by the Widget", w.Name, data), func() string {
-		cm, err := cms.Get(t.Context(), w.Namespace, w.Name)
-		if err != nil {
-			return err.Error()
-		}
-		if !maps.Equal(cm.Data, data) || !metav1.IsControlledBy(cm, w) {
-			return fmt.Sprintf("data %v, owners %+v", cm.Data, cm.OwnerReferences)
-		}
-		return ""
+	kctltest.WaitFor(t, cms, w.Namespace, w.Name, func(cm *corev1.ConfigMap) bool {
+		return cm != nil && maps.Equal(cm.Data, data) && metav1.IsControlledBy(cm, w)
 	})
 }
 
 // wantGone waits until the Widget and its ConfigMap ns/name are both gone.
 func wantGone(t *testing.T, widgets *kctl.Client[Widget], cms *kctl.Client[corev1.ConfigMap], ns, name string) {
 	t.Helper()
-	extest.Eventually(t, "Widget and ConfigMap "+name+" gone", func() string {
-		_, werr := widgets.Get(t.Context(), ns, name)
-		_, cerr := cms.Get(t.Context(), ns, name)
-		if !apierrors.IsNotFound(werr) || !apierrors.IsNotFound(cerr) {
-			return fmt.Sprintf("Widget: %v; ConfigMap: %v", werr, cerr)
-		}
-		return ""
-	})
+	kctltest.WaitFor(t, widgets, ns, name, func(w *Widget) bool { return w == nil })
+	kctltest.WaitFor(t, cms, ns, name, func(cm *corev1.ConfigMap) bool { return cm == nil })
 }

@@ -3,31 +3,32 @@ package main
 import (
 	"crypto/rand"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/extest"
+	"github.com/kctl-dev/kctl/kctltest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestMain(m *testing.M) { extest.Main(m) }
+func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
+
+// inNamespace is Options whose cache holds namespace ns only.
+func inNamespace(ns string) kctl.Options {
+	return kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}
+}
 
 func TestPodcount_LabelsFollowTheReplicaSetsPods(t *testing.T) {
-	cfg := extest.Config(t)
-	ns := extest.Namespace(t, cfg)
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
-	setup(mgr)
-	extest.Start(t, mgr)
+	env := kctltest.Start(t)
+	ns := env.Namespace(t)
+	env.Manager(t, inNamespace(ns), setup)
 
-	conn, err := kctl.NewConn(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	rsets, pods := kctl.NewClient[appsv1.ReplicaSet](conn), kctl.NewClient[corev1.Pod](conn)
+	rsets := kctl.NewClient[appsv1.ReplicaSet](env.Conn)
+	pods := kctl.NewClient[corev1.Pod](env.Conn)
 	web, db := replicaSet(ns, "web"), replicaSet(ns, "db")
 	for _, rs := range []*appsv1.ReplicaSet{web, db} {
 		if err := rsets.Create(ctx, rs); err != nil {
@@ -36,7 +37,7 @@ func TestPodcount_LabelsFollowTheReplicaSetsPods(t *testing.T) {
 	}
 	wantCounts := func(step string, want map[string]string) {
 		t.Helper()
-		extest.Eventually(t, fmt.Sprintf("%s: pod-count labels %v", step, want), func() string {
+		kctltest.Eventually(t, fmt.Sprintf("%s: pod-count labels %v", step, want), func() string {
 			got := map[string]string{}
 			for name := range want {
 				rs, err := rsets.Get(ctx, ns, name)
@@ -74,40 +75,40 @@ func TestPodcount_LabelsFollowTheReplicaSetsPods(t *testing.T) {
 	wantCounts("one web pod deleted, two db pods added", map[string]string{"web": "2", "db": "3"})
 }
 
+// kubectl apply --dry-run=server: the API server validates every field
+// (strictly) and runs admission without storing anything.
 func TestPodcount_Manifests_PassServerDryRun(t *testing.T) {
-	extest.EnsureNamespace(t, extest.Config(t), "kctl-podcount") // the manifests' namespace
-	extest.DryRun(t, "rbac.yaml", "deployment.yaml")
+	env := kctltest.Start(t)
+	env.Apply(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: kctl-podcount}")) // the manifests' namespace
+	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "rbac.yaml", "-f", "deployment.yaml")
 }
 
 // TestPodcount_RBAC_IsEnoughToRunWithLeaderElection runs the controller as
 // the ServiceAccount of rbac.yaml, leader election on, as deployment.yaml does.
 func TestPodcount_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
-	admin := extest.Config(t)
-	ns := extest.Namespace(t, admin)
-	extest.Apply(t, "rbac.yaml")
-	cfg := extest.ServiceAccountConfig(t, admin, "kctl-podcount", "podcount")
+	env := kctltest.Start(t)
+	ns := env.Namespace(t)
+	env.Apply(t, "rbac.yaml")
 	lease := "podcount-test-" + strings.ToLower(rand.Text()[:8]) // a lease of its own: tests may run at once
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
-	if err := mgr.ElectLeader(kctl.LeaderElection{Name: lease, Namespace: "kctl-podcount"}); err != nil {
-		t.Fatal(err)
-	}
-	setup(mgr)
-	extest.Start(t, mgr)
+	opts := inNamespace(ns)
+	opts.Config = env.ServiceAccount(t, "kctl-podcount", "podcount")
+	env.Manager(t, opts, func(mgr *kctl.Manager) {
+		if err := mgr.ElectLeader(kctl.LeaderElection{Name: lease, Namespace: "kctl-podcount"}); err != nil {
+			t.Fatal(err)
+		}
+		setup(mgr)
+	})
 
-	conn, err := kctl.NewConn(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	rsets := kctl.NewClient[appsv1.ReplicaSet](conn)
+	rsets := kctl.NewClient[appsv1.ReplicaSet](env.Conn)
 	web := replicaSet(ns, "web")
 	if err := rsets.Create(ctx, web); err != nil {
 		t.Fatal(err)
 	}
-	if err := kctl.NewClient[corev1.Pod](conn).Create(ctx, ownedPod(t, web, "web-0")); err != nil {
+	if err := kctl.NewClient[corev1.Pod](env.Conn).Create(ctx, ownedPod(t, web, "web-0")); err != nil {
 		t.Fatal(err)
 	}
-	extest.Eventually(t, "pod-count=1 written as ServiceAccount podcount", func() string {
+	kctltest.Eventually(t, "pod-count=1 written as ServiceAccount podcount", func() string {
 		rs, err := rsets.Get(ctx, ns, "web")
 		if err != nil {
 			return err.Error()

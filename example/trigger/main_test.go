@@ -5,17 +5,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/extest"
+	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 )
 
-func TestMain(m *testing.M) { extest.Main(m) }
+func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
 
 // page is the web page outside the cluster that the controller mirrors.
 type page struct {
@@ -31,9 +32,10 @@ func (p *page) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprint(w, p.body)
 }
 
-// started runs the trigger controller for namespace ns as cfg, mirroring a
-// test page; it returns the page, the ticker channel and the endpoint's URL.
-func started(t *testing.T, cfg *rest.Config, ns string) (*page, chan<- time.Time, string) {
+// started runs the trigger controller for namespace ns as cfg (nil: the
+// admin), mirroring a test page; it returns the page, the ticker channel and
+// the endpoint's URL.
+func started(t *testing.T, env *kctltest.Env, cfg *rest.Config, ns string) (*page, chan<- time.Time, string) {
 	t.Helper()
 	src := &page{body: "v1"}
 	srv := httptest.NewServer(src)
@@ -43,27 +45,21 @@ func started(t *testing.T, cfg *rest.Config, ns string) (*page, chan<- time.Time
 		t.Fatal(err)
 	}
 	ticks := make(chan time.Time)
-	mgr := extest.Manager(t, cfg, ns, kctl.Options{})
-	if err := setup(mgr, ns, srv.URL, ln, ticks); err != nil {
-		t.Fatal(err)
-	}
-	extest.Start(t, mgr)
+	opts := kctl.Options{Config: cfg}
+	opts.Cache.DefaultScope.Namespaces = []string{ns}
+	env.Manager(t, opts, func(mgr *kctl.Manager) {
+		if err := setup(mgr, ns, srv.URL, ln, ticks); err != nil {
+			t.Fatal(err)
+		}
+	})
 	return src, ticks, "http://" + ln.Addr().String() + "/trigger"
 }
 
 // wantMirror waits until ConfigMap ns/mirror holds body.
 func wantMirror(t *testing.T, cms *kctl.Client[corev1.ConfigMap], ns, step, body string) {
 	t.Helper()
-	extest.Eventually(t, fmt.Sprintf("%s: mirror body %q", step, body), func() string {
-		cm, err := cms.Get(t.Context(), ns, "mirror")
-		if err != nil {
-			return err.Error()
-		}
-		if cm.Data["body"] != body {
-			return fmt.Sprintf("body %q", cm.Data["body"])
-		}
-		return ""
-	})
+	t.Logf("%s: waiting for the mirror's body %q", step, body)
+	kctltest.WaitFor(t, cms, ns, "mirror", func(cm *corev1.ConfigMap) bool { return cm != nil && cm.Data["body"] == body })
 }
 
 func post(t *testing.T, url string) {
@@ -79,14 +75,10 @@ func post(t *testing.T, url string) {
 }
 
 func TestTrigger_EverySourceReconcilesTheFixedKey(t *testing.T) {
-	cfg := extest.Config(t)
-	ns := extest.Namespace(t, cfg)
-	src, ticks, endpoint := started(t, cfg, ns)
-	conn, err := kctl.NewConn(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cms := kctl.NewClient[corev1.ConfigMap](conn)
+	env := kctltest.Start(t)
+	ns := env.Namespace(t)
+	src, ticks, endpoint := started(t, env, nil, ns)
+	cms := kctl.NewClient[corev1.ConfigMap](env.Conn)
 	wantMirror(t, cms, ns, "initial reconcile of the namespace", "v1")
 
 	src.set("v2")
@@ -118,15 +110,10 @@ func TestTrigger_EverySourceReconcilesTheFixedKey(t *testing.T) {
 // TestTrigger_RBAC_IsEnough runs the controller as the ServiceAccount of
 // rbac.yaml, in the namespace it may write, as deployment.yaml does.
 func TestTrigger_RBAC_IsEnough(t *testing.T) {
-	admin := extest.Config(t)
-	extest.Apply(t, "rbac.yaml")
-	cfg := extest.ServiceAccountConfig(t, admin, "kctl-trigger", "trigger")
-	src, _, endpoint := started(t, cfg, "kctl-trigger")
-	conn, err := kctl.NewConn(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cms := kctl.NewClient[corev1.ConfigMap](conn)
+	env := kctltest.Start(t)
+	env.Apply(t, "rbac.yaml")
+	src, _, endpoint := started(t, env, env.ServiceAccount(t, "kctl-trigger", "trigger"), "kctl-trigger")
+	cms := kctl.NewClient[corev1.ConfigMap](env.Conn)
 	wantMirror(t, cms, "kctl-trigger", "initial reconcile", "v1")
 	body := "run " + time.Now().String() // the namespace outlives the test: make this run's body unique
 	src.set(body)
@@ -153,7 +140,10 @@ func TestChanges_PassesOnlyTicksOnWhichThePageChanged(t *testing.T) {
 	}
 }
 
+// kubectl apply --dry-run=server: the API server validates every field
+// (strictly) and runs admission without storing anything.
 func TestTrigger_Manifests_PassServerDryRun(t *testing.T) {
-	extest.EnsureNamespace(t, extest.Config(t), "kctl-trigger") // the manifests' namespace
-	extest.DryRun(t, "rbac.yaml", "deployment.yaml")
+	env := kctltest.Start(t)
+	env.Apply(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: kctl-trigger}")) // the manifests' namespace
+	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "rbac.yaml", "-f", "deployment.yaml")
 }

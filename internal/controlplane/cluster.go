@@ -1,4 +1,8 @@
-package main
+// Package controlplane builds, starts and stops a local Kubernetes control
+// plane: one etcd and one kube-apiserver on loopback, no controller-manager, no
+// nodes. kctl's own tests, the kctltest package and hack/controlplane share it;
+// it does not import kctl, so kctl's internal tests can use it too.
+package controlplane
 
 import (
 	"context"
@@ -28,19 +32,24 @@ import (
 	"time"
 )
 
-// cluster is one etcd and one kube-apiserver on loopback, with every file
-// (certificates, tokens, etcd's data, logs, kubeconfigs) in dir.
-// up starts it, down stops it; restartAPIServer may run concurrently with both.
-type cluster struct {
-	dir    string // the cluster's files
-	bin    string // holds etcd and kube-apiserver
-	detach bool   // processes outlive this one (start), else they die with it (run)
+// Cluster is one etcd and one kube-apiserver on loopback, with every file
+// (certificates, tokens, etcd's data, logs, kubeconfigs) in Dir. Set Dir and
+// Bin, then Up starts it and Down stops it; RestartAPIServer may run
+// concurrently with both. Unless Detach is set, the processes die with this
+// one, however it ends (see spawn).
+type Cluster struct {
+	Dir    string    // the cluster's files
+	Bin    string    // holds etcd and kube-apiserver
+	Detach bool      // processes outlive this one (hack/controlplane start)
+	Log    io.Writer // gets "ready in" lines; nil: none
 
-	etcdURL, apiURL string
-	apiArgs         []string
-	adminToken      string
-	caPEM           []byte
-	client          *http.Client // trusts caPEM
+	EtcdURL string // etcd's client URL, set by Up
+	APIURL  string // kube-apiserver's URL, set by Up
+
+	apiArgs    []string
+	adminToken string
+	caPEM      []byte
+	client     *http.Client // trusts caPEM
 
 	restartMu sync.Mutex // one restart at a time
 	mu        sync.Mutex // guards etcd, api and stopped
@@ -55,18 +64,31 @@ type proc struct {
 	done      chan struct{}
 }
 
-func (c *cluster) file(name string) string { return filepath.Join(c.dir, name) }
-func (c *cluster) kubeconfig() string      { return c.file("kubeconfig") }
+func (c *Cluster) file(name string) string { return filepath.Join(c.Dir, name) }
 
-// env is what a command needs to use the cluster, as NAME=value.
-func (c *cluster) env() []string {
-	return []string{"KUBECONFIG=" + c.kubeconfig(), "KCTL_TEST_KUBECONFIG=" + c.kubeconfig(),
-		"KCTL_TEST_UNPRIVILEGED_KUBECONFIG=" + c.file("unprivileged.kubeconfig"), "KCTL_TEST_ETCD_URL=" + c.etcdURL}
+// Kubeconfig is the path of the admin's kubeconfig (group system:masters).
+func (c *Cluster) Kubeconfig() string { return c.file("kubeconfig") }
+
+// UnprivilegedKubeconfig is the path of a kubeconfig for user
+// "kctl-unprivileged", in no group, whom RBAC lets do next to nothing.
+func (c *Cluster) UnprivilegedKubeconfig() string { return c.file("unprivileged.kubeconfig") }
+
+// Env is what a command needs to use the cluster, as NAME=value.
+func (c *Cluster) Env() []string {
+	return []string{"KUBECONFIG=" + c.Kubeconfig(), "KCTL_TEST_KUBECONFIG=" + c.Kubeconfig(),
+		"KCTL_TEST_UNPRIVILEGED_KUBECONFIG=" + c.UnprivilegedKubeconfig(), "KCTL_TEST_ETCD_URL=" + c.EtcdURL}
 }
 
-// up writes the credentials, starts etcd and then kube-apiserver, waits until
-// both are ready, and writes the kubeconfigs. On error, call down.
-func (c *cluster) up(ctx context.Context) error {
+// PIDs returns the process IDs of kube-apiserver and etcd, in stop order.
+func (c *Cluster) PIDs() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return []int{c.api.cmd.Process.Pid, c.etcd.cmd.Process.Pid}
+}
+
+// Up writes the credentials, starts etcd and then kube-apiserver, waits until
+// both are ready, and writes the kubeconfigs. On error, call Down.
+func (c *Cluster) Up(ctx context.Context) error {
 	start := time.Now()
 	ports, err := freePorts(3)
 	if err != nil {
@@ -81,21 +103,21 @@ func (c *cluster) up(ctx context.Context) error {
 	pool.AppendCertsFromPEM(c.caPEM)
 	c.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 
-	c.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	c.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	c.etcd, err = c.spawn("etcd", "--name=kctl", "--data-dir="+c.file("etcd"),
-		"--listen-client-urls="+c.etcdURL, "--advertise-client-urls="+c.etcdURL,
+		"--listen-client-urls="+c.EtcdURL, "--advertise-client-urls="+c.EtcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=kctl="+peerURL,
 		"--unsafe-no-fsync", "--log-level=warn") // no fsync: a test cluster need not survive a power cut
 	if err == nil {
-		err = c.waitReady(ctx, c.etcd, c.etcdURL+"/health")
+		err = c.waitReady(ctx, c.etcd, c.EtcdURL+"/health")
 	}
 	if err != nil {
 		return err
 	}
 
-	c.apiURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	c.apiArgs = []string{"--etcd-servers=" + c.etcdURL,
+	c.APIURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	c.apiArgs = []string{"--etcd-servers=" + c.EtcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[2]),
 		"--tls-cert-file=" + c.file("serving.crt"), "--tls-private-key-file=" + c.file("serving.key"),
 		"--token-auth-file=" + c.file("tokens.csv"), "--authorization-mode=Node,RBAC",
@@ -108,17 +130,19 @@ func (c *cluster) up(ctx context.Context) error {
 	if err := c.startAPIServer(ctx); err != nil {
 		return err
 	}
-	if err := errors.Join(c.writeKubeconfig(c.kubeconfig(), "kctl-admin", c.adminToken),
-		c.writeKubeconfig(c.file("unprivileged.kubeconfig"), "kctl-unprivileged", unprivilegedToken)); err != nil {
+	if err := errors.Join(c.writeKubeconfig(c.Kubeconfig(), "kctl-admin", c.adminToken),
+		c.writeKubeconfig(c.UnprivilegedKubeconfig(), "kctl-unprivileged", unprivilegedToken)); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "controlplane: ready in %.1f s: kube-apiserver %s, etcd %s, files in %s\n",
-		time.Since(start).Seconds(), c.apiURL, c.etcdURL, c.dir)
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "controlplane: ready in %.1f s: kube-apiserver %s, etcd %s, files in %s\n",
+			time.Since(start).Seconds(), c.APIURL, c.EtcdURL, c.Dir)
+	}
 	return nil
 }
 
 // startAPIServer starts kube-apiserver and waits for /readyz.
-func (c *cluster) startAPIServer(ctx context.Context) error {
+func (c *Cluster) startAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
@@ -130,12 +154,12 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.waitReady(ctx, api, c.apiURL+"/readyz")
+	return c.waitReady(ctx, api, c.APIURL+"/readyz")
 }
 
-// restartAPIServer kills kube-apiserver (SIGKILL, as in a crash) and starts
+// RestartAPIServer kills kube-apiserver (SIGKILL, as in a crash) and starts
 // it again on the same port: clients see their connections, watches included, break.
-func (c *cluster) restartAPIServer(ctx context.Context) error {
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	c.restartMu.Lock()
 	defer c.restartMu.Unlock()
 	c.mu.Lock()
@@ -144,45 +168,50 @@ func (c *cluster) restartAPIServer(ctx context.Context) error {
 	if api == nil {
 		return errors.New("kube-apiserver is not running")
 	}
-	stopPID(api.cmd.Process.Pid, api.exited, 0)
+	StopPID(api.cmd.Process.Pid, api.exited, 0)
 	return c.startAPIServer(ctx)
 }
 
-// down stops kube-apiserver, then etcd. In run mode the caller removes dir.
-func (c *cluster) down() {
+// Down stops kube-apiserver, then etcd. The caller removes Dir.
+func (c *Cluster) Down() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopped = true
 	for _, p := range []*proc{c.api, c.etcd} {
 		if p != nil {
-			stopPID(p.cmd.Process.Pid, p.exited, 5*time.Second)
+			StopPID(p.cmd.Process.Pid, p.exited, 5*time.Second)
 		}
 	}
 	c.api, c.etcd = nil, nil
 }
 
-// spawn starts one binary with its output in dir/NAME.log. Its process group
-// is its own, so a Ctrl-C in the terminal reaches only the runner, which stops
-// the cluster in order. Unless detached, the kernel kills it when this process
-// dies (Pdeathsig); Go never ends the OS thread that started it, which would
-// trigger Pdeathsig too, as long as no goroutine locks a thread and exits.
-func (c *cluster) spawn(name string, args ...string) (*proc, error) {
+// spawn starts one binary with its output in Dir/NAME.log, in a process
+// group of its own, so a Ctrl-C in the terminal does not reach it: the process
+// that started it stops the cluster in order. Unless Detach is set, the kernel
+// kills it when this process dies (see startDying).
+func (c *Cluster) spawn(name string, args ...string) (*proc, error) {
 	p := &proc{name: name, log: c.file(name + ".log"), done: make(chan struct{})}
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	p.cmd = exec.Command(filepath.Join(c.bin, name), args...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if c.detach {
+	p.cmd = exec.Command(filepath.Join(c.Bin, name), args...)
+	p.cmd.Stdout = logf
+	p.cmd.Stderr = logf
+	if c.Detach {
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		err = p.cmd.Start()
+	} else {
+		err = startDying(p.cmd)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", name, err)
 	}
-	go func() { p.cmd.Wait(); close(p.done) }()
+	go func() {
+		p.cmd.Wait()
+		close(p.done)
+	}()
 	return p, nil
 }
 
@@ -198,7 +227,7 @@ func (p *proc) exited() bool {
 // waitReady polls url (with the admin token) until it answers 200 OK. If p
 // exits or 2 minutes pass first, it returns an error with the end of p's log.
 // (Starting takes about 4 s, much longer on a loaded machine.)
-func (c *cluster) waitReady(ctx context.Context, p *proc, url string) error {
+func (c *Cluster) waitReady(ctx context.Context, p *proc, url string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for {
@@ -232,9 +261,9 @@ func (c *cluster) waitReady(ctx context.Context, p *proc, url string) error {
 	}
 }
 
-// stopPID sends SIGTERM to the process group that pid leads, and SIGKILL if
+// StopPID sends SIGTERM to the process group that pid leads, and SIGKILL if
 // exited has not turned true after grace (at once if grace is 0).
-func stopPID(pid int, exited func() bool, grace time.Duration) {
+func StopPID(pid int, exited func() bool, grace time.Duration) {
 	sig, kill := syscall.SIGTERM, time.Now().Add(grace)
 	if grace == 0 {
 		sig = syscall.SIGKILL
@@ -248,9 +277,9 @@ func stopPID(pid int, exited func() bool, grace time.Duration) {
 	}
 }
 
-// alive tells whether pid runs and is not a zombie (a zombie waits for a
+// Alive tells whether pid runs and is not a zombie (a zombie waits for a
 // parent to collect its status, and PID 1 may never do that).
-func alive(pid int) bool {
+func Alive(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
@@ -289,7 +318,7 @@ func randomToken() string {
 // loopback (serving.crt, serving.key), the service-account key pair (sa.key,
 // sa.pub) and the static token file: an admin in system:masters, and
 // "kctl-unprivileged" in no group, whom RBAC lets do next to nothing.
-func (c *cluster) writeCredentials(unprivilegedToken string) error {
+func (c *Cluster) writeCredentials(unprivilegedToken string) error {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -344,9 +373,14 @@ func writePEM(path, typ string, ders ...[]byte) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
+// WriteKubeconfig writes the admin's kubeconfig to path.
+func (c *Cluster) WriteKubeconfig(path string) error {
+	return c.writeKubeconfig(path, "kctl-admin", c.adminToken)
+}
+
 // writeKubeconfig writes a kubeconfig for user with token to path. It verifies
 // the serving certificate against the CA (no insecure-skip-tls-verify).
-func (c *cluster) writeKubeconfig(path, user, token string) error {
+func (c *Cluster) writeKubeconfig(path, user, token string) error {
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -364,6 +398,6 @@ contexts:
     cluster: kctl
     user: %s
 current-context: kctl
-`, c.apiURL, base64.StdEncoding.EncodeToString(c.caPEM), user, token, user)
+`, c.APIURL, base64.StdEncoding.EncodeToString(c.caPEM), user, token, user)
 	return os.WriteFile(path, []byte(kubeconfig), 0o600)
 }

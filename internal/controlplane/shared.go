@@ -1,0 +1,145 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+)
+
+// shared is the control plane of this test binary: started by the first
+// Require, stopped by RunTests once the tests are done, or by a SIGINT or
+// SIGTERM, or by the kernel when the process dies any other way (Linux).
+// Once start has run, c or err is set and never changes.
+var shared struct {
+	main    atomic.Bool     // RunTests is running the tests
+	ctx     context.Context // ends on SIGINT or SIGTERM: a build or start in progress stops
+	once    sync.Once
+	c       *Cluster
+	err     error
+	stopped sync.Once
+	skipped atomic.Int32 // tests skipped for want of a control plane
+}
+
+// RunTests runs m's tests and then stops the control plane if one started,
+// and reports on the terminal how many tests were skipped for want of one.
+// It returns m.Run's exit code. Call it from TestMain.
+func RunTests(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	shared.ctx = ctx
+	shared.main.Store(true)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		cancel()
+		stopShared()
+		signal.Reset(s)
+		syscall.Kill(os.Getpid(), s.(syscall.Signal)) // die of it, as without this handler
+	}()
+	code := m.Run()
+	stopShared()
+	if n := shared.skipped.Load(); n > 0 {
+		loud(fmt.Sprintf("\n*** kctl: SKIPPED %d INTEGRATION TESTS: no control plane: %v ***\n\n", n, shared.err))
+	}
+	return code
+}
+
+// Require returns this test binary's control plane, starting it on first use
+// (about 5 s; building the binaries first if need be, see Binaries). If it
+// cannot start, t fails with the reason when $CI is true, and is skipped
+// otherwise, after one loud line on the terminal saying why and how to fix it.
+func Require(t testing.TB) *Cluster {
+	t.Helper()
+	if !shared.main.Load() {
+		t.Fatal("kctl: the control plane needs TestMain to stop it after the tests: add\n" +
+			"\tfunc TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }")
+	}
+	shared.once.Do(startShared)
+	if shared.err == nil {
+		return shared.c
+	}
+	msg := fmt.Sprintf("kctl: cannot start the local control plane: %v", shared.err)
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatalf("%s\n(CI=true: an integration test never skips)", msg)
+	}
+	if shared.skipped.Add(1) == 1 {
+		loud(fmt.Sprintf("\n*** SKIPPING INTEGRATION TESTS: %s\n*** Fix that, or set %s to a folder holding etcd, kube-apiserver and kubectl. With CI=true these tests fail instead. ***\n\n",
+			msg, BinEnv))
+	}
+	t.Skip(msg)
+	return nil
+}
+
+func startShared() {
+	ctx := shared.ctx
+	bin, err := Binaries(ctx, terminal())
+	if err != nil {
+		shared.err = err
+		return
+	}
+	RemoveStale()
+	dir, err := os.MkdirTemp("", "kctl-controlplane-")
+	if err != nil {
+		shared.err = err
+		return
+	}
+	c := &Cluster{Dir: dir, Bin: bin}
+	err = os.WriteFile(filepath.Join(dir, "runner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	if err == nil {
+		err = c.Up(ctx)
+	}
+	if err != nil {
+		c.Down()
+		os.RemoveAll(dir)
+		shared.err = err
+		return
+	}
+	shared.c = c
+}
+
+// stopShared stops the shared control plane, if it started, and removes its files.
+func stopShared() {
+	shared.stopped.Do(func() {
+		// once.Do waits for a start in progress (ended early by a signal: see
+		// RunTests), and makes a later Require start nothing.
+		shared.once.Do(func() { shared.err = fmt.Errorf("the tests are over") })
+		if shared.c != nil {
+			shared.c.Down()
+			os.RemoveAll(shared.c.Dir)
+		}
+	})
+}
+
+// RemoveStale removes the folders of control planes whose process was killed
+// with SIGKILL, which leaves them behind (the kernel kills etcd and kube-apiserver).
+func RemoveStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "kctl-controlplane-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "runner.pid"))
+		pid, _ := strconv.Atoi(string(b))
+		if err == nil && !Alive(pid) {
+			os.RemoveAll(d)
+		}
+	}
+}
+
+// terminal is where progress goes: the terminal when there is one, since go
+// test shows a passing package's output only with -v; else standard error.
+var terminal = sync.OnceValue(func() io.Writer {
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		return tty // kept open for the life of the process
+	}
+	return os.Stderr
+})
+
+func loud(msg string) {
+	fmt.Fprint(terminal(), msg)
+}

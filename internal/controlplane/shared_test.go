@@ -1,0 +1,217 @@
+package controlplane
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) { os.Exit(RunTests(m)) }
+
+// helperEnv makes the test binary, run again by a test, a helper process:
+// TestHelper starts the control plane, prints its URL, then does what the
+// variable says.
+const helperEnv = "KCTL_CONTROLPLANE_HELPER"
+
+func TestHelper(t *testing.T) {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		t.Skip("runs only as a helper process")
+	}
+	c := Require(t)
+	fmt.Printf("api-url: %s\n", c.APIURL)
+	os.Stdout.Sync()
+	switch mode {
+	case "return": // RunTests stops the control plane
+	case "panic":
+		panic("helper panics")
+	case "exit":
+		os.Exit(3) // as log.Fatal in a test or TestMain: no deferred call, no RunTests
+	case "wait":
+		select {} // until a signal
+	}
+}
+
+// helper starts this test binary as a helper process in mode, with env
+// added to its environment, and returns it with its combined output.
+func helper(t *testing.T, mode string, env ...string) (*exec.Cmd, *output) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.Env = append(cmd.Env, env...)
+	out := &output{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
+// output is a helper's output, written by the goroutine of exec.Cmd.
+type output struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// printedURL returns the URL the helper printed, if it did.
+func printedURL(out *output) (string, bool) {
+	for line := range strings.Lines(out.String()) {
+		if u, ok := strings.CutPrefix(line, "api-url: "); ok {
+			return strings.TrimSpace(u), true
+		}
+	}
+	return "", false
+}
+
+// apiURL returns the URL the running helper prints, waiting up to 2 minutes for it.
+func apiURL(t *testing.T, out *output) string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if u, ok := printedURL(out); ok {
+			return u
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the helper printed no URL in 2 minutes:\n%s", out)
+	return ""
+}
+
+// wantClosed waits up to 15 s until nothing listens at url's host:port.
+func wantClosed(t *testing.T, url string) {
+	t.Helper()
+	host := strings.TrimPrefix(url, "https://")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", host, time.Second)
+		if err != nil {
+			return
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections 15 s after its test binary ended", host)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Two test binaries started at once with an empty cache: one builds (here a
+// stand-in for go build that copies the real binaries and counts its runs),
+// the other waits for it, and each runs a kube-apiserver of its own.
+func TestBinaries_TwoTestBinariesAtOnce_ShareOneBuildAndEachGetsItsOwnServer(t *testing.T) {
+	real := Require(t).Bin
+	tmp := t.TempDir()
+	fakeGo := filepath.Join(tmp, "bin", "go")
+	count := filepath.Join(tmp, "builds")
+	script := `#!/bin/sh
+# A stand-in for go build: counts its runs, takes 3 s, copies the real binaries to -o.
+echo "$PWD" >>"` + count + `"
+test -f go.mod && test -f go.sum && test -f tools.go && test -f etcd/main.go || { echo "no tools module in $PWD" >&2; exit 1; }
+sleep 3
+while [ $# -gt 0 ]; do if [ "$1" = -o ]; then out=$2; fi; shift; done
+cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$out"
+`
+	if err := os.MkdirAll(filepath.Dir(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fakeGo, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_CACHE_HOME=" + filepath.Join(tmp, "cache"), BinEnv + "=",
+		"PATH=" + filepath.Dir(fakeGo) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	a, aOut := helper(t, "return", env...)
+	b, bOut := helper(t, "return", env...)
+	errA := a.Wait()
+	errB := b.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("helpers: %v, %v\n--- a:\n%s\n--- b:\n%s", errA, errB, aOut, bOut)
+	}
+	urlA, okA := printedURL(aOut)
+	urlB, okB := printedURL(bOut)
+	if !okA || !okB {
+		t.Fatalf("a helper did not start a control plane:\n--- a:\n%s\n--- b:\n%s", aOut, bOut)
+	}
+	if urlA == urlB {
+		t.Errorf("both test binaries used the kube-apiserver at %s, want one each", urlA)
+	}
+	builds, _ := os.ReadFile(count)
+	if n := strings.Count(string(builds), "\n"); n != 1 {
+		t.Errorf("go build ran %d times, want once:\n%s\n--- a:\n%s\n--- b:\n%s", n, builds, aOut, bOut)
+	}
+	if both := aOut.String() + bOut.String(); !strings.Contains(both, "waiting") || !strings.Contains(both, "built the control plane") {
+		t.Logf("(progress went to the terminal, not to the helpers' output)")
+	}
+	wantClosed(t, urlA)
+	wantClosed(t, urlB)
+}
+
+// However the test binary ends, etcd and kube-apiserver end with it.
+func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
+	Require(t)
+	for _, end := range []string{"return", "panic", "exit", "SIGINT", "SIGKILL"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			mode := end
+			if strings.HasPrefix(end, "SIG") {
+				mode = "wait"
+			}
+			cmd, out := helper(t, mode)
+			url := apiURL(t, out)
+			switch end {
+			case "SIGINT":
+				cmd.Process.Signal(syscall.SIGINT)
+			case "SIGKILL":
+				cmd.Process.Kill()
+			}
+			err := cmd.Wait()
+			if end == "return" && err != nil {
+				t.Errorf("helper: %v\n%s", err, out)
+			}
+			wantClosed(t, url)
+		})
+	}
+}
+
+// Without a control plane, a test fails with the reason when CI=true, and is
+// skipped otherwise.
+func TestRequire_NoControlPlane_FailsInCIAndSkipsElsewhere(t *testing.T) {
+	missing := BinEnv + "=" + t.TempDir() // holds no binaries
+	for _, c := range []struct {
+		ci       string
+		wantFail bool
+		want     string
+	}{
+		{"true", true, "--- FAIL: TestHelper"},
+		{"", false, "--- SKIP: TestHelper"},
+	} {
+		cmd, out := helper(t, "return", missing, "CI="+c.ci)
+		err := cmd.Wait()
+		if (err != nil) != c.wantFail {
+			t.Errorf("CI=%q: the helper's exit = %v, want failure %t\n%s", c.ci, err, c.wantFail, out)
+		}
+		reason := "cannot start the local control plane: " + BinEnv + "=" // names what is wrong
+		if !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), reason) {
+			t.Errorf("CI=%q: the helper's output lacks %q or %q:\n%s", c.ci, c.want, reason, out)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package kctltest_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/kctltest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// gadgetClient is what a reconcile function would depend on; both the real
+// client and the fake satisfy it.
+type gadgetClient interface {
+	Get(ctx context.Context, namespace, name string) (*gadget, error)
+	List(ctx context.Context, opts kctl.ListOptions) ([]*gadget, error)
+	Create(ctx context.Context, obj *gadget) error
+	Update(ctx context.Context, obj *gadget) error
+	UpdateStatus(ctx context.Context, obj *gadget) error
+	Patch(ctx context.Context, namespace, name string, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) (*gadget, error)
+	Delete(ctx context.Context, namespace, name string) error
+}
+
+var (
+	_ gadgetClient = (*kctl.Client[gadget])(nil)
+	_ gadgetClient = (*kctltest.FakeClient[gadget])(nil)
+)
+
+// scenario runs the writes a reconcile makes through c in namespace ns and
+// returns what it saw, one line per step, without the values only a server
+// knows (resourceVersions, uids, times).
+func scenario(t *testing.T, c gadgetClient, ns string) []string {
+	ctx := t.Context()
+	var saw []string
+	say := func(format string, args ...any) { saw = append(saw, fmt.Sprintf(format, args...)) }
+	state := func(step string) {
+		g, err := c.Get(ctx, ns, "a")
+		switch {
+		case apierrors.IsNotFound(err):
+			say("%s: NotFound", step)
+		case err != nil:
+			say("%s: %v", step, err)
+		default:
+			say("%s: generation %d, size %d, seen %d, finalizers %v, deleting %t",
+				step, g.Generation, g.Spec.Size, g.Status.Seen, g.Finalizers, g.DeletionTimestamp != nil)
+		}
+	}
+	a := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a", Labels: map[string]string{"app": "x"}, Finalizers: []string{"kctl.dev/test"}}}
+	a.Spec.Size = 1
+	a.Status.Seen = 9 // the status subresource: Create ignores it
+	say("create: %v", c.Create(ctx, a))
+	state("after create")
+	say("create again: AlreadyExists=%t", apierrors.IsAlreadyExists(c.Create(ctx, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}})))
+	b := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b", Labels: map[string]string{"app": "y"}}}
+	say("create b: %v", c.Create(ctx, b))
+
+	stale := *a
+	a.Spec.Size = 2
+	a.Status.Seen = 7 // ignored by Update
+	say("update: %v", c.Update(ctx, a))
+	state("after update")
+	stale.Spec.Size = 3
+	say("update with a stale resourceVersion: Conflict=%t", apierrors.IsConflict(c.Update(ctx, &stale)))
+	a.Status.Seen = 2
+	say("update status: %v", c.UpdateStatus(ctx, a))
+	state("after update status")
+	a.Labels["more"] = "yes"
+	say("update of metadata only: %v", c.Update(ctx, a))
+	state("after metadata update")
+
+	_, err := c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"spec":{"size":4},"status":{"seen":100}}`), kctl.PatchOptions{})
+	say("merge patch: %v", err)
+	state("after merge patch")
+	_, err = c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"status":{"seen":4}}`), kctl.PatchOptions{Subresource: "status"})
+	say("merge patch of status: %v", err)
+	_, err = c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"metadata":{"resourceVersion":"1"},"spec":{"size":5}}`), kctl.PatchOptions{})
+	say("merge patch with a stale resourceVersion: Conflict=%t", apierrors.IsConflict(err))
+	state("after patches")
+
+	list, err := c.List(ctx, kctl.ListOptions{Namespace: ns, Labels: labels.SelectorFromSet(labels.Set{"app": "x"})})
+	say("list app=x: %v %v", names(list), err)
+	list, err = c.List(ctx, kctl.ListOptions{Namespace: ns, Fields: "metadata.name=b"})
+	say("list metadata.name=b: %v %v", names(list), err)
+
+	say("delete: %v", c.Delete(ctx, ns, "a"))
+	state("after delete")
+	_, err = c.Patch(ctx, ns, "a", kctl.MergePatch, []byte(`{"metadata":{"finalizers":null}}`), kctl.PatchOptions{})
+	say("remove the finalizer: %v", err)
+	state("after removing the finalizer")
+	say("delete b: %v", c.Delete(ctx, ns, "b"))
+	say("delete b again: NotFound=%t", apierrors.IsNotFound(c.Delete(ctx, ns, "b")))
+	return saw
+}
+
+func names(list []*gadget) []string {
+	var out []string
+	for _, g := range list {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+var wantScenario = []string{
+	"create: <nil>",
+	"after create: generation 1, size 1, seen 0, finalizers [kctl.dev/test], deleting false",
+	"create again: AlreadyExists=true",
+	"create b: <nil>",
+	"update: <nil>",
+	"after update: generation 2, size 2, seen 0, finalizers [kctl.dev/test], deleting false",
+	"update with a stale resourceVersion: Conflict=true",
+	"update status: <nil>",
+	"after update status: generation 2, size 2, seen 2, finalizers [kctl.dev/test], deleting false",
+	"update of metadata only: <nil>",
+	"after metadata update: generation 2, size 2, seen 2, finalizers [kctl.dev/test], deleting false",
+	"merge patch: <nil>",
+	"after merge patch: generation 3, size 4, seen 2, finalizers [kctl.dev/test], deleting false",
+	"merge patch of status: <nil>",
+	"merge patch with a stale resourceVersion: Conflict=true",
+	"after patches: generation 3, size 4, seen 4, finalizers [kctl.dev/test], deleting false",
+	"list app=x: [a] <nil>",
+	"list metadata.name=b: [b] <nil>",
+	"delete: <nil>",
+	"after delete: generation 4, size 4, seen 4, finalizers [kctl.dev/test], deleting true",
+	"remove the finalizer: <nil>",
+	"after removing the finalizer: NotFound",
+	"delete b: <nil>",
+	"delete b again: NotFound=true",
+}
+
+func TestFakeClient_Scenario(t *testing.T) {
+	got := scenario(t, kctltest.NewFakeClient[gadget](t), "ns")
+	if !slices.Equal(got, wantScenario) {
+		t.Errorf("FakeClient scenario:\n%s", diffLines(got, wantScenario))
+	}
+}
+
+// The fake's answers are the API server's: the same scenario against a real
+// kube-apiserver sees the same.
+func TestFakeClient_Scenario_IsWhatTheAPIServerDoes(t *testing.T) {
+	env := kctltest.Start(t)
+	env.Apply(t, "testdata/gadget-crd.yaml")
+	got := scenario(t, kctl.NewClient[gadget](env.Conn), env.Namespace(t))
+	if !slices.Equal(got, wantScenario) {
+		t.Errorf("API server scenario:\n%s", diffLines(got, wantScenario))
+	}
+}
+
+func TestFakeClient_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
+	f := kctltest.NewFakeClient[gadget](t, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
+	if _, err := f.Patch(t.Context(), "ns", "a", kctl.JSONPatch, []byte(`[]`), kctl.PatchOptions{}); err == nil {
+		t.Error("a JSON patch succeeded, want an error naming Start")
+	}
+	if err := f.Apply(t.Context(), &gadget{}, kctl.PatchOptions{FieldManager: "x"}); err == nil {
+		t.Error("Apply succeeded, want an error naming Start")
+	}
+	if _, err := f.List(t.Context(), kctl.ListOptions{Fields: "spec.size=1"}); err == nil {
+		t.Error("List with a field selector on spec.size succeeded, want an error")
+	}
+}
+
+func diffLines(got, want []string) string {
+	var out string
+	for i := range max(len(got), len(want)) {
+		g, w := "(none)", "(none)"
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		mark := "  "
+		if g != w {
+			mark = "! "
+		}
+		out += fmt.Sprintf("%sgot  %s\n%swant %s\n", mark, g, mark, w)
+	}
+	return out
+}
+
+// fatalTB records the message of Fatalf and ends the goroutine, as t.Fatalf does.
+type fatalTB struct {
+	testing.TB
+	ctx context.Context
+	msg string
+}
+
+func (f *fatalTB) Helper()                  {}
+func (f *fatalTB) Context() context.Context { return f.ctx }
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// waitFailure runs WaitFor for an object that never meets the condition,
+// until ctx ends, and returns the failure message.
+func waitFailure(t *testing.T, c kctltest.Getter[gadget], name string) string {
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	tb := &fatalTB{TB: t, ctx: ctx}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kctltest.WaitFor(tb, c, "ns", name, func(g *gadget) bool { return false })
+	}()
+	<-done
+	return tb.msg
+}
+
+func TestWaitFor_Failure_ShowsTheLastStateSeen(t *testing.T) {
+	g := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	g.Spec.Size = 42
+	f := kctltest.NewFakeClient(t, g)
+	msg := waitFailure(t, f, "a")
+	if !strings.Contains(msg, `"size": 42`) || !strings.Contains(msg, "gadget ns/a") || strings.Contains(msg, "managedFields") {
+		t.Errorf("WaitFor failure = %q, want it to name gadget ns/a and show the object without managedFields", msg)
+	}
+	if msg := waitFailure(t, f, "missing"); !strings.Contains(msg, "NotFound") {
+		t.Errorf("WaitFor failure for a missing object = %q, want NotFound", msg)
+	}
+}
