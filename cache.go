@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -28,7 +29,9 @@ import (
 // Model: list in pages of 500, then watch with bookmarks, resuming from the
 // newest resourceVersion seen; a watch lasts 5 to 10 minutes at random. When
 // that resourceVersion is gone (410), list again and report only what
-// changed. Failures are logged, reported by Err and retried after 200ms
+// changed. An object that stops decoding into T keeps its last good copy
+// until it decodes again or is deleted (see Undecodable). Failures are
+// logged, reported by Err and retried after 200ms
 // doubling up to 30s (10s for a missing CRD), less up to half at random, at
 // least the server's Retry-After; a watch open for 10s resets the backoff.
 //
@@ -225,13 +228,20 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 		return ch
 	}
 	var all []*T
+	var bad []*decodeError
 	for p := <-fetch(""); ; p = <-p.next {
 		if p.err != nil {
 			return p.err // a page that failed to start holds no place ahead
 		}
 		<-ahead
-		for _, err := range p.skipped { // each names its object
-			i.log.Warn("kctl: cache skipped an object it could not decode", "resource", i.res.String(), "err", err)
+		for _, err := range p.skipped {
+			de, ok := errors.AsType[*decodeError](err)
+			if !ok || de.Name == "" {
+				de = &decodeError{err: err}
+				i.log.Warn("kctl: cache could not decode an object, not even its metadata: this list deletes no object from the cache",
+					"resource", i.res.String(), "err", err)
+			}
+			bad = append(bad, de)
 		}
 		for _, obj := range p.objs {
 			i.transform(obj)
@@ -240,13 +250,16 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 		}
 		if p.meta.Continue == "" {
 			i.mu.Lock()
-			defer i.mu.Unlock()
 			initial := !w.synced
-			i.store.replace(w.opts.Namespace, all, func(t EventType, obj, old *T) {
+			before := maps.Clone(i.store.bad)
+			i.store.replace(w.opts.Namespace, all, bad, func(t EventType, obj, old *T) {
 				i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
 			})
+			report := i.badChangesLocked(before)
 			w.rv, w.synced, w.err = p.meta.ResourceVersion, true, nil
 			i.notifyLocked()
+			i.mu.Unlock()
+			report()
 			return nil
 		}
 		if p.next == nil { // not asked for early (a JSON page)
@@ -276,10 +289,16 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 }
 
 // apply stores one watch event and tells the handlers; an ERROR event is
-// returned. An undecodable or unknown event is logged and skipped.
+// returned. An object that does not decode is applied by applyUndecodable if
+// its key is known; an event without a key or of unknown type is logged and skipped.
 func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	if e.Type == "ERROR" && e.Status != nil {
 		return fmt.Errorf("kctl: the watch of %s ended with an error: %w", i.res, &apierrors.StatusError{ErrStatus: *e.Status})
+	}
+	bad, isBad := errors.AsType[*decodeError](e.Err)
+	if isBad && bad.Name != "" && (e.Type == "ADDED" || e.Type == "MODIFIED" || e.Type == "DELETED") {
+		i.applyUndecodable(w, e.Type, bad)
+		return nil
 	}
 	bookmark := e.Type == "BOOKMARK"
 	if e.Err != nil || e.Object == nil || !bookmark && metaOf(e.Object).GetName() == "" ||
@@ -295,15 +314,17 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
 		i.sharer.share(obj)
 	}
+	k := objKey{m.GetNamespace(), m.GetName()}
+	wasBad := false
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	switch {
 	case bookmark:
 	case e.Type == "DELETED":
-		if i.store.remove(m.GetNamespace(), m.GetName()) {
+		if i.store.remove(k.namespace, k.name) {
 			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
 		}
 	default:
+		_, wasBad = i.store.bad[k]
 		if t, old, changed := i.store.put(obj); changed { // else a duplicate
 			i.emitLocked(Event[T]{Type: t, Object: obj, Old: old})
 		}
@@ -312,6 +333,10 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		w.rv = rv
 	}
 	i.notifyLocked()
+	i.mu.Unlock()
+	if wasBad {
+		i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", keyOf(m))
+	}
 	return nil
 }
 
@@ -399,7 +424,9 @@ type CacheOptions struct {
 	// default: few controllers read them, and they are often a third of an object.
 	KeepManagedFields bool
 	// Resync, if positive, re-delivers every object to the handlers every
-	// Resync, as an Updated event with Resync set. Defaults to never.
+	// Resync, as an Updated event with Resync set. A controller queues the
+	// keys of a resync at the low priority of the initial list, behind live
+	// changes. Defaults to never.
 	Resync time.Duration
 	Logger *slog.Logger // defaults to slog.Default()
 }

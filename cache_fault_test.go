@@ -567,7 +567,7 @@ func TestInformerFault_StoreReads_ReturnTheSharedObjects(t *testing.T) {
 	if a.ManagedFields != nil {
 		t.Errorf("managedFields were stored: %v", a.ManagedFields)
 	}
-	web := inf.List(ListOptions{Namespace: "default", Labels: labels.SelectorFromSet(labels.Set{"tier": "web"})})
+	web := mustList(t, inf, ListOptions{Namespace: "default", Labels: labels.SelectorFromSet(labels.Set{"tier": "web"})})
 	bySize := inf.ByIndex("size", "1")
 	cacheEventually(t, "the initial events", func() bool { return len(rec.all()) == 2 })
 	var fromEvent *cacheWidget
@@ -582,7 +582,7 @@ func TestInformerFault_StoreReads_ReturnTheSharedObjects(t *testing.T) {
 	if again, _ := inf.Get("default", "a"); again != a {
 		t.Errorf("two Gets returned different pointers")
 	}
-	if got := inf.List(ListOptions{Namespace: "other"}); len(got) != 0 {
+	if got := mustList(t, inf, ListOptions{Namespace: "other"}); len(got) != 0 {
 		t.Errorf("List(other) = %v, want nothing", got)
 	}
 	if got := inf.ByIndex("nope", "1"); got != nil {
@@ -650,7 +650,7 @@ func TestInformerFault_Namespaces_OneWatchEachIntoOneStore(t *testing.T) {
 	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(inf.List(ListOptions{})); got != 2 {
+	if got := len(mustList(t, inf, ListOptions{})); got != 2 {
 		t.Errorf("List() has %d objects, want 2 (one per namespace)", got)
 	}
 	if _, ok := inf.Get("b", "w-b"); !ok {

@@ -29,8 +29,8 @@ func storeCM(ns, name, rv string, lbls map[string]string) *corev1.ConfigMap {
 
 // storeList lists as Informer.List does: building a label index it asks for.
 func storeList[T any](s *store[T], namespace string, sel labels.Selector) []*T {
-	out, missing := s.list(namespace, sel)
-	for asked := map[string]bool{}; missing != ""; out, missing = s.list(namespace, sel) {
+	out, missing := s.list(namespace, sel, nil)
+	for asked := map[string]bool{}; missing != ""; out, missing = s.list(namespace, sel, nil) {
 		if asked[missing] {
 			panic("list asked twice for the index of label " + missing)
 		}
@@ -108,9 +108,9 @@ func TestStore_Replace_ReportsOnlyWhatChanged(t *testing.T) {
 		got = append(got, e)
 	}
 	a1 := storeCM("x", "a", "1", nil)
-	s.replace("", []*corev1.ConfigMap{a1, storeCM("x", "b", "2", nil), storeCM("y", "c", "3", nil)}, changed)
+	s.replace("", []*corev1.ConfigMap{a1, storeCM("x", "b", "2", nil), storeCM("y", "c", "3", nil)}, nil, changed)
 	got = nil
-	s.replace("", []*corev1.ConfigMap{storeCM("x", "a", "1", nil), storeCM("x", "b", "5", nil), storeCM("z", "d", "6", nil)}, changed)
+	s.replace("", []*corev1.ConfigMap{storeCM("x", "a", "1", nil), storeCM("x", "b", "5", nil), storeCM("z", "d", "6", nil)}, nil, changed)
 	slices.Sort(got)
 	want := []string{"Added z/d@6", "Deleted y/c@3", "Updated x/b@5 from 2"}
 	if !slices.Equal(got, want) {
@@ -127,10 +127,10 @@ func TestStore_Replace_ReportsOnlyWhatChanged(t *testing.T) {
 func TestStore_ReplaceOneNamespace_LeavesTheOthers(t *testing.T) {
 	s := newStore[corev1.ConfigMap]()
 	nop := func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {}
-	s.replace("x", []*corev1.ConfigMap{storeCM("x", "a", "1", nil)}, nop)
-	s.replace("y", []*corev1.ConfigMap{storeCM("y", "b", "2", nil)}, nop)
+	s.replace("x", []*corev1.ConfigMap{storeCM("x", "a", "1", nil)}, nil, nop)
+	s.replace("y", []*corev1.ConfigMap{storeCM("y", "b", "2", nil)}, nil, nop)
 	var deleted []string
-	s.replace("x", nil, func(typ EventType, obj, _ *corev1.ConfigMap) { deleted = append(deleted, typ.String()+" "+obj.Name) })
+	s.replace("x", nil, nil, func(typ EventType, obj, _ *corev1.ConfigMap) { deleted = append(deleted, typ.String()+" "+obj.Name) })
 	if !slices.Equal(deleted, []string{"Deleted a"}) || s.count != 1 {
 		t.Errorf("replacing x with nothing reported %q and left %d objects; want [Deleted a] and 1", deleted, s.count)
 	}
@@ -161,7 +161,7 @@ func TestStore_Indexes_FollowPutsRemovesAndReplaces(t *testing.T) {
 		}
 	}
 	s.remove("y", "b")
-	s.replace("x", nil, func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {})
+	s.replace("x", nil, nil, func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {})
 	if len(s.indexes["app"].values) != 0 || s.count != 0 || s.bytes != 0 {
 		t.Errorf("after removing everything: index %v, count %d, bytes %d; want all empty", s.indexes["app"].values, s.count, s.bytes)
 	}
@@ -457,7 +457,7 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 		t.Fatal(err)
 	}
 	want := storeModel(server)
-	cacheEventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(inf.List(ListOptions{})), want) })
+	cacheEventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(mustList(t, inf, ListOptions{})), want) })
 	wantReplay(t, rec, server)
 }
 
@@ -632,7 +632,7 @@ func TestInformer_List_ConcurrentIndexBuildsKeepTheBound(t *testing.T) {
 	for k := range 40 {
 		lists.Go(func() {
 			<-start
-			if got := inf.List(ListOptions{Labels: labels.SelectorFromSet(labels.Set{fmt.Sprint("k", k): "v"})}); len(got) != 500 {
+			if got, _ := inf.List(ListOptions{Labels: labels.SelectorFromSet(labels.Set{fmt.Sprint("k", k): "v"})}); len(got) != 500 {
 				t.Errorf("List(k%d=v) = %d objects, want 500", k, len(got))
 			}
 		})

@@ -124,7 +124,10 @@ func userAgent() string {
 type ListOptions struct {
 	Namespace string          // "" means every namespace
 	Labels    labels.Selector // nil matches everything
-	Fields    string          // a field selector, e.g. "spec.nodeName=node-1"
+	// Fields is a field selector, e.g. "spec.nodeName=node-1". A cached List
+	// evaluates metadata.name, metadata.namespace and indexed fields, and
+	// fails naming any other (see Informer.List).
+	Fields string
 }
 
 func (o ListOptions) query() url.Values {
@@ -340,7 +343,8 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 const listPageSize, listMaxRestarts = 500, 2
 
 // List returns the objects matching opts (copies, from the cache, waiting
-// for it as Get does). From the server it reads pages of 500, starting over
+// for it as Get does, and failing naming a field selector it cannot evaluate:
+// see Informer.List). From the server it reads pages of 500, starting over
 // (at most twice) if the continue token expires (410 Gone). Undecodable
 // objects are left out: List returns the others and an error naming them.
 func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
@@ -352,7 +356,10 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 		if err := readYourWrites(ctx, c.writes, inf, opts.Namespace, ""); err != nil {
 			return nil, err
 		}
-		items := inf.List(opts)
+		items, err := inf.List(opts)
+		if err != nil {
+			return nil, err
+		}
 		out := make([]*T, len(items))
 		for i, obj := range items {
 			out[i] = deepCopy(obj)

@@ -118,17 +118,25 @@ func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 	return c.decodeItem(raw, true)
 }
 
+// decodeError is the error of an object that does not decode into T. Its
+// metadata is then decoded alone, so that the object's key is still known
+// (the cache needs it to delete the object, or to keep it across a relist);
+// Name is "" only if even the metadata does not decode.
+type decodeError struct {
+	Namespace, Name, ResourceVersion string
+	err                              error // names the object
+}
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
 // decodeItem decodes one object's own bytes (no envelope), never panicking.
-// The error names the object if its metadata could be decoded.
+// Its error is a *decodeError, naming the object if its metadata decodes.
 func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
 	obj = new(T)
 	defer func() {
 		if err != nil {
-			what := c.res.String()
-			if m := metaOf(obj); m.GetName() != "" {
-				what += " " + keyOf(m)
-			}
-			obj, err = nil, fmt.Errorf("kctl: decoding %s: %w", what, err)
+			obj, err = nil, c.decodeError(raw, proto, err)
 		}
 	}()
 	defer recovered(&err)
@@ -139,6 +147,32 @@ func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
 	}
 	c.setTypeMeta(obj)
 	return obj, err
+}
+
+// decodeError is the error of raw, an object that failed to decode with
+// err: it carries the object's key if the metadata alone decodes.
+func (c codec[T]) decodeError(raw []byte, proto bool, err error) *decodeError {
+	var m metav1.ObjectMeta
+	var metaErr error
+	if proto {
+		b, fieldErr := field(raw, 1) // field 1 of every k8s.io/api object
+		metaErr = errors.Join(fieldErr, safeUnmarshal(&m, b))
+	} else {
+		var o struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		metaErr = json.Unmarshal(raw, &o)
+		m = o.Metadata
+	}
+	if metaErr != nil {
+		m = metav1.ObjectMeta{}
+	}
+	what := c.res.String()
+	if m.Name != "" {
+		what += " " + keyOf(&m)
+	}
+	return &decodeError{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
+		err: fmt.Errorf("kctl: decoding %s: %w", what, err)}
 }
 
 // recovered, deferred, turns a decoder's panic into *err.

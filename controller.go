@@ -125,7 +125,10 @@ type Controller[T any] struct {
 	// every cached key (replays), so nothing that happened meanwhile is lost.
 	queue    *Queue[Key]
 	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
-	deleted  map[Key]*T       // last known state of deleted objects, for onDelete
+	// deleted holds the last known state of objects deleted while the
+	// controller runs, for onDelete, until their key's reconcile takes it;
+	// emptied when a run ends. Empty while not running.
+	deleted map[Key]*T
 	// pending holds keys from Enqueue and FromChannel that arrived while the
 	// controller was not running; the next run queues them after its replay.
 	pending map[Key]Trigger
@@ -155,6 +158,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
 	c.caches = append(c.caches, c.informer)
 	m.metrics.addInformer(c.res.String(), c.informer.Stats)
+	m.metrics.addUndecodable(c.res.String(), c.informer.Undecodable)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	track(m.writes, c.informer)
@@ -212,9 +216,19 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 }
 
 // OnDelete sets a hook called, instead of reconcile, with the last known state
-// of an object that is gone. It is a notification, not a guarantee: a delete
-// missed while the controller was down is never seen. Use Finalizer for
-// cleanup that must happen.
+// of an object that is gone:
+//
+//	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { metrics.Forget(cm.Name) })
+//
+// It is a notification, not a guarantee. It runs on the replica that leads
+// (whose controller runs), for the deletes its cache sees while it leads,
+// once per delete unless the object comes back first. A delete is never
+// seen by OnDelete if it happens while no replica leads: while the process is
+// down, before its cache syncs, during a leader change (a replica that does
+// not lead keeps nothing for deletes, and a new leader does not run OnDelete
+// for deletes made before it led), or if a leader loses its lease before the
+// key is reconciled. Use Finalizer for cleanup that must happen: the object
+// stays until cleanup succeeds, whichever replica leads.
 func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
 	return c.configure("OnDelete", func() { c.onDelete = fn })
 }
@@ -270,6 +284,7 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		kind = r.Kind
 	}
 	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
+	c.mgr.metrics.addUndecodable(inf.res.String(), inf.Undecodable)
 	track(c.mgr.writes, inf)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {
@@ -278,11 +293,11 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		m := metaOf(ev.Object)
 		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
 		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, priority(ev.Initial))
+			c.enqueue(k, t, priorityOf(ev))
 		}
-		if ev.Old != nil { // an update that moved the object away from its old keys
+		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
 			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, normal)
+				c.enqueue(k, t, priorityOf(ev))
 			}
 		}
 	}
@@ -310,7 +325,8 @@ func live[O any](handle func(Event[O])) func(Event[O]) {
 // initial Added event: how a new run learns what happened while it was not running.
 func replay[O any](inf *Informer[O], handle func(Event[O])) func() {
 	return func() {
-		for _, obj := range inf.List(ListOptions{}) {
+		all, _ := inf.List(ListOptions{}) // no selector: no error
+		for _, obj := range all {
 			handle(Event[O]{Type: Added, Object: obj, Initial: true})
 		}
 	}
@@ -364,16 +380,23 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 		t.Cause, t.Detail = "updated", changes(metaOf(ev.Old), m)
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
-		if c.onDelete != nil {
-			c.mu.Lock()
-			c.deleted[k] = ev.Object
-			c.mu.Unlock()
-		}
+		c.keepDeleted(k, ev.Object)
 	}
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, priority(ev.Initial))
+	c.enqueue(k, t, priorityOf(ev))
+}
+
+// keepDeleted keeps obj, the last state of the deleted object k, for the
+// reconcile of k to hand to OnDelete; only while the controller runs (leads):
+// a replica that does not lead keeps no state for deletes.
+func (c *Controller[T]) keepDeleted(k Key, obj *T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.onDelete != nil && c.queue != nil {
+		c.deleted[k] = obj
+	}
 }
 
 func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
@@ -393,12 +416,15 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 // How enqueue adds a key.
 const (
 	normal = iota
-	low    // from an informer's initial list or a replay: behind live events
+	low    // from an initial list, a replay or a periodic resync: behind live events
 	keep   // from outside the cluster: kept while not running, as no replay can recreate it
 )
 
-func priority(initial bool) int {
-	if initial {
+// priorityOf is how an event's keys are queued: those of an initial list, a
+// replay and a periodic resync re-deliver what is already known, so they go
+// at low priority, behind live changes; every other event's at normal.
+func priorityOf[O any](ev Event[O]) int {
+	if ev.Initial || ev.Resync {
 		return low
 	}
 	return normal

@@ -28,6 +28,7 @@ import (
 //	leader_election_master_status{name}                     gauge, 1 while leading
 //	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own)
 //	kctl_events_dropped_total                               counter (kctl's own), once an EventRecorder is made
+//	kctl_cache_undecodable_objects{resource}                gauge (kctl's own)
 //	kctl_reconcile_conflicts_total{controller}              counter (kctl's own): Conflicts retried quietly
 //
 // Both workqueue labels are the controller's name, as in controller-runtime.
@@ -61,13 +62,14 @@ type metrics struct {
 	informers   map[string]func() (objects int, bytes int64) // by resource
 	leaders     map[string]bool                              // by lease name
 	events      *atomic.Uint64                               // Events not written by the recorders; nil before the first
+	undecodable map[string]func() int                        // by resource
 	requests    *requestMetrics                              // the Manager's Conn's; never nil
 	user        *Metrics                                     // the program's own; never nil
 }
 
 func newMetrics() *metrics {
 	return &metrics{controllers: map[string]*controllerMetrics{}, informers: map[string]func() (int, int64){}, leaders: map[string]bool{},
-		requests: newRequestMetrics(), user: newUserMetrics()}
+		undecodable: map[string]func() int{}, requests: newRequestMetrics(), user: newUserMetrics()}
 }
 
 // forController returns the named controller's metrics, creating them (every
@@ -107,6 +109,14 @@ func (m *metrics) eventsDropped() *atomic.Uint64 {
 	return m.events
 }
 
+// addUndecodable shows count, called at every scrape, as
+// kctl_cache_undecodable_objects{resource}.
+func (m *metrics) addUndecodable(resource string, count func() int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.undecodable[resource] = count
+}
+
 // setLeader records whether this process holds the named lease.
 func (m *metrics) setLeader(lease string, leading bool) {
 	m.mu.Lock()
@@ -137,6 +147,7 @@ func (m *metrics) ownPage() page {
 	m.mu.Lock()
 	cms, informers, leaders := slices.Collect(maps.Values(m.controllers)), maps.Clone(m.informers), maps.Clone(m.leaders)
 	events := m.events
+	undecodable := maps.Clone(m.undecodable)
 	m.mu.Unlock()
 	p := page{}
 	if events != nil {
@@ -149,6 +160,10 @@ func (m *metrics) ownPage() page {
 		objects, bytes := stats()
 		p.gauge("kctl_cache_objects", "Number of objects in the informer's cache per resource.", float64(objects), "resource", r)
 		p.gauge("kctl_cache_bytes", "Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).", float64(bytes), "resource", r)
+	}
+	for r, count := range undecodable {
+		p.gauge("kctl_cache_undecodable_objects", "Number of objects per resource that exist on the server but do not decode into the Go type (the cache keeps their last good copy).",
+			float64(count()), "resource", r)
 	}
 	for l, leading := range leaders {
 		v := 0.0

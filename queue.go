@@ -148,8 +148,8 @@ func (q *Queue[K]) now(need bool) int64 {
 // Add marks k as needing work. It does nothing after ShutDown.
 func (q *Queue[K]) Add(k K) { q.add(k, 0, false) }
 
-// AddLowPriority is Add for keys from an informer's initial list: they are
-// handed out after normal keys until they age (see Queue).
+// AddLowPriority is Add for keys from an informer's initial list or a
+// periodic resync: they are handed out after normal keys until they age (see Queue).
 func (q *Queue[K]) AddLowPriority(k K) { q.add(k, 0, true) }
 
 // AddAfter adds k once d has passed (d <= 0: Add). A waiting key moves earlier,

@@ -1,15 +1,13 @@
 package kctl
 
-// The informer's store and its read side: Get, List, ByIndex, waits, Stats,
-// and the events handed to handlers. cache.go fills the store.
+// The informer's store and its read side: Get, List, ByIndex, waits, Stats.
+// cache.go fills the store; handler.go hands its changes to handlers.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -24,9 +22,15 @@ type store[T any] struct {
 	// Empty inner maps are removed: the keys are the namespace index.
 	objects map[string]map[string]entry[T]
 	indexes map[string]*index[T] // the user's, by name
-	count   int
-	bytes   int64  // the sum of the sizes measured so far (by Informer.Stats)
-	gen     uint32 // the current replace; put marks each entry with it
+	// bad holds the objects that exist on the server (as the last list or
+	// watch event of each says) but whose last state does not decode into
+	// T, each with its error. objects keeps the last good copy of such an
+	// object, if it ever decoded: readers and handlers see that state until
+	// the object decodes again (put) or is deleted (remove).
+	bad   map[objKey]error
+	count int
+	bytes int64  // the sum of the sizes measured so far (by Informer.Stats)
+	gen   uint32 // the current replace; put marks each entry with it
 }
 
 type entry[T any] struct {
@@ -43,7 +47,7 @@ type index[T any] struct {
 }
 
 func newStore[T any]() *store[T] {
-	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}}
+	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}, bad: map[objKey]error{}}
 }
 
 func (s *store[T]) get(namespace, name string) (*T, bool) {
@@ -59,6 +63,7 @@ func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
 	if s.objects[k.namespace] == nil {
 		s.objects[k.namespace] = map[string]entry[T]{}
 	}
+	delete(s.bad, k) // decodes again
 	prev, had := s.objects[k.namespace][k.name]
 	e := prev
 	if changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion(); changed {
@@ -79,6 +84,7 @@ func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
 
 // remove deletes namespace/name and reports whether it was stored.
 func (s *store[T]) remove(namespace, name string) bool {
+	delete(s.bad, objKey{namespace, name})
 	e, had := s.objects[namespace][name]
 	if had {
 		delete(s.objects[namespace], name)
@@ -100,11 +106,27 @@ func (s *store[T]) untrack(k objKey, e entry[T], had bool) {
 	}
 }
 
-// replace makes the objects of namespace ("" means all) exactly objs, a
-// list's result, and reports each difference to changed: Added, Updated
-// (with old) or Deleted (with the last stored state). An object whose
-// resourceVersion is unchanged is kept and not reported.
-func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType, obj, old *T)) {
+// markBad records that the object under k exists but its state does not
+// decode (err), keeping its last good copy, if any; it reports whether the
+// object was decodable before.
+func (s *store[T]) markBad(k objKey, err error) (first bool) {
+	_, was := s.bad[k]
+	s.bad[k] = err
+	if e, ok := s.objects[k.namespace][k.name]; ok {
+		e.gen = s.gen // listed, for replace
+		s.objects[k.namespace][k.name] = e
+	}
+	return !was
+}
+
+// replace makes the objects of namespace ("" means all) exactly a list's
+// result: objs, which decoded, and bad, which did not. It reports each
+// difference to changed: Added, Updated (with old) or Deleted (with the last
+// stored state). An object whose resourceVersion is unchanged is kept and not
+// reported. An object in bad exists: it is marked (markBad) and keeps its
+// last good copy, never taken for deleted. If one in bad has no key (not
+// even its metadata decoded), no object is deleted: any might be that one.
+func (s *store[T]) replace(namespace string, objs []*T, bad []*decodeError, changed func(t EventType, obj, old *T)) {
 	sizes := map[string]int{}
 	for _, obj := range objs {
 		sizes[metaOf(obj).GetNamespace()]++
@@ -118,6 +140,24 @@ func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType
 	for _, obj := range objs {
 		if t, old, ok := s.put(obj); ok {
 			changed(t, obj, old)
+		}
+	}
+	listedBad := make(map[objKey]bool, len(bad))
+	keyless := false
+	for _, b := range bad {
+		k := objKey{b.Namespace, b.Name}
+		listedBad[k] = true
+		keyless = keyless || b.Name == ""
+		if b.Name != "" {
+			s.markBad(k, b)
+		}
+	}
+	if keyless {
+		return // keep every unlisted object: any might be the one without a key
+	}
+	for k := range s.bad {
+		if (namespace == "" || k.namespace == namespace) && !listedBad[k] {
+			delete(s.bad, k) // gone while it did not decode; a stored copy is swept below
 		}
 	}
 	swept := s.objects
@@ -135,48 +175,88 @@ func (s *store[T]) replace(namespace string, objs []*T, changed func(t EventType
 }
 
 // list returns the objects in namespace ("" means all) whose labels match sel
-// (nil matches all). A selector that requires a label to equal a value (or be
-// one of some values) is answered from a label index, so a List costs what it
-// returns, not the size of the namespace; the first such List of a key
+// (nil matches all) and that meet every field requirement. It walks the
+// fewest objects it can: a name required to equal a value is looked up; else
+// a requirement that a label (key=value, key in (...)) or an indexed field
+// equal a value is answered from the narrowest index, so a List costs what it
+// returns, not the size of the namespace. The first such List of a label key
 // returns missing = that key instead, for the caller to build the index under
 // the write lock (labelIndex) and ask again, until nothing is missing.
-func (s *store[T]) list(namespace string, sel labels.Selector) (out []*T, missing string) {
+func (s *store[T]) list(namespace string, sel labels.Selector, fields []fieldReq[T]) (out []*T, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
 	}
-	match := func(e entry[T]) {
-		if sel == nil || sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
-			out = append(out, e.obj)
+	name := ""
+	for _, f := range fields {
+		switch {
+		case !f.equal || f.ix != nil:
+		case f.field == "metadata.name":
+			name = f.value
+		case namespace != "" && namespace != f.value:
+			return nil, "" // two namespaces: nothing is in both
+		default:
+			namespace = f.value
 		}
+	}
+	match := func(k objKey, e entry[T]) {
+		if sel != nil && !sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
+			return
+		}
+		for _, f := range fields {
+			if !f.matches(k) {
+				return
+			}
+		}
+		out = append(out, e.obj)
 	}
 	ix, values, missing := s.labelIndexFor(sel)
 	if missing != "" {
 		return nil, missing
 	}
-	if ix != nil {
+	for _, f := range fields {
+		if f.ix != nil && f.equal && (ix == nil || len(f.ix.values[f.value]) < indexed(ix, values)) {
+			ix = f.ix
+			values = []string{f.value}
+		}
+	}
+	switch {
+	case name != "":
+		for ns, inner := range s.objects {
+			if e, ok := inner[name]; ok && (namespace == "" || ns == namespace) {
+				match(objKey{ns, name}, e)
+			}
+		}
+	case ix != nil:
 		for _, v := range values {
 			for k := range ix.values[v] {
 				if namespace == "" || k.namespace == namespace {
-					match(s.objects[k.namespace][k.name])
+					match(k, s.objects[k.namespace][k.name])
 				}
 			}
 		}
-		return out, ""
-	}
-	if namespace != "" {
+	case namespace != "":
 		out = make([]*T, 0, len(s.objects[namespace]))
-		for _, e := range s.objects[namespace] {
-			match(e)
+		for name, e := range s.objects[namespace] {
+			match(objKey{namespace, name}, e)
 		}
-		return out, ""
-	}
-	out = make([]*T, 0, s.count)
-	for _, inner := range s.objects {
-		for _, e := range inner {
-			match(e)
+	default:
+		out = make([]*T, 0, s.count)
+		for ns, inner := range s.objects {
+			for name, e := range inner {
+				match(objKey{ns, name}, e)
+			}
 		}
 	}
 	return out, ""
+}
+
+// indexed is the number of keys ix files under values.
+func indexed[T any](ix *index[T], values []string) int {
+	n := 0
+	for _, v := range values {
+		n += len(ix.values[v])
+	}
+	return n
 }
 
 // maxIndexes bounds the label indexes List builds by itself (with the
@@ -204,11 +284,8 @@ func (s *store[T]) labelIndexFor(sel labels.Selector) (best *index[T], values []
 		if ix == nil {
 			continue
 		}
-		vals, n := r.Values().UnsortedList(), 0
-		for _, v := range vals {
-			n += len(ix.values[v])
-		}
-		if best == nil || n < fewest {
+		vals := r.Values().UnsortedList()
+		if n := indexed(ix, vals); best == nil || n < fewest {
 			best, values, fewest = ix, vals, n
 		}
 	}
@@ -233,7 +310,7 @@ func (s *store[T]) labelIndex(key string) {
 
 // all returns every stored object.
 func (s *store[T]) all() []*T {
-	out, _ := s.list("", nil)
+	out, _ := s.list("", nil, nil)
 	return out
 }
 
@@ -289,35 +366,6 @@ func (ix *index[T]) remove(k objKey, obj *T) {
 	}
 }
 
-// EventType says what happened to an object.
-type EventType int
-
-const (
-	Added EventType = iota
-	Updated
-	Deleted
-)
-
-// String is "Added", "Updated" or "Deleted".
-func (t EventType) String() string { return [...]string{"Added", "Updated", "Deleted"}[t] }
-
-// Event is one change delivered to a handler. Object and Old are the shared
-// stored objects: do not modify them. Do not drive persistent state from
-// Deleted events (a handler may miss them across restarts): use finalizers.
-type Event[T any] struct {
-	Type   EventType
-	Object *T // the new state; for Deleted, the last known state
-	Old    *T // for Updated: the state before
-	// Initial marks the Added events of the first list, and the replay of
-	// stored objects to a handler added later.
-	Initial bool
-	// Relisted marks a change found by a relist (after 410 Gone or a
-	// reinstalled CRD), not on the watch; a Deleted one's Object is the last
-	// state the cache saw.
-	Relisted bool
-	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
-}
-
 // Get returns the object namespace/name ("" namespace for cluster-scoped
 // types). It is shared with every reader: do not modify it. It may be stale:
 // the cache follows the server with a delay (see WaitForResourceVersion).
@@ -328,23 +376,48 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 }
 
 // List returns the objects in opts.Namespace ("" means all) matching
-// opts.Labels, in no particular order; opts.Fields is ignored (the server
-// applied the scope's). The objects are shared: do not modify them. A
-// selector with key=value or key in (...) is answered from an index of that
-// label key, built by the first such List (up to 16 indexes per informer).
-func (i *Informer[T]) List(opts ListOptions) []*T {
+// opts.Labels and opts.Fields, in no particular order. The objects are
+// shared: do not modify them.
+//
+//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
+//
+// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
+// and any field with an index of the same name (AddIndex); a requirement of
+// the informer's own scope (Scope.Fields) holds for every cached object. Any
+// other field is an error naming it: the cache never ignores a selector.
+// A label selector with key=value or key in (...) is answered from an index
+// of that label key, built by the first such List (up to 16 indexes per
+// informer), and a field required to equal a value from its index.
+func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 	i.mu.RLock()
-	out, missing := i.store.list(opts.Namespace, opts.Labels)
+	out, missing, err := i.listLocked(opts)
 	i.mu.RUnlock()
-	if missing == "" {
-		return out
+	if missing == "" || err != nil {
+		return out, err
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	for out, missing = i.store.list(opts.Namespace, opts.Labels); missing != ""; out, missing = i.store.list(opts.Namespace, opts.Labels) {
-		i.store.labelIndex(missing) // asked again under the write lock: another List may have filled the room
+	out, missing, err = i.listLocked(opts) // asked again under the write lock: another List may have filled the room
+	for missing != "" && err == nil {
+		i.store.labelIndex(missing)
+		out, missing, err = i.listLocked(opts)
 	}
-	return out
+	return out, err
+}
+
+// listLocked is one try of List, with mu held (read or write).
+func (i *Informer[T]) listLocked(opts ListOptions) (out []*T, missing string, err error) {
+	scope := ""
+	if len(i.watches) > 0 {
+		scope = i.watches[0].opts.Fields // every watch has the scope's
+	}
+	fields, err := i.store.fieldReqs(opts.Fields, scope)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (%s)", err, i)
+	}
+	out, missing = i.store.list(opts.Namespace, opts.Labels, fields)
+	return out, missing, nil
 }
 
 // ByIndex returns the objects that the index named index files under value
@@ -367,21 +440,6 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
 		return fmt.Errorf("%w (%s)", err, i)
 	}
 	return nil
-}
-
-// AddHandler calls fn with every event, in order, from its own goroutine and
-// unbounded buffer, so a slow handler delays only itself. A handler added
-// after objects were stored first gets them as Initial Added events. fn must
-// return: the informer's shutdown waits for it.
-func (i *Informer[T]) AddHandler(fn func(Event[T])) {
-	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, obj := range i.store.all() {
-		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
-	}
-	i.handlers = append(i.handlers, h)
-	i.goLocked(h.run)
 }
 
 // WaitForResourceVersion returns once every list/watch of the informer has
@@ -486,69 +544,4 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 		i.store.setSize(obj, sizes[j])
 	}
 	return i.store.count, i.store.bytes
-}
-
-func (i *Informer[T]) emitLocked(e Event[T]) {
-	for _, h := range i.handlers {
-		h.push(e)
-	}
-}
-
-// resyncEvery re-delivers every object as an Updated event with Resync set.
-func (i *Informer[T]) resyncEvery(ctx context.Context) {
-	t := time.NewTicker(i.resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		i.mu.Lock()
-		if len(i.handlers) > 0 && i.syncedLocked() {
-			for _, obj := range i.store.all() {
-				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
-			}
-		}
-		i.mu.Unlock()
-	}
-}
-
-// handler delivers events to one handler function from its own goroutine.
-type handler[T any] struct {
-	fn      func(Event[T])
-	mu      sync.Mutex
-	pending []Event[T]    // oldest first
-	wake    chan struct{} // holds a token when pending may be non-empty
-}
-
-func (h *handler[T]) push(e Event[T]) {
-	h.mu.Lock()
-	h.pending = append(h.pending, e)
-	h.mu.Unlock()
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (h *handler[T]) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.wake:
-		}
-		h.mu.Lock()
-		batch := h.pending
-		h.pending = nil
-		h.mu.Unlock()
-		for j, e := range batch {
-			if ctx.Err() != nil {
-				return
-			}
-			h.fn(e)
-			batch[j] = Event[T]{} // let the object go
-		}
-	}
 }

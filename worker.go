@@ -36,6 +36,7 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	defer func() {
 		c.mu.Lock()
 		c.queue = nil
+		clear(c.deleted) // their keys are dropped with the queue
 		c.mu.Unlock()
 	}()
 	for k, t := range pending { // before the replay, so their cause is the one recorded

@@ -1,0 +1,119 @@
+package kctl
+
+// The events an informer hands to its handlers, and how: each handler has
+// its own goroutine and unbounded buffer, in store order.
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// EventType says what happened to an object.
+type EventType int
+
+const (
+	Added EventType = iota
+	Updated
+	Deleted
+)
+
+// String is "Added", "Updated" or "Deleted".
+func (t EventType) String() string { return [...]string{"Added", "Updated", "Deleted"}[t] }
+
+// Event is one change delivered to a handler. Object and Old are the shared
+// stored objects: do not modify them. Do not drive persistent state from
+// Deleted events (a handler may miss them across restarts): use finalizers.
+type Event[T any] struct {
+	Type   EventType
+	Object *T // the new state; for Deleted, the last known state
+	Old    *T // for Updated: the state before
+	// Initial marks the Added events of the first list, and the replay of
+	// stored objects to a handler added later.
+	Initial bool
+	// Relisted marks a change found by a relist (after 410 Gone or a
+	// reinstalled CRD), not on the watch; a Deleted one's Object is the last
+	// state the cache saw.
+	Relisted bool
+	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
+}
+
+// AddHandler calls fn with every event, in order, from its own goroutine and
+// unbounded buffer, so a slow handler delays only itself. A handler added
+// after objects were stored first gets them as Initial Added events. fn must
+// return: the informer's shutdown waits for it.
+func (i *Informer[T]) AddHandler(fn func(Event[T])) {
+	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, obj := range i.store.all() {
+		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
+	}
+	i.handlers = append(i.handlers, h)
+	i.goLocked(h.run)
+}
+
+func (i *Informer[T]) emitLocked(e Event[T]) {
+	for _, h := range i.handlers {
+		h.push(e)
+	}
+}
+
+// resyncEvery re-delivers every object as an Updated event with Resync set.
+func (i *Informer[T]) resyncEvery(ctx context.Context) {
+	t := time.NewTicker(i.resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		i.mu.Lock()
+		if len(i.handlers) > 0 && i.syncedLocked() {
+			for _, obj := range i.store.all() {
+				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
+			}
+		}
+		i.mu.Unlock()
+	}
+}
+
+// handler delivers events to one handler function from its own goroutine.
+type handler[T any] struct {
+	fn      func(Event[T])
+	mu      sync.Mutex
+	pending []Event[T]    // oldest first
+	wake    chan struct{} // holds a token when pending may be non-empty
+}
+
+func (h *handler[T]) push(e Event[T]) {
+	h.mu.Lock()
+	h.pending = append(h.pending, e)
+	h.mu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *handler[T]) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		}
+		h.mu.Lock()
+		batch := h.pending
+		h.pending = nil
+		h.mu.Unlock()
+		for j, e := range batch {
+			if ctx.Err() != nil {
+				return
+			}
+			h.fn(e)
+			batch[j] = Event[T]{} // let the object go
+		}
+	}
+}
