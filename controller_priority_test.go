@@ -56,9 +56,14 @@ func TestController_ResyncOfAWatchedType_QueuesBehindLiveChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	Watches(c, func(s *corev1.Secret) []Key { return []Key{{s.Namespace, "from-" + s.Name}} })
-	var handlers []*handler[corev1.Secret]
 	secrets.mu.Lock()
-	handlers = secrets.handlers
+	before := len(secrets.handlers)
+	secrets.mu.Unlock()
+	for _, connect := range c.connects { // what the controller's first run does
+		connect()
+	}
+	secrets.mu.Lock()
+	handlers := secrets.handlers[before:]
 	secrets.mu.Unlock()
 	if len(handlers) != 1 {
 		t.Fatalf("Watches added %d handlers to the Secret informer, want 1", len(handlers))
