@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // shared is the control plane of this test binary: started by the first
@@ -62,7 +64,7 @@ func Require(t testing.TB) *Cluster {
 		t.Fatal("kctl: the control plane needs TestMain to stop it after the tests: add\n" +
 			"\tfunc TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }")
 	}
-	shared.once.Do(startShared)
+	shared.once.Do(func() { startShared(deadlineOf(t)) })
 	if shared.err == nil {
 		return shared.c
 	}
@@ -78,8 +80,43 @@ func Require(t testing.TB) *Cluster {
 	return nil
 }
 
-func startShared() {
+// deadlineOf is when t's test binary times out (go test -timeout, 10 minutes
+// by default); zero if it never does.
+func deadlineOf(t testing.TB) time.Time {
+	d, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return time.Time{}
+	}
+	deadline, _ := d.Deadline()
+	return deadline
+}
+
+// buildFits returns an error naming the command that builds the binaries
+// ahead when they must be built and the build would not end, with a minute
+// to spare, before deadline.
+func buildFits(deadline time.Time) error {
+	if deadline.IsZero() || os.Getenv(BinEnv) != "" {
+		return nil
+	}
+	dir, err := cacheFolder()
+	if err != nil || len(missingBinaries(dir)) == 0 {
+		return nil
+	}
+	left := time.Until(deadline)
+	if left > expectedBuildTime()+time.Minute {
+		return nil
+	}
+	return fmt.Errorf("the control plane's binaries are not built yet, which takes about %.0f min on %d cores, "+
+		"and this test binary times out in %.0f s: build them once with\n\tgo run github.com/kctl-dev/kctl/hack/controlplane build\n"+
+		"or give go test a longer -timeout", expectedBuildTime().Minutes(), runtime.NumCPU(), left.Seconds())
+}
+
+func startShared(deadline time.Time) {
 	ctx := shared.ctx
+	if err := buildFits(deadline); err != nil {
+		shared.err = err
+		return
+	}
 	bin, err := Binaries(ctx, terminal())
 	if err != nil {
 		shared.err = err

@@ -215,3 +215,18 @@ func TestRequire_NoControlPlane_FailsInCIAndSkipsElsewhere(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildFits_TooLittleTimeBeforeTheTestTimeout_NamesTheCommandThatBuildsAhead(t *testing.T) {
+	t.Setenv(BinEnv, "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // an empty per-user cache: the binaries must be built
+	err := buildFits(time.Now().Add(2 * time.Minute))
+	if err == nil || !strings.Contains(err.Error(), "go run github.com/kctl-dev/kctl/hack/controlplane build") {
+		t.Errorf("buildFits(2 min left) = %v, want an error naming the build command", err)
+	}
+	if err := buildFits(time.Now().Add(time.Hour)); err != nil {
+		t.Errorf("buildFits(1 h left) = %v, want nil: the build fits", err)
+	}
+	if err := buildFits(time.Time{}); err != nil {
+		t.Errorf("buildFits(no deadline) = %v, want nil", err)
+	}
+}
