@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -104,19 +103,7 @@ const probeWidgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomRe
 func TestManager_Readyz_503NamingMissingCRDThen200AfterSync(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probewidgets.probe.metricstest.kctl.dev"
-	gone := func() bool { // the CRD and its API: the API outlives the CRD object for a moment
-		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
-		api, _ := testRawRequest(t, cfg, "GET", "/apis/probe.metricstest.kctl.dev/v1/namespaces/"+ns+"/probewidgets", "")
-		return crd == 404 && api == 404
-	}
-	testRawRequest(t, cfg, "DELETE", crdPath, "") // left by an earlier run
-	for deadline := time.Now().Add(30 * time.Second); !gone(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the CRD of an earlier run is still served after 30s")
-		}
-	}
-	defer testRawRequest(t, cfg, "DELETE", crdPath, "") // not t.Cleanup: t.Context() has ended by then
+	defer testCRDAbsent(t, cfg, ns, "probe.metricstest.kctl.dev", "v1", "probewidgets")() // not t.Cleanup: t.Context() has ended by then
 
 	healthAddr := freeLoopbackAddr(t)
 	mgr := testManager(t, cfg, ns, Options{})

@@ -97,19 +97,7 @@ const lateWidgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomRes
 func TestManager_ControllerOfMissingCRD_HoldsBackNoOther(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/latewidgets.late.manager.kctl.dev"
-	gone := func() bool { // the CRD and its API: the API outlives the CRD object for a moment
-		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
-		api, _ := testRawRequest(t, cfg, "GET", "/apis/late.manager.kctl.dev/v1/namespaces/"+ns+"/latewidgets", "")
-		return crd == 404 && api == 404
-	}
-	testRawRequest(t, cfg, "DELETE", crdPath, "") // left by an earlier run
-	for deadline := time.Now().Add(30 * time.Second); !gone(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the CRD of an earlier run is still served after 30s")
-		}
-	}
-	defer testRawRequest(t, cfg, "DELETE", crdPath, "") // not t.Cleanup: t.Context() has ended by then
+	defer testCRDAbsent(t, cfg, ns, "late.manager.kctl.dev", "v1", "latewidgets")() // not t.Cleanup: t.Context() has ended by then
 
 	healthAddr := freeLoopbackAddr(t)
 	mgr := testManager(t, cfg, ns, Options{})

@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kctl-dev/kctl/internal/controlplane"
 	"k8s.io/client-go/rest"
@@ -146,4 +147,28 @@ func restartAPIServer(t *testing.T) {
 	if err := controlplane.Require(t).RestartAPIServer(t.Context()); err != nil {
 		t.Fatalf("restarting kube-apiserver: %v", err)
 	}
+}
+
+// testCRDAbsent deletes the CRD plural.group if an earlier run left it, waits
+// (30 s at most) until neither it nor its API in namespace ns is served (the
+// API outlives the CRD object for a moment), and returns a func that deletes
+// it again. Defer that func: at t.Cleanup, t.Context() has ended.
+func testCRDAbsent(t *testing.T, cfg *rest.Config, ns, group, version, plural string) (deleteAgain func()) {
+	t.Helper()
+	crdPath := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + plural + "." + group
+	apiPath := "/apis/" + group + "/" + version + "/namespaces/" + ns + "/" + plural
+	gone := func() bool {
+		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
+		api, _ := testRawRequest(t, cfg, "GET", apiPath, "")
+		return crd == 404 && api == 404
+	}
+	testRawRequest(t, cfg, "DELETE", crdPath, "")
+	deadline := time.Now().Add(30 * time.Second)
+	for !gone() {
+		if time.Now().After(deadline) {
+			t.Fatalf("CRD %s.%s of an earlier run is still served after 30s", plural, group)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return func() { testRawRequest(t, cfg, "DELETE", crdPath, "") }
 }
