@@ -896,8 +896,13 @@ func TestElector_API_RenewalsStopWithoutRelease_StandbyLeadsAfterLeaseDuration(t
 				if !errors.Is(a.err, ErrLeaderLost) {
 					t.Errorf("a's run = %v, want ErrLeaderLost", a.err)
 				}
-				if lost := a.termList()[0].cancelled.Sub(a.store.lastWriteSent()); lost < 2*time.Second || lost > 2*time.Second+200*time.Millisecond {
-					t.Errorf("a stopped leading %v after its last renewal was sent, want RenewDeadline (2s)", lost)
+				// The elector counts RenewDeadline from the instant it began its
+				// last successful renewal, which is a little before the write
+				// reached the store (a copy and a fault check; milliseconds under
+				// load): it stops leading at most RenewDeadline after the write.
+				const began = 50 * time.Millisecond
+				if lost := a.termList()[0].cancelled.Sub(a.store.lastWriteSent()); lost < 2*time.Second-began || lost > 2*time.Second+200*time.Millisecond {
+					t.Errorf("a stopped leading %v after its last renewal was sent, want RenewDeadline (2s) from when that renewal began (at most %v earlier)", lost, began)
 				}
 			}
 			lastWrite := a.store.lastWriteSent()
