@@ -69,7 +69,8 @@ func isProto(contentType string) bool { return strings.HasPrefix(contentType, me
 func (c codec[T]) setTypeMeta(obj *T) {
 	if o, ok := any(obj).(interface{ GetObjectKind() schema.ObjectKind }); ok {
 		if tm, ok := o.GetObjectKind().(*metav1.TypeMeta); ok && tm != nil {
-			tm.APIVersion, tm.Kind = c.apiVersion, c.res.Kind
+			tm.APIVersion = c.apiVersion
+			tm.Kind = c.res.Kind
 		}
 	}
 }
@@ -83,7 +84,8 @@ func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
 	} else {
 		body, err = any(obj).(protoObject).Marshal()
 		typeMeta := protoBytes(protoBytes(nil, 1, []byte(c.apiVersion)), 2, []byte(c.res.Kind))
-		body, contentType = protoBytes(protoBytes(bytes.Clone(protoMagic), 1, typeMeta), 2, body), mediaProtobuf // a runtime.Unknown
+		body = protoBytes(protoBytes(bytes.Clone(protoMagic), 1, typeMeta), 2, body) // a runtime.Unknown
+		contentType = mediaProtobuf
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("kctl: encoding %s %s: %w", c.res, keyOf(metaOf(obj)), err)
@@ -129,7 +131,8 @@ func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
 	obj = new(T)
 	defer func() {
 		if err != nil {
-			obj, err = nil, c.decodeError(raw, proto, err)
+			obj = nil
+			err = c.decodeError(raw, proto, err)
 		}
 	}()
 	defer recovered(&err)
@@ -247,11 +250,13 @@ func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta 
 		meta = list.Metadata
 	} else {
 		var b []byte
-		for _, b, err = unwrap(body); err == nil && len(b) > 0; { // field 1 the ListMeta, 2 each item
+		_, b, err = unwrap(body)
+		for err == nil && len(b) > 0 { // field 1 the ListMeta, 2 each item
 			var f int
 			var wire byte
 			var v []byte
-			switch f, wire, v, b, err = nextField(b); {
+			f, wire, v, b, err = nextField(b)
+			switch {
 			case err != nil || wire != 2:
 			case f == 1:
 				err = safeUnmarshal(&meta, v)
@@ -321,8 +326,11 @@ func field(b []byte, num int) (val []byte, err error) {
 // value (of a length-delimited field) and the fields after it.
 func nextField(b []byte) (num int, wire byte, val, rest []byte, err error) {
 	tag, n := binary.Uvarint(b)
-	num, wire, b = int(tag>>3), byte(tag&7), b[max(n, 0):]
-	size, m := uint64(0), 1
+	num = int(tag >> 3)
+	wire = byte(tag & 7)
+	b = b[max(n, 0):]
+	size := uint64(0)
+	m := 1
 	switch wire {
 	case 0: // varint
 		_, m = binary.Uvarint(b)

@@ -192,9 +192,11 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	s := &q.slots[q.last]
 	s.flags = s.flags&^(fQueued|fLow) | fProcessing
 	s.mirror()
-	q.n, q.processing = q.n-1, q.processing+1
-	s.startedAt = q.now(q.timed)                             // 0 is as good as long ago when MinInterval is 0
-	k, waited := s.key, time.Duration(s.startedAt-s.addedAt) // used with an Observer only, so timed
+	q.n--
+	q.processing++
+	s.startedAt = q.now(q.timed) // 0 is as good as long ago when MinInterval is 0
+	k = s.key
+	waited := time.Duration(s.startedAt - s.addedAt) // used with an Observer only, so timed
 	q.mu.Unlock()
 	if q.obs != nil {
 		q.obs.Waited(waited)
@@ -212,11 +214,13 @@ func (q *Queue[K]) Done(k K) {
 		return
 	}
 	s := &q.slots[i]
-	dirty, low := s.flags&fDirty != 0, s.flags&fLow != 0
+	dirty := s.flags&fDirty != 0
+	low := s.flags&fLow != 0
 	s.flags &^= fProcessing | fDirty | fLow
 	q.processing--
 	now := q.now(q.timed || dirty && (low || q.low.len() > 0))
-	worked, added := time.Duration(now-s.startedAt), 0
+	worked := time.Duration(now - s.startedAt)
+	added := 0
 	switch {
 	case dirty: // never after ShutDown, which clears fDirty
 		added = q.readyLocked(i, low, now)
@@ -240,9 +244,11 @@ func (q *Queue[K]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.n }
 func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for i, now := 0, q.now(true); i < len(q.slots) && q.timed; i++ {
+	now := q.now(true)
+	for i := 0; i < len(q.slots) && q.timed; i++ {
 		if s := &q.slots[i]; s.flags&fProcessing != 0 {
-			unfinished, longest = unfinished+time.Duration(now-s.startedAt), max(longest, time.Duration(now-s.startedAt))
+			unfinished += time.Duration(now - s.startedAt)
+			longest = max(longest, time.Duration(now-s.startedAt))
 		}
 	}
 	return q.processing, unfinished, longest
@@ -256,7 +262,9 @@ func (q *Queue[K]) ShutDown() {
 	if q.shutdown {
 		return
 	}
-	q.shutdown, q.armed, q.drained = true, false, make(chan struct{})
+	q.shutdown = true
+	q.armed = false
+	q.drained = make(chan struct{})
 	if q.processing == 0 {
 		close(q.drained)
 	}
@@ -268,7 +276,10 @@ func (q *Queue[K]) ShutDown() {
 		q.slots[i].mirror()
 		q.idleLocked(uint32(i))
 	}
-	q.normal, q.low, q.wait, q.n = fifo{}, fifo{}, nil, 0
+	q.normal = fifo{}
+	q.low = fifo{}
+	q.wait = nil
+	q.n = 0
 	q.cond.Broadcast()
 }
 

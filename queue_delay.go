@@ -19,7 +19,8 @@ func (q *Queue[K]) waitLocked(i uint32, at int64, add uint8, now int64) {
 		return
 	}
 	q.seq++
-	q.wait[s.pos], s.flags = item{at, q.seq, i}, s.flags|fWaiting|add
+	q.wait[s.pos] = item{at, q.seq, i}
+	s.flags |= fWaiting | add
 	q.siftLocked(int(s.pos))
 	q.armLocked(now)
 }
@@ -30,7 +31,8 @@ func (q *Queue[K]) armLocked(now int64) {
 		if q.timer == nil {
 			q.timer = time.AfterFunc(math.MaxInt64, q.fire)
 		}
-		q.armed, q.armedAt = true, q.wait[0].at
+		q.armed = true
+		q.armedAt = q.wait[0].at
 		q.timer.Reset(time.Duration(q.armedAt - now))
 	}
 }
@@ -48,7 +50,8 @@ func (q *Queue[K]) dueLocked(now int64) (added int) {
 	for len(q.wait) > 0 && q.wait[0].at <= now {
 		i := q.wait[0].idx
 		add := q.slots[i].flags&fWaitAdd != 0
-		if q.unwaitLocked(i); add {
+		q.unwaitLocked(i)
+		if add {
 			added += q.readyLocked(i, false, now)
 		}
 		q.idleLocked(i)
@@ -59,16 +62,20 @@ func (q *Queue[K]) dueLocked(now int64) (added int) {
 
 // unwaitLocked takes slot i out of wait.
 func (q *Queue[K]) unwaitLocked(i uint32) {
-	j, last := int(q.slots[i].pos), len(q.wait)-1
+	j := int(q.slots[i].pos)
+	last := len(q.wait) - 1
 	q.slots[i].flags &^= fWaiting | fWaitAdd
-	if q.wait[j], q.wait = q.wait[last], q.wait[:last]; j < last {
+	q.wait[j] = q.wait[last]
+	q.wait = q.wait[:last]
+	if j < last {
 		q.siftLocked(j)
 	}
 }
 
 // siftLocked moves wait[j] up or down to its place in the heap.
 func (q *Queue[K]) siftLocked(j int) {
-	w, e := q.wait, q.wait[j]
+	w := q.wait
+	e := q.wait[j]
 	for ; j > 0 && e.before(&w[(j-1)/2]); j = (j - 1) / 2 {
 		q.putLocked(j, w[(j-1)/2])
 	}
@@ -92,6 +99,9 @@ func (q *Queue[K]) siftLocked(j int) {
 	q.putLocked(j, e)
 }
 
-func (q *Queue[K]) putLocked(j int, e item) { q.wait[j], q.slots[e.idx].pos = e, int32(j) }
+func (q *Queue[K]) putLocked(j int, e item) {
+	q.wait[j] = e
+	q.slots[e.idx].pos = int32(j)
+}
 
 func (e *item) before(f *item) bool { return e.at < f.at || e.at == f.at && e.seq < f.seq }

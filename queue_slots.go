@@ -57,11 +57,13 @@ func (q *Queue[K]) findLocked(k K) (uint32, bool) {
 
 func (q *Queue[K]) allocLocked(k K) uint32 {
 	if len(q.free) == 0 {
-		q.free, q.slots = append(q.free, uint32(len(q.slots))), append(q.slots, slot[K]{})
+		q.free = append(q.free, uint32(len(q.slots)))
+		q.slots = append(q.slots, slot[K]{})
 	}
 	i := q.free[len(q.free)-1]
 	q.free = q.free[:len(q.free)-1]
-	q.slots[i], q.index[k] = slot[K]{key: k, flags: fUsed, startedAt: math.MinInt64 / 2}, i
+	q.slots[i] = slot[K]{key: k, flags: fUsed, startedAt: math.MinInt64 / 2}
+	q.index[k] = i
 	return i
 }
 
@@ -69,7 +71,8 @@ func (q *Queue[K]) allocLocked(k K) uint32 {
 func (q *Queue[K]) idleLocked(i uint32) {
 	if s := &q.slots[i]; s.flags == fUsed {
 		delete(q.index, s.key)
-		q.slots[i], q.free = slot[K]{}, append(q.free, i)
+		q.slots[i] = slot[K]{}
+		q.free = append(q.free, i)
 	}
 }
 
@@ -81,7 +84,8 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 	switch {
 	case s.flags&fProcessing != 0: // low at Done only if every add meanwhile was low
 		keepLow := low && s.flags&(fDirty|fLow) != fDirty
-		if s.flags = s.flags&^fLow | fDirty; keepLow {
+		s.flags = s.flags&^fLow | fDirty
+		if keepLow {
 			s.flags |= fLow
 		}
 		return 0
@@ -96,14 +100,20 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 		q.waitLocked(i, s.startedAt+q.minInterval, fWaitAdd, now)
 		return 0
 	}
-	if s.flags |= fQueued; low {
+	s.flags |= fQueued
+	if low {
 		q.seq++
-		s.seq, s.flags = q.seq, s.flags|fLow
+		s.seq = q.seq
+		s.flags |= fLow
 		q.low.push(item{seq: q.seq, idx: i})
-	} else if q.normal.push(item{at: now, idx: i}); s.flags&fWaiting != 0 {
-		q.unwaitLocked(i) // queued now, which is earlier than due
+	} else {
+		q.normal.push(item{at: now, idx: i})
+		if s.flags&fWaiting != 0 {
+			q.unwaitLocked(i) // queued now, which is earlier than due
+		}
 	}
-	s.addedAt, q.n = now, q.n+1
+	s.addedAt = now
+	q.n++
 	s.mirror()
 	q.cond.Signal()
 	return 1
@@ -114,8 +124,10 @@ func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
 // of q.hot, which keeps the flags of idle keys for their next slot unless they
 // outnumber the keys in use.
 func (q *Queue[K]) publishLocked(i uint32) {
-	s, m := &q.slots[i], *q.hot.Load()
-	if s.hot = m[s.key]; s.hot == nil {
+	s := &q.slots[i]
+	m := *q.hot.Load()
+	s.hot = m[s.key]
+	if s.hot == nil {
 		s.hot = new(atomic.Bool)
 		q.fresh = append(q.fresh, hotEntry[K]{s.key, s.hot})
 		if len(q.fresh) > len(m)/8 { // amortized O(8) per new flag
@@ -174,7 +186,8 @@ func (f *fifo) len() int { return len(f.buf) - f.head }
 
 func (f *fifo) push(e item) {
 	if f.head > 0 && f.head >= len(f.buf)/2 {
-		f.buf, f.head = f.buf[:copy(f.buf, f.buf[f.head:])], 0
+		f.buf = f.buf[:copy(f.buf, f.buf[f.head:])]
+		f.head = 0
 	}
 	f.buf = append(f.buf, e)
 }

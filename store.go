@@ -62,7 +62,8 @@ func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
 	delete(s.bad, k) // decodes again
 	prev, had := s.objects[k.namespace][k.name]
 	e := prev
-	if changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion(); changed {
+	changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion()
+	if changed {
 		s.untrack(k, prev, had)
 		e = entry[T]{obj: obj}
 		for _, ix := range s.indexes {
@@ -95,7 +96,8 @@ func (s *store[T]) remove(namespace, name string) bool {
 // untrack takes e, if had, out of the count, the bytes and the indexes.
 func (s *store[T]) untrack(k objKey, e entry[T], had bool) {
 	if had {
-		s.count, s.bytes = s.count-1, s.bytes-int64(e.size)
+		s.count--
+		s.bytes -= int64(e.size)
 		for _, ix := range s.indexes {
 			ix.remove(k, e.obj)
 		}
@@ -282,7 +284,9 @@ func (s *store[T]) labelIndexFor(sel labels.Selector) (best *index[T], values []
 		}
 		vals := r.Values().UnsortedList()
 		if n := indexed(ix, vals); best == nil || n < fewest {
-			best, values, fewest = ix, vals, n
+			best = ix
+			values = vals
+			fewest = n
 		}
 	}
 	return best, values, ""
@@ -314,7 +318,8 @@ func (s *store[T]) all() []*T {
 func (s *store[T]) setSize(obj *T, size int) {
 	m := metaOf(obj)
 	if e, ok := s.objects[m.GetNamespace()][m.GetName()]; ok && e.obj == obj && e.size == 0 {
-		e.size, s.bytes = uint32(size), s.bytes+int64(size)
+		e.size = uint32(size)
+		s.bytes += int64(size)
 		s.objects[m.GetNamespace()][m.GetName()] = e
 	}
 }
@@ -356,7 +361,8 @@ func (ix *index[T]) add(k objKey, obj *T) {
 
 func (ix *index[T]) remove(k objKey, obj *T) {
 	for _, v := range ix.fn(obj) {
-		if delete(ix.values[v], k); len(ix.values[v]) == 0 {
+		delete(ix.values[v], k)
+		if len(ix.values[v]) == 0 {
 			delete(ix.values, v)
 		}
 	}
