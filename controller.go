@@ -157,8 +157,6 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	}
 	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
 	c.caches = append(c.caches, c.informer)
-	m.metrics.addInformer(c.res.String(), c.informer.Stats)
-	m.metrics.addUndecodable(c.res.String(), c.informer.Undecodable)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	track(m.writes, c.informer)
@@ -283,8 +281,6 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 	if r, err := ResourceOf[O](); err == nil {
 		kind = r.Kind
 	}
-	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
-	c.mgr.metrics.addUndecodable(inf.res.String(), inf.Undecodable)
 	track(c.mgr.writes, inf)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {

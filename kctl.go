@@ -174,6 +174,10 @@ func NewManager(opts Options) (*Manager, error) {
 		metrics: newMetrics(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
 	conn.requests = m.metrics.requests
 	m.cache = NewCache(conn, opts.Cache)
+	m.cache.made = func(res Resource, stats func() (int, int64), undecodable func() int) {
+		m.metrics.addInformer(res.String(), stats)
+		m.metrics.addUndecodable(res.String(), undecodable)
+	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
