@@ -76,7 +76,8 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 //
 //	returns              worker does
 //	Terminal(err)        log, forget the backoff, no retry
-//	a Conflict           retry after the key's backoff, logged at debug, not as an error
+//	a Conflict           retry after the key's backoff, logged at debug, not as an error;
+//	                     from the 5th failing attempt in a row on, as other err
 //	other err != nil     retry after the key's backoff; Result ignored
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff

@@ -31,7 +31,8 @@
 //     doubling up to 1000 s, at most 10 retries per second after a burst of
 //     100); success forgets it; a panic is recovered and treated as an error;
 //     a Terminal error is logged and not retried; a Conflict is retried
-//     without an error log line.
+//     without an error log line if it ends one of the first four attempts in
+//     a row that fail (from the fifth, it is logged as an error).
 //   - kctl's own writes (finalizers) patch only what they change, guarded by
 //     resourceVersion: fields the cache drops (TransformFor) are never erased.
 //   - On shutdown, workers stop taking keys and in-flight reconciles get
