@@ -235,8 +235,10 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
 // Its trigger is "manual". A key that arrives while the controller is not
 // running (before Start, or on a standby replica) is kept until it runs.
-// Keys name objects of T: a key whose object is not in the cache is treated
-// as deleted (OnDelete, not reconcile).
+// Keys name objects of T: a key whose object is not in the cache is not
+// reconciled, and OnDelete runs for it only if the controller saw that
+// object's delete and has not yet handed it to OnDelete (see OnDelete); a
+// key that names no object does nothing.
 func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, keep) }
 
 // Owns makes changes to objects of type C enqueue their controller owner of

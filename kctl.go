@@ -47,9 +47,13 @@
 //	pods := kctl.ClientFor[corev1.Pod](mgr)
 //	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
 //	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) {
-//		sel, _ := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+//		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+//		if err != nil { return kctl.Result{}, kctl.Terminal(err) } // retrying cannot fix it
 //		list, err := pods.List(ctx, kctl.ListOptions{Namespace: rs.Namespace, Labels: sel})
 //		if err != nil { return kctl.Result{}, err }
+//		if rs.Labels == nil {
+//			rs.Labels = map[string]string{}
+//		}
 //		rs.Labels["pod-count"] = strconv.Itoa(len(list))
 //		return kctl.Result{}, rsets.Update(ctx, rs)
 //	})
