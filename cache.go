@@ -158,9 +158,12 @@ type Cache struct {
 	scopes     map[Resource]Scope
 	transforms map[Resource]any // a func(*T) for the resource's type T
 	informers  map[Resource]interface{ run(ctx context.Context) }
-	ctx        context.Context // Start's; nil before Start
-	stopped    bool            // Start's ctx ended: no goroutine is added to wg after this
-	wg         sync.WaitGroup
+	// made, if set, is called once per informer, when it is made, under mu:
+	// the Manager's cache shows each of its informers on the metrics page.
+	made    func(res Resource, stats func() (objects int, bytes int64), undecodable func() int)
+	ctx     context.Context // Start's; nil before Start
+	stopped bool            // Start's ctx ended: no goroutine is added to wg after this
+	wg      sync.WaitGroup
 }
 
 // CacheOptions configures a Cache. The zero value caches every object of a
@@ -304,6 +307,9 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 		inf.watches = append(inf.watches, &watchState{opts: opts})
 	}
 	c.informers[res] = inf
+	if c.made != nil {
+		c.made(res, inf.Stats, inf.Undecodable)
+	}
 	if ctx := c.ctx; ctx != nil {
 		c.wg.Go(func() { inf.run(ctx) })
 	}

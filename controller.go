@@ -76,7 +76,8 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 //
 //	returns              worker does
 //	Terminal(err)        log, forget the backoff, no retry
-//	a Conflict           retry after the key's backoff, logged at debug, not as an error
+//	a Conflict           retry after the key's backoff, logged at debug, not as an error;
+//	                     from the 5th failing attempt in a row on, as other err
 //	other err != nil     retry after the key's backoff; Result ignored
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff
@@ -157,8 +158,6 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	}
 	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
 	c.caches = append(c.caches, c.informer)
-	m.metrics.addInformer(c.res.String(), c.informer.Stats)
-	m.metrics.addUndecodable(c.res.String(), c.informer.Undecodable)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	track(m.writes, c.informer)
@@ -236,8 +235,10 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
 // Its trigger is "manual". A key that arrives while the controller is not
 // running (before Start, or on a standby replica) is kept until it runs.
-// Keys name objects of T: a key whose object is not in the cache is treated
-// as deleted (OnDelete, not reconcile).
+// Keys name objects of T: a key whose object is not in the cache is not
+// reconciled, and OnDelete runs for it only if the controller saw that
+// object's delete and has not yet handed it to OnDelete (see OnDelete); a
+// key that names no object does nothing.
 func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, keep) }
 
 // Owns makes changes to objects of type C enqueue their controller owner of
@@ -283,8 +284,6 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 	if r, err := ResourceOf[O](); err == nil {
 		kind = r.Kind
 	}
-	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
-	c.mgr.metrics.addUndecodable(inf.res.String(), inf.Undecodable)
 	track(c.mgr.writes, inf)
 	handle := func(ev Event[O]) {
 		if !c.pass(objectEvent(ev), preds) {

@@ -26,9 +26,9 @@ import (
 //	workqueue_{adds,retries}_total{controller,name}         counters
 //	workqueue_{queue,work}_duration_seconds{controller,name} histograms, 1e-8s .. 1000s
 //	leader_election_master_status{name}                     gauge, 1 while leading
-//	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own)
+//	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own), per informer of the Manager's cache; bytes is the encoded size, not memory
 //	kctl_events_dropped_total                               counter (kctl's own), once an EventRecorder is made
-//	kctl_cache_undecodable_objects{resource}                gauge (kctl's own)
+//	kctl_cache_undecodable_objects{resource}                gauge (kctl's own), per informer of the Manager's cache
 //	kctl_reconcile_conflicts_total{controller}              counter (kctl's own): Conflicts retried quietly
 //
 // Both workqueue labels are the controller's name, as in controller-runtime.
@@ -159,7 +159,7 @@ func (m *metrics) ownPage() page {
 	for r, stats := range informers {
 		objects, bytes := stats()
 		p.gauge("kctl_cache_objects", "Number of objects in the informer's cache per resource.", float64(objects), "resource", r)
-		p.gauge("kctl_cache_bytes", "Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).", float64(bytes), "resource", r)
+		p.gauge("kctl_cache_bytes", "Encoded size in bytes (protobuf or JSON) of the objects in the informer's cache per resource; not the memory they take, which decoding raises and sharing equal parts lowers.", float64(bytes), "resource", r)
 	}
 	for r, count := range undecodable {
 		p.gauge("kctl_cache_undecodable_objects", "Number of objects per resource that exist on the server but do not decode into the Go type (the cache keeps their last good copy).",

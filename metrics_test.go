@@ -83,7 +83,7 @@ func TestMetrics_InformersAndLeader_ExactPage(t *testing.T) {
 	m.setLeader("kctl-lock", true)
 	m.setLeader("other", true)
 	m.setLeader("other", false)
-	want := `# HELP kctl_cache_bytes Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).
+	want := `# HELP kctl_cache_bytes Encoded size in bytes (protobuf or JSON) of the objects in the informer's cache per resource; not the memory they take, which decoding raises and sharing equal parts lowers.
 # TYPE kctl_cache_bytes gauge
 kctl_cache_bytes{resource="deployments.apps/v1"} 2e+09
 kctl_cache_bytes{resource="pods/v1"} 4096
