@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
@@ -16,6 +18,33 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
+
+// helperEnv makes this test binary, run again by a test, a helper process
+// in which TestHelper_NoControlPlane runs.
+const helperEnv = "KCTLTEST_HELPER"
+
+func TestHelper_NoControlPlane(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("runs only as a helper process")
+	}
+	kctltest.Start(t) // skips: the helper has no control plane
+}
+
+// Main says how many tests were skipped for want of a control plane. The
+// helper runs in a session of its own, without a terminal, so that Main
+// writes to standard error, which this reads.
+func TestMain_NoControlPlane_ReportsHowManyTestsSkipped(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelper_NoControlPlane$", "-test.count=2", "-test.v")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "CI=", "KCTL_CONTROLPLANE_BIN="+t.TempDir()) // holds no binaries
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the helper: %v, want it to pass with its tests skipped\n%s", err, out)
+	}
+	if want := "SKIPPED 2 INTEGRATION TESTS"; !strings.Contains(string(out), want) {
+		t.Errorf("the helper's output lacks %q:\n%s", want, out)
+	}
+}
 
 // gadget is the Go side of testdata/gadget-crd.yaml.
 type gadget struct {
