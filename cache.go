@@ -42,6 +42,7 @@ type Informer[T any] struct {
 	transform func(obj *T) // readies a decoded object for the store
 	sharer    *sharer      // then makes it share equal parts with stored objects
 	resync    time.Duration
+	healthy   time.Duration // a watch open this long resets the backoff: healthyWatch, shorter in tests
 	log       *slog.Logger
 
 	// mu guards what follows. The store changes, and events are queued to
@@ -288,7 +289,7 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	}
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
-	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, log: c.opts.Logger,
+	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, healthy: healthyWatch, log: c.opts.Logger,
 		store: newStore[T](), sharer: newSharer[T](), transform: func(obj *T) {
 			if !keep {
 				metaOf(obj).SetManagedFields(nil)

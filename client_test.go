@@ -7,12 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,52 +251,17 @@ func TestClient_FaultInjection_NotFoundWithoutDetails_IsErrNotInstalled(t *testi
 	}
 }
 
-func TestClient_FaultInjection_TooManyRequests_IsRetriedThenGivesUp(t *testing.T) {
-	var calls, failures atomic.Int32
-	failures.Store(2)
-	conn := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) <= failures.Load() {
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		w.Header().Set("Content-Type", mediaJSON)
-		w.Write([]byte(`{"metadata":{"name":"a","namespace":"ns"}}`))
-	})
-	g := NewClient[gizmo](conn)
-	if obj, err := g.Get(t.Context(), "ns", "a"); err != nil || obj.Name != "a" || calls.Load() != 3 {
-		t.Errorf("Get after two 429s = %v, %v after %d calls; want the object after 3 calls", obj, err, calls.Load())
-	}
-	calls.Store(0)
-	failures.Store(1000)
-	if _, err := g.Get(t.Context(), "ns", "a"); !apierrors.IsTooManyRequests(err) || calls.Load() != maxRetries+1 {
-		t.Errorf("Get always answered 429: err = %v after %d calls; want TooManyRequests after %d", err, calls.Load(), maxRetries+1)
-	}
-}
-
-func TestClient_FaultInjection_TooManyRequests_WaitHonorsTheContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	conn := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "30")
-		w.WriteHeader(http.StatusTooManyRequests)
-		cancel()
-	})
-	start := time.Now()
-	_, err := NewClient[gizmo](conn).Get(ctx, "ns", "a")
-	if !errors.Is(err, context.Canceled) || time.Since(start) > 10*time.Second {
-		t.Errorf("Get with a canceled context during Retry-After: err = %v after %v", err, time.Since(start))
-	}
-}
-
 func TestClient_FaultInjection_ExpiredContinueToken_RestartsTheList(t *testing.T) {
 	var mu sync.Mutex
 	expired := 1
+	firstPages := 0 // requests of the first page: one per start
 	conn := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		w.Header().Set("Content-Type", mediaJSON)
 		switch r.URL.Query().Get("continue") {
 		case "":
+			firstPages++
 			w.Write([]byte(`{"metadata":{"continue":"t1"},"items":[{"metadata":{"name":"a"}}]}`))
 		case "t1":
 			if expired > 0 {
@@ -316,10 +278,20 @@ func TestClient_FaultInjection_ExpiredContinueToken_RestartsTheList(t *testing.T
 		t.Errorf("List with an expired continue token = %d items, %v; want a and b once each", len(items), err)
 	}
 	mu.Lock()
+	if firstPages != 2 {
+		t.Errorf("List with one expired continue token asked for the first page %d times, want 2", firstPages)
+	}
 	expired = 100
+	firstPages = 0
 	mu.Unlock()
 	if _, err := NewClient[gizmo](conn).List(t.Context(), ListOptions{}); !apierrors.IsResourceExpired(err) {
 		t.Errorf("List whose token always expires: err = %v, want ResourceExpired after %d restarts", err, listMaxRestarts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if firstPages != listMaxRestarts+1 {
+		t.Errorf("List whose token always expires asked for the first page %d times, want %d: once, then once per restart",
+			firstPages, listMaxRestarts+1)
 	}
 }
 
@@ -367,44 +339,6 @@ func TestClient_MisuseWithoutAServer_IsAClearError(t *testing.T) {
 	}
 	if _, err := g.Uncached().Get(t.Context(), "", "x"); err == nil || strings.Contains(err.Error(), "cache") {
 		t.Errorf("Uncached().Get: err = %v, want the namespace error, not the cache's", err)
-	}
-}
-
-func TestLoadConfig_TriesFlagThenKUBECONFIGThenInClusterThenHome(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, host string) string {
-		p := filepath.Join(dir, name)
-		kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: %q}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n", host)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	flag, env := write("flag", "https://flag:6443"), write("env", "https://env:6443")
-	write("home/.kube/config", "https://home:6443")
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	t.Setenv("HOME", filepath.Join(dir, "home"))
-	t.Setenv("KUBECONFIG", env)
-	for _, tc := range []struct{ flag, env, want string }{
-		{flag, env, "https://flag:6443"}, {"", env, "https://env:6443"}, {"", "", "https://home:6443"},
-	} {
-		t.Setenv("KUBECONFIG", tc.env)
-		cfg, err := LoadConfig(tc.flag)
-		if err != nil || cfg.Host != tc.want {
-			t.Errorf("LoadConfig(%q) with KUBECONFIG=%q = %v, %v; want host %s", tc.flag, tc.env, cfg, err, tc.want)
-		}
-	}
-	t.Setenv("HOME", filepath.Join(dir, "nohome"))
-	_, err := LoadConfig("")
-	if err == nil || !strings.Contains(err.Error(), "$KUBECONFIG (not set)") || !strings.Contains(err.Error(), "in-cluster") || !strings.Contains(err.Error(), "pass --kubeconfig") {
-		t.Errorf("LoadConfig with nothing: err = %v, want one listing what was tried and what to do", err)
-	}
-	if _, err := LoadConfig(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "nope") {
-		t.Errorf("LoadConfig of a missing file: err = %v", err)
 	}
 }
 

@@ -43,7 +43,7 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 		}
 		start := time.Now()
 		err := i.watchOnce(ctx, w)
-		healthy := time.Since(start) >= healthyWatch
+		healthy := time.Since(start) >= i.healthy
 		switch {
 		case ctx.Err() != nil:
 			return
