@@ -70,7 +70,7 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 // configuration is fixed when it starts, once its caches have synced: make
 // the builder calls of a controller made after Manager.Start right after
 // NewController. A builder call after it started is ignored and logged as an
-// error.
+// error, except FromChannel, whose source starts reading at once.
 //
 // Contract of the reconcile function, applied by one switch in handle:
 //
