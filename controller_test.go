@@ -109,7 +109,8 @@ func TestController_BuilderCallAfterStart_IsIgnoredAndLoggedAsError(t *testing.T
 
 	c.MaxConcurrentReconciles(3)
 	c.WithPredicates(func(ObjectEvent) bool { return false })
-	for _, call := range []string{"MaxConcurrentReconciles", "WithPredicates"} {
+	Owns[corev1.Secret](c)
+	for _, call := range []string{"MaxConcurrentReconciles", "WithPredicates", "owned source"} {
 		want := call + " on a controller that has started is ignored"
 		found := false
 		for line := range strings.Lines(logs.String()) {
@@ -124,6 +125,16 @@ func TestController_BuilderCallAfterStart_IsIgnoredAndLoggedAsError(t *testing.T
 	c.mu.Unlock()
 	if n != 1 {
 		t.Errorf("workers = %d after a late MaxConcurrentReconciles(3), want 1", n)
+	}
+	secrets, err := ResourceOf[corev1.Secret]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.cache.mu.Lock()
+	_, watched := mgr.cache.informers[secrets]
+	mgr.cache.mu.Unlock()
+	if watched {
+		t.Error("a late Owns[Secret], ignored, made an informer of Secrets anyway")
 	}
 	cm.Data = map[string]string{"k": "v"}
 	if err := cms.Update(ctx, cm); err != nil {
