@@ -129,7 +129,8 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	if c.res.Namespaced && r.namespace != "" {
 		r.path += "/namespaces/" + url.PathEscape(r.namespace)
 	}
-	if r.path += "/" + c.res.Plural; !r.list && r.method != http.MethodPost {
+	r.path += "/" + c.res.Plural
+	if !r.list && r.method != http.MethodPost {
 		r.path += "/" + url.PathEscape(r.name)
 	}
 	if r.sub != "" {
@@ -172,7 +173,8 @@ func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, bo
 			bodies.Put(buf)
 		}
 	}()
-	n, unknown := resp.ContentLength, resp.ContentLength < 0
+	n := resp.ContentLength
+	unknown := resp.ContentLength < 0
 	if unknown { // compressed (a list page): expect what the last such answer took, not a chain of doublings
 		n = c.lastBody.Load()
 	}
@@ -191,7 +193,8 @@ func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, bo
 // object sends r and decodes the object answered; afterWrite sees a write's.
 func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
 	err = c.call(ctx, r, func(ct string, body []byte) error {
-		if obj, err = c.codec.decode(ct, body); err == nil && c.afterWrite != nil && r.method != http.MethodGet {
+		obj, err = c.codec.decode(ct, body)
+		if err == nil && c.afterWrite != nil && r.method != http.MethodGet {
 			c.afterWrite(metaOf(obj))
 		}
 		return err
@@ -268,16 +271,24 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	}
 	var all []*T
 	var skipped []error
-	for token, restarts := "", 0; ; {
+	token := ""
+	restarts := 0
+	for {
 		items, meta, bad, err := c.listPage(ctx, opts, "", listPageSize, token, nil)
 		if err != nil && token != "" && apierrors.IsResourceExpired(err) && restarts < listMaxRestarts {
-			all, skipped, token, restarts = nil, nil, "", restarts+1
+			all = nil
+			skipped = nil
+			token = ""
+			restarts++
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if all, skipped, token = append(all, items...), append(skipped, bad...), meta.Continue; token != "" {
+		all = append(all, items...)
+		skipped = append(skipped, bad...)
+		token = meta.Continue
+		if token != "" {
 			continue
 		}
 		if len(skipped) > 0 {

@@ -147,7 +147,8 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 // retrying is do without the timing.
 func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) {
 	u := c.base
-	u.Path, u.RawQuery = strings.TrimSuffix(u.Path, "/")+r.path, r.query.Encode()
+	u.Path = strings.TrimSuffix(u.Path, "/") + r.path
+	u.RawQuery = r.query.Encode()
 	hc := c.http
 	if r.query.Has("watch") {
 		hc = c.watches

@@ -123,7 +123,7 @@ func (i *Informer[T]) waitForObject(ctx context.Context, namespace, name, rv str
 func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() bool) error {
 	for {
 		i.mu.Lock()
-		if done, stopped := doneLocked(), i.stopped; done || stopped {
+		if done := doneLocked(); done || i.stopped {
 			i.mu.Unlock()
 			if done {
 				return nil
@@ -133,7 +133,8 @@ func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() b
 		if i.progress == nil {
 			i.progress = make(chan struct{})
 		}
-		progress, failure := i.progress, i.failureLocked()
+		progress := i.progress
+		failure := i.failureLocked()
 		i.mu.Unlock()
 		select {
 		case <-progress:

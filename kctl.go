@@ -161,7 +161,8 @@ func NewManager(opts Options) (*Manager, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		var err error
-		if cfg, err = LoadConfig(opts.Kubeconfig); err != nil {
+		cfg, err = LoadConfig(opts.Kubeconfig)
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -31,7 +31,9 @@ const (
 // listWatch keeps the store equal to the server's objects in w's namespace
 // until ctx ends; it lists again only when the watch's resourceVersion is gone.
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
-	for fails, relist := 0, true; ctx.Err() == nil; {
+	fails := 0
+	relist := true
+	for ctx.Err() == nil {
 		listed := relist
 		if relist {
 			if err := i.list(ctx, w); err != nil {
@@ -130,7 +132,9 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 				i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
 			})
 			report := i.badChangesLocked(before)
-			w.rv, w.synced, w.err = p.meta.ResourceVersion, true, nil
+			w.rv = p.meta.ResourceVersion
+			w.synced = true
+			w.err = nil
 			i.notifyLocked()
 			i.mu.Unlock()
 			report()
@@ -152,7 +156,8 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 	i.setErr(w, nil)
 	for err == nil {
 		var e watchEvent[T]
-		if e, err = stream.Next(); err == nil {
+		e, err = stream.Next()
+		if err == nil {
 			err = i.apply(w, e)
 		}
 	}
@@ -181,7 +186,8 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 			"resource", i.res.String(), "event", e.Type, "err", e.Err)
 		return nil
 	}
-	obj, m := e.Object, metaOf(e.Object)
+	obj := e.Object
+	m := metaOf(e.Object)
 	if !bookmark {
 		i.transform(obj)
 	}
@@ -216,7 +222,9 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.
 func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
-	limit, level, after := maxRetryDelay, slog.LevelWarn, time.Duration(0)
+	limit := maxRetryDelay
+	level := slog.LevelWarn
+	after := time.Duration(0)
 	if isNotInstalled(err) {
 		limit = notInstalledPollDelay
 		if w.err != nil && isNotInstalled(w.err) {

@@ -145,7 +145,9 @@ func (m *metrics) page() page {
 // ownPage collects the series of kctl's controllers, caches and leases.
 func (m *metrics) ownPage() page {
 	m.mu.Lock()
-	cms, informers, leaders := slices.Collect(maps.Values(m.controllers)), maps.Clone(m.informers), maps.Clone(m.leaders)
+	cms := slices.Collect(maps.Values(m.controllers))
+	informers := maps.Clone(m.informers)
+	leaders := maps.Clone(m.leaders)
 	events := m.events
 	undecodable := maps.Clone(m.undecodable)
 	m.mu.Unlock()
@@ -221,7 +223,8 @@ func (cm *controllerMetrics) workerStopped() { cm.active.Add(-1) }
 func (cm *controllerMetrics) setQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration)) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
-	cm.depth, cm.inFlight = depth, inFlight
+	cm.depth = depth
+	cm.inFlight = inFlight
 }
 
 // Added, Waited, Worked and Retried implement QueueObserver.
@@ -232,9 +235,11 @@ func (cm *controllerMetrics) Retried()               { cm.retries.Add(1) }
 
 func (cm *controllerMetrics) collect(p page) {
 	cm.mu.Lock()
-	depth, inFlight := cm.depth, cm.inFlight
+	depth := cm.depth
+	inFlight := cm.inFlight
 	cm.mu.Unlock()
-	c, q := cm.name, []string{"controller", cm.name, "name", cm.name}
+	c := cm.name
+	q := []string{"controller", cm.name, "name", cm.name}
 	for result, n := range cm.results.Range {
 		p.counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller",
 			float64(n.(*atomic.Uint64).Load()), "controller", c, "result", result.(string))
@@ -322,7 +327,8 @@ func (p page) gauge(name, help string, v float64, labels ...string) {
 
 func (p page) histogram(name, help string, h *histogram, labels ...string) {
 	var b strings.Builder
-	l, open := labelSet(labels), "{"
+	l := labelSet(labels)
+	open := "{"
 	if l != "" {
 		open = l[:len(l)-1] + "," // {a="x",
 	}
@@ -343,7 +349,8 @@ func (p page) histogram(name, help string, h *histogram, labels ...string) {
 // the count.
 func (p page) summary(name, help string, quantiles, values []float64, sum float64, count uint64, labels ...string) {
 	var b strings.Builder
-	l, open := labelSet(labels), "{"
+	l := labelSet(labels)
+	open := "{"
 	if l != "" {
 		open = l[:len(l)-1] + ","
 	}
