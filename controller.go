@@ -65,7 +65,8 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
-// Builder mistakes are returned by Manager.Start, never panics. Its
+// Builder mistakes are returned by Manager.Start (logged as errors once Start
+// has begun), never panics. Its
 // configuration is fixed when it starts, once its caches have synced: make
 // the builder calls of a controller made after Manager.Start right after
 // NewController. A builder call after it started is ignored and logged as an

@@ -110,8 +110,13 @@ func TestController_BuilderCallAfterStart_IsIgnoredAndLoggedAsError(t *testing.T
 	c.MaxConcurrentReconciles(3)
 	c.WithPredicates(func(ObjectEvent) bool { return false })
 	Owns[corev1.Secret](c)
-	for _, call := range []string{"MaxConcurrentReconciles", "WithPredicates", "owned source"} {
-		want := call + " on a controller that has started is ignored"
+	c.MaxConcurrentReconciles(0) // a builder mistake after Start: Start cannot return it
+	for _, want := range []string{
+		"MaxConcurrentReconciles on a controller that has started is ignored",
+		"WithPredicates on a controller that has started is ignored",
+		"owned source on a controller that has started is ignored",
+		"MaxConcurrentReconciles(0) must be at least 1 (made after Manager.Start",
+	} {
 		found := false
 		for line := range strings.Lines(logs.String()) {
 			found = found || strings.Contains(line, "level=ERROR") && strings.Contains(line, want)

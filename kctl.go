@@ -290,11 +290,16 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	return c
 }
 
-// misuse records a builder error; Start returns all of them.
+// misuse records a builder error; Start returns all of them. Once Start has
+// begun it can return none, so a later mistake is logged as an error.
 func (m *Manager) misuse(err error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		m.log.Error(err.Error() + " (made after Manager.Start, so it is not returned by Start)")
+		return
+	}
 	m.errs = append(m.errs, err)
-	m.mu.Unlock()
 }
 
 // Start runs everything until ctx ends or a runnable fails, then shuts down
