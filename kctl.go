@@ -11,10 +11,10 @@
 //	API server ──list/watch──▶ cache.go (Informer[T], store, indexes)
 //	    ▲                          │ Event[T]
 //	    │                          ▼
-//	    │              controller.go (sources, predicates) ──keys──▶ queue.go (Queue[Key])
-//	    │                                                                 │ Get
-//	    │                                                                 ▼
-//	    └──── client.go (Client[T]) ◀──── your Reconcile(ctx, *T) ◀──── worker
+//	    │              sources.go (Owns, Watches, predicates) ──keys──▶ queue.go (Queue[Key])
+//	    │                                                                    │ Get
+//	    │                                                                    ▼
+//	    └──── client.go (Client[T]) ◀──── your Reconcile(ctx, *T) ◀─────── worker.go
 //
 // # Guarantees
 //
