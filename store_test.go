@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Unit tests of the store and the retry policy: no goroutines, no server.
+// Unit tests of the store: no goroutines, no server.
 
 func storeCM(ns, name, rv string, lbls map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv, Labels: lbls}}
