@@ -2,19 +2,13 @@ package kctl
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"reflect"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -23,101 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/homedir"
 )
-
-// LoadConfig finds the cluster configuration, trying in order: the path given
-// (a --kubeconfig flag; "" skips it), $KUBECONFIG (files, merged), the
-// in-cluster service account, ~/.kube/config. The first source present wins,
-// even if broken; when none is, the error lists what was tried.
-//
-//	cfg, err := kctl.LoadConfig(*kubeconfig)
-func LoadConfig(kubeconfig string) (*rest.Config, error) {
-	load := func(what string, rules *clientcmd.ClientConfigLoadingRules) (*rest.Config, error) {
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kctl: loading %s: %w", what, err)
-		}
-		return cfg, nil
-	}
-	if kubeconfig != "" {
-		return load("the kubeconfig "+kubeconfig, &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig})
-	}
-	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
-		return load("$KUBECONFIG ("+env+")", &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)})
-	}
-	if cfg, err := rest.InClusterConfig(); !errors.Is(err, rest.ErrNotInCluster) {
-		if err != nil {
-			return nil, fmt.Errorf("kctl: loading the in-cluster configuration: %w", err)
-		}
-		return cfg, nil
-	}
-	home := filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
-	if _, err := os.Stat(home); err == nil {
-		return load(home, &clientcmd.ClientConfigLoadingRules{ExplicitPath: home})
-	}
-	return nil, fmt.Errorf("kctl: no cluster configuration found; tried the --kubeconfig flag (not given), "+
-		"$KUBECONFIG (not set), the in-cluster service account (KUBERNETES_SERVICE_HOST/PORT not set) and %s "+
-		"(does not exist): pass --kubeconfig or set $KUBECONFIG", home)
-}
-
-// The default client-side limits are high on purpose: the API server
-// protects itself with API Priority and Fairness, answering 429s.
-const defaultQPS, defaultBurst = 200, 500
-
-// Conn is one connection to an API server, shared by the Clients made from
-// it: client-go's HTTP client (TLS, authentication, exec plugins), the user
-// agent "kctl/<version> (<os>/<arch>)" unless cfg sets one, and a rate limit
-// of cfg.QPS and cfg.Burst (200 and 500 when 0; a negative QPS disables it).
-// A 429 Too Many Requests is retried after its Retry-After, at most 10 times.
-// A Manager's own Conn counts its requests on the Manager's metrics page
-// (rest_client_requests_total, rest_client_request_duration_seconds); one
-// you make counts nothing. Make one with NewConn; the zero value is
-// unusable. A Conn is safe for concurrent use and holds no goroutines.
-type Conn struct {
-	base          url.URL                 // scheme://host[/path prefix]
-	http, watches *http.Client            // watches: the same transport without cfg.Timeout
-	limiter       flowcontrol.RateLimiter // nil: no client-side limit
-	discovery     discovery               // what the server serves, for declared types' checks
-	requests      *requestMetrics         // a Manager's rest_client_* series; nil: not counted
-}
-
-// NewConn makes a Conn from cfg (which it does not modify).
-func NewConn(cfg *rest.Config) (*Conn, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = cmp.Or(cfg.UserAgent, userAgent())
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kctl: making an HTTP client for %s: %w", cfg.Host, err)
-	}
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kctl: bad API server address %q: %w", cfg.Host, err)
-	}
-	w := *hc
-	w.Timeout = 0
-	c := &Conn{base: *base, http: hc, watches: &w}
-	if qps := cmp.Or(cfg.QPS, defaultQPS); qps > 0 {
-		c.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, cmp.Or(max(cfg.Burst, 0), defaultBurst))
-	}
-	return c, nil
-}
-
-func userAgent() string {
-	v := "devel"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range append(bi.Deps, &bi.Main) {
-			if m.Path == "github.com/kctl-dev/kctl" && m.Version != "" && m.Version != "(devel)" {
-				v = m.Version
-			}
-		}
-	}
-	return "kctl/" + v + " (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
-}
 
 // ListOptions selects objects for List, DeleteAllOf and the cache. The zero
 // value selects every object in every namespace.
@@ -229,7 +129,8 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	if c.res.Namespaced && r.namespace != "" {
 		r.path += "/namespaces/" + url.PathEscape(r.namespace)
 	}
-	if r.path += "/" + c.res.Plural; !r.list && r.method != http.MethodPost {
+	r.path += "/" + c.res.Plural
+	if !r.list && r.method != http.MethodPost {
 		r.path += "/" + url.PathEscape(r.name)
 	}
 	if r.sub != "" {
@@ -272,7 +173,8 @@ func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, bo
 			bodies.Put(buf)
 		}
 	}()
-	n, unknown := resp.ContentLength, resp.ContentLength < 0
+	n := resp.ContentLength
+	unknown := resp.ContentLength < 0
 	if unknown { // compressed (a list page): expect what the last such answer took, not a chain of doublings
 		n = c.lastBody.Load()
 	}
@@ -291,7 +193,8 @@ func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, bo
 // object sends r and decodes the object answered; afterWrite sees a write's.
 func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
 	err = c.call(ctx, r, func(ct string, body []byte) error {
-		if obj, err = c.codec.decode(ct, body); err == nil && c.afterWrite != nil && r.method != http.MethodGet {
+		obj, err = c.codec.decode(ct, body)
+		if err == nil && c.afterWrite != nil && r.method != http.MethodGet {
 			c.afterWrite(metaOf(obj))
 		}
 		return err
@@ -368,16 +271,24 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	}
 	var all []*T
 	var skipped []error
-	for token, restarts := "", 0; ; {
+	token := ""
+	restarts := 0
+	for {
 		items, meta, bad, err := c.listPage(ctx, opts, "", listPageSize, token, nil)
 		if err != nil && token != "" && apierrors.IsResourceExpired(err) && restarts < listMaxRestarts {
-			all, skipped, token, restarts = nil, nil, "", restarts+1
+			all = nil
+			skipped = nil
+			token = ""
+			restarts++
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if all, skipped, token = append(all, items...), append(skipped, bad...), meta.Continue; token != "" {
+		all = append(all, items...)
+		skipped = append(skipped, bad...)
+		token = meta.Continue
+		if token != "" {
 			continue
 		}
 		if len(skipped) > 0 {
@@ -391,7 +302,7 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	}
 }
 
-// listPage is one List request (cache.go pages through it); resourceVersion
+// listPage is one List request (list_watch.go pages through it); resourceVersion
 // goes only with the first page, and limit 0 means none. Undecodable objects
 // are left out of items, skipped naming each; err is for the whole page. If
 // early is set, it gets the page's ListMeta (a protobuf page's) as soon as
@@ -439,166 +350,4 @@ func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion
 		return nil, err
 	}
 	return newWatchStream(c.codec, resp.Header.Get("Content-Type"), resp.Body), nil
-}
-
-// Create creates obj (its namespace, name or generateName, and content) and
-// updates obj from the server's answer.
-func (c *Client[T]) Create(ctx context.Context, obj *T) error {
-	return c.write(ctx, "create", http.MethodPost, obj, "")
-}
-
-// Update replaces obj on the server and updates obj from the answer; a stale
-// resourceVersion fails with Conflict. The server ignores status changes of a
-// resource with a status subresource: use UpdateStatus for those.
-func (c *Client[T]) Update(ctx context.Context, obj *T) error {
-	return c.write(ctx, "update", http.MethodPut, obj, "")
-}
-
-// UpdateStatus is Update of the status subresource: only obj's status is
-// written, with the same optimistic concurrency.
-func (c *Client[T]) UpdateStatus(ctx context.Context, obj *T) error {
-	return c.write(ctx, "update status of", http.MethodPut, obj, "status")
-}
-
-func (c *Client[T]) write(ctx context.Context, verb, method string, obj *T, sub string) error {
-	if c.err != nil {
-		return c.err
-	}
-	body, ct, err := c.codec.encode(obj)
-	if err != nil {
-		return err
-	}
-	m := metaOf(obj)
-	out, err := c.object(ctx, request{verb: verb, method: method, namespace: m.GetNamespace(), name: m.GetName(), sub: sub, body: body, contentType: ct})
-	if err == nil {
-		*obj = *out
-	}
-	return err
-}
-
-// PatchType is the media type of a patch.
-type PatchType string
-
-const (
-	MergePatch          PatchType = "application/merge-patch+json"           // RFC 7386; lists are replaced whole
-	JSONPatch           PatchType = "application/json-patch+json"            // RFC 6902 operations
-	StrategicMergePatch PatchType = "application/strategic-merge-patch+json" // k8s.io/api types only
-	ApplyPatch          PatchType = "application/apply-patch+yaml"           // server-side apply; needs a FieldManager
-)
-
-// PatchOptions tunes Patch and Apply. The zero value patches the object
-// itself with no field manager.
-type PatchOptions struct {
-	FieldManager string // who owns the fields set; required by Apply
-	Force        bool   // Apply only: take fields owned by other managers instead of failing with Conflict
-	Subresource  string // e.g. "status"; "" patches the object
-}
-
-// Patch applies data, a patch of type typ, to the object named by obj's
-// namespace and name (the rest of obj is not sent), and updates obj from the
-// server's answer, as every write that takes an object does.
-//
-//	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
-//	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
-func (c *Client[T]) Patch(ctx context.Context, obj *T, typ PatchType, data []byte, opts PatchOptions) error {
-	m := metaOf(obj)
-	out, err := c.patch(ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
-	if err != nil {
-		return err
-	}
-	*obj = *out
-	return nil
-}
-
-// patch is Patch of the object namespace/name, returning the answer.
-func (c *Client[T]) patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
-	r := request{verb: "patch", method: http.MethodPatch, namespace: namespace, name: name, sub: opts.Subresource,
-		query: url.Values{}, body: data, contentType: string(typ)}
-	switch {
-	case typ == StrategicMergePatch && !c.codec.builtin:
-		return nil, fmt.Errorf("kctl: patch %s: strategic merge patch works only for k8s.io/api types; use a merge patch, a JSON patch or Apply", c.what(r))
-	case typ == ApplyPatch && opts.FieldManager == "":
-		return nil, fmt.Errorf("kctl: apply %s: server-side apply needs PatchOptions.FieldManager, e.g. the controller's name", c.what(r))
-	case typ == ApplyPatch && opts.Force:
-		r.query.Set("force", "true")
-	}
-	if typ == ApplyPatch {
-		r.verb = "apply"
-	}
-	if opts.FieldManager != "" {
-		r.query.Set("fieldManager", opts.FieldManager)
-	}
-	return c.object(ctx, r)
-}
-
-// Apply is server-side apply of obj as the field manager opts.FieldManager,
-// sent as JSON; obj is updated from the answer. obj should hold only the
-// fields this manager owns: a typed struct also sends its non-omitempty zero
-// values (e.g. "creationTimestamp": null), which the server ignores.
-func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error {
-	js := c.codec
-	js.proto = false
-	data, _, err := js.encode(obj)
-	if err != nil {
-		return err
-	}
-	return c.Patch(ctx, obj, ApplyPatch, data, opts)
-}
-
-// DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
-// unconditional delete with the server's default propagation.
-type DeleteOptions struct {
-	UID                types.UID                  // a precondition: Conflict if the object is no longer this one
-	ResourceVersion    string                     // a precondition: Conflict if the object has changed since
-	Propagation        metav1.DeletionPropagation // to dependents: Background, Foreground or Orphan; "": the server's default
-	GracePeriodSeconds *int64                     // overrides the object's grace period (0: now)
-}
-
-func (o DeleteOptions) body() []byte {
-	do := metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
-		GracePeriodSeconds: o.GracePeriodSeconds, PropagationPolicy: nonEmpty(o.Propagation)}
-	if o.UID != "" || o.ResourceVersion != "" {
-		do.Preconditions = &metav1.Preconditions{UID: nonEmpty(o.UID), ResourceVersion: nonEmpty(o.ResourceVersion)}
-	}
-	b, _ := json.Marshal(do) // cannot fail: plain strings and numbers
-	return b
-}
-
-func nonEmpty[S ~string](s S) *S {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// Delete deletes the object namespace/name; a missing object is NotFound.
-// It is DeleteWithOptions with the zero DeleteOptions.
-func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
-	return c.DeleteWithOptions(ctx, namespace, name, DeleteOptions{})
-}
-
-// DeleteWithOptions deletes the object namespace/name with preconditions and
-// a propagation policy. An object with finalizers is only marked for deletion.
-func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts DeleteOptions) error {
-	r := request{verb: "delete", method: http.MethodDelete, namespace: namespace, name: name, body: opts.body(), contentType: mediaJSON}
-	return c.call(ctx, r, func(ct string, body []byte) error {
-		st, isStatus := decodeStatus(ct, body)
-		switch {
-		case isStatus && c.writes != nil && st.Details != nil: // deleted
-			c.writes.recordDelete(c.res, namespace, name, st.Details.UID)
-		case !isStatus && c.afterWrite != nil: // marked for deletion, or deleted and answered with its last state
-			if obj, err := c.codec.decode(ct, body); err == nil {
-				c.afterWrite(metaOf(obj))
-			}
-		}
-		return nil
-	})
-}
-
-// DeleteAllOf deletes every object matching opts in one request
-// (deletecollection). For a namespaced resource opts.Namespace is required.
-func (c *Client[T]) DeleteAllOf(ctx context.Context, opts ListOptions, del DeleteOptions) error {
-	r := request{verb: "delete all of", method: http.MethodDelete, namespace: opts.Namespace, list: true,
-		query: opts.query(), body: del.body(), contentType: mediaJSON}
-	return c.call(ctx, r, func(string, []byte) error { return nil })
 }

@@ -2,28 +2,21 @@ package kctl
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// This file is kctl's wire: codecs, watch streams, the server's errors and
-// the HTTP round trip. Built-in (k8s.io/api) types travel as protobuf,
+// This file is kctl's wire: its codecs, with watch streams in
+// watch_stream.go, the server's errors in errors.go and the HTTP round trip
+// in conn.go. Built-in (k8s.io/api) types travel as protobuf,
 // "k8s\x00" and a runtime.Unknown whose Raw is the object (a list: field 1 the
 // ListMeta, 2 each item); a watch is frames of a 4-byte big-endian length and
 // a metav1.WatchEvent holding an enveloped object. Declared types travel as
@@ -76,7 +69,8 @@ func isProto(contentType string) bool { return strings.HasPrefix(contentType, me
 func (c codec[T]) setTypeMeta(obj *T) {
 	if o, ok := any(obj).(interface{ GetObjectKind() schema.ObjectKind }); ok {
 		if tm, ok := o.GetObjectKind().(*metav1.TypeMeta); ok && tm != nil {
-			tm.APIVersion, tm.Kind = c.apiVersion, c.res.Kind
+			tm.APIVersion = c.apiVersion
+			tm.Kind = c.res.Kind
 		}
 	}
 }
@@ -90,7 +84,8 @@ func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
 	} else {
 		body, err = any(obj).(protoObject).Marshal()
 		typeMeta := protoBytes(protoBytes(nil, 1, []byte(c.apiVersion)), 2, []byte(c.res.Kind))
-		body, contentType = protoBytes(protoBytes(bytes.Clone(protoMagic), 1, typeMeta), 2, body), mediaProtobuf // a runtime.Unknown
+		body = protoBytes(protoBytes(bytes.Clone(protoMagic), 1, typeMeta), 2, body) // a runtime.Unknown
+		contentType = mediaProtobuf
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("kctl: encoding %s %s: %w", c.res, keyOf(metaOf(obj)), err)
@@ -136,7 +131,8 @@ func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
 	obj = new(T)
 	defer func() {
 		if err != nil {
-			obj, err = nil, c.decodeError(raw, proto, err)
+			obj = nil
+			err = c.decodeError(raw, proto, err)
 		}
 	}()
 	defer recovered(&err)
@@ -254,11 +250,13 @@ func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta 
 		meta = list.Metadata
 	} else {
 		var b []byte
-		for _, b, err = unwrap(body); err == nil && len(b) > 0; { // field 1 the ListMeta, 2 each item
+		_, b, err = unwrap(body)
+		for err == nil && len(b) > 0 { // field 1 the ListMeta, 2 each item
 			var f int
 			var wire byte
 			var v []byte
-			switch f, wire, v, b, err = nextField(b); {
+			f, wire, v, b, err = nextField(b)
+			switch {
 			case err != nil || wire != 2:
 			case f == 1:
 				err = safeUnmarshal(&meta, v)
@@ -328,8 +326,11 @@ func field(b []byte, num int) (val []byte, err error) {
 // value (of a length-delimited field) and the fields after it.
 func nextField(b []byte) (num int, wire byte, val, rest []byte, err error) {
 	tag, n := binary.Uvarint(b)
-	num, wire, b = int(tag>>3), byte(tag&7), b[max(n, 0):]
-	size, m := uint64(0), 1
+	num = int(tag >> 3)
+	wire = byte(tag & 7)
+	b = b[max(n, 0):]
+	size := uint64(0)
+	m := 1
 	switch wire {
 	case 0: // varint
 		_, m = binary.Uvarint(b)
@@ -361,241 +362,4 @@ func nsKey(namespace, name string) string {
 		return name
 	}
 	return namespace + "/" + name
-}
-
-// watchEvent is one decoded watch event.
-type watchEvent[T any] struct {
-	Type   string         // "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR"
-	Object *T             // nil for ERROR and when Err is set
-	Status *metav1.Status // the server's status for ERROR
-	Err    error          // this event's object failed to decode; the stream goes on
-}
-
-// watchStream reads one watch response. Close may be called concurrently
-// with Next (it unblocks Next); Next is not for concurrent use.
-type watchStream[T any] struct {
-	c     codec[T]
-	body  io.ReadCloser
-	proto bool
-	dec   *json.Decoder // JSON watches
-	buf   []byte        // protobuf frame buffer, reused
-}
-
-func newWatchStream[T any](c codec[T], contentType string, body io.ReadCloser) *watchStream[T] {
-	w := &watchStream[T]{c: c, body: body, proto: isProto(contentType)}
-	if !w.proto {
-		w.dec = json.NewDecoder(body)
-	}
-	return w
-}
-
-// Next returns the next event; an error ends the stream (io.EOF: closed
-// cleanly). An event whose object cannot be decoded has Err set.
-func (w *watchStream[T]) Next() (watchEvent[T], error) {
-	if !w.proto {
-		var ev struct {
-			Type   string          `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
-		if err := w.dec.Decode(&ev); err != nil {
-			return watchEvent[T]{}, w.broke(err)
-		}
-		return w.c.event(ev.Type, ev.Object, mediaJSON), nil
-	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
-		return watchEvent[T]{}, w.broke(err)
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return watchEvent[T]{}, w.broke(fmt.Errorf("frame of %d bytes is over the %d limit", n, maxFrame))
-	}
-	if cap(w.buf) < int(n) {
-		w.buf = make([]byte, n)
-	}
-	frame := w.buf[:n]
-	if _, err := io.ReadFull(w.body, frame); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return watchEvent[T]{}, w.broke(fmt.Errorf("truncated frame of %d bytes: %w", n, err))
-	}
-	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
-	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
-	typ, errType := field(frame, 1)
-	ext, _ := field(frame, 2)
-	object, errObject := field(ext, 1)
-	if err := errors.Join(errType, errObject); err != nil {
-		return watchEvent[T]{Err: fmt.Errorf("kctl: decoding a watch event of %s: %w", w.c.res, err)}, nil
-	}
-	return w.c.event(string(typ), object, mediaProtobuf), nil
-}
-
-// broke is the error that ends a stream: io.EOF for a clean end.
-func (w *watchStream[T]) broke(err error) error {
-	if err == io.EOF {
-		return err
-	}
-	return fmt.Errorf("kctl: watch of %s broke: %w", w.c.res, err)
-}
-
-// event decodes one watch event's object, of Content-Type ct.
-func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
-	ev := watchEvent[T]{Type: typ}
-	switch typ {
-	case "ERROR":
-		if st, ok := decodeStatus(ct, raw); ok {
-			ev.Status = st
-		} else {
-			ev.Err = fmt.Errorf("kctl: the watch of %s sent an ERROR event without a Status", c.res)
-		}
-	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
-		obj, err := c.decode(ct, raw) // a protobuf event's object is enveloped
-		if err != nil {
-			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
-		}
-		ev.Object = obj
-	default:
-		ev.Err = fmt.Errorf("kctl: the watch of %s sent an event of unknown type %q", c.res, typ)
-	}
-	return ev
-}
-
-// Close ends the stream and releases its connection.
-func (w *watchStream[T]) Close() error { return w.body.Close() }
-
-// request is one call on a Client's resource; verb names it in errors
-// ("update status of"). A list call has no name; a create has none in its path.
-type request struct {
-	verb, method, namespace, name, sub string
-	list                               bool
-	query                              url.Values
-	body                               []byte
-	contentType, path, accept          string // path and accept: set by send
-}
-
-// do sends r, waiting for the rate limiter and retrying 429s (and, for
-// reads, 5xx with Retry-After). The caller closes the response body. Each
-// attempt is counted in c.requests, and the request, but for a watch, is
-// timed from now until its answer's body is closed.
-func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
-	start := time.Now()
-	resp, err := c.retrying(ctx, r)
-	switch {
-	case r.query.Has("watch"): // open as long as it lasts: counted, not timed, as in client-go
-	case err != nil:
-		c.requests.took(r.method, c.base.Host, time.Since(start))
-	default:
-		resp.Body = c.requests.timeBody(resp.Body, r.method, c.base.Host, start)
-	}
-	return resp, err
-}
-
-// retrying is do without the timing.
-func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) {
-	u := c.base
-	u.Path, u.RawQuery = strings.TrimSuffix(u.Path, "/")+r.path, r.query.Encode()
-	hc := c.http
-	if r.query.Has("watch") {
-		hc = c.watches
-	}
-	for attempt := 0; ; attempt++ {
-		if c.limiter != nil {
-			if err := c.limiter.Wait(ctx); err != nil {
-				return nil, fmt.Errorf("kctl: %s %s: waiting for the client-side rate limit: %w", r.method, r.path, err)
-			}
-		}
-		var body io.Reader
-		if r.body != nil {
-			body = bytes.NewReader(r.body)
-		}
-		req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
-		if err != nil {
-			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
-		}
-		req.Header.Set("Accept", r.accept)
-		if r.contentType != "" {
-			req.Header.Set("Content-Type", r.contentType)
-		}
-		resp, err := hc.Do(req)
-		c.requests.answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
-		if err != nil {
-			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
-		}
-		ra := resp.Header.Get("Retry-After")
-		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && ra != "" && r.method == http.MethodGet
-		if !retry || attempt == maxRetries {
-			return resp, nil
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		wait := time.Second
-		if s, err := strconv.Atoi(ra); err == nil && s >= 0 {
-			wait = min(time.Duration(s)*time.Second, maxRetryWait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("kctl: %s %s: the server asked to retry after %v: %w", r.method, r.path, wait, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
-}
-
-// bodies recycles the buffers answers are read into. No decoded object
-// aliases one: generated protobuf code and encoding/json copy what they keep.
-var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// ErrNotInstalled matches (with errors.Is) the error of a call on a resource
-// the API server does not serve: a CRD that is not applied, or an API group
-// or version that is disabled or too new for the server. For a declared type
-// the error says what the server serves in its group version when the
-// declaration's Group, Version, Plural or Kind does not match (see
-// Declare). Such an error also matches apierrors.IsNotFound, as the server's
-// 404 would. It also matches a call on a subresource the server does not
-// serve, e.g. UpdateStatus of a CRD without `subresources: {status: {}}`;
-// that error does not match IsNotFound, since the object may well exist.
-var ErrNotInstalled = errors.New("kctl: resource not installed")
-
-// notInstalledError matches ErrNotInstalled, and status if not nil (the
-// server's NotFound).
-type notInstalledError struct {
-	msg    string
-	status error
-}
-
-func (e *notInstalledError) Error() string { return e.msg }
-
-func (e *notInstalledError) Unwrap() []error {
-	if e.status == nil {
-		return []error{ErrNotInstalled}
-	}
-	return []error{ErrNotInstalled, e.status}
-}
-
-// notInstalledMessage says that c's resource is not served, and what to do.
-func (c *Client[T]) notInstalledMessage() string {
-	if c.codec.builtin {
-		return fmt.Sprintf("kctl: %s is not served by the API server: the server is too old or too new for it, or its API group is disabled", c.res)
-	}
-	return fmt.Sprintf("kctl: %s is not installed on the API server: apply its CRD", c.res)
-}
-
-// statusError turns a failed answer to r into an error wrapping *apierrors.StatusError.
-func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) error {
-	st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
-	se := &apierrors.StatusError{ErrStatus: *st}
-	if !ok {
-		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		se = apierrors.NewGenericServerResponse(resp.StatusCode, r.method, schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural},
-			r.name, string(body[:min(len(body), 512)]), ra, true)
-	}
-	if resp.StatusCode == http.StatusNotFound && (!ok || st.Details == nil || st.Details.Name == "" && st.Details.Kind == "") {
-		return &notInstalledError{c.notInstalledMessage(), se}
-	}
-	if apierrors.IsForbidden(se) {
-		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[r.verb]
-		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s",
-			r.verb, c.what(r), se, cmp.Or(rbac, r.verb), strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/"))
-	}
-	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
 }

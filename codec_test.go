@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/rest"
 )
 
 // gizmo is a declared (custom) type: it travels as JSON.
@@ -185,18 +181,6 @@ func statusProto(st *metav1.Status) []byte {
 	return envelope("Status", raw)
 }
 
-// events reads w to its end.
-func readEvents[T any](w *watchStream[T]) ([]watchEvent[T], error) {
-	var out []watchEvent[T]
-	for {
-		ev, err := w.Next()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, ev)
-	}
-}
-
 func TestCodec_Protobuf_ObjectRoundTrip_KeepsFieldsAndSetsTypeMeta(t *testing.T) {
 	c := podCodec()
 	in := realisticPod(1)
@@ -344,69 +328,6 @@ func protowire(field int, b []byte) []byte {
 	return append(binary.AppendUvarint(out, uint64(len(b))), b...)
 }
 
-func TestCodec_ProtobufWatch_BadObjectIsAnEventAndTheStreamGoesOn(t *testing.T) {
-	bad := envelope("Pod", badPodProto("shop", "broken"))
-	var stream []byte
-	stream = append(stream, watchFrame("ADDED", podProto(realisticPod(1)))...)
-	stream = append(stream, watchFrame("MODIFIED", bad)...)
-	stream = append(stream, watchFrame("BOOKMARK", podProto(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "77"}}))...)
-	stream = append(stream, watchFrame("ERROR", statusProto(&metav1.Status{Status: "Failure", Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old"}))...)
-	evs, err := readEvents(newWatchStream(podCodec(), mediaProtobuf+";stream=watch", io.NopCloser(bytes.NewReader(stream))))
-	if err != io.EOF {
-		t.Fatalf("Next at the end = %v, want io.EOF", err)
-	}
-	if len(evs) != 4 {
-		t.Fatalf("got %d events, want 4", len(evs))
-	}
-	if evs[0].Type != "ADDED" || evs[0].Err != nil || evs[0].Object.Name != realisticPod(1).Name || evs[0].Object.Kind != "Pod" {
-		t.Errorf("event 0 = %s %v %v, want ADDED of %s", evs[0].Type, evs[0].Err, evs[0].Object, realisticPod(1).Name)
-	}
-	if evs[1].Type != "MODIFIED" || evs[1].Err == nil || !strings.Contains(evs[1].Err.Error(), "shop/broken") {
-		t.Errorf("event 1 = %s, err %v; want MODIFIED with an error naming shop/broken", evs[1].Type, evs[1].Err)
-	}
-	if evs[2].Type != "BOOKMARK" || evs[2].Object.ResourceVersion != "77" {
-		t.Errorf("event 2 = %s %v, want BOOKMARK at 77", evs[2].Type, evs[2].Object)
-	}
-	if evs[3].Type != "ERROR" || evs[3].Status == nil || evs[3].Status.Code != 410 {
-		t.Errorf("event 3 = %s %v, want ERROR with status 410", evs[3].Type, evs[3].Status)
-	}
-}
-
-func TestCodec_ProtobufWatch_TruncatedFrameEndsTheStreamWithAnError(t *testing.T) {
-	frame := watchFrame("ADDED", podProto(realisticPod(1)))
-	for _, cut := range []int{2, 4, len(frame) - 1} {
-		w := newWatchStream(podCodec(), mediaProtobuf, io.NopCloser(bytes.NewReader(append(append([]byte{}, frame...), frame[:cut]...))))
-		evs, err := readEvents(w)
-		if len(evs) != 1 || err == nil || err == io.EOF || !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Errorf("cut at %d: %d events, err %v; want 1 event and an unexpected-EOF error", cut, len(evs), err)
-		}
-	}
-	huge := binary.BigEndian.AppendUint32(nil, 1<<31)
-	if _, err := newWatchStream(podCodec(), mediaProtobuf, io.NopCloser(bytes.NewReader(huge))).Next(); err == nil || err == io.EOF {
-		t.Errorf("a 2 GiB frame header: err = %v, want an error", err)
-	}
-}
-
-func TestCodec_JSONWatch_BadObjectIsAnEvent_GarbageEndsTheStream(t *testing.T) {
-	stream := `{"type":"ADDED","object":{"metadata":{"name":"a","namespace":"n"},"spec":{"size":3}}}
-{"type":"MODIFIED","object":{"metadata":{"name":"b","namespace":"n"},"spec":{"size":"three"}}}
-{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired"}}
-{"type":"DELETED","object":{"metadata":{"na`
-	evs, err := readEvents(newWatchStream(gizmoCodec(), mediaJSON, io.NopCloser(strings.NewReader(stream))))
-	if len(evs) != 3 || err == nil || err == io.EOF {
-		t.Fatalf("got %d events, err %v; want 3 events and an error for the truncated one", len(evs), err)
-	}
-	if evs[0].Object == nil || evs[0].Object.Spec.Size != 3 || evs[0].Object.Kind != "Gizmo" || evs[0].Object.APIVersion != "kctl.example.com/v1" {
-		t.Errorf("event 0 = %+v, want the gizmo n/a of size 3 with its TypeMeta", evs[0].Object)
-	}
-	if evs[1].Err == nil || !strings.Contains(evs[1].Err.Error(), "n/b") {
-		t.Errorf("event 1 err = %v, want one naming n/b", evs[1].Err)
-	}
-	if evs[2].Status == nil || evs[2].Status.Code != 410 {
-		t.Errorf("event 2 = %+v, want an ERROR with status 410", evs[2])
-	}
-}
-
 func TestCodec_DecodeStatus_ProtobufAndJSON(t *testing.T) {
 	st := &metav1.Status{Status: "Failure", Code: 404, Reason: metav1.StatusReasonNotFound, Details: &metav1.StatusDetails{Name: "x", Kind: "pods"}}
 	if got, ok := decodeStatus(mediaProtobuf, statusProto(st)); !ok || got.Code != 404 || got.Details.Name != "x" {
@@ -423,173 +344,4 @@ func TestCodec_DecodeStatus_ProtobufAndJSON(t *testing.T) {
 			t.Errorf("decodeStatus(protobuf %q) found a Status", body)
 		}
 	}
-}
-
-// BenchmarkDecodePodList compares decoding a page of 500 realistic pods from
-// protobuf (with managedFields, and skipping them as the cache does) and from
-// JSON (the same page, as the API server sends either).
-func BenchmarkDecodePodList(b *testing.B) {
-	pb, js := podListBodies(500)
-	for _, bc := range []struct {
-		name, ct string
-		body     []byte
-		skip     bool
-	}{{"protobuf", mediaProtobuf, pb, false}, {"protobuf-skipManagedFields", mediaProtobuf, pb, true}, {"json", mediaJSON, js, false}} {
-		b.Run(bc.name, func(b *testing.B) {
-			c := podCodec()
-			c.skipManagedFields = bc.skip
-			b.SetBytes(int64(len(bc.body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if items, _, _, err := c.decodeList(bc.ct, bc.body); err != nil || len(items) != 500 {
-					b.Fatal(len(items), err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkDecodePodWatch decodes 500 MODIFIED events of realistic pods,
-// with managedFields and skipping them as the cache does.
-func BenchmarkDecodePodWatch(b *testing.B) {
-	var stream []byte
-	for i := range 500 {
-		stream = append(stream, watchFrame("MODIFIED", podProto(realisticPod(i)))...)
-	}
-	for _, skip := range []bool{false, true} {
-		b.Run(map[bool]string{false: "protobuf", true: "protobuf-skipManagedFields"}[skip], func(b *testing.B) {
-			c := podCodec()
-			c.skipManagedFields = skip
-			b.SetBytes(int64(len(stream)))
-			b.ReportAllocs()
-			for b.Loop() {
-				w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
-				for range 500 {
-					if ev, err := w.Next(); err != nil || ev.Err != nil {
-						b.Fatal(err, ev.Err)
-					}
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkListPods is one List of a page of 500 realistic pods from an
-// httptest server, as protobuf without a Content-Length (as the API server
-// streams lists): reading the body and decoding it, as a Client does and as
-// the cache does (skipping managedFields).
-func BenchmarkListPods(b *testing.B) {
-	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "4242"}}
-	for i := range 500 {
-		list.Items = append(list.Items, *realisticPod(i))
-	}
-	raw, _ := list.Marshal()
-	pb := envelope("PodList", raw)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", mediaProtobuf)
-		w.Write(pb)
-	}))
-	defer srv.Close()
-	conn, err := NewConn(&rest.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, skip := range []bool{false, true} {
-		b.Run(map[bool]string{false: "client", true: "cache"}[skip], func(b *testing.B) {
-			pods := NewClient[corev1.Pod](conn)
-			pods.codec.skipManagedFields = skip
-			b.SetBytes(int64(len(pb)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if items, err := pods.List(b.Context(), ListOptions{}); err != nil || len(items) != 500 {
-					b.Fatal(len(items), err)
-				}
-			}
-		})
-	}
-}
-
-// Fuzz targets: whatever the server sends, the decoders return an error or
-// objects, and never panic. Seeds are in testdata/fuzz.
-
-func FuzzDecodeProtobufList(f *testing.F) {
-	pb, _ := podListBodies(2)
-	f.Add(pb)
-	c := podCodec()
-	f.Fuzz(func(t *testing.T, body []byte) {
-		items, _, _, err := c.decodeList(mediaProtobuf, body)
-		if err == nil {
-			for _, p := range items {
-				if p == nil {
-					t.Fatal("nil item without an error")
-				}
-			}
-		}
-		_, _ = c.decode(mediaProtobuf, body)
-		_, _ = decodeStatus(mediaProtobuf, body)
-	})
-}
-
-// FuzzSkipManagedFields checks that skipping managedFields decodes whatever
-// a full decode does, less the managedFields.
-func FuzzSkipManagedFields(f *testing.F) {
-	f.Add(rawPodForFuzz(1))
-	full, skip := podCodec(), podCodec()
-	skip.skipManagedFields = true
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		want, err := full.decodeItem(raw, true)
-		got, skipErr := skip.decodeItem(raw, true)
-		if err != nil {
-			return // skipping may decode what a full decode cannot: broken managedFields
-		}
-		if want.ManagedFields = nil; skipErr != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("skipping managedFields: %v\n got %+v\nwant %+v", skipErr, got, want)
-		}
-	})
-}
-
-func rawPodForFuzz(i int) []byte { raw, _ := realisticPod(i).Marshal(); return raw }
-
-func FuzzDecodeJSONList(f *testing.F) {
-	f.Add([]byte(`{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"},"spec":{"size":1}}]}`))
-	c := gizmoCodec()
-	f.Fuzz(func(t *testing.T, body []byte) {
-		_, _, _, _ = c.decodeList(mediaJSON, body)
-		_, _ = c.decode(mediaJSON, body)
-		_, _ = decodeStatus(mediaJSON, body)
-	})
-}
-
-func FuzzDecodeProtobufWatch(f *testing.F) {
-	f.Add(append(watchFrame("ADDED", podProto(realisticPod(1))), watchFrame("ERROR", statusProto(&metav1.Status{Code: 410}))...))
-	c := podCodec()
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
-		for range 1000 {
-			ev, err := w.Next()
-			if err != nil {
-				return
-			}
-			if ev.Err == nil && ev.Object == nil && ev.Status == nil {
-				t.Fatalf("event %s has neither object, status nor error", ev.Type)
-			}
-		}
-	})
-}
-
-func FuzzDecodeJSONWatch(f *testing.F) {
-	f.Add([]byte(`{"type":"ADDED","object":{"metadata":{"name":"a"}}}{"type":"ERROR","object":{"kind":"Status","code":410}}`))
-	c := gizmoCodec()
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		w := newWatchStream(c, mediaJSON, io.NopCloser(bytes.NewReader(stream)))
-		for range 1000 {
-			ev, err := w.Next()
-			if err != nil {
-				return
-			}
-			if ev.Err == nil && ev.Object == nil && ev.Status == nil {
-				t.Fatalf("event %s has neither object, status nor error", ev.Type)
-			}
-		}
-	})
 }

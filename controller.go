@@ -13,7 +13,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -66,17 +65,19 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
-// Builder mistakes are returned by Manager.Start, never panics. Its
+// Builder mistakes are returned by Manager.Start (logged as errors once Start
+// has begun), never panics. Its
 // configuration is fixed when it starts, once its caches have synced: make
 // the builder calls of a controller made after Manager.Start right after
 // NewController. A builder call after it started is ignored and logged as an
-// error.
+// error, except FromChannel, whose source starts reading at once.
 //
 // Contract of the reconcile function, applied by one switch in handle:
 //
 //	returns              worker does
 //	Terminal(err)        log, forget the backoff, no retry
-//	a Conflict           retry after the key's backoff, logged at debug, not as an error
+//	a Conflict           retry after the key's backoff, logged at debug, not as an error;
+//	                     from the 5th failing attempt in a row on, as other err
 //	other err != nil     retry after the key's backoff; Result ignored
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff
@@ -146,19 +147,20 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		client:   NewClient[T, PT](m.conn),
 		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{}, active: map[Key]time.Time{},
 	}
-	var err error
-	if c.res, err = ResourceOf[T](); err != nil {
+	res, err := ResourceOf[T]()
+	if err != nil {
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
-	if c.informer, err = InformerFor[T, PT](m.cache); err != nil {
+	c.res = res
+	informer, err := InformerFor[T, PT](m.cache)
+	if err != nil {
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
+	c.informer = informer
 	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
 	c.caches = append(c.caches, c.informer)
-	m.metrics.addInformer(c.res.String(), c.informer.Stats)
-	m.metrics.addUndecodable(c.res.String(), c.informer.Undecodable)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	track(m.writes, c.informer)
@@ -169,6 +171,13 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		c.log.Error(err.Error())
 	}
 	return c
+}
+
+// hasStarted reports whether the controller's configuration is fixed.
+func (c *Controller[T]) hasStarted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
 }
 
 // configure applies a builder call, unless the controller has started: its
@@ -236,132 +245,11 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
 // Its trigger is "manual". A key that arrives while the controller is not
 // running (before Start, or on a standby replica) is kept until it runs.
-// Keys name objects of T: a key whose object is not in the cache is treated
-// as deleted (OnDelete, not reconcile).
+// Keys name objects of T: a key whose object is not in the cache is not
+// reconciled, and OnDelete runs for it only if the controller saw that
+// object's delete and has not yet handed it to OnDelete (see OnDelete); a
+// key that names no object does nothing.
 func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, keep) }
-
-// Owns makes changes to objects of type C enqueue their controller owner of
-// type T (the owner reference with controller: true, see SetControllerReference).
-// An owner reference matches T by group and kind, whatever its version: a
-// child whose owner reference says example.com/v1beta1 still enqueues its
-// owner after the controller moves to example.com/v1, as in controller-runtime.
-func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
-	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
-}
-
-// ownerKeys is the key of obj's controller owner if that owner is of res
-// (same group and kind, any version), else none.
-func ownerKeys(res Resource, obj metav1.Object) []Key {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != res.Kind {
-		return nil
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != res.Group {
-		return nil
-	}
-	ns := obj.GetNamespace()
-	if !res.Namespaced {
-		ns = ""
-	}
-	return []Key{{Namespace: ns, Name: ref.Name}}
-}
-
-// Watches makes changes to objects of type O enqueue the keys mapFn returns,
-// e.g. a ConfigMap change enqueues every object that mounts it.
-func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []Key, preds ...Predicate) *Controller[T] {
-	return watchSource[O, PO](c, "mapped", preds, mapFn)
-}
-
-func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
-	inf, err := InformerFor[O, PO](c.mgr.cache)
-	if err != nil {
-		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
-		return c
-	}
-	kind := ""
-	if r, err := ResourceOf[O](); err == nil {
-		kind = r.Kind
-	}
-	c.mgr.metrics.addInformer(inf.res.String(), inf.Stats)
-	c.mgr.metrics.addUndecodable(inf.res.String(), inf.Undecodable)
-	track(c.mgr.writes, inf)
-	handle := func(ev Event[O]) {
-		if !c.pass(objectEvent(ev), preds) {
-			return
-		}
-		m := metaOf(ev.Object)
-		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
-		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, priorityOf(ev))
-		}
-		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
-			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, priorityOf(ev))
-			}
-		}
-	}
-	return c.configure(cause+" source", func() {
-		c.connects = append(c.connects, func() { inf.AddHandler(live(handle)) })
-		c.caches = append(c.caches, inf) // run waits for every source's cache
-		if cause == "mapped" {           // mapped keys need not be objects of T: replay them too
-			c.replays = append(c.replays, replay(inf, handle))
-		}
-	})
-}
-
-// live passes on the events of a running informer except those of its first
-// list: each run's replay hands the controller every cached object anyway,
-// and the first list's events may still be on their way when it does.
-func live[O any](handle func(Event[O])) func(Event[O]) {
-	return func(ev Event[O]) {
-		if !ev.Initial {
-			handle(ev)
-		}
-	}
-}
-
-// replay returns a function that hands every cached object to handle as an
-// initial Added event: how a new run learns what happened while it was not running.
-func replay[O any](inf *Informer[O], handle func(Event[O])) func() {
-	return func() {
-		all, _ := inf.List(ListOptions{}) // no selector: no error
-		for _, obj := range all {
-			handle(Event[O]{Type: Added, Object: obj, Initial: true})
-		}
-	}
-}
-
-// FromChannel reconciles keys for events from outside the cluster (a ticker,
-// a webhook): every value received from ch that passes filter (nil passes
-// all) enqueues the keys toKeys returns. The channel is read while the
-// Manager runs; closing it ends the source.
-func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
-	c.mgr.mu.Lock()
-	defer c.mgr.mu.Unlock()
-	err := c.mgr.addLocked(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case e, ok := <-ch:
-				if !ok {
-					return nil
-				}
-				if filter != nil && !filter(e) {
-					continue
-				}
-				for _, k := range toKeys(e) {
-					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, keep)
-				}
-			}
-		}
-	}})
-	if err != nil {
-		c.log.Error(err.Error())
-	}
-	return c
-}
 
 // onEvent turns an event of T into a queued key.
 func (c *Controller[T]) onEvent(ev Event[T]) {
@@ -377,7 +265,8 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	case ev.Resync:
 		t.Cause = "resync"
 	case ev.Type == Updated:
-		t.Cause, t.Detail = "updated", changes(metaOf(ev.Old), m)
+		t.Cause = "updated"
+		t.Detail = changes(metaOf(ev.Old), m)
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
 		c.keepDeleted(k, ev.Object)

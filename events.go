@@ -119,7 +119,8 @@ func (r *EventRecorder) Event(obj metav1.Object, eventType, reason, message stri
 	}
 	ref := corev1.ObjectReference{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion()}
 	if res, err := resourceFor(reflect.Indirect(reflect.ValueOf(obj)).Type()); err == nil {
-		ref.APIVersion, ref.Kind = res.APIVersion(), res.Kind
+		ref.APIVersion = res.APIVersion()
+		ref.Kind = res.Kind
 	} else if o, ok := obj.(interface{ GetObjectKind() schema.ObjectKind }); ok {
 		ref.APIVersion, ref.Kind = o.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
 	}
@@ -195,7 +196,8 @@ type tokenBucket struct {
 
 func (b *tokenBucket) take(now time.Time) bool {
 	if now.After(b.last) {
-		b.tokens, b.last = min(eventBurst, b.tokens+float64(now.Sub(b.last))/float64(eventRefill)), now
+		b.tokens = min(eventBurst, b.tokens+float64(now.Sub(b.last))/float64(eventRefill))
+		b.last = now
 	}
 	if b.tokens < 1 {
 		return false
@@ -245,7 +247,9 @@ func (r *EventRecorder) deliver(ctx context.Context, flushBy func() time.Time) {
 // write sends e as a PATCH of the Event it repeats, or as a new Event named
 // like client-go's: <object name>.<Unix nanoseconds, hex>. A failure is logged.
 func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
-	key, at, ref := eventKeyOf(e), e.FirstTimestamp.Time, e.InvolvedObject
+	key := eventKeyOf(e)
+	at := e.FirstTimestamp.Time
+	ref := e.InvolvedObject
 	var err error
 	defer func() {
 		if level := slog.LevelError; err != nil {
@@ -258,16 +262,19 @@ func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
 		}
 	}()
 	if s := r.seen[key]; s != nil && at.Sub(s.last) < eventMergeWindow {
-		s.count, s.last = s.count+1, at
+		s.count++
+		s.last = at
 		patch, _ := json.Marshal(map[string]any{"count": s.count, "lastTimestamp": e.LastTimestamp})
 		// NotFound: the Event expired (the API server's --event-ttl), so write a new one.
-		if err = r.retry(ctx, func() error { return r.sink.patch(ctx, s.namespace, s.name, patch) }); !apierrors.IsNotFound(err) {
+		err = r.retry(ctx, func() error { return r.sink.patch(ctx, s.namespace, s.name, patch) })
+		if !apierrors.IsNotFound(err) {
 			return
 		}
 	}
 	r.lastName = max(at.UnixNano(), r.lastName+1) // two Events in one clock tick
 	e.Name = fmt.Sprintf("%s.%x", ref.Name, r.lastName)
-	if err = r.retry(ctx, func() error { return r.sink.create(ctx, e) }); err != nil {
+	err = r.retry(ctx, func() error { return r.sink.create(ctx, e) })
+	if err != nil {
 		return
 	}
 	if len(r.seen) >= eventCacheSize {

@@ -64,12 +64,15 @@ func (h *health) handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		q, failed, b := r.URL.Query(), false, ""
+		q := r.URL.Query()
+		failed := false
+		b := ""
 		for _, c := range checks {
 			if one == "" && slices.Contains(q["exclude"], c.name) {
 				b += "[+]" + c.name + " excluded: ok\n"
 			} else if err := c.check(r); err != nil {
-				failed, b = true, b+"[-]"+c.name+" failed: "+strings.ReplaceAll(err.Error(), "\n", " ")+"\n"
+				failed = true
+				b += "[-]" + c.name + " failed: " + strings.ReplaceAll(err.Error(), "\n", " ") + "\n"
 			} else {
 				b += "[+]" + c.name + " ok\n"
 			}

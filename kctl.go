@@ -11,10 +11,10 @@
 //	API server ──list/watch──▶ cache.go (Informer[T], store, indexes)
 //	    ▲                          │ Event[T]
 //	    │                          ▼
-//	    │              controller.go (sources, predicates) ──keys──▶ queue.go (Queue[Key])
-//	    │                                                                 │ Get
-//	    │                                                                 ▼
-//	    └──── client.go (Client[T]) ◀──── your Reconcile(ctx, *T) ◀──── worker
+//	    │              sources.go (Owns, Watches, predicates) ──keys──▶ queue.go (Queue[Key])
+//	    │                                                                    │ Get
+//	    │                                                                    ▼
+//	    └──── client.go (Client[T]) ◀──── your Reconcile(ctx, *T) ◀─────── worker.go
 //
 // # Guarantees
 //
@@ -31,7 +31,8 @@
 //     doubling up to 1000 s, at most 10 retries per second after a burst of
 //     100); success forgets it; a panic is recovered and treated as an error;
 //     a Terminal error is logged and not retried; a Conflict is retried
-//     without an error log line.
+//     without an error log line if it ends one of the first four attempts in
+//     a row that fail (from the fifth, it is logged as an error).
 //   - kctl's own writes (finalizers) patch only what they change, guarded by
 //     resourceVersion: fields the cache drops (TransformFor) are never erased.
 //   - On shutdown, workers stop taking keys and in-flight reconciles get
@@ -46,9 +47,13 @@
 //	pods := kctl.ClientFor[corev1.Pod](mgr)
 //	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
 //	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) {
-//		sel, _ := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+//		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+//		if err != nil { return kctl.Result{}, kctl.Terminal(err) } // retrying cannot fix it
 //		list, err := pods.List(ctx, kctl.ListOptions{Namespace: rs.Namespace, Labels: sel})
 //		if err != nil { return kctl.Result{}, err }
+//		if rs.Labels == nil {
+//			rs.Labels = map[string]string{}
+//		}
 //		rs.Labels["pod-count"] = strconv.Itoa(len(list))
 //		return kctl.Result{}, rsets.Update(ctx, rs)
 //	})
@@ -156,7 +161,8 @@ func NewManager(opts Options) (*Manager, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		var err error
-		if cfg, err = LoadConfig(opts.Kubeconfig); err != nil {
+		cfg, err = LoadConfig(opts.Kubeconfig)
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -174,6 +180,10 @@ func NewManager(opts Options) (*Manager, error) {
 		metrics: newMetrics(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
 	conn.requests = m.metrics.requests
 	m.cache = NewCache(conn, opts.Cache)
+	m.cache.made = func(res Resource, stats func() (int, int64), undecodable func() int) {
+		m.metrics.addInformer(res.String(), stats)
+		m.metrics.addUndecodable(res.String(), undecodable)
+	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
@@ -280,11 +290,16 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	return c
 }
 
-// misuse records a builder error; Start returns all of them.
+// misuse records a builder error; Start returns all of them. Once Start has
+// begun it can return none, so a later mistake is logged as an error.
 func (m *Manager) misuse(err error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		m.log.Error(err.Error() + " (made after Manager.Start, so it is not returned by Start)")
+		return
+	}
 	m.errs = append(m.errs, err)
-	m.mu.Unlock()
 }
 
 // Start runs everything until ctx ends or a runnable fails, then shuts down

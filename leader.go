@@ -65,7 +65,8 @@ func (c LeaderElection) complete() (LeaderElection, error) {
 	}
 	if c.Namespace == "" {
 		b, err := os.ReadFile(namespaceFile)
-		if c.Namespace = strings.TrimSpace(string(b)); c.Namespace == "" {
+		c.Namespace = strings.TrimSpace(string(b))
+		if c.Namespace == "" {
 			return c, fmt.Errorf("kctl: leader election: set LeaderElection.Namespace for lease %q: not running in a cluster (%v)", c.Name, err)
 		}
 	}
@@ -73,7 +74,9 @@ func (c LeaderElection) complete() (LeaderElection, error) {
 		host, _ := os.Hostname()
 		c.Identity = cmp.Or(host, "kctl") + "-" + strings.ToLower(rand.Text()[:8])
 	}
-	c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = cmp.Or(c.LeaseDuration, 15*time.Second), cmp.Or(c.RenewDeadline, 10*time.Second), cmp.Or(c.RetryPeriod, 2*time.Second)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, 15*time.Second)
+	c.RenewDeadline = cmp.Or(c.RenewDeadline, 10*time.Second)
+	c.RetryPeriod = cmp.Or(c.RetryPeriod, 2*time.Second)
 	if c.RetryPeriod < 0 || c.LeaseDuration < time.Second || c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod*6/5 {
 		return c, fmt.Errorf("kctl: leader election: lease %s/%s: LeaseDuration (%v) must be greater than RenewDeadline (%v), "+
 			"RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v), durations must be positive and LeaseDuration at least 1s",
@@ -221,9 +224,11 @@ func (e *elector) try(ctx context.Context, now time.Time, leading bool, timeout 
 	}
 	l = l.DeepCopy()
 	e.fill(&l.Spec, now, holder != e.cfg.Identity)
-	write, verb := e.store.Update, "update"
+	write := e.store.Update
+	verb := "update"
 	if create {
-		write, verb = e.store.Create, "create"
+		write = e.store.Create
+		verb = "create"
 	} else if holder != e.cfg.Identity {
 		l.Spec.LeaseTransitions = new(*cmp.Or(l.Spec.LeaseTransitions, new(int32(0))) + 1)
 	}
@@ -250,8 +255,11 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(cont
 		defer close(done)
 		lead(leaderCtx)
 	}()
-	lastRenew, next, ctxDone := acquiredAt, acquiredAt.Add(e.cfg.RetryPeriod), ctx.Done()
-	ok, err := false, error(nil)
+	lastRenew := acquiredAt
+	next := acquiredAt.Add(e.cfg.RetryPeriod)
+	ctxDone := ctx.Done()
+	var ok bool
+	var err error
 	for err == nil {
 		deadline := lastRenew.Add(e.cfg.RenewDeadline)
 		select {
@@ -269,12 +277,14 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(cont
 			err = e.lost(fmt.Sprintf("not renewed for %v (RenewDeadline)", e.cfg.RenewDeadline))
 		case !now.Before(next):
 			next = now.Add(e.cfg.RetryPeriod)
-			if ok, err = e.try(writeCtx, now, true, min(time.Until(deadline), e.cfg.RenewDeadline/2)); ok {
+			ok, err = e.try(writeCtx, now, true, min(time.Until(deadline), e.cfg.RenewDeadline/2))
+			if ok {
 				lastRenew = now // when the request was sent: no later than the server's write
 			}
 		}
 	}
-	cause, then := err, "run returns ErrLeaderLost"
+	cause := err
+	then := "run returns ErrLeaderLost"
 	if !errors.Is(err, ErrLeaderLost) {
 		cause = fmt.Errorf("%w: %w", ErrLeaderLost, unprefixed(err))
 	}
@@ -302,8 +312,11 @@ func (e *elector) release(ctx context.Context, shuttingDown bool) error {
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	l, now := e.observed.DeepCopy(), metav1.NowMicro()
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = new(""), new(int32(1)), &now
+	l := e.observed.DeepCopy()
+	now := metav1.NowMicro()
+	l.Spec.HolderIdentity = new("")
+	l.Spec.LeaseDurationSeconds = new(int32(1))
+	l.Spec.RenewTime = &now
 	if err := e.store.Update(ctx, l); err != nil {
 		return e.failed("update", err) // not released: a standby takes over after LeaseDuration
 	}
@@ -314,7 +327,8 @@ func (e *elector) release(ctx context.Context, shuttingDown bool) error {
 // fill makes spec say that we hold the lease, renewed (and if acquiring, acquired) at now.
 func (e *elector) fill(spec *coordinationv1.LeaseSpec, now time.Time, acquiring bool) {
 	t := metav1.NewMicroTime(now)
-	spec.HolderIdentity, spec.RenewTime = new(e.cfg.Identity), &t
+	spec.HolderIdentity = new(e.cfg.Identity)
+	spec.RenewTime = &t
 	spec.LeaseDurationSeconds = new(int32((e.cfg.LeaseDuration + time.Second - 1) / time.Second)) // whole seconds, rounded up
 	if acquiring {
 		spec.AcquireTime = &t
@@ -328,7 +342,8 @@ func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
 	}
 	e.observed = l
 	if h := holderOf(l); h != e.reported {
-		if e.reported = h; h != "" && h != e.cfg.Identity {
+		e.reported = h
+		if h != "" && h != e.cfg.Identity {
 			e.log.Info("leader election: new leader observed", "leader", h)
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -73,6 +75,85 @@ func TestManager_AddedAfterStart_RunsLikeAddedBefore(t *testing.T) {
 			t.Fatalf("after 30s only %v ran, want both runnables and the controller made after Start", got)
 		}
 	}
+}
+
+// TestManager_Standby_KeepsEnqueuedKeysAndAddedRunnablesForItsTerm backs
+// Enqueue's "kept until it runs" and Add's "in the next term, on a standby":
+// a key enqueued and a leader-only runnable added on a standby after Start
+// do not run while the other replica leads, and both run once it leads.
+func TestManager_Standby_KeepsEnqueuedKeysAndAddedRunnablesForItsTerm(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	leader := testManager(t, cfg, ns, Options{})
+	if err := leader.ElectLeader(apiLeaderElection(ns, "standby-0")); err != nil {
+		t.Fatal(err)
+	}
+	leading := make(chan struct{})
+	if err := leader.Add(Runnable{Name: "leading", NeedLeader: true, Run: func(ctx context.Context) error {
+		close(leading)
+		<-ctx.Done()
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	stopLeader := startManager(t, leader)
+	select {
+	case <-leading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not leading within 30s")
+	}
+
+	standby := testManager(t, cfg, ns, Options{})
+	leases := &faultyLeases{leaseStore: NewClient[coordinationv1.Lease](standby.conn)}
+	var attempts atomic.Int32 // the standby's tries for the lease: one read each
+	leases.setFault(func(_ context.Context, verb string) error {
+		if verb == "get" {
+			attempts.Add(1)
+		}
+		return nil
+	})
+	if err := standby.electLeader(apiLeaderElection(ns, "standby-1"), leases); err != nil {
+		t.Fatal(err)
+	}
+	var log reconcileLog
+	c := NewController(standby, "standby", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		defer log.record(ctx, Key{cm.Namespace, cm.Name})()
+		return Result{}, nil
+	})
+	startManager(t, standby)
+	pollWithin(t, 10*time.Second, "the standby tries for the lease", func() bool { return attempts.Load() > 0 })
+	c.Enqueue(Key{ns, "kept"})
+	ran := make(chan struct{})
+	if err := standby.Add(Runnable{Name: "added on the standby", NeedLeader: true, Run: func(ctx context.Context) error {
+		close(ran)
+		<-ctx.Done()
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	tried := attempts.Load()
+	pollWithin(t, 10*time.Second, "3 more tries by the standby", func() bool { return attempts.Load() >= tried+3 })
+	select {
+	case <-ran:
+		t.Error("the runnable added on the standby ran while the other replica led")
+	default:
+	}
+	if got := log.causes(ns + "/kept"); len(got) > 0 {
+		t.Errorf("the standby reconciled kept (%v) while the other replica led", got)
+	}
+
+	if err := stopLeader(); err != nil {
+		t.Fatalf("the leader's Start = %v, want nil", err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runnable added on the standby did not run within 10s of the leader's release")
+	}
+	eventually(t, "kept reconciled for its Enqueue", func() bool { return log.saw(ns+"/kept", "manual") })
 }
 
 // lateWidget is a CRD that TestManager_ControllerOfMissingCRD installs only

@@ -26,9 +26,9 @@ import (
 //	workqueue_{adds,retries}_total{controller,name}         counters
 //	workqueue_{queue,work}_duration_seconds{controller,name} histograms, 1e-8s .. 1000s
 //	leader_election_master_status{name}                     gauge, 1 while leading
-//	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own)
+//	kctl_cache_{objects,bytes}{resource}                    gauges (kctl's own), per informer of the Manager's cache; bytes is the encoded size, not memory
 //	kctl_events_dropped_total                               counter (kctl's own), once an EventRecorder is made
-//	kctl_cache_undecodable_objects{resource}                gauge (kctl's own)
+//	kctl_cache_undecodable_objects{resource}                gauge (kctl's own), per informer of the Manager's cache
 //	kctl_reconcile_conflicts_total{controller}              counter (kctl's own): Conflicts retried quietly
 //
 // Both workqueue labels are the controller's name, as in controller-runtime.
@@ -145,7 +145,9 @@ func (m *metrics) page() page {
 // ownPage collects the series of kctl's controllers, caches and leases.
 func (m *metrics) ownPage() page {
 	m.mu.Lock()
-	cms, informers, leaders := slices.Collect(maps.Values(m.controllers)), maps.Clone(m.informers), maps.Clone(m.leaders)
+	cms := slices.Collect(maps.Values(m.controllers))
+	informers := maps.Clone(m.informers)
+	leaders := maps.Clone(m.leaders)
 	events := m.events
 	undecodable := maps.Clone(m.undecodable)
 	m.mu.Unlock()
@@ -159,7 +161,7 @@ func (m *metrics) ownPage() page {
 	for r, stats := range informers {
 		objects, bytes := stats()
 		p.gauge("kctl_cache_objects", "Number of objects in the informer's cache per resource.", float64(objects), "resource", r)
-		p.gauge("kctl_cache_bytes", "Encoded size of the objects in the informer's cache per resource (what they hold; in memory they share equal parts).", float64(bytes), "resource", r)
+		p.gauge("kctl_cache_bytes", "Encoded size in bytes (protobuf or JSON) of the objects in the informer's cache per resource; not the memory they take, which decoding raises and sharing equal parts lowers.", float64(bytes), "resource", r)
 	}
 	for r, count := range undecodable {
 		p.gauge("kctl_cache_undecodable_objects", "Number of objects per resource that exist on the server but do not decode into the Go type (the cache keeps their last good copy).",
@@ -221,7 +223,8 @@ func (cm *controllerMetrics) workerStopped() { cm.active.Add(-1) }
 func (cm *controllerMetrics) setQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration)) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
-	cm.depth, cm.inFlight = depth, inFlight
+	cm.depth = depth
+	cm.inFlight = inFlight
 }
 
 // Added, Waited, Worked and Retried implement QueueObserver.
@@ -232,9 +235,11 @@ func (cm *controllerMetrics) Retried()               { cm.retries.Add(1) }
 
 func (cm *controllerMetrics) collect(p page) {
 	cm.mu.Lock()
-	depth, inFlight := cm.depth, cm.inFlight
+	depth := cm.depth
+	inFlight := cm.inFlight
 	cm.mu.Unlock()
-	c, q := cm.name, []string{"controller", cm.name, "name", cm.name}
+	c := cm.name
+	q := []string{"controller", cm.name, "name", cm.name}
 	for result, n := range cm.results.Range {
 		p.counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller",
 			float64(n.(*atomic.Uint64).Load()), "controller", c, "result", result.(string))
@@ -322,7 +327,8 @@ func (p page) gauge(name, help string, v float64, labels ...string) {
 
 func (p page) histogram(name, help string, h *histogram, labels ...string) {
 	var b strings.Builder
-	l, open := labelSet(labels), "{"
+	l := labelSet(labels)
+	open := "{"
 	if l != "" {
 		open = l[:len(l)-1] + "," // {a="x",
 	}
@@ -343,7 +349,8 @@ func (p page) histogram(name, help string, h *histogram, labels ...string) {
 // the count.
 func (p page) summary(name, help string, quantiles, values []float64, sum float64, count uint64, labels ...string) {
 	var b strings.Builder
-	l, open := labelSet(labels), "{"
+	l := labelSet(labels)
+	open := "{"
 	if l != "" {
 		open = l[:len(l)-1] + ","
 	}

@@ -61,42 +61,6 @@ type Queue[K comparable] struct {
 	obs                        QueueObserver
 }
 
-// Slot flags. A queued slot is neither processing nor dirty; fLow qualifies
-// fQueued (its live item is in low) or fDirty (only low adds came in).
-const (
-	fUsed       uint8 = 1 << iota // slot belongs to key
-	fQueued                       // in normal or low; counted in n
-	fLow                          // see above
-	fProcessing                   // handed out by Get, not yet Done
-	fDirty                        // added while processing: queued again at Done
-	fWaiting                      // in wait at pos
-	fWaitAdd                      // with fWaiting: made ready when due; else only kept until MinInterval passed
-)
-
-type slot[K comparable] struct {
-	key       K
-	flags     uint8
-	pos       int32        // fWaiting: index in wait
-	seq       uint64       // fQueued|fLow: seq of the live item in low
-	addedAt   int64        // fQueued: when it was queued (set when timed or low)
-	startedAt int64        // when Get last handed it out (set when timed; long ago for a new slot)
-	hot       *atomic.Bool // nil or flags&(fQueued|fLow) == fQueued, for add to read without mu
-}
-
-// mirror updates s.hot; call it after each change of fQueued or fLow.
-func (s *slot[K]) mirror() {
-	if s.hot != nil {
-		s.hot.Store(s.flags&(fQueued|fLow) == fQueued)
-	}
-}
-
-// item is an element of wait (due at at), normal (joined at at) or low.
-type item struct {
-	at  int64
-	seq uint64
-	idx uint32
-}
-
 // QueueOptions configures NewQueue. The zero value behaves like client-go's
 // rate-limiting workqueue: default rate limiter, no pacing, no observer.
 type QueueOptions[K comparable] struct {
@@ -228,9 +192,11 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	s := &q.slots[q.last]
 	s.flags = s.flags&^(fQueued|fLow) | fProcessing
 	s.mirror()
-	q.n, q.processing = q.n-1, q.processing+1
-	s.startedAt = q.now(q.timed)                             // 0 is as good as long ago when MinInterval is 0
-	k, waited := s.key, time.Duration(s.startedAt-s.addedAt) // used with an Observer only, so timed
+	q.n--
+	q.processing++
+	s.startedAt = q.now(q.timed) // 0 is as good as long ago when MinInterval is 0
+	k = s.key
+	waited := time.Duration(s.startedAt - s.addedAt) // used with an Observer only, so timed
 	q.mu.Unlock()
 	if q.obs != nil {
 		q.obs.Waited(waited)
@@ -248,11 +214,13 @@ func (q *Queue[K]) Done(k K) {
 		return
 	}
 	s := &q.slots[i]
-	dirty, low := s.flags&fDirty != 0, s.flags&fLow != 0
+	dirty := s.flags&fDirty != 0
+	low := s.flags&fLow != 0
 	s.flags &^= fProcessing | fDirty | fLow
 	q.processing--
 	now := q.now(q.timed || dirty && (low || q.low.len() > 0))
-	worked, added := time.Duration(now-s.startedAt), 0
+	worked := time.Duration(now - s.startedAt)
+	added := 0
 	switch {
 	case dirty: // never after ShutDown, which clears fDirty
 		added = q.readyLocked(i, low, now)
@@ -276,9 +244,11 @@ func (q *Queue[K]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.n }
 func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for i, now := 0, q.now(true); i < len(q.slots) && q.timed; i++ {
+	now := q.now(true)
+	for i := 0; i < len(q.slots) && q.timed; i++ {
 		if s := &q.slots[i]; s.flags&fProcessing != 0 {
-			unfinished, longest = unfinished+time.Duration(now-s.startedAt), max(longest, time.Duration(now-s.startedAt))
+			unfinished += time.Duration(now - s.startedAt)
+			longest = max(longest, time.Duration(now-s.startedAt))
 		}
 	}
 	return q.processing, unfinished, longest
@@ -292,7 +262,9 @@ func (q *Queue[K]) ShutDown() {
 	if q.shutdown {
 		return
 	}
-	q.shutdown, q.armed, q.drained = true, false, make(chan struct{})
+	q.shutdown = true
+	q.armed = false
+	q.drained = make(chan struct{})
 	if q.processing == 0 {
 		close(q.drained)
 	}
@@ -304,7 +276,10 @@ func (q *Queue[K]) ShutDown() {
 		q.slots[i].mirror()
 		q.idleLocked(uint32(i))
 	}
-	q.normal, q.low, q.wait, q.n = fifo{}, fifo{}, nil, 0
+	q.normal = fifo{}
+	q.low = fifo{}
+	q.wait = nil
+	q.n = 0
 	q.cond.Broadcast()
 }
 
@@ -323,227 +298,3 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 
 // ShuttingDown reports whether ShutDown was called.
 func (q *Queue[K]) ShuttingDown() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.shutdown }
-
-// findLocked is q.index[k], but first tries the slot Get handed out last: a
-// worker mostly passes back the key it just got (AddAfter, AddRateLimited, Done).
-func (q *Queue[K]) findLocked(k K) (uint32, bool) {
-	if int(q.last) < len(q.slots) && q.slots[q.last].flags != 0 && q.slots[q.last].key == k {
-		return q.last, true
-	}
-	i, ok := q.index[k]
-	return i, ok
-}
-
-func (q *Queue[K]) allocLocked(k K) uint32 {
-	if len(q.free) == 0 {
-		q.free, q.slots = append(q.free, uint32(len(q.slots))), append(q.slots, slot[K]{})
-	}
-	i := q.free[len(q.free)-1]
-	q.free = q.free[:len(q.free)-1]
-	q.slots[i], q.index[k] = slot[K]{key: k, flags: fUsed, startedAt: math.MinInt64 / 2}, i
-	return i
-}
-
-// idleLocked frees slot i if nothing holds it any more.
-func (q *Queue[K]) idleLocked(i uint32) {
-	if s := &q.slots[i]; s.flags == fUsed {
-		delete(q.index, s.key)
-		q.slots[i], q.free = slot[K]{}, append(q.free, i)
-	}
-}
-
-// readyLocked is where every add ends up: a processing key is marked dirty, a queued low key is
-// raised by a normal add, one within MinInterval of its last start waits, any other is queued (1)
-// and, if normal, leaves wait.
-func (q *Queue[K]) readyLocked(i uint32, low bool, now int64) int {
-	s := &q.slots[i]
-	switch {
-	case s.flags&fProcessing != 0: // low at Done only if every add meanwhile was low
-		keepLow := low && s.flags&(fDirty|fLow) != fDirty
-		if s.flags = s.flags&^fLow | fDirty; keepLow {
-			s.flags |= fLow
-		}
-		return 0
-	case s.flags&fQueued != 0: // a normal add raises a low key that has not aged; its low item dies
-		if !low && s.flags&fLow != 0 && now-s.addedAt < q.age {
-			s.flags &^= fLow
-			s.mirror()
-			q.normal.push(item{at: now, idx: i})
-		}
-		return 0
-	case now < s.startedAt+q.minInterval:
-		q.waitLocked(i, s.startedAt+q.minInterval, fWaitAdd, now)
-		return 0
-	}
-	if s.flags |= fQueued; low {
-		q.seq++
-		s.seq, s.flags = q.seq, s.flags|fLow
-		q.low.push(item{seq: q.seq, idx: i})
-	} else if q.normal.push(item{at: now, idx: i}); s.flags&fWaiting != 0 {
-		q.unwaitLocked(i) // queued now, which is earlier than due
-	}
-	s.addedAt, q.n = now, q.n+1
-	s.mirror()
-	q.cond.Signal()
-	return 1
-}
-
-// publishLocked gives slot i a hot flag: the one its key had in q.hot (unused
-// since its slot was freed) or a new one, listed in fresh until the next rebuild
-// of q.hot, which keeps the flags of idle keys for their next slot unless they
-// outnumber the keys in use.
-func (q *Queue[K]) publishLocked(i uint32) {
-	s, m := &q.slots[i], *q.hot.Load()
-	if s.hot = m[s.key]; s.hot == nil {
-		s.hot = new(atomic.Bool)
-		q.fresh = append(q.fresh, hotEntry[K]{s.key, s.hot})
-		if len(q.fresh) > len(m)/8 { // amortized O(8) per new flag
-			prune := len(m) > 2*len(q.slots)+1024
-			n := make(map[K]*atomic.Bool, len(m)+len(q.fresh))
-			for k, h := range m {
-				if _, ok := q.index[k]; !prune || ok {
-					n[k] = h
-				}
-			}
-			for _, e := range q.fresh {
-				if j, ok := q.index[e.key]; ok && q.slots[j].hot == e.hot { // the live flag wins
-					n[e.key] = e.hot
-				} else if !prune && n[e.key] == nil {
-					n[e.key] = e.hot
-				}
-			}
-			q.hot.Store(&n)
-			clear(q.fresh)
-			q.fresh = q.fresh[:0]
-		}
-	}
-	s.mirror()
-}
-
-type hotEntry[K comparable] struct {
-	key K
-	hot *atomic.Bool
-}
-
-func (q *Queue[K]) liveLow(e item) bool {
-	s := &q.slots[e.idx]
-	return s.flags&(fQueued|fLow) == fQueued|fLow && s.seq == e.seq
-}
-
-// popLocked takes the next key (q.n > 0): the head of low if normal is empty
-// or the low key aged before the head of normal joined, else the head of normal.
-func (q *Queue[K]) popLocked() uint32 {
-	for q.low.len() > 0 && !q.liveLow(q.low.buf[q.low.head]) {
-		q.low.pop()
-	}
-	if q.low.len() > 0 && (q.normal.len() == 0 || q.normal.buf[q.normal.head].at-q.slots[q.low.buf[q.low.head].idx].addedAt >= q.age) {
-		return q.low.pop().idx
-	}
-	return q.normal.pop().idx
-}
-
-// waitLocked puts slot i in the heap, due at at: with add == fWaitAdd, to be
-// made ready (an earlier add wins); with 0, only to keep the slot (MinInterval).
-func (q *Queue[K]) waitLocked(i uint32, at int64, add uint8, now int64) {
-	s := &q.slots[i]
-	if s.flags&fWaiting == 0 {
-		s.pos = int32(len(q.wait))
-		q.wait = append(q.wait, item{})
-	} else if s.flags&fWaitAdd != 0 && (add == 0 || at >= q.wait[s.pos].at) {
-		return
-	}
-	q.seq++
-	q.wait[s.pos], s.flags = item{at, q.seq, i}, s.flags|fWaiting|add
-	q.siftLocked(int(s.pos))
-	q.armLocked(now)
-}
-
-// armLocked makes the timer fire when wait[0] is due.
-func (q *Queue[K]) armLocked(now int64) {
-	if len(q.wait) > 0 && (!q.armed || q.armedAt > q.wait[0].at) {
-		if q.timer == nil {
-			q.timer = time.AfterFunc(math.MaxInt64, q.fire)
-		}
-		q.armed, q.armedAt = true, q.wait[0].at
-		q.timer.Reset(time.Duration(q.armedAt - now))
-	}
-}
-
-// fire runs on the timer. A spurious call is harmless.
-func (q *Queue[K]) fire() {
-	q.mu.Lock()
-	q.armed = false
-	q.unlockAdded(q.dueLocked(q.now(true)))
-}
-
-// dueLocked makes the keys due by now ready, in (at, seq) order, re-arms
-// the timer for the next one and reports how many keys it queued.
-func (q *Queue[K]) dueLocked(now int64) (added int) {
-	for len(q.wait) > 0 && q.wait[0].at <= now {
-		i := q.wait[0].idx
-		add := q.slots[i].flags&fWaitAdd != 0
-		if q.unwaitLocked(i); add {
-			added += q.readyLocked(i, false, now)
-		}
-		q.idleLocked(i)
-	}
-	q.armLocked(now)
-	return added
-}
-
-// unwaitLocked takes slot i out of wait.
-func (q *Queue[K]) unwaitLocked(i uint32) {
-	j, last := int(q.slots[i].pos), len(q.wait)-1
-	q.slots[i].flags &^= fWaiting | fWaitAdd
-	if q.wait[j], q.wait = q.wait[last], q.wait[:last]; j < last {
-		q.siftLocked(j)
-	}
-}
-
-// siftLocked moves wait[j] up or down to its place in the heap.
-func (q *Queue[K]) siftLocked(j int) {
-	w, e := q.wait, q.wait[j]
-	for ; j > 0 && e.before(&w[(j-1)/2]); j = (j - 1) / 2 {
-		q.putLocked(j, w[(j-1)/2])
-	}
-	for c := 2*j + 1; c < len(w); c = 2*j + 1 {
-		if c+1 < len(w) { // take the earlier child without a branch: it is unpredictable
-			d := 0
-			if w[c+1].at < w[c].at {
-				d = 1
-			}
-			if w[c+1].at == w[c].at && w[c+1].seq < w[c].seq {
-				d = 1
-			}
-			c += d
-		}
-		if !w[c].before(&e) {
-			break
-		}
-		q.putLocked(j, w[c])
-		j = c
-	}
-	q.putLocked(j, e)
-}
-
-func (q *Queue[K]) putLocked(j int, e item) { q.wait[j], q.slots[e.idx].pos = e, int32(j) }
-
-func (e *item) before(f *item) bool { return e.at < f.at || e.at == f.at && e.seq < f.seq }
-
-// fifo is a queue on a slice: a push shifts the rest down once half of the
-// slice is popped, so push and pop are O(1) amortized.
-type fifo struct {
-	buf  []item
-	head int
-}
-
-func (f *fifo) len() int { return len(f.buf) - f.head }
-
-func (f *fifo) push(e item) {
-	if f.head > 0 && f.head >= len(f.buf)/2 {
-		f.buf, f.head = f.buf[:copy(f.buf, f.buf[f.head:])], 0
-	}
-	f.buf = append(f.buf, e)
-}
-
-func (f *fifo) pop() item { f.head++; return f.buf[f.head-1] }

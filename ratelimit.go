@@ -45,7 +45,8 @@ func (l *rateLimiter[K]) When(k K) time.Duration {
 	l.failures[k]++
 	d := backoff(l.base, l.max, l.failures[k]-1)
 	if l.qps > 0 {
-		l.tokens, l.last = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.qps)-1, now
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.qps) - 1
+		l.last = now
 		d = max(d, time.Duration(-l.tokens/l.qps*float64(time.Second))) // <= 0 while tokens last
 	}
 	return d

@@ -45,6 +45,8 @@ const readYourWritesTimeout = 10 * time.Second
 // objects that resource's cache holds (sees), so that every one of them is
 // removed by an event of the cache.
 type writeTracker struct {
+	timeout time.Duration // how long a read waits: readYourWritesTimeout, shorter in tests
+
 	mu      sync.Mutex
 	sees    map[Resource]func(metav1.Object) bool // the tracked resources: whether their cache holds an object
 	pending map[Resource]map[Key]write            // by object; removed by caughtUp
@@ -60,7 +62,7 @@ type write struct {
 }
 
 func newWriteTracker() *writeTracker {
-	return &writeTracker{sees: map[Resource]func(metav1.Object) bool{}, pending: map[Resource]map[Key]write{}}
+	return &writeTracker{timeout: readYourWritesTimeout, sees: map[Resource]func(metav1.Object) bool{}, pending: map[Resource]map[Key]write{}}
 }
 
 // track starts read-your-writes for inf's resource; calling it again does nothing.
@@ -166,7 +168,7 @@ func (w *writeTracker) writesIn(res Resource, namespace, name string) map[Key]wr
 	return out
 }
 
-// readYourWrites waits, at most readYourWritesTimeout, until inf has caught
+// readYourWrites waits, at most w.timeout, until inf has caught
 // up with every write of w to namespace/name (see writesIn); a nil w has none.
 func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T], namespace, name string) error {
 	if w == nil {
@@ -176,7 +178,7 @@ func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T
 	if len(writes) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, readYourWritesTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	for k, wr := range writes {
 		var err error
@@ -190,7 +192,7 @@ func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T
 		}
 		if err != nil {
 			return fmt.Errorf("kctl: a cached read of %s waited %v for the cache to catch up with this Manager's write of %s: %w",
-				inf.res, readYourWritesTimeout, k, unprefixed(err))
+				inf.res, w.timeout, k, unprefixed(err))
 		}
 	}
 	return nil

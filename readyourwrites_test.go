@@ -3,8 +3,10 @@ package kctl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,8 +110,9 @@ func (b *syncBuffer) String() string {
 }
 
 // A reconcile whose Update conflicts (another writer changed the object
-// after the cache's copy) is retried, logged at debug and counted, never
-// logged as an error.
+// after the cache's copy) is retried, logged at debug and counted in
+// kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"},
+// never logged or counted as an error.
 func TestController_Conflict_IsRetriedWithoutAnErrorLineAndCounted(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
@@ -161,9 +164,17 @@ func TestController_Conflict_IsRetriedWithoutAnErrorLineAndCounted(t *testing.T)
 	}
 	var page bytes.Buffer
 	mgr.metrics.page().writeTo(&page)
-	want := fmt.Sprintf(`kctl_reconcile_conflicts_total{controller="conflict"} %d`, attempts.Load()-1)
-	if !strings.Contains(page.String(), want+"\n") {
-		t.Errorf("the metrics page has no %q:\n%s", want, page.String())
+	conflicts := strconv.Itoa(int(attempts.Load() - 1)) // every attempt but the last, which succeeded
+	s := samples(page.String())
+	for series, want := range map[string]string{
+		`kctl_reconcile_conflicts_total{controller="conflict"}`:                      conflicts,
+		`controller_runtime_reconcile_total{controller="conflict",result="requeue"}`: conflicts,
+		`controller_runtime_reconcile_total{controller="conflict",result="error"}`:   "0",
+		`controller_runtime_reconcile_errors_total{controller="conflict"}`:           "0",
+	} {
+		if s[series] != want {
+			t.Errorf("metrics page: %s = %q, want %s", series, s[series], want)
+		}
 	}
 }
 
@@ -205,5 +216,47 @@ func TestController_ConflictOnEveryAttempt_IsAnErrorAtTheFifth(t *testing.T) {
 		!strings.Contains(errLines[0], "the object has been modified") {
 		t.Errorf("want %d quiet retries, then an error line at attempt 5; got debug lines:\n%s\nerror lines:\n%s",
 			quietConflicts-1, strings.Join(debugLines, "\n"), strings.Join(errLines, "\n"))
+	}
+}
+
+// A write the cache never reaches (here a resourceVersion far ahead of the
+// server's) makes a cached Get and List of it fail after the timeout (10 s;
+// shortened here), with an error naming the object, even though the cache
+// holds an older version of it.
+func TestClient_ReadYourWrites_CacheNeverCatchesUp_FailsAfterTheTimeoutNamingTheObject(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	mgr.writes.timeout = 300 * time.Millisecond
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	startManager(t, mgr)
+	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ahead"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(t.Context(), ns, "ahead"); err != nil {
+		t.Fatalf("Get of the object just created: %v", err)
+	}
+	mgr.writes.record(cms.Resource(), &metav1.ObjectMeta{Namespace: ns, Name: "ahead", ResourceVersion: "999999999999"})
+	get := func() error {
+		_, err := cms.Get(t.Context(), ns, "ahead")
+		return err
+	}
+	list := func() error {
+		_, err := cms.List(t.Context(), ListOptions{Namespace: ns})
+		return err
+	}
+	for _, read := range []struct {
+		name string
+		call func() error
+	}{{"Get", get}, {"List", list}} {
+		start := time.Now()
+		err := read.call()
+		took := time.Since(start)
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "write of "+ns+"/ahead") {
+			t.Errorf("%s of a write the cache never reaches = %v, want a deadline error naming %s/ahead", read.name, err, ns)
+		}
+		if took < mgr.writes.timeout || took > 5*time.Second {
+			t.Errorf("%s failed after %v, want after the timeout of %v", read.name, took, mgr.writes.timeout)
+		}
 	}
 }

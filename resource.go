@@ -225,7 +225,9 @@ func SetControllerReference[O any, PO Object[O], C any, PC Object[C]](owner *O, 
 	if err != nil {
 		return err
 	}
-	om, cm, why := PO(owner), PC(child), ""
+	om := PO(owner)
+	cm := PC(child)
+	why := ""
 	switch c := metav1.GetControllerOfNoCopy(cm); {
 	case om.GetUID() == "":
 		why = "it has no UID yet; create it first"
@@ -240,7 +242,8 @@ func SetControllerReference[O any, PO Object[O], C any, PC Object[C]](owner *O, 
 	refs := slices.Clone(cm.GetOwnerReferences())
 	i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == om.GetUID() })
 	if i < 0 {
-		i, refs = len(refs), append(refs, metav1.OwnerReference{})
+		i = len(refs)
+		refs = append(refs, metav1.OwnerReference{})
 	}
 	refs[i] = *metav1.NewControllerRef(om, schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind})
 	cm.SetOwnerReferences(refs)
@@ -251,7 +254,8 @@ func SetControllerReference[O any, PO Object[O], C any, PC Object[C]](owner *O, 
 // no Conflict, at most 5 times, waiting about 10, 20, 40, 80ms between tries.
 // It returns fn's last error, or ctx's error if ctx ends while waiting.
 func RetryOnConflict(ctx context.Context, fn func() error) error {
-	for try, wait := 1, 10*time.Millisecond; ; try, wait = try+1, wait*2 {
+	wait := 10 * time.Millisecond
+	for try := 1; ; try++ {
 		err := fn()
 		if !apierrors.IsConflict(err) || try == 5 {
 			return err
@@ -261,6 +265,7 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), unprefixed(err))
 		case <-time.After(wait + rand.N(wait/10+1)):
 		}
+		wait *= 2
 	}
 }
 
@@ -355,12 +360,14 @@ func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func
 // createOrGet reads obj, applies mutate and creates obj if it did not exist.
 // It returns the object as read if the caller must write a change, else nil.
 func createOrGet[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (*T, OperationResult, error) {
-	ns, name := metaOf(obj).GetNamespace(), metaOf(obj).GetName()
+	ns := metaOf(obj).GetNamespace()
+	name := metaOf(obj).GetName()
 	cur, err := c.Get(ctx, ns, name)
 	var before *T
 	switch {
 	case err == nil:
-		*obj, before = *cur, deepCopy(cur)
+		*obj = *cur
+		before = deepCopy(cur)
 	case !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled):
 		return nil, OperationResultNone, err
 	}

@@ -353,3 +353,69 @@ func TestRetryOnConflict_GivesUpAfterFiveTries_BackingOffInFakeTime(t *testing.T
 		}
 	})
 }
+
+func TestCreateOrUpdate_And_CreateOrPatch_ReportWhatTheyDid(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	ctx := t.Context()
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
+	setMode := func(mode string) func(*corev1.ConfigMap) error {
+		return func(cm *corev1.ConfigMap) error { cm.Data = map[string]string{"mode": mode}; return nil }
+	}
+	for i, want := range []struct {
+		mode string
+		res  OperationResult
+	}{{"a", OperationResultCreated}, {"a", OperationResultNone}, {"b", OperationResultUpdated}} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cou"}}
+		res, err := CreateOrUpdate(ctx, cms, cm, setMode(want.mode))
+		if err != nil || res != want.res || cm.Data["mode"] != want.mode || cm.UID == "" {
+			t.Errorf("step %d: CreateOrUpdate(mode %s) = %s, %v, %v; want %s", i, want.mode, res, err, cm.Data, want.res)
+		}
+	}
+	g := installGizmoCRD(t, cfg)
+	steps := []struct {
+		mutate func(*gizmo)
+		res    OperationResult
+	}{
+		{func(x *gizmo) { x.Spec.Size = 1 }, OperationResultCreated},
+		{func(x *gizmo) { x.Spec.Size = 1 }, OperationResultNone},
+		{func(x *gizmo) { x.Spec.Color = "red" }, OperationResultUpdated},
+		{func(x *gizmo) { x.Status.Ready = true }, OperationResultUpdatedStatusOnly},
+		{func(x *gizmo) { x.Spec.Size, x.Status.Ready = 3, false }, OperationResultUpdatedStatus},
+	}
+	for i, s := range steps {
+		obj := &gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cop"}}
+		res, err := CreateOrPatch(ctx, g, obj, func(x *gizmo) error { s.mutate(x); return nil })
+		if err != nil || res != s.res {
+			t.Errorf("step %d: CreateOrPatch = %s, %v; want %s", i, res, err, s.res)
+		}
+	}
+	got, err := g.Get(ctx, ns, "cop")
+	if err != nil || got.Spec.Size != 3 || got.Spec.Color != "red" || got.Status.Ready {
+		t.Errorf("after CreateOrPatch: %+v, %v; want size 3, red, not ready", got, err)
+	}
+	_, err = CreateOrUpdate(ctx, cms, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cou"}}, func(cm *corev1.ConfigMap) error {
+		cm.Name = "renamed"
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "must keep the name") {
+		t.Errorf("a mutate that renames: err = %v", err)
+	}
+	var tries int
+	err = RetryOnConflict(ctx, func() error {
+		tries++
+		cm, err := cms.Get(ctx, ns, "cou")
+		if err != nil {
+			return err
+		}
+		if tries == 1 {
+			cm.ResourceVersion = "1" // stale: Conflict
+		}
+		cm.Data["mode"] = "retried"
+		return cms.Update(ctx, cm)
+	})
+	if err != nil || tries != 2 {
+		t.Errorf("RetryOnConflict = %v after %d tries; want success after 2", err, tries)
+	}
+}

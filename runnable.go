@@ -152,7 +152,8 @@ func (g *group) wait(stop context.Context, by func() time.Time) []string {
 	stopped := stop.Done()
 	for {
 		g.mu.Lock()
-		n, ended := len(g.running), g.ended
+		n := len(g.running)
+		ended := g.ended
 		g.mu.Unlock()
 		if n == 0 {
 			return nil

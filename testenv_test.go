@@ -31,7 +31,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(signalHelperEnv) != "" {
+		signalHelper() // before RunTests, whose own SIGINT handler would stop the process
+	}
+	os.Exit(controlplane.RunTests(m))
+}
 
 // testConfig returns a new config for the control plane's admin (group
 // system:masters). Its rate limit is raised to 100 QPS (burst 200); change

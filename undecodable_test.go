@@ -216,7 +216,8 @@ func (g *goneOnce) wrap(rt http.RoundTripper) http.RoundTripper {
 // Against the server: a Dial whose spec.turns is made a string stays cached
 // (last good copy) through a relist, without OnDelete; its delete runs
 // OnDelete once; one that decodes again is reconciled; each is logged once
-// and counted while it does not decode.
+// and counted while it does not decode, by Undecodable and on the metrics
+// page as kctl_cache_undecodable_objects.
 func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
@@ -253,6 +254,13 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 		t.Fatal(err)
 	}
 	startManager(t, m)
+	onPage := func(want string) {
+		t.Helper()
+		const series = `kctl_cache_undecodable_objects{resource="dials.kctl.example.com/v1"}`
+		if got := samples(scrapeMetrics(t, m.metrics.handler()))[series]; got != want {
+			t.Errorf("metrics page: %s = %q, want %s", series, got, want)
+		}
+	}
 	seen := func(name string, turns int) func() bool {
 		return func() bool { mu.Lock(); defer mu.Unlock(); v, ok := reconciled[name]; return ok && v == turns }
 	}
@@ -260,10 +268,12 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 	if n := inf.Undecodable(); n != 1 {
 		t.Errorf("Undecodable() = %d after the first list, want 1 (c)", n)
 	}
+	onPage("1")
 
 	setTurns(t, dials, ns, "a", `"three"`)
 	setTurns(t, dials, ns, "a", `"four"`)
 	cacheEventually(t, "a counted as undecodable", func() bool { return inf.Undecodable() == 2 })
+	onPage("2")
 	gone.arm()
 	cacheEventually(t, "the relist", func() bool { return gone.fired() && len(logs.lines("fault injected")) > 0 })
 	setTurns(t, dials, ns, "b", "2") // a change after the relist: once seen, the relist is applied
@@ -281,6 +291,7 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 	if n := inf.Undecodable(); n != 0 {
 		t.Errorf("Undecodable() = %d at the end, want 0", n)
 	}
+	onPage("0")
 	mu.Lock()
 	if !slices.Equal(deletes, []string{"a@1"}) {
 		t.Errorf("OnDelete ran for %q, want once for a, with its last good copy (a@1)", deletes)

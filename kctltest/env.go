@@ -23,12 +23,14 @@ import (
 )
 
 // Main runs the tests of m and then stops the control plane, if a test
-// started one, and says on the terminal how many tests were skipped for want
-// of one. It returns the exit code for os.Exit:
+// started one, and says on the terminal (on standard error without one) how
+// many tests were skipped for want of one. It returns the exit code for
+// os.Exit:
 //
 //	func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
 //
-// Start fails the tests of a package whose TestMain does not call Main.
+// Start fails the tests of a package with no TestMain, or one that does not
+// call Main, with this line in the message.
 func Main(m *testing.M) int { return controlplane.RunTests(m) }
 
 // Env is the control plane of a test binary: an etcd and a kube-apiserver

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
@@ -16,6 +18,33 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
+
+// helperEnv makes this test binary, run again by a test, a helper process
+// in which TestHelper_NoControlPlane runs.
+const helperEnv = "KCTLTEST_HELPER"
+
+func TestHelper_NoControlPlane(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("runs only as a helper process")
+	}
+	kctltest.Start(t) // skips: the helper has no control plane
+}
+
+// Main says how many tests were skipped for want of a control plane. The
+// helper runs in a session of its own, without a terminal, so that Main
+// writes to standard error, which this reads.
+func TestMain_NoControlPlane_ReportsHowManyTestsSkipped(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelper_NoControlPlane$", "-test.count=2", "-test.v")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "CI=", "KCTL_CONTROLPLANE_BIN="+t.TempDir()) // holds no binaries
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the helper: %v, want it to pass with its tests skipped\n%s", err, out)
+	}
+	if want := "SKIPPED 2 INTEGRATION TESTS"; !strings.Contains(string(out), want) {
+		t.Errorf("the helper's output lacks %q:\n%s", want, out)
+	}
+}
 
 // gadget is the Go side of testdata/gadget-crd.yaml.
 type gadget struct {
@@ -87,6 +116,55 @@ func TestApply_ObjectsAndBytes_CreateThenUpdate(t *testing.T) {
 	if _, err := cms.Get(t.Context(), ns, "a"); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap a after Delete: %v, want NotFound", err)
 	}
+}
+
+// applyFailure runs Apply of manifest and returns its failure message, "" if none.
+func applyFailure(t *testing.T, env *kctltest.Env, manifest any) string {
+	tb := &fatalTB{TB: t, ctx: t.Context()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		env.Apply(tb, manifest)
+	}()
+	<-done
+	return tb.msg
+}
+
+// Apply validates strictly: a field the schema lacks, or one given twice,
+// fails. (Server-side apply refuses an unknown field in any case; without
+// strict validation it would take the last of duplicates.)
+func TestApply_UnknownOrDuplicateField_Fails(t *testing.T) {
+	env := kctltest.Start(t)
+	ns := env.Namespace(t)
+	env.Apply(t, "testdata/gadget-crd.yaml")
+	for _, c := range []struct{ name, spec, want string }{
+		{"unknown", `{"size":1,"colour":"red"}`, "colour"},
+		{"duplicate", `{"size":1,"size":2}`, "size"},
+	} {
+		manifest := fmt.Sprintf(`{"apiVersion":"kctltest.kctl.dev/v1","kind":"Gadget","metadata":{"name":%q,"namespace":%q},"spec":%s}`,
+			c.name, ns, c.spec)
+		msg := applyFailure(t, env, []byte(manifest))
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("Apply of a Gadget with spec %s: failure %q, want one naming %s", c.spec, msg, c.want)
+		}
+	}
+	list, err := kctl.NewClient[gadget](env.Conn).List(t.Context(), kctl.ListOptions{Namespace: ns})
+	if err != nil || len(list) != 0 {
+		t.Errorf("Gadgets in %s after the failed Applies: %v, %v; want none", ns, names(list), err)
+	}
+}
+
+// A namespaced object without a namespace goes to "default", as with kubectl.
+func TestApply_NoNamespace_GoesToDefault(t *testing.T) {
+	env := kctltest.Start(t)
+	name := env.Namespace(t) // a fresh name, though not used as a namespace here
+	cm := []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {k: v}\n", name))
+	env.Apply(t, cm)
+	got, err := kctl.NewClient[corev1.ConfigMap](env.Conn).Get(t.Context(), "default", name)
+	if err != nil || got.Data["k"] != "v" {
+		t.Errorf("ConfigMap default/%s after Apply without a namespace = %v, %v; want data k=v", name, got, err)
+	}
+	env.Delete(t, cm)
 }
 
 func TestUnprivileged_MayDoWhatItsRulesAllowAndNothingElse(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -41,10 +42,10 @@ import (
 // reconcile(kctltest.NewFakeClient(t, &Widget{...})).
 //
 // What it models, as the API server does: resourceVersion (a write with a
-// stale one fails with Conflict; Create refuses one; Update of a
-// non-k8s.io/api type needs one), uid, creationTimestamp, generation (bumped
-// when anything but metadata and status changes, and by a Delete that sets
-// deletionTimestamp), the status subresource of a type with a status field
+// stale one fails with Conflict; Create refuses one, with the server's 500;
+// Update of a non-k8s.io/api type needs one), uid, creationTimestamp,
+// generation (bumped when anything but metadata and status changes, and by a
+// Delete that sets deletionTimestamp), the status subresource of a type with a status field
 // (Create drops the status, Update keeps the stored one, UpdateStatus changes
 // only the status), merge patches (RFC 7386), deletion with
 // finalizers (Delete sets deletionTimestamp; the object goes when the last
@@ -168,7 +169,9 @@ func (f *FakeClient[T]) Create(ctx context.Context, obj *T) error {
 	case f.res.Namespaced && m.GetNamespace() == "":
 		return apierrors.NewBadRequest(fmt.Sprintf("a %s needs a namespace", f.res.Kind))
 	case m.GetResourceVersion() != "":
-		return apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+		// The API server answers 500 with no reason: its storage layer refuses it.
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "resourceVersion should not be set on objects to be created"}}
 	}
 	doc, err := toMap(obj)
 	if err != nil {

@@ -2,6 +2,7 @@ package kctltest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -58,6 +59,16 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 	say("create: %v", c.Create(ctx, a))
 	state("after create")
 	say("create again: AlreadyExists=%t", apierrors.IsAlreadyExists(c.Create(ctx, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}})))
+	withRV := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c", ResourceVersion: "1"}}
+	say("create with a resourceVersion: code %d", statusCode(c.Create(ctx, withRV)))
+	_, err := c.Get(ctx, ns, "c")
+	say("get it: NotFound=%t", apierrors.IsNotFound(err))
+	gen := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "gen-"}}
+	err = c.Create(ctx, gen)
+	suffix, ok := strings.CutPrefix(gen.Name, "gen-")
+	say("create with generateName gen-: %v, named gen- and %d more characters: %t", err, len(suffix), ok)
+	_, err = c.Get(ctx, ns, gen.Name)
+	say("get it by that name: %v", err)
 	b := &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b", Labels: map[string]string{"app": "y"}}}
 	say("create b: %v", c.Create(ctx, b))
 
@@ -76,7 +87,7 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 	state("after metadata update")
 
 	named := func() *gadget { return &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}} }
-	err := c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"spec":{"size":4},"status":{"seen":100}}`), kctl.PatchOptions{})
+	err = c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"spec":{"size":4},"status":{"seen":100}}`), kctl.PatchOptions{})
 	say("merge patch: %v", err)
 	state("after merge patch")
 	err = c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"status":{"seen":4}}`), kctl.PatchOptions{Subresource: "status"})
@@ -100,6 +111,15 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 	return saw
 }
 
+// statusCode is the HTTP status of the API error err wraps; 0 if none.
+func statusCode(err error) int32 {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return 0
+	}
+	return st.Status().Code
+}
+
 func names(list []*gadget) []string {
 	var out []string
 	for _, g := range list {
@@ -112,6 +132,10 @@ var wantScenario = []string{
 	"create: <nil>",
 	"after create: generation 1, size 1, seen 0, finalizers [kctl.dev/test], deleting false",
 	"create again: AlreadyExists=true",
+	"create with a resourceVersion: code 500",
+	"get it: NotFound=true",
+	"create with generateName gen-: <nil>, named gen- and 5 more characters: true",
+	"get it by that name: <nil>",
 	"create b: <nil>",
 	"update: <nil>",
 	"after update: generation 2, size 2, seen 0, finalizers [kctl.dev/test], deleting false",

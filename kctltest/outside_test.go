@@ -13,8 +13,8 @@ import (
 )
 
 // testdata/outside is a module of its own with a CRD controller and its
-// tests, written with kctltest's exported API only, as a user would. This
-// runs them: a copy in a temporary folder whose go.mod replaces kctl with
+// tests, written with kctltest's exported API only, as a user would, and a
+// package whose tests have no TestMain (package nomain). This runs them: a copy in a temporary folder whose go.mod replaces kctl with
 // this checkout, so they see kctl as a user's module does.
 func TestOutsideModule_TestsACRDControllerEndToEnd(t *testing.T) {
 	kctltest.Start(t) // skips or fails as every integration test does; the copy starts its own
@@ -48,7 +48,8 @@ func TestOutsideModule_TestsACRDControllerEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go test in %s: %v\n%s", dir, err, out)
 	}
-	for _, want := range []string{"--- PASS: TestFoo_GetsItsConfigMapAndStatus", "--- PASS: TestReconcile_WritesTheConfigMapThenTheStatus"} {
+	for _, want := range []string{"--- PASS: TestFoo_GetsItsConfigMapAndStatus", "--- PASS: TestReconcile_WritesTheConfigMapThenTheStatus",
+		"--- PASS: TestStart_WithoutMain_FailsTheTestAndNamesTheFix"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("go test output lacks %q:\n%s", want, out)
 		}

@@ -182,7 +182,8 @@ func (c *Cluster) Down() {
 			StopPID(p.cmd.Process.Pid, p.exited, 5*time.Second)
 		}
 	}
-	c.api, c.etcd = nil, nil
+	c.api = nil
+	c.etcd = nil
 }
 
 // spawn starts one binary with its output in Dir/NAME.log, in a process
@@ -264,16 +265,19 @@ func (c *Cluster) waitReady(ctx context.Context, p *proc, url string) error {
 // StopPID sends SIGTERM to the process group that pid leads, and SIGKILL if
 // exited has not turned true after grace (at once if grace is 0).
 func StopPID(pid int, exited func() bool, grace time.Duration) {
-	sig, kill := syscall.SIGTERM, time.Now().Add(grace)
+	sig := syscall.SIGTERM
+	kill := time.Now().Add(grace)
 	if grace == 0 {
 		sig = syscall.SIGKILL
 	}
 	syscall.Kill(-pid, sig)
-	for giveUp := kill.Add(5 * time.Second); !exited() && time.Now().Before(giveUp); time.Sleep(20 * time.Millisecond) {
+	giveUp := kill.Add(5 * time.Second)
+	for !exited() && time.Now().Before(giveUp) {
 		if sig == syscall.SIGTERM && time.Now().After(kill) {
 			sig = syscall.SIGKILL
 			syscall.Kill(-pid, sig)
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -331,7 +335,8 @@ func (c *Cluster) writeCredentials(unprivilegedToken string) error {
 	if err != nil {
 		return err
 	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
+	ca, err = x509.ParseCertificate(caDER)
+	if err != nil {
 		return err
 	}
 	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -109,19 +109,11 @@ type footprint struct {
 // times env.buildRuns cold builds of each, alternating.
 func buildPhase(env *env, fp map[string]*footprint) error {
 	for _, st := range env.stacks {
-		if _, _, err := build(env, st, nil); err != nil {
-			return err
-		}
-		fi, err := os.Stat(env.bin(st))
+		f, err := staticFootprint(env, st)
 		if err != nil {
 			return err
 		}
-		n, err := modules(env.bin(st))
-		if err != nil {
-			return err
-		}
-		fp[st] = &footprint{sizeMB: float64(fi.Size()) / 1e6, modules: n}
-		env.progress("build %-18s %.2f MB, %d modules", st, fp[st].sizeMB, n)
+		fp[st] = f
 	}
 	for run := range env.buildRuns {
 		for _, st := range rotate(env.stacks, run) {
@@ -142,9 +134,37 @@ func buildPhase(env *env, fp map[string]*footprint) error {
 	return nil
 }
 
+// staticFootprint builds stack (warm cache) and reads its size and modules.
+func staticFootprint(env *env, stack string) (*footprint, error) {
+	if _, _, err := build(env, stack, nil); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(env.bin(stack))
+	if err != nil {
+		return nil, err
+	}
+	n, err := modules(env.bin(stack))
+	if err != nil {
+		return nil, err
+	}
+	env.progress("build %-18s %.2f MB, %d modules", stack, float64(fi.Size())/1e6, n)
+	return &footprint{sizeMB: float64(fi.Size()) / 1e6, modules: n}, nil
+}
+
 // rssPhase measures idle RSS after sync: first on an empty cluster, then
 // with rssRS ReplicaSets of rssPods Pods each, which every run labels anew.
+// Without the footprint part (-skip footprint) it builds the stacks itself.
 func rssPhase(ctx context.Context, env *env, fp map[string]*footprint) error {
+	for _, st := range env.stacks {
+		if fp[st] != nil {
+			continue
+		}
+		f, err := staticFootprint(env, st)
+		if err != nil {
+			return err
+		}
+		fp[st] = f
+	}
 	for run := range env.runs {
 		for _, st := range rotate(env.stacks, run) {
 			rss, err := idleRSS(ctx, env, st, fmt.Sprintf("rss-empty-%s-%d", st, run), nil)

@@ -1,0 +1,177 @@
+package kctl
+
+// A Client's writes: Create, Update, UpdateStatus, Patch, Apply, Delete,
+// DeleteWithOptions and DeleteAllOf, with their options.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Create creates obj (its namespace, name or generateName, and content) and
+// updates obj from the server's answer.
+func (c *Client[T]) Create(ctx context.Context, obj *T) error {
+	return c.write(ctx, "create", http.MethodPost, obj, "")
+}
+
+// Update replaces obj on the server and updates obj from the answer; a stale
+// resourceVersion fails with Conflict. The server ignores status changes of a
+// resource with a status subresource: use UpdateStatus for those.
+func (c *Client[T]) Update(ctx context.Context, obj *T) error {
+	return c.write(ctx, "update", http.MethodPut, obj, "")
+}
+
+// UpdateStatus is Update of the status subresource: only obj's status is
+// written, with the same optimistic concurrency.
+func (c *Client[T]) UpdateStatus(ctx context.Context, obj *T) error {
+	return c.write(ctx, "update status of", http.MethodPut, obj, "status")
+}
+
+func (c *Client[T]) write(ctx context.Context, verb, method string, obj *T, sub string) error {
+	if c.err != nil {
+		return c.err
+	}
+	body, ct, err := c.codec.encode(obj)
+	if err != nil {
+		return err
+	}
+	m := metaOf(obj)
+	out, err := c.object(ctx, request{verb: verb, method: method, namespace: m.GetNamespace(), name: m.GetName(), sub: sub, body: body, contentType: ct})
+	if err == nil {
+		*obj = *out
+	}
+	return err
+}
+
+// PatchType is the media type of a patch.
+type PatchType string
+
+const (
+	MergePatch          PatchType = "application/merge-patch+json"           // RFC 7386; lists are replaced whole
+	JSONPatch           PatchType = "application/json-patch+json"            // RFC 6902 operations
+	StrategicMergePatch PatchType = "application/strategic-merge-patch+json" // k8s.io/api types only
+	ApplyPatch          PatchType = "application/apply-patch+yaml"           // server-side apply; needs a FieldManager
+)
+
+// PatchOptions tunes Patch and Apply. The zero value patches the object
+// itself with no field manager.
+type PatchOptions struct {
+	FieldManager string // who owns the fields set; required by Apply
+	Force        bool   // Apply only: take fields owned by other managers instead of failing with Conflict
+	Subresource  string // e.g. "status"; "" patches the object
+}
+
+// Patch applies data, a patch of type typ, to the object named by obj's
+// namespace and name (the rest of obj is not sent), and updates obj from the
+// server's answer, as every write that takes an object does.
+//
+//	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+//	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
+func (c *Client[T]) Patch(ctx context.Context, obj *T, typ PatchType, data []byte, opts PatchOptions) error {
+	m := metaOf(obj)
+	out, err := c.patch(ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
+	if err != nil {
+		return err
+	}
+	*obj = *out
+	return nil
+}
+
+// patch is Patch of the object namespace/name, returning the answer.
+func (c *Client[T]) patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
+	r := request{verb: "patch", method: http.MethodPatch, namespace: namespace, name: name, sub: opts.Subresource,
+		query: url.Values{}, body: data, contentType: string(typ)}
+	switch {
+	case typ == StrategicMergePatch && !c.codec.builtin:
+		return nil, fmt.Errorf("kctl: patch %s: strategic merge patch works only for k8s.io/api types; use a merge patch, a JSON patch or Apply", c.what(r))
+	case typ == ApplyPatch && opts.FieldManager == "":
+		return nil, fmt.Errorf("kctl: apply %s: server-side apply needs PatchOptions.FieldManager, e.g. the controller's name", c.what(r))
+	case typ == ApplyPatch && opts.Force:
+		r.query.Set("force", "true")
+	}
+	if typ == ApplyPatch {
+		r.verb = "apply"
+	}
+	if opts.FieldManager != "" {
+		r.query.Set("fieldManager", opts.FieldManager)
+	}
+	return c.object(ctx, r)
+}
+
+// Apply is server-side apply of obj as the field manager opts.FieldManager,
+// sent as JSON; obj is updated from the answer. obj should hold only the
+// fields this manager owns: a typed struct also sends its non-omitempty zero
+// values (e.g. "creationTimestamp": null), which the server ignores.
+func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error {
+	js := c.codec
+	js.proto = false
+	data, _, err := js.encode(obj)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, obj, ApplyPatch, data, opts)
+}
+
+// DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
+// unconditional delete with the server's default propagation.
+type DeleteOptions struct {
+	UID                types.UID                  // a precondition: Conflict if the object is no longer this one
+	ResourceVersion    string                     // a precondition: Conflict if the object has changed since
+	Propagation        metav1.DeletionPropagation // to dependents: Background, Foreground or Orphan; "": the server's default
+	GracePeriodSeconds *int64                     // overrides the object's grace period (0: now)
+}
+
+func (o DeleteOptions) body() []byte {
+	do := metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
+		GracePeriodSeconds: o.GracePeriodSeconds, PropagationPolicy: nonEmpty(o.Propagation)}
+	if o.UID != "" || o.ResourceVersion != "" {
+		do.Preconditions = &metav1.Preconditions{UID: nonEmpty(o.UID), ResourceVersion: nonEmpty(o.ResourceVersion)}
+	}
+	b, _ := json.Marshal(do) // cannot fail: plain strings and numbers
+	return b
+}
+
+func nonEmpty[S ~string](s S) *S {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Delete deletes the object namespace/name; a missing object is NotFound.
+// It is DeleteWithOptions with the zero DeleteOptions.
+func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
+	return c.DeleteWithOptions(ctx, namespace, name, DeleteOptions{})
+}
+
+// DeleteWithOptions deletes the object namespace/name with preconditions and
+// a propagation policy. An object with finalizers is only marked for deletion.
+func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts DeleteOptions) error {
+	r := request{verb: "delete", method: http.MethodDelete, namespace: namespace, name: name, body: opts.body(), contentType: mediaJSON}
+	return c.call(ctx, r, func(ct string, body []byte) error {
+		st, isStatus := decodeStatus(ct, body)
+		switch {
+		case isStatus && c.writes != nil && st.Details != nil: // deleted
+			c.writes.recordDelete(c.res, namespace, name, st.Details.UID)
+		case !isStatus && c.afterWrite != nil: // marked for deletion, or deleted and answered with its last state
+			if obj, err := c.codec.decode(ct, body); err == nil {
+				c.afterWrite(metaOf(obj))
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteAllOf deletes every object matching opts in one request
+// (deletecollection). For a namespaced resource opts.Namespace is required.
+func (c *Client[T]) DeleteAllOf(ctx context.Context, opts ListOptions, del DeleteOptions) error {
+	r := request{verb: "delete all of", method: http.MethodDelete, namespace: opts.Namespace, list: true,
+		query: opts.query(), body: del.body(), contentType: mediaJSON}
+	return c.call(ctx, r, func(string, []byte) error { return nil })
+}

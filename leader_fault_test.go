@@ -1,0 +1,272 @@
+package kctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// faultyLeases passes requests to a leaseStore unless fault, given the verb
+// ("get", "create", "update"), returns an error.
+type faultyLeases struct {
+	leaseStore
+	mu        sync.Mutex
+	fault     func(ctx context.Context, verb string) error
+	lastWrite time.Time // when the last successful write was sent
+	writes    int       // successful writes
+}
+
+// wrote records a successful write sent at sent.
+func (f *faultyLeases) wrote(sent time.Time, err error) error {
+	if err == nil {
+		f.mu.Lock()
+		f.lastWrite = sent
+		f.writes++
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// pollRenewals waits, in real time, until f has had n more successful writes.
+func pollRenewals(t *testing.T, f *faultyLeases, n int) {
+	t.Helper()
+	count := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.writes }
+	want := count() + n
+	pollWithin(t, time.Duration(n+1)*time.Second, fmt.Sprintf("%d renewals", n), func() bool { return count() >= want })
+}
+
+func (f *faultyLeases) lastWriteSent() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastWrite
+}
+
+func (f *faultyLeases) setFault(fn func(ctx context.Context, verb string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fault = fn
+}
+
+func (f *faultyLeases) check(ctx context.Context, verb string) error {
+	f.mu.Lock()
+	fn := f.fault
+	f.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(ctx, verb)
+}
+
+func (f *faultyLeases) Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	if err := f.check(ctx, "get"); err != nil {
+		return nil, err
+	}
+	return f.leaseStore.Get(ctx, namespace, name)
+}
+
+func (f *faultyLeases) Create(ctx context.Context, l *coordinationv1.Lease) error {
+	if err := f.check(ctx, "create"); err != nil {
+		return err
+	}
+	return f.wrote(time.Now(), f.leaseStore.Create(ctx, l))
+}
+
+func (f *faultyLeases) Update(ctx context.Context, l *coordinationv1.Lease) error {
+	if err := f.check(ctx, "update"); err != nil {
+		return err
+	}
+	return f.wrote(time.Now(), f.leaseStore.Update(ctx, l))
+}
+
+// failUpdates fails every update as an unreachable API server would.
+func failUpdates(_ context.Context, verb string) error {
+	if verb == "update" {
+		return apierrors.NewServiceUnavailable("the API server is down")
+	}
+	return nil
+}
+
+// hangUpdates makes every update hang until its deadline.
+func hangUpdates(ctx context.Context, verb string) error {
+	if verb == "update" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+func TestElector_RenewalsFailDuringShutdownDrain_LeaseContextEndsBeforeStandbyTakesOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, leaders := &memLeases{}, &atomic.Int32{}
+		a := startReplica(t, store, leaders, testLeaderElection("a"), time.Minute) // drains longer than LeaseDuration
+		synctest.Wait()
+		b := startReplica(t, store, leaders, testLeaderElection("b"), 0)
+		time.Sleep(3 * time.Second) // a renewed at 2s
+		a.store.setFault(failUpdates)
+		if err := a.stop(); !errors.Is(err, ErrLeaderLost) {
+			t.Errorf("a's run = %v, want ErrLeaderLost: the lease was lost during the drain", err)
+		}
+		if term := a.termList()[0]; term.end.Sub(term.start) != 12*time.Second {
+			t.Errorf("a's drain ended %v after its term began, want 12s (last renewal at 2s + RenewDeadline)", term.end.Sub(term.start))
+		}
+		bubbleWaitUntil(t, 10*time.Second, "b leads", b.leading)
+	})
+}
+
+func TestElector_RenewalsFail_LeaderStopsAtRenewDeadlineBeforeStandbyTakesOver(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(context.Context, string) error
+	}{{"updates fail", failUpdates}, {"updates hang", hangUpdates}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store, leaders := &memLeases{}, &atomic.Int32{}
+				a := startReplica(t, store, leaders, testLeaderElection("a"), 0)
+				synctest.Wait()
+				b := startReplica(t, store, leaders, testLeaderElection("b"), 0)
+				time.Sleep(3 * time.Second) // a renewed at 2s
+				a.store.setFault(tc.fault)
+				a.waitDone(t, time.Minute)
+				if !errors.Is(a.err, ErrLeaderLost) || !strings.Contains(a.err.Error(), "ns/lease") {
+					t.Errorf("a's run = %v, want ErrLeaderLost naming ns/lease", a.err)
+				}
+				term := a.termList()[0]
+				if lost := term.cancelled.Sub(term.start); lost != 12*time.Second {
+					t.Errorf("a's leader context ended %v after it began, want 12s (last renewal at 2s + RenewDeadline)", lost)
+				}
+				if !errors.Is(term.cause, ErrLeaderLost) {
+					t.Errorf("leader context cause = %v, want ErrLeaderLost", term.cause)
+				}
+				bubbleWaitUntil(t, 10*time.Second, "b leads", b.leading)
+				if bStart := b.termList()[0].start; bStart.Sub(term.end) < 3*time.Second {
+					t.Errorf("b began %v after a's work ended, want at least LeaseDuration - RenewDeadline = 5s minus b's read delay", bStart.Sub(term.end))
+				}
+				if !strings.Contains(a.logs.String(), "lost the lease; leader work cancelled") || !strings.Contains(a.logs.String(), "then=\"run returns ErrLeaderLost\"") {
+					t.Errorf("no log line for the loss:\n%s", a.logs.String())
+				}
+				if got := a.changes; len(got) != 3 || got[0] || !got[1] || got[2] {
+					t.Errorf("onChange calls %v, want [false true false]", got)
+				}
+				b.stop()
+			})
+		})
+	}
+}
+
+func TestElector_AnotherHolderWroteTheLease_LeaderStopsAtNextRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, leaders := &memLeases{}, &atomic.Int32{}
+		a := startReplica(t, store, leaders, testLeaderElection("a"), 0)
+		synctest.Wait()
+		time.Sleep(time.Second)
+		store.put(coordinationv1.LeaseSpec{HolderIdentity: new("intruder"), LeaseDurationSeconds: new(int32(15))})
+		a.waitDone(t, time.Minute)
+		if !errors.Is(a.err, ErrLeaderLost) || !strings.Contains(a.err.Error(), `"intruder" holds it now`) {
+			t.Errorf("a's run = %v, want ErrLeaderLost saying intruder holds it", a.err)
+		}
+		if term := a.termList()[0]; term.cancelled.Sub(term.start) != 2*time.Second {
+			t.Errorf("a stopped leading %v after it began, want 2s (its next renewal)", term.cancelled.Sub(term.start))
+		}
+		if l, _ := store.get(); holderOf(l) != "intruder" {
+			t.Errorf("lease holder %q, want intruder's write left alone", holderOf(l))
+		}
+	})
+}
+
+func TestElector_Forbidden_RunReturnsErrorNamingLeaseAndPermissions(t *testing.T) {
+	forbid := func(which string) func(context.Context, string) error {
+		return func(_ context.Context, verb string) error {
+			if verb == which {
+				return apierrors.NewForbidden(leasesResource, "lease", errors.New(`user "x" cannot `+verb))
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		verb   string
+		exists bool
+		after  time.Duration // when the fault begins
+	}{{"get", false, 0}, {"create", false, 0}, {"update", true, 0}, {"update", false, 3 * time.Second}} {
+		t.Run(fmt.Sprintf("%s after %v", tc.verb, tc.after), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store, leaders := &memLeases{}, &atomic.Int32{}
+				if tc.exists {
+					store.put(coordinationv1.LeaseSpec{})
+				}
+				faulty := &faultyLeases{leaseStore: store}
+				if tc.after == 0 {
+					faulty.setFault(forbid(tc.verb))
+				}
+				cfg := testLeaderElection("a")
+				cfg.Recampaign = true // even so, Forbidden ends run
+				a := startReplica(t, faulty, leaders, cfg, 0)
+				time.Sleep(tc.after)
+				a.store.setFault(forbid(tc.verb))
+				a.waitDone(t, time.Minute)
+				want := "kctl: leader election: not allowed to " + tc.verb + " lease ns/lease: grant get, create, update on leases.coordination.k8s.io in namespace ns"
+				if a.err == nil || !strings.Contains(a.err.Error(), want) || !apierrors.IsForbidden(a.err) {
+					t.Errorf("run = %v, want an error containing %q that wraps the Forbidden answer", a.err, want)
+				}
+				if _, writes := store.get(); writes > 3 {
+					t.Errorf("%d writes: run must not spin on Forbidden", writes)
+				}
+			})
+		})
+	}
+}
+
+func TestElector_ThreeReplicasWithFaultsAndRestarts_NeverTwoLeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, leaders := &memLeases{}, &atomic.Int32{}
+		rng := rand.New(rand.NewPCG(1, 2))
+		var rs [3]*replica
+		start := func(i int) {
+			cfg := testLeaderElection(fmt.Sprintf("r%d-%d", i, rng.IntN(1000)))
+			cfg.Recampaign = rng.IntN(2) == 0
+			cfg.KeepOnShutdown = rng.IntN(3) == 0
+			rs[i] = startReplica(t, store, leaders, cfg, 0)
+		}
+		for i := range rs {
+			start(i)
+		}
+		terms := 0
+		for step := range 300 { // 300 steps of 0 to 3s: about 7 minutes
+			time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+			r := rs[rng.IntN(3)]
+			switch rng.IntN(6) {
+			case 0:
+				r.store.setFault(failUpdates)
+			case 1:
+				r.store.setFault(hangUpdates)
+			case 2:
+				r.store.setFault(nil)
+			case 3: // restart (or start again after run returned ErrLeaderLost)
+				i := step % 3
+				terms += len(rs[i].termList())
+				rs[i].stop()
+				start(i)
+			}
+			if n := leaders.Load(); n > 1 {
+				t.Fatalf("step %d: %d replicas lead", step, n)
+			}
+		}
+		for _, r := range rs {
+			terms += len(r.termList())
+			r.stop()
+		}
+		if terms < 10 {
+			t.Errorf("only %d terms in 300 steps: the test exercised too few hand-overs", terms)
+		}
+		t.Logf("%d terms", terms)
+	})
+}

@@ -1,0 +1,274 @@
+package kctl
+
+// The informer's list/watch loop: list in pages, watch from the newest
+// resourceVersion, list again when it is gone, and back off on failures. It
+// fills the store (store.go) and tells the handlers (handler.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	cachePageSize         = 500
+	firstRetryDelay       = 200 * time.Millisecond
+	maxRetryDelay         = 30 * time.Second
+	notInstalledPollDelay = 10 * time.Second // the longest wait for a CRD to appear
+	healthyWatch          = 10 * time.Second // a watch open this long resets the backoff
+)
+
+// listWatch keeps the store equal to the server's objects in w's namespace
+// until ctx ends; it lists again only when the watch's resourceVersion is gone.
+func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
+	fails := 0
+	relist := true
+	for ctx.Err() == nil {
+		listed := relist
+		if relist {
+			if err := i.list(ctx, w); err != nil {
+				fails++
+				i.retry(ctx, w, "list", err, fails)
+				continue
+			}
+			relist = false
+		}
+		start := time.Now()
+		err := i.watchOnce(ctx, w)
+		healthy := time.Since(start) >= i.healthy
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && healthy:
+			fails = 0
+			continue // the server ended the watch at its timeout
+		case err == nil:
+			err = fmt.Errorf("kctl: the server closed the watch of %s after %v", i.res, time.Since(start).Round(time.Millisecond))
+		case isGone(err), isNotInstalled(err):
+			relist = true
+		}
+		if healthy || relist && !listed {
+			fails = 0 // after a 410 or 404 the server answers again: list soon, unless it keeps answering this
+		}
+		fails++
+		i.retry(ctx, w, "watch", err, fails)
+	}
+}
+
+// list lists w's namespace in pages (so the response buffer stays small),
+// stores the result and tells the handlers what changed. Pages overlap: the
+// next is asked for as soon as a page is read, while it is being decoded and
+// the one before is prepared for the store, so the API server's work and
+// ours run side by side; at most two pages are ahead of the one prepared.
+func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
+	type page struct {
+		objs    []*T
+		meta    metav1.ListMeta
+		skipped []error
+		err     error
+		next    chan page // the next page, if asked for early
+	}
+	var fetches sync.WaitGroup
+	defer fetches.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()                  // before Wait: an early fetch of a page never used ends at once
+	ahead := make(chan struct{}, 2) // pages asked for and not yet taken below
+	var fetch func(token string) chan page
+	fetch = func(token string) chan page {
+		ch := make(chan page, 1)
+		fetches.Go(func() {
+			var p page
+			select {
+			case ahead <- struct{}{}:
+			case <-ctx.Done():
+				ch <- page{err: ctx.Err()}
+				return
+			}
+			p.objs, p.meta, p.skipped, p.err = i.client.listPage(ctx, w.opts, "", cachePageSize, token, func(m metav1.ListMeta) {
+				if m.Continue != "" {
+					p.next = fetch(m.Continue)
+				}
+			})
+			ch <- p
+		})
+		return ch
+	}
+	var all []*T
+	var bad []*decodeError
+	for p := <-fetch(""); ; p = <-p.next {
+		if p.err != nil {
+			return p.err // a page that failed to start holds no place ahead
+		}
+		<-ahead
+		for _, err := range p.skipped {
+			de, ok := errors.AsType[*decodeError](err)
+			if !ok || de.Name == "" {
+				de = &decodeError{err: err}
+				i.log.Warn("kctl: cache could not decode an object, not even its metadata: this list deletes no object from the cache",
+					"resource", i.res.String(), "err", err)
+			}
+			bad = append(bad, de)
+		}
+		for _, obj := range p.objs {
+			i.transform(obj)
+			i.sharer.share(obj)
+			all = append(all, obj)
+		}
+		if p.meta.Continue == "" {
+			i.mu.Lock()
+			initial := !w.synced
+			before := maps.Clone(i.store.bad)
+			i.store.replace(w.opts.Namespace, all, bad, func(t EventType, obj, old *T) {
+				i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
+			})
+			report := i.badChangesLocked(before)
+			w.rv = p.meta.ResourceVersion
+			w.synced = true
+			w.err = nil
+			i.notifyLocked()
+			i.mu.Unlock()
+			report()
+			return nil
+		}
+		if p.next == nil { // not asked for early (a JSON page)
+			p.next = fetch(p.meta.Continue)
+		}
+	}
+}
+
+// watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
+func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
+	stream, err := i.client.watch(ctx, w.opts, w.rv, 5*time.Minute+rand.N(5*time.Minute))
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	i.setErr(w, nil)
+	for err == nil {
+		var e watchEvent[T]
+		e, err = stream.Next()
+		if err == nil {
+			err = i.apply(w, e)
+		}
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// apply stores one watch event and tells the handlers; an ERROR event is
+// returned. An object that does not decode is applied by applyUndecodable if
+// its key is known; an event without a key or of unknown type is logged and skipped.
+func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
+	if e.Type == "ERROR" && e.Status != nil {
+		return fmt.Errorf("kctl: the watch of %s ended with an error: %w", i.res, &apierrors.StatusError{ErrStatus: *e.Status})
+	}
+	bad, isBad := errors.AsType[*decodeError](e.Err)
+	if isBad && bad.Name != "" && (e.Type == "ADDED" || e.Type == "MODIFIED" || e.Type == "DELETED") {
+		i.applyUndecodable(w, e.Type, bad)
+		return nil
+	}
+	bookmark := e.Type == "BOOKMARK"
+	if e.Err != nil || e.Object == nil || !bookmark && metaOf(e.Object).GetName() == "" ||
+		!bookmark && e.Type != "ADDED" && e.Type != "MODIFIED" && e.Type != "DELETED" {
+		i.log.Warn("kctl: cache skipped a watch event it could not decode or of unknown type",
+			"resource", i.res.String(), "event", e.Type, "err", e.Err)
+		return nil
+	}
+	obj := e.Object
+	m := metaOf(e.Object)
+	if !bookmark {
+		i.transform(obj)
+	}
+	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
+		i.sharer.share(obj)
+	}
+	k := objKey{m.GetNamespace(), m.GetName()}
+	wasBad := false
+	i.mu.Lock()
+	switch {
+	case bookmark:
+	case e.Type == "DELETED":
+		if i.store.remove(k.namespace, k.name) {
+			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
+		}
+	default:
+		_, wasBad = i.store.bad[k]
+		if t, old, changed := i.store.put(obj); changed { // else a duplicate
+			i.emitLocked(Event[T]{Type: t, Object: obj, Old: old})
+		}
+	}
+	if rv := m.GetResourceVersion(); rv != "" {
+		w.rv = rv
+	}
+	i.notifyLocked()
+	i.mu.Unlock()
+	if wasBad {
+		i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", keyOf(m))
+	}
+	return nil
+}
+
+// retry records and logs the n-th failure in a row of op, then waits out the backoff.
+func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
+	limit := maxRetryDelay
+	level := slog.LevelWarn
+	after := time.Duration(0)
+	if isNotInstalled(err) {
+		limit = notInstalledPollDelay
+		if w.err != nil && isNotInstalled(w.err) {
+			level = slog.LevelDebug // said once; the poll goes on quietly
+		}
+	}
+	if s, ok := apierrors.SuggestsClientDelay(err); ok {
+		after = time.Duration(s) * time.Second
+	}
+	d := retryDelay(n, limit, rand.Float64(), after)
+	i.setErr(w, err) // client errors name the request and the resource
+	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
+		"namespace", w.opts.Namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (i *Informer[T]) setErr(w *watchState, err error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	w.err = err
+	i.notifyLocked()
+}
+
+// retryDelay is the wait before retry n (1, 2, ...): 200ms doubling up to limit,
+// less up to half (r in [0, 1)), and at least the server's Retry-After.
+func retryDelay(n int, limit time.Duration, r float64, retryAfter time.Duration) time.Duration {
+	d := limit
+	if n < 30 && firstRetryDelay<<(n-1) < limit {
+		d = firstRetryDelay << (n - 1)
+	}
+	return max(d-time.Duration(r*float64(d)/2), retryAfter)
+}
+
+// isGone reports whether the resourceVersion or continue token is too old, so the informer must list again.
+func isGone(err error) bool {
+	var s apierrors.APIStatus
+	return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) || errors.As(err, &s) && s.Status().Code == 410 ||
+		strings.Contains(err.Error(), "too old resource version")
+}
+
+// isNotInstalled reports whether the resource does not exist on the server (its CRD is missing).
+func isNotInstalled(err error) bool {
+	return errors.Is(err, ErrNotInstalled) || apierrors.IsNotFound(err)
+}

@@ -1,0 +1,79 @@
+package kctl
+
+import (
+	"testing"
+	"time"
+)
+
+func TestQueue_LowPriority(t *testing.T) {
+	age := QueueOptions[string]{AgeLowPriorityAfter: 10 * time.Millisecond}
+	runQueueScripts(t, []queueScript{
+		{name: "normal keys go before low ones", script: "low a; low b; add c; get c; get a; get b"},
+		{name: "low keys come out in their own order", script: "low b; low a; low c; get b; get a; get c"},
+		{name: "an add raises a queued low key", script: "low a; low b; add c; add b; get c; get b; get a"},
+		{name: "a low add does not lower a queued key", script: "add a; add b; low a; get a; get b"},
+		{name: "a raised key is handed out once", script: "low a; add a; len 1; get a; done a; get -"},
+		{name: "an add raises a low key added again while queued", script: "low a; low a; add a; add a; low b; add c; get a; get c; get b"},
+		{name: "a low key ages into the back of the normal line", opts: age, script: "low a; add b; sleep 10ms; add c; get b; get a; get c"},
+		{name: "a low key that aged comes before later normal keys", opts: age, script: "low a; sleep 20ms; add b; add c; get a; get b"},
+		{name: "an aged key keeps its place when added again", opts: age, script: "add b; low a; sleep 10ms; add a; add c; get b; get a; get c"},
+		{name: "a low re-add while processing stays low", script: "add a; get a; low a; add b; done a; add c; get b; get c; get a"},
+		{name: "a normal re-add while processing wins over a low one", script: "add a; get a; low a; add a; add b; done a; add c; get b; get a; get c"},
+		{name: "the default age is one minute", script: "low a; add b; sleep 59s; add c; get b; get c; get a; low d; sleep 1m; add e; get d"},
+	})
+}
+
+// Once a key was added again while queued, the next adds while it is queued
+// return without the queue's lock: here the test holds it.
+func TestQueue_AddOfAQueuedKey_TakesNoLock(t *testing.T) {
+	q := NewQueue(QueueOptions[string]{})
+	defer q.ShutDown()
+	q.Add("a")
+	q.Add("a")
+	q.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		q.Add("a")
+		close(done)
+	}()
+	select {
+	case <-done:
+		q.mu.Unlock()
+	case <-time.After(10 * time.Second):
+		q.mu.Unlock()
+		<-done
+		t.Fatal("q.Add(a) of a queued key waited for the lock")
+	}
+	if k, _ := q.Get(); k != "a" || q.Len() != 0 {
+		t.Fatalf("q.Get() = %q with %d more queued, want a and none", k, q.Len())
+	}
+}
+
+// Keys that come and go (queued, run, done, queued again), as a controller's
+// do, keep their flag for duplicate adds across their lifetimes: steady state
+// allocates nothing and does not rebuild the flag map.
+func TestQueue_KeyChurn_NoAllocationInSteadyState(t *testing.T) {
+	for _, live := range []int{1, 8} {
+		q := NewQueue(QueueOptions[int]{})
+		i := 0
+		round := func() {
+			for j := range live {
+				k := (i + j) % 64
+				q.Add(k)
+				q.Add(k)
+				q.Add(k)
+			}
+			for range live {
+				k, _ := q.Get()
+				q.Done(k)
+			}
+			i += live
+		}
+		for range 2000 {
+			round()
+		}
+		if a := testing.AllocsPerRun(2000, round); a != 0 {
+			t.Errorf("%d keys live out of 64 in rotation: %.2f allocations per round, want 0", live, a)
+		}
+	}
+}
