@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo a newcomer runs first (make demo): it builds (first time: ~5 min)
+# The demo a newcomer runs first (make demo): it builds (first time: ~6 min)
 # and starts a local control plane (etcd + kube-apiserver), runs
 # example/podcount against it, creates ReplicaSets and their Pods, shows the
 # pod-count labels converging, changes the Pods, shows the labels follow, and
@@ -120,7 +120,7 @@ EOF
 	done
 }
 
-step "1/8 building the control plane runner and its binaries (etcd, kube-apiserver, kubectl; first time ~5 min)"
+step "1/8 building the control plane runner and its binaries (etcd, kube-apiserver, kubectl; first time ~6 min)"
 with_progress "building hack/controlplane" go build -o "$BIN/controlplane" ./hack/controlplane
 CP_BIN=$("$BIN/controlplane" build) # prints its progress every 10 s on stderr, the folder on stdout; quick when built
 
