@@ -5,7 +5,6 @@ package kctl
 // keeps the frames readable; the informer does not care about the encoding.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -124,30 +123,8 @@ func (f *fakeAPI) requests() []string {
 	return append([]string(nil), f.seen...)
 }
 
-// cacheLogs collects a logger's lines.
-type cacheLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *cacheLogs) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-func (b *cacheLogs) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
-func (b *cacheLogs) lines(substr string) []string {
-	var out []string
-	for _, l := range strings.Split(b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func newCacheLogs() (*cacheLogs, *slog.Logger) {
-	b := &cacheLogs{}
+func newCacheLogs() (*logBuffer, *slog.Logger) {
+	b := &logBuffer{}
 	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -192,20 +169,6 @@ func describeEvents[T any](events []Event[T]) []string {
 	return out
 }
 
-// cacheEventually polls cond until it holds, failing after a deadline.
-func cacheEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // cacheTestCtx is the test's context, ended after 30s so that no wait hangs.
 func cacheTestCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -248,7 +211,7 @@ func startCache(t *testing.T, c *Cache) {
 
 // fakeInformer makes a cache on f and returns its informer of widgets with a
 // recording handler, started.
-func fakeInformer(t *testing.T, f *fakeAPI, opts CacheOptions) (*Informer[cacheWidget], *eventRecorder[cacheWidget], *cacheLogs) {
+func fakeInformer(t *testing.T, f *fakeAPI, opts CacheOptions) (*Informer[cacheWidget], *eventRecorder[cacheWidget], *logBuffer) {
 	t.Helper()
 	conn, err := NewConn(&rest.Config{Host: f.url})
 	if err != nil {
@@ -269,7 +232,7 @@ func fakeInformer(t *testing.T, f *fakeAPI, opts CacheOptions) (*Informer[cacheW
 
 func wantEvents[T any](t *testing.T, rec *eventRecorder[T], want ...string) {
 	t.Helper()
-	cacheEventually(t, fmt.Sprintf("events %q", want), func() bool { return len(rec.all()) >= len(want) })
+	eventually(t, fmt.Sprintf("events %q", want), func() bool { return len(rec.all()) >= len(want) })
 	if got := describeEvents(rec.all()); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events:\n got %q\nwant %q", got, want)
 	}
@@ -355,7 +318,7 @@ func TestInformerFault_ErrorEvent410_RelistsAndReportsOnlyDifferences(t *testing
 		}
 	})
 	inf, rec, _ := fakeInformer(t, f, CacheOptions{})
-	cacheEventually(t, "the first list", inf.HasSynced)
+	eventually(t, "the first list", inf.HasSynced)
 	a, _ := inf.Get("default", "a")
 	c, _ := inf.Get("default", "c")
 	wantEvents(t, rec, "Added a@1 initial", "Added b@2 initial", "Added c@3 initial",
@@ -386,7 +349,7 @@ func TestInformerFault_WatchAlwaysGone_BacksOffInsteadOfRelistingInALoop(t *test
 		c.status(410, metav1.StatusReasonExpired, "too old resource version: 5 (9)")
 	})
 	fakeInformer(t, f, CacheOptions{})
-	cacheEventually(t, "four lists", func() bool { return f.count("list") >= 4 })
+	eventually(t, "four lists", func() bool { return f.count("list") >= 4 })
 	// Three 410s in a row after fresh lists wait at least half of 200ms, 400ms and 800ms.
 	if d := time.Since(start); d < 700*time.Millisecond {
 		t.Errorf("four lists within %v: the informer relists in a loop", d)

@@ -60,8 +60,8 @@ func TestInformerFault_ServerErrors_BackOffAndReport(t *testing.T) {
 		}
 	})
 	inf, _, logs := fakeInformer(t, f, CacheOptions{})
-	cacheEventually(t, "a Forbidden error", func() bool { return apierrors.IsForbidden(inf.Err()) })
-	cacheEventually(t, "the sync", inf.HasSynced)
+	eventually(t, "a Forbidden error", func() bool { return apierrors.IsForbidden(inf.Err()) })
+	eventually(t, "the sync", inf.HasSynced)
 	if err := inf.Err(); err != nil {
 		t.Errorf("Err() = %v after a successful list", err)
 	}
@@ -107,7 +107,7 @@ func TestInformerFault_NotInstalled_WaitsStartsAndWaitsAgain(t *testing.T) {
 		}
 	})
 	inf, rec, logs := fakeInformer(t, f, CacheOptions{})
-	cacheEventually(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	eventually(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	err := inf.WaitForSync(ctx)
 	cancel()
@@ -116,9 +116,9 @@ func TestInformerFault_NotInstalled_WaitsStartsAndWaitsAgain(t *testing.T) {
 	}
 	setInstalled(true)
 	wantEvents(t, rec, "Added a@4 initial")
-	cacheEventually(t, "healthy", func() bool { return inf.Err() == nil })
+	eventually(t, "healthy", func() bool { return inf.Err() == nil })
 	setInstalled(false)
-	cacheEventually(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	eventually(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
 	if n := len(logs.lines("level=WARN")); n > 4 {
 		t.Errorf("%d warnings for a missing CRD; want the first of each outage only:\n%s", n, logs)
 	}
@@ -176,8 +176,8 @@ func TestInformerFault_ProtobufPages_OverlapAndRelistOnExpiry(t *testing.T) {
 		added[e.Object.Name]++
 	})
 	startCache(t, c)
-	cacheEventually(t, "the sync", pods.HasSynced)
-	cacheEventually(t, "1200 Added events", func() bool { mu.Lock(); defer mu.Unlock(); return len(added) == 1200 })
+	eventually(t, "the sync", pods.HasSynced)
+	eventually(t, "1200 Added events", func() bool { mu.Lock(); defer mu.Unlock(); return len(added) == 1200 })
 	mu.Lock()
 	for name, n := range added {
 		if n != 1 {
@@ -246,7 +246,7 @@ func TestInformerFault_ProtobufPages_ReadAheadIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	startCache(t, c)
-	cacheEventually(t, "the sync", pods.HasSynced)
+	eventually(t, "the sync", pods.HasSynced)
 	if askedWhileBlocked != 3 {
 		t.Errorf("%d pages asked for while page 1 was prepared, want 3 (it and two ahead)", askedWhileBlocked)
 	}
@@ -347,7 +347,7 @@ func TestInformerFault_ProtobufPods_StoredWithoutManagedFieldsAndBadOnesSkipped(
 		if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 			t.Fatal(err)
 		}
-		cacheEventually(t, "the pod added by the watch", func() bool { _, ok := inf.Get("shop", realisticPod(2).Name); return ok })
+		eventually(t, "the pod added by the watch", func() bool { _, ok := inf.Get("shop", realisticPod(2).Name); return ok })
 		for i := range 3 {
 			want := realisticPod(i)
 			want.APIVersion, want.Kind = "v1", "Pod"

@@ -73,7 +73,7 @@ func TestInformerFault_Namespaces_OneWatchEachIntoOneStore(t *testing.T) {
 	if _, ok := inf.Get("b", "w-b"); !ok {
 		t.Errorf("Get(b, w-b) found nothing")
 	}
-	cacheEventually(t, "two watches", func() bool { return f.count("watch") == 2 })
+	eventually(t, "two watches", func() bool { return f.count("watch") == 2 })
 	if f.count("list") != 2 {
 		t.Errorf("requests %q: want one list and one watch per namespace", f.requests())
 	}
@@ -127,7 +127,7 @@ func TestCache_InformerMadeAfterStart_RunsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
-	cacheEventually(t, "the cache to start", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ctx != nil })
+	eventually(t, "the cache to start", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ctx != nil })
 	if err := c.Start(ctx); err == nil {
 		t.Errorf("a second Start succeeded")
 	}

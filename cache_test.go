@@ -23,7 +23,7 @@ import (
 
 // cmInformer starts a cache on cfg holding the ConfigMaps of namespace ns and
 // returns its informer, with a recording handler.
-func cmInformer(t *testing.T, cfg *rest.Config, ns string) (*Informer[corev1.ConfigMap], *eventRecorder[corev1.ConfigMap], *cacheLogs) {
+func cmInformer(t *testing.T, cfg *rest.Config, ns string) (*Informer[corev1.ConfigMap], *eventRecorder[corev1.ConfigMap], *logBuffer) {
 	t.Helper()
 	conn, err := NewConn(cfg)
 	if err != nil {
@@ -67,7 +67,7 @@ func replayEvents[T any](events []Event[T]) (model map[string]string, wrong []st
 func wantReplay[T any](t *testing.T, rec *eventRecorder[T], server []*T) {
 	t.Helper()
 	want := storeModel(server)
-	cacheEventually(t, "the events to reach the server's state", func() bool { got, _ := replayEvents(rec.all()); return sameModel(got, want) })
+	eventually(t, "the events to reach the server's state", func() bool { got, _ := replayEvents(rec.all()); return sameModel(got, want) })
 	if _, wrong := replayEvents(rec.all()); len(wrong) > 0 {
 		t.Errorf("impossible events (duplicate adds, or changes of missing objects): %q", wrong)
 	}
@@ -125,7 +125,7 @@ func TestInformer_CreateUpdateDelete_AreSeenInOrder(t *testing.T) {
 	if err := cms.Delete(t.Context(), ns, "a"); err != nil {
 		t.Fatal(err)
 	}
-	cacheEventually(t, "three events", func() bool { return len(rec.all()) == 3 })
+	eventually(t, "three events", func() bool { return len(rec.all()) == 3 })
 	events := rec.all()
 	got := describeEvents(events)
 	want := []string{"Added a@" + created, "Updated a@" + cm.ResourceVersion}
@@ -239,10 +239,10 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 			cancel()
 		}
 	})
-	cacheEventually(t, "some writes seen", func() bool { return len(rec.all()) > 20 })
+	eventually(t, "some writes seen", func() bool { return len(rec.all()) > 20 })
 	restartAPIServer(t)
 	seen := len(rec.all())
-	cacheEventually(t, "writes seen after the restart", func() bool { return len(rec.all()) > seen+20 })
+	eventually(t, "writes seen after the restart", func() bool { return len(rec.all()) > seen+20 })
 	close(stop)
 	<-stopped
 	writes.Wait()
@@ -251,7 +251,7 @@ func TestInformer_APIServerRestartedMidWatch_CacheEqualsTheServer(t *testing.T) 
 		t.Fatal(err)
 	}
 	want := storeModel(server)
-	cacheEventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(mustList(t, inf, ListOptions{})), want) })
+	eventually(t, "the cache to equal the server", func() bool { return sameModel(storeModel(mustList(t, inf, ListOptions{})), want) })
 	wantReplay(t, rec, server)
 }
 
@@ -273,9 +273,9 @@ func TestInformer_CompactedResourceVersion_RelistsWithCorrectEvents(t *testing.T
 	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cacheEventually(t, "the initial events", func() bool { return len(rec.all()) == 3 })
+	eventually(t, "the initial events", func() bool { return len(rec.all()) == 3 })
 	p.set(true)
-	cacheEventually(t, "the informer to notice the partition", func() bool { return inf.Err() != nil })
+	eventually(t, "the informer to notice the partition", func() bool { return inf.Err() != nil })
 	b, _ := cms.Get(t.Context(), ns, "b")
 	b.Data["v"] = "1"
 	if err := cms.Update(t.Context(), b); err != nil {
@@ -291,7 +291,7 @@ func TestInformer_CompactedResourceVersion_RelistsWithCorrectEvents(t *testing.T
 	etcdCompact(t)
 	restartAPIServer(t) // empties the watch cache: the informer's resourceVersion is now gone
 	p.set(false)
-	cacheEventually(t, "the relist's events", func() bool { return len(rec.all()) >= 6 })
+	eventually(t, "the relist's events", func() bool { return len(rec.all()) >= 6 })
 	got := describeEvents(rec.all()[3:])
 	slices.Sort(got)
 	want := []string{"Added d@" + d.ResourceVersion + " relisted", "Deleted c@", "Updated b@" + b.ResourceVersion + " relisted"}
@@ -310,8 +310,8 @@ func TestInformer_Forbidden_BacksOffAndReports(t *testing.T) {
 	ns := testNamespace(t, testConfig(t))
 	start := time.Now()
 	inf, _, logs := cmInformer(t, testUnprivilegedConfig(t), ns)
-	cacheEventually(t, "Err() to report Forbidden", func() bool { return apierrors.IsForbidden(inf.Err()) })
-	cacheEventually(t, "four failed lists", func() bool { return len(logs.lines("list failed")) >= 4 })
+	eventually(t, "Err() to report Forbidden", func() bool { return apierrors.IsForbidden(inf.Err()) })
+	eventually(t, "four failed lists", func() bool { return len(logs.lines("list failed")) >= 4 })
 	if d := time.Since(start); d < 700*time.Millisecond {
 		t.Errorf("four lists failed within %v: no backoff (want at least 100+200+400ms)", d)
 	}
@@ -345,7 +345,7 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crdwidgets.crd.cachetest.kctl.dev"
 	uninstall := func() {
 		testRawRequest(t, cfg, "DELETE", crdPath, "")
-		cacheEventually(t, "the CRD to be gone", func() bool { code, _ := testRawRequest(t, cfg, "GET", crdPath, ""); return code == 404 })
+		eventually(t, "the CRD to be gone", func() bool { code, _ := testRawRequest(t, cfg, "GET", crdPath, ""); return code == 404 })
 	}
 	uninstall()
 
@@ -356,7 +356,7 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	rec := &eventRecorder[crdWidget]{}
 	inf.AddHandler(rec.handle)
 	startCache(t, c)
-	cacheEventually(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	eventually(t, "not installed", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
 	if !strings.Contains(inf.Err().Error(), "crdwidgets") {
 		t.Errorf("Err() = %v, want it to name crdwidgets", inf.Err())
 	}
@@ -371,14 +371,14 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	if code, body := testRawRequest(t, cfg, "POST", "/apis/crd.cachetest.kctl.dev/v1/namespaces/"+ns+"/crdwidgets", cr); code != 201 {
 		t.Fatalf("creating a CRDWidget: %d %s", code, body)
 	}
-	cacheEventually(t, "the widget's Added event", func() bool { return len(rec.all()) == 1 })
+	eventually(t, "the widget's Added event", func() bool { return len(rec.all()) == 1 })
 	if got := describeEvent(rec.all()[0]); !strings.HasPrefix(got, "Added w@") {
 		t.Errorf("event %q, want Added w", got)
 	}
 
 	uninstall()
-	cacheEventually(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
-	cacheEventually(t, "the widget's Deleted event", func() bool { return len(rec.all()) == 2 })
+	eventually(t, "not installed again", func() bool { return errors.Is(inf.Err(), ErrNotInstalled) })
+	eventually(t, "the widget's Deleted event", func() bool { return len(rec.all()) == 2 })
 	if e := rec.all()[1]; e.Type != Deleted || e.Object.Name != "w" {
 		t.Errorf("event %q, want Deleted w", describeEvent(e))
 	}

@@ -172,7 +172,7 @@ func TestClient_CachedListWithFieldSelector_MatchesTheServerOrFails(t *testing.T
 			t.Fatal(err)
 		}
 		var got []*corev1.ConfigMap
-		cacheEventually(t, "the cache to hold a, b and c", func() bool {
+		eventually(t, "the cache to hold a, b and c", func() bool {
 			all, err := cms.List(ctx, ListOptions{Namespace: ns})
 			return err == nil && len(all) >= 3
 		})

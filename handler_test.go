@@ -31,12 +31,12 @@ func TestInformerFault_SlowHandler_DoesNotStallTheWatchOrOtherHandlers(t *testin
 	inf.AddHandler(func(e Event[cacheWidget]) { <-release; slow.handle(e) })
 	inf.AddHandler(fast.handle)
 	startCache(t, c)
-	cacheEventually(t, "100 objects stored and delivered to the fast handler", func() bool {
+	eventually(t, "100 objects stored and delivered to the fast handler", func() bool {
 		n, _ := inf.Stats()
 		return n == 100 && len(fast.all()) == 100
 	})
 	close(release)
-	cacheEventually(t, "the slow handler to catch up", func() bool { return len(slow.all()) == 100 })
+	eventually(t, "the slow handler to catch up", func() bool { return len(slow.all()) == 100 })
 	for i, e := range slow.all() {
 		if want := fmt.Sprint("w", i); e.Object.Name != want {
 			t.Fatalf("slow handler event %d is %s, want %s: out of order", i, e.Object.Name, want)
@@ -59,7 +59,7 @@ func TestInformerFault_LateHandlerAndResync_GetExistingObjects(t *testing.T) {
 	}
 	late := &eventRecorder[cacheWidget]{}
 	inf.AddHandler(late.handle)
-	cacheEventually(t, "a resync", func() bool { return len(late.all()) >= 2 })
+	eventually(t, "a resync", func() bool { return len(late.all()) >= 2 })
 	got := late.all()
 	if describeEvent(got[0]) != "Added a@1 initial" || describeEvent(got[1]) != "Updated a@1 resync" || got[1].Old != got[1].Object {
 		t.Errorf("late handler got %q, want the initial replay then resyncs with Old == Object", describeEvents(got))

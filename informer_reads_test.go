@@ -44,7 +44,7 @@ func TestInformerFault_StoreReads_ReturnTheSharedObjects(t *testing.T) {
 	}
 	web := mustList(t, inf, ListOptions{Namespace: "default", Labels: labels.SelectorFromSet(labels.Set{"tier": "web"})})
 	bySize := inf.ByIndex("size", "1")
-	cacheEventually(t, "the initial events", func() bool { return len(rec.all()) == 2 })
+	eventually(t, "the initial events", func() bool { return len(rec.all()) == 2 })
 	var fromEvent *cacheWidget
 	for _, e := range rec.all() {
 		if e.Object.Name == "a" {

@@ -1,7 +1,6 @@
 package kctl
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -201,23 +200,6 @@ func (r *replica) stop() error {
 	r.cancel()
 	<-r.done
 	return r.err
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // bubbleWaitUntil advances the bubble's clock in small steps until cond holds,

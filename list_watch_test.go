@@ -51,7 +51,7 @@ func TestInformerFault_Scope_LabelsAndFieldsAreSentOnEveryListAndWatch(t *testin
 	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cacheEventually(t, "two watches", func() bool { return f.count("watch") == 2 })
+	eventually(t, "two watches", func() bool { return f.count("watch") == 2 })
 	want := []string{
 		"list a labels=app=web fields=metadata.name=w", "list b labels=app=web fields=metadata.name=w",
 		"watch a labels=app=web fields=metadata.name=w", "watch b labels=app=web fields=metadata.name=w",
@@ -99,7 +99,7 @@ func TestInformerFault_WatchOpenLongEnough_ResetsTheBackoff(t *testing.T) {
 	}
 	inf.healthy = healthy // before the informer runs
 	startCache(t, c)
-	cacheEventually(t, "a fourth watch", func() bool { return f.count("watch") == 4 })
+	eventually(t, "a fourth watch", func() bool { return f.count("watch") == 4 })
 	lines := logs.lines("watch failed, retrying")
 	wantFailures := []string{"failures=1 ", "failures=2 ", "failures=1 "}
 	ok := len(lines) == len(wantFailures)

@@ -91,24 +91,6 @@ func TestController_ReadYourWrites_ChildrenOfAnotherTypeAreSeenAtOnce(t *testing
 	}
 }
 
-// syncBuffer is a log destination that tests read while the Manager writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A reconcile whose Update conflicts (another writer changed the object
 // after the cache's copy) is retried, logged at debug and counted in
 // kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"},
@@ -116,7 +98,7 @@ func (b *syncBuffer) String() string {
 func TestController_Conflict_IsRetriedWithoutAnErrorLineAndCounted(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	var logs syncBuffer
+	var logs logBuffer
 	mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	cms := ClientFor[corev1.ConfigMap](mgr)
 	other := NewClient[corev1.ConfigMap](mgr.conn) // another writer: the Manager does not know its writes
@@ -184,7 +166,7 @@ func TestController_Conflict_IsRetriedWithoutAnErrorLineAndCounted(t *testing.T)
 func TestController_ConflictOnEveryAttempt_IsAnErrorAtTheFifth(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
-	var logs syncBuffer
+	var logs logBuffer
 	mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	cms := ClientFor[corev1.ConfigMap](mgr)
 	other := NewClient[corev1.ConfigMap](mgr.conn)

@@ -425,12 +425,12 @@ func TestInformer_ConfigMapChurn_PinsNothing(t *testing.T) {
 		}
 	}
 	update(0) // the connection's buffers, the watch's first event
-	cacheEventually(t, "the first update cached", cached(0))
+	eventually(t, "the first update cached", cached(0))
 	before := liveHeap()
 	for i := 1; i <= 600; i++ {
 		update(i)
 	}
-	cacheEventually(t, "the last update cached", cached(600))
+	eventually(t, "the last update cached", cached(600))
 	grew := int64(liveHeap()) - int64(before)
 	t.Logf("the live heap grew by %d bytes", grew)
 	if grew > 2<<20 {

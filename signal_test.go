@@ -30,7 +30,7 @@ func signalHelper() {
 func TestSignalContext_SecondSignal_ExitsWithStatus1(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), signalHelperEnv+"=1")
-	var out syncBuffer
+	var out logBuffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {

@@ -153,7 +153,7 @@ func installDialCRD(t *testing.T, cfg *rest.Config) *Client[dial] {
 		t.Fatalf("creating the Dial CRD: %d %s", code, body)
 	}
 	dials := NewClient[dial](mustConn(t, cfg))
-	cacheEventually(t, "the Dial CRD to be served", func() bool {
+	eventually(t, "the Dial CRD to be served", func() bool {
 		_, err := dials.List(t.Context(), ListOptions{Namespace: "default"})
 		return err == nil
 	})
@@ -264,7 +264,7 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 	seen := func(name string, turns int) func() bool {
 		return func() bool { mu.Lock(); defer mu.Unlock(); v, ok := reconciled[name]; return ok && v == turns }
 	}
-	cacheEventually(t, "a and b reconciled", func() bool { return seen("a", 1)() && seen("b", 1)() })
+	eventually(t, "a and b reconciled", func() bool { return seen("a", 1)() && seen("b", 1)() })
 	if n := inf.Undecodable(); n != 1 {
 		t.Errorf("Undecodable() = %d after the first list, want 1 (c)", n)
 	}
@@ -272,12 +272,12 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 
 	setTurns(t, dials, ns, "a", `"three"`)
 	setTurns(t, dials, ns, "a", `"four"`)
-	cacheEventually(t, "a counted as undecodable", func() bool { return inf.Undecodable() == 2 })
+	eventually(t, "a counted as undecodable", func() bool { return inf.Undecodable() == 2 })
 	onPage("2")
 	gone.arm()
-	cacheEventually(t, "the relist", func() bool { return gone.fired() && len(logs.lines("fault injected")) > 0 })
+	eventually(t, "the relist", func() bool { return gone.fired() && len(logs.lines("fault injected")) > 0 })
 	setTurns(t, dials, ns, "b", "2") // a change after the relist: once seen, the relist is applied
-	cacheEventually(t, "b@2 reconciled", seen("b", 2))
+	eventually(t, "b@2 reconciled", seen("b", 2))
 	if a, ok := inf.Get(ns, "a"); !ok || a.Spec.Turns != 1 {
 		t.Errorf("Get(a) = %v, %v after the relist; want the last good copy, turns 1", a, ok)
 	}
@@ -285,9 +285,9 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 	if err := dials.Delete(t.Context(), ns, "a"); err != nil {
 		t.Fatal(err)
 	}
-	cacheEventually(t, "OnDelete of a", func() bool { mu.Lock(); defer mu.Unlock(); return len(deletes) > 0 })
+	eventually(t, "OnDelete of a", func() bool { mu.Lock(); defer mu.Unlock(); return len(deletes) > 0 })
 	setTurns(t, dials, ns, "c", "3")
-	cacheEventually(t, "c@3 reconciled", seen("c", 3))
+	eventually(t, "c@3 reconciled", seen("c", 3))
 	if n := inf.Undecodable(); n != 0 {
 		t.Errorf("Undecodable() = %d at the end, want 0", n)
 	}
