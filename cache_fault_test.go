@@ -294,7 +294,7 @@ func TestInformerFault_GarbageEvents_AreLoggedAndSkipped(t *testing.T) {
 	if _, ok := inf.Get("default", "bad"); ok {
 		t.Errorf("the undecodable object was stored")
 	}
-	if l := logs.lines("could not decode"); len(l) == 0 || !strings.Contains(strings.Join(l, ""), "bad") {
+	if l := logs.linesEventually(t, "could not decode", 1); len(l) == 0 || !strings.Contains(strings.Join(l, ""), "bad") {
 		t.Errorf("want a log line naming the undecodable object \"bad\", got:\n%s", logs)
 	}
 	if f.count("watch") != 1 {

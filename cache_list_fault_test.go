@@ -314,7 +314,7 @@ func TestInformerFault_ListWithAnUndecodableObject_SyncsTheOthersAndLogsIt(t *te
 		t.Fatal(err)
 	}
 	wantEvents(t, rec, "Added a@3 initial")
-	if l := logs.lines("could not decode"); len(l) != 1 || !strings.Contains(l[0], "default/bad") {
+	if l := logs.linesEventually(t, "could not decode", 1); len(l) != 1 || !strings.Contains(l[0], "default/bad") {
 		t.Errorf("want one log line naming default/bad, got:\n%s", logs)
 	}
 	if f.count("list") != 1 {
@@ -358,7 +358,7 @@ func TestInformerFault_ProtobufPods_StoredWithoutManagedFieldsAndBadOnesSkipped(
 				t.Errorf("KeepManagedFields=%v: stored pod %d =\n%+v\nwant\n%+v", keep, i, got, want)
 			}
 		}
-		if l := logs.lines("could not decode"); len(l) != 2 || !strings.Contains(l[0], "shop/broken-1") || !strings.Contains(l[1], "shop/broken-2") {
+		if l := logs.linesEventually(t, "could not decode", 2); len(l) != 2 || !strings.Contains(l[0], "shop/broken-1") || !strings.Contains(l[1], "shop/broken-2") {
 			t.Errorf("KeepManagedFields=%v: want log lines naming shop/broken-1 and shop/broken-2, got:\n%s", keep, logs)
 		}
 	}

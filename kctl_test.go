@@ -278,6 +278,15 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
+// linesEventually waits until at least n logged lines contain substr (the
+// cache logs after it has released its lock, so a line may trail the event
+// or the sync it is about) and returns them.
+func (b *logBuffer) linesEventually(t *testing.T, substr string, n int) []string {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d log lines containing %q", n, substr), func() bool { return len(b.lines(substr)) >= n })
+	return b.lines(substr)
+}
+
 // lines returns the logged lines that contain substr.
 func (b *logBuffer) lines(substr string) []string {
 	var out []string

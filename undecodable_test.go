@@ -119,7 +119,7 @@ func TestInformerFault_ObjectThatStopsDecoding_IsKeptUntilDeletedAndReportedOnce
 	if got := f.count("list"); got != 2 {
 		t.Errorf("%d lists, want 2 (the relist must have run)", got)
 	}
-	bad := logs.lines("could not decode an object: it keeps")
+	bad := logs.linesEventually(t, "could not decode an object: it keeps", 2)
 	if len(bad) != 2 || !strings.Contains(bad[0], "default/b") || !strings.Contains(bad[1], "default/a") {
 		t.Errorf("want one log line for b (the first list) and one for a (its first bad update), got:\n%s", logs)
 	}
@@ -297,7 +297,7 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 		t.Errorf("OnDelete ran for %q, want once for a, with its last good copy (a@1)", deletes)
 	}
 	mu.Unlock()
-	bad := logs.lines("could not decode an object: it keeps")
+	bad := logs.linesEventually(t, "could not decode an object: it keeps", 2)
 	if len(bad) != 2 || !strings.Contains(bad[0], ns+"/c") || !strings.Contains(bad[1], ns+"/a") {
 		t.Errorf("want one log line for c and one for a, got:\n%s", strings.Join(bad, "\n"))
 	}
