@@ -159,9 +159,10 @@ type Cache struct {
 	scopes     map[Resource]Scope
 	transforms map[Resource]any // a func(*T) for the resource's type T
 	informers  map[Resource]interface{ run(ctx context.Context) }
-	// made, if set, is called once per informer, when it is made, under mu:
-	// the Manager's cache shows each of its informers on the metrics page.
-	made    func(res Resource, stats func() (objects int, bytes int64), undecodable func() int)
+	// made, if set, is called once per informer, when it is made, under mu
+	// and before it runs: the Manager's cache shows each of its informers on
+	// the metrics page and tracks the Manager's writes in it.
+	made    func(inf madeInformer)
 	ctx     context.Context // Start's; nil before Start
 	stopped bool            // Start's ctx ended: no goroutine is added to wg after this
 	wg      sync.WaitGroup
@@ -200,6 +201,16 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	return &Cache{conn: conn, opts: opts, scopes: map[Resource]Scope{}, transforms: map[Resource]any{},
 		informers: map[Resource]interface{ run(ctx context.Context) }{}}
 }
+
+// madeInformer is what a Cache's made hook sees of a new Informer[T].
+type madeInformer interface {
+	resource() Resource
+	Stats() (objects int, bytes int64)
+	Undecodable() int
+	trackWrites(w *writeTracker)
+}
+
+func (i *Informer[T]) resource() Resource { return i.res }
 
 // Start runs the informers, including those made later, until ctx ends, then
 // waits for their goroutines and returns nil. Call it once, in its own goroutine.
@@ -309,7 +320,7 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	}
 	c.informers[res] = inf
 	if c.made != nil {
-		c.made(res, inf.Stats, inf.Undecodable)
+		c.made(inf)
 	}
 	if ctx := c.ctx; ctx != nil {
 		c.wg.Go(func() { inf.run(ctx) })

@@ -163,7 +163,6 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	c.caches = append(c.caches, c.informer)
 	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
-	track(m.writes, c.informer)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.controllers = append(m.controllers, c)

@@ -180,9 +180,10 @@ func NewManager(opts Options) (*Manager, error) {
 		metrics: newMetrics(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
 	conn.requests = m.metrics.requests
 	m.cache = NewCache(conn, opts.Cache)
-	m.cache.made = func(res Resource, stats func() (int, int64), undecodable func() int) {
-		m.metrics.addInformer(res.String(), stats)
-		m.metrics.addUndecodable(res.String(), undecodable)
+	m.cache.made = func(inf madeInformer) {
+		m.metrics.addInformer(inf.resource().String(), inf.Stats)
+		m.metrics.addUndecodable(inf.resource().String(), inf.Undecodable)
+		inf.trackWrites(m.writes)
 	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
@@ -276,13 +277,7 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 // fails naming it. The details, and what is not covered, are in readyourwrites.go.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
-	c.cache = func(ctx context.Context) (*Informer[T], error) {
-		inf, err := readInformer[T, PT](m.cache)
-		if err == nil {
-			track(m.writes, inf)
-		}
-		return inf, err
-	}
+	c.cache = func(ctx context.Context) (*Informer[T], error) { return readInformer[T, PT](m.cache) }
 	c.writes = m.writes
 	if res, err := ResourceOf[T](); err == nil {
 		c.afterWrite = func(obj metav1.Object) { m.writes.record(res, obj) }

@@ -65,20 +65,21 @@ func newWriteTracker() *writeTracker {
 	return &writeTracker{timeout: readYourWritesTimeout, sees: map[Resource]func(metav1.Object) bool{}, pending: map[Resource]map[Key]write{}}
 }
 
-// track starts read-your-writes for inf's resource; calling it again does nothing.
-func track[T any](w *writeTracker, inf *Informer[T]) {
+// trackWrites starts read-your-writes for i's resource, in w; a Manager's
+// cache calls it for each informer it makes. Calling it again does nothing.
+func (i *Informer[T]) trackWrites(w *writeTracker) {
 	w.mu.Lock()
-	_, tracked := w.sees[inf.res]
+	_, tracked := w.sees[i.res]
 	if !tracked {
-		w.sees[inf.res] = holds(inf)
+		w.sees[i.res] = holds(i)
 	}
 	w.mu.Unlock()
 	if tracked {
 		return
 	}
-	inf.AddHandler(func(ev Event[T]) {
+	i.AddHandler(func(ev Event[T]) {
 		m := metaOf(ev.Object)
-		w.caughtUp(inf.res, m, ev.Type == Deleted)
+		w.caughtUp(i.res, m, ev.Type == Deleted)
 	})
 }
 
