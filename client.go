@@ -2,14 +2,18 @@ package kctl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -158,6 +162,140 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	return nil, err
 }
 
+// notInstalledMessage says that c's resource is not served, and what to do.
+func (c *Client[T]) notInstalledMessage() string {
+	if c.codec.builtin {
+		return fmt.Sprintf("kctl: %s is not served by the API server: the server is too old or too new for it, or its API group is disabled", c.res)
+	}
+	return fmt.Sprintf("kctl: %s is not installed on the API server: apply its CRD", c.res)
+}
+
+// statusError turns a failed answer to r into an error wrapping *apierrors.StatusError.
+func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) error {
+	st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
+	se := &apierrors.StatusError{ErrStatus: *st}
+	if !ok {
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		se = apierrors.NewGenericServerResponse(resp.StatusCode, r.method, schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural},
+			r.name, string(body[:min(len(body), 512)]), ra, true)
+	}
+	if resp.StatusCode == http.StatusNotFound && (!ok || st.Details == nil || st.Details.Name == "" && st.Details.Kind == "") {
+		return &notInstalledError{c.notInstalledMessage(), se}
+	}
+	if apierrors.IsForbidden(se) {
+		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[r.verb]
+		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s",
+			r.verb, c.what(r), se, cmp.Or(rbac, r.verb), strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/"))
+	}
+	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
+}
+
+// checkServed checks c's Resource, and r's subresource if any, against the
+// server's discovery document: nil if the server serves them as declared,
+// else an error naming the difference and the fix. A resource or subresource
+// the server does not serve matches ErrNotInstalled.
+func (c *Client[T]) checkServed(ctx context.Context, r request) error {
+	name := c.res.Plural
+	if r.sub != "" {
+		name += "/" + r.sub
+	}
+	resources, err := c.conn.discovery.lookup(ctx, c.conn, c.res.APIVersion(), name)
+	if err != nil {
+		return err
+	}
+	got, ok := resources[c.res.Plural]
+	_, subOK := resources[name]
+	if ok && subOK && got.Kind == c.res.Kind && got.Namespaced == c.res.Namespaced {
+		return nil
+	}
+	return c.disagreement(resources, r)
+}
+
+// getDiscovery reads the discovery document at path: nil if the server answers 404.
+func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]metav1.APIResource, error) {
+	resp, err := conn.do(ctx, request{method: http.MethodGet, path: path, accept: mediaJSON})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, fmt.Errorf("kctl: GET %s: reading the discovery document: %w", path, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
+		se := &apierrors.StatusError{ErrStatus: *st}
+		if !ok {
+			se = apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", string(body[:min(len(body), 512)]), 0, true)
+		}
+		if apierrors.IsForbidden(se) {
+			return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w: grant this identity the system:discovery ClusterRole", path, se)
+		}
+		return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w", path, se)
+	}
+	var doc metav1.APIResourceList
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, fmt.Errorf("kctl: GET %s: decoding the discovery document: %w", path, err)
+	}
+	resources := make(map[string]metav1.APIResource, len(doc.APIResources))
+	for _, r := range doc.APIResources {
+		resources[r.Name] = r
+	}
+	return resources, nil
+}
+
+// disagreement is the error of checkServed when resources, a discovery
+// document of c's group version, does not serve r as c declares it.
+func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r request) error {
+	gv := c.res.APIVersion()
+	plural := c.res.Plural
+	declare := "kctl.Declare[" + typeName(reflect.TypeFor[T]()) + "]"
+	got, ok := resources[plural]
+	switch {
+	case resources == nil:
+		return c.notServed(fmt.Sprintf("the server serves no group version %s: check Group and Version in %s", gv, declare))
+	case !ok:
+		return c.notServed(fmt.Sprintf("%s serves %s: correct Plural or Kind in %s", gv, listServed(resources), declare))
+	case got.Kind != c.res.Kind:
+		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: correct Kind in %s", gv, plural, got.Kind, c.res.Kind, declare)
+	case got.Namespaced && !c.res.Namespaced:
+		return fmt.Errorf("kctl: %s serves %s namespaced, but %s declares them cluster-scoped: add Namespaced: true to it", gv, plural, declare)
+	case !got.Namespaced && c.res.Namespaced:
+		return fmt.Errorf("kctl: %s serves %s cluster-scoped, but %s declares them namespaced: remove Namespaced: true from it", gv, plural, declare)
+	}
+	fix := fmt.Sprintf("add `subresources: {%s: {}}` to version %s of their CRD", r.sub, c.res.Version)
+	if c.codec.builtin {
+		fix = "write the whole object instead"
+	}
+	return &notInstalledError{msg: fmt.Sprintf("kctl: %s %s: the server serves no %s subresource of %s: %s", r.verb, c.what(r), r.sub, plural, fix)}
+}
+
+// notServed is the error of a call on c's resource, which the server does not
+// serve (why says what it serves instead): it matches ErrNotInstalled and
+// NotFound, as the server's answer to the call would.
+func (c *Client[T]) notServed(why string) error {
+	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, "")
+	return &notInstalledError{msg: c.notInstalledMessage() + " (" + why + ")", status: nf}
+}
+
+// listServed lists the resources of a discovery document, e.g. "gadgets (kind Gadget), widgets (kind Widget)".
+func listServed(resources map[string]metav1.APIResource) string {
+	var names []string
+	for name, r := range resources {
+		if !strings.Contains(name, "/") {
+			names = append(names, name+" (kind "+r.Kind+")")
+		}
+	}
+	if len(names) == 0 {
+		return "nothing"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
 // call sends r and hands the Content-Type and body of the answer to read.
 // The body is a pooled buffer: it is valid only until read returns.
 func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, body []byte) error) error {
@@ -200,23 +338,6 @@ func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
 		return err
 	})
 	return obj, err
-}
-
-// synced is the cache's informer for T, once synced. A resource the server
-// does not serve fails at once, after at most one discovery request (whose
-// answer is cached, see discovery), rather than when ctx ends.
-func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
-	inf, err := c.cache(ctx)
-	if err == nil {
-		err = c.checkServed(ctx, request{})
-	}
-	if err == nil {
-		err = inf.WaitForSync(ctx)
-	}
-	if err != nil {
-		return nil, err // each names the resource
-	}
-	return inf, nil
 }
 
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a
@@ -350,4 +471,21 @@ func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion
 		return nil, err
 	}
 	return newWatchStream(c.codec, resp.Header.Get("Content-Type"), resp.Body), nil
+}
+
+// synced is the cache's informer for T, once synced. A resource the server
+// does not serve fails at once, after at most one discovery request (whose
+// answer is cached, see discovery), rather than when ctx ends.
+func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
+	inf, err := c.cache(ctx)
+	if err == nil {
+		err = c.checkServed(ctx, request{})
+	}
+	if err == nil {
+		err = inf.WaitForSync(ctx)
+	}
+	if err != nil {
+		return nil, err // each names the resource
+	}
+	return inf, nil
 }

@@ -7,25 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
-
-// Key names the object a reconcile is for. Namespace is "" for cluster-scoped objects.
-type Key struct{ Namespace, Name string }
-
-// String is "namespace/name", or "name" for a cluster-scoped object.
-func (k Key) String() string {
-	if k.Namespace == "" {
-		return k.Name
-	}
-	return k.Namespace + "/" + k.Name
-}
 
 // Result tells the worker what to do after a successful reconcile.
 type Result struct {
@@ -51,7 +38,9 @@ func Terminal(err error) error {
 // ErrTerminal matches every error made by Terminal.
 var ErrTerminal = errors.New("terminal error")
 
-type terminalError struct{ err error } // err is never nil when made by Terminal
+type terminalError struct{ err error }
+
+// err is never nil when made by Terminal
 
 func (e terminalError) Error() string {
 	if e.err == nil {
@@ -60,7 +49,8 @@ func (e terminalError) Error() string {
 	return "terminal: " + e.err.Error()
 }
 
-func (e terminalError) Unwrap() []error      { return []error{e.err, ErrTerminal} }
+func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
+
 func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
 // Controller reconciles objects of type T. Make it with NewController, then
@@ -135,43 +125,6 @@ type Controller[T any] struct {
 	pending map[Key]Trigger
 }
 
-// NewController makes a controller named name that calls reconcile for every
-// object of type T that changes, and for every key other sources enqueue.
-// T is inferred from reconcile:
-//
-//	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) { ... })
-func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(ctx context.Context, obj *T) (Result, error)) *Controller[T] {
-	c := &Controller[T]{
-		name: name, mgr: m, reconcile: reconcile, workers: 1,
-		log:      m.log.With("controller", name),
-		client:   NewClient[T, PT](m.conn),
-		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{}, active: map[Key]time.Time{},
-	}
-	res, err := ResourceOf[T]()
-	if err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
-		return c
-	}
-	c.res = res
-	informer, err := InformerFor[T, PT](m.cache)
-	if err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
-		return c
-	}
-	c.informer = informer
-	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
-	c.caches = append(c.caches, c.informer)
-	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
-	c.replays = append(c.replays, replay(c.informer, c.onEvent))
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.controllers = append(m.controllers, c)
-	if err := m.addLocked(Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run, busy: c.busy}); err != nil {
-		c.log.Error(err.Error())
-	}
-	return c
-}
-
 // hasStarted reports whether the controller's configuration is fixed.
 func (c *Controller[T]) hasStarted() bool {
 	c.mu.Lock()
@@ -239,6 +192,89 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 // stays until cleanup succeeds, whichever replica leads.
 func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
 	return c.configure("OnDelete", func() { c.onDelete = fn })
+}
+
+// Owns makes changes to objects of type C enqueue their controller owner of
+// type T (the owner reference with controller: true, see SetControllerReference).
+// An owner reference matches T by group and kind, whatever its version: a
+// child whose owner reference says example.com/v1beta1 still enqueues its
+// owner after the controller moves to example.com/v1, as in controller-runtime.
+func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
+	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
+}
+
+// Watches makes changes to objects of type O enqueue the keys mapFn returns,
+// e.g. a ConfigMap change enqueues every object that mounts it.
+func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []Key, preds ...Predicate) *Controller[T] {
+	return watchSource[O, PO](c, "mapped", preds, mapFn)
+}
+
+func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
+	if c.hasStarted() { // ignored (configure logs it): make no informer for it
+		return c.configure(cause+" source", func() {})
+	}
+	inf, err := InformerFor[O, PO](c.mgr.cache)
+	if err != nil {
+		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
+		return c
+	}
+	kind := ""
+	if r, err := ResourceOf[O](); err == nil {
+		kind = r.Kind
+	}
+	handle := func(ev Event[O]) {
+		if !c.pass(objectEvent(ev), preds) {
+			return
+		}
+		m := metaOf(ev.Object)
+		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
+		for _, k := range keys(ev.Object) {
+			c.enqueue(k, t, priorityOf(ev))
+		}
+		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
+			for _, k := range keys(ev.Old) {
+				c.enqueue(k, t, priorityOf(ev))
+			}
+		}
+	}
+	return c.configure(cause+" source", func() {
+		c.connects = append(c.connects, func() { inf.AddHandler(live(handle)) })
+		c.caches = append(c.caches, inf) // run waits for every source's cache
+		if cause == "mapped" {           // mapped keys need not be objects of T: replay them too
+			c.replays = append(c.replays, replay(inf, handle))
+		}
+	})
+}
+
+// FromChannel reconciles keys for events from outside the cluster (a ticker,
+// a webhook): every value received from ch that passes filter (nil passes
+// all) enqueues the keys toKeys returns. The channel is read while the
+// Manager runs; closing it ends the source.
+func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
+	c.mgr.mu.Lock()
+	defer c.mgr.mu.Unlock()
+	err := c.mgr.addLocked(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case e, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				if filter != nil && !filter(e) {
+					continue
+				}
+				for _, k := range toKeys(e) {
+					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, keep)
+				}
+			}
+		}
+	}})
+	if err != nil {
+		c.log.Error(err.Error())
+	}
+	return c
 }
 
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
@@ -344,41 +380,6 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, how int) {
 	} else {
 		q.Add(k)
 	}
-}
-
-// reconcileKey fetches the latest state of k and calls the user's code:
-// onDelete when the object is gone, cleanup when it is being deleted
-// (finalizer), reconcile otherwise. A panic becomes an error.
-func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
-		}
-	}()
-	if err := readYourWrites(ctx, c.mgr.writes, c.informer, k.Namespace, k.Name); err != nil {
-		return Result{}, err
-	}
-	cached, ok := c.informer.Get(k.Namespace, k.Name)
-	if ok && c.onDelete != nil {
-		c.mu.Lock()
-		delete(c.deleted, k) // deleted and created again
-		c.mu.Unlock()
-	}
-	if !ok {
-		c.mu.Lock()
-		last := c.deleted[k]
-		delete(c.deleted, k)
-		c.mu.Unlock()
-		if last != nil && c.onDelete != nil {
-			c.onDelete(ctx, deepCopy(last))
-		}
-		return Result{}, nil
-	}
-	obj := deepCopy(cached)
-	if c.finalizer == "" {
-		return c.reconcile(ctx, obj)
-	}
-	return c.finalize(ctx, obj)
 }
 
 func newID() string {

@@ -2,19 +2,12 @@ package kctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The server's discovery document of a group version (GET /api/v1, GET
@@ -143,110 +136,4 @@ func (s *served) fetch(ctx context.Context, conn *Conn, gv string, now time.Time
 	s.err = err
 	s.stale = false
 	return nil
-}
-
-// getDiscovery reads the discovery document at path: nil if the server answers 404.
-func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]metav1.APIResource, error) {
-	resp, err := conn.do(ctx, request{method: http.MethodGet, path: path, accept: mediaJSON})
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf("kctl: GET %s: reading the discovery document: %w", path, err)
-	}
-	if resp.StatusCode == http.StatusNotFound {
-		return nil, nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
-		se := &apierrors.StatusError{ErrStatus: *st}
-		if !ok {
-			se = apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", string(body[:min(len(body), 512)]), 0, true)
-		}
-		if apierrors.IsForbidden(se) {
-			return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w: grant this identity the system:discovery ClusterRole", path, se)
-		}
-		return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w", path, se)
-	}
-	var doc metav1.APIResourceList
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("kctl: GET %s: decoding the discovery document: %w", path, err)
-	}
-	resources := make(map[string]metav1.APIResource, len(doc.APIResources))
-	for _, r := range doc.APIResources {
-		resources[r.Name] = r
-	}
-	return resources, nil
-}
-
-// checkServed checks c's Resource, and r's subresource if any, against the
-// server's discovery document: nil if the server serves them as declared,
-// else an error naming the difference and the fix. A resource or subresource
-// the server does not serve matches ErrNotInstalled.
-func (c *Client[T]) checkServed(ctx context.Context, r request) error {
-	name := c.res.Plural
-	if r.sub != "" {
-		name += "/" + r.sub
-	}
-	resources, err := c.conn.discovery.lookup(ctx, c.conn, c.res.APIVersion(), name)
-	if err != nil {
-		return err
-	}
-	got, ok := resources[c.res.Plural]
-	_, subOK := resources[name]
-	if ok && subOK && got.Kind == c.res.Kind && got.Namespaced == c.res.Namespaced {
-		return nil
-	}
-	return c.disagreement(resources, r)
-}
-
-// disagreement is the error of checkServed when resources, a discovery
-// document of c's group version, does not serve r as c declares it.
-func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r request) error {
-	gv := c.res.APIVersion()
-	plural := c.res.Plural
-	declare := "kctl.Declare[" + typeName(reflect.TypeFor[T]()) + "]"
-	got, ok := resources[plural]
-	switch {
-	case resources == nil:
-		return c.notServed(fmt.Sprintf("the server serves no group version %s: check Group and Version in %s", gv, declare))
-	case !ok:
-		return c.notServed(fmt.Sprintf("%s serves %s: correct Plural or Kind in %s", gv, listServed(resources), declare))
-	case got.Kind != c.res.Kind:
-		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: correct Kind in %s", gv, plural, got.Kind, c.res.Kind, declare)
-	case got.Namespaced && !c.res.Namespaced:
-		return fmt.Errorf("kctl: %s serves %s namespaced, but %s declares them cluster-scoped: add Namespaced: true to it", gv, plural, declare)
-	case !got.Namespaced && c.res.Namespaced:
-		return fmt.Errorf("kctl: %s serves %s cluster-scoped, but %s declares them namespaced: remove Namespaced: true from it", gv, plural, declare)
-	}
-	fix := fmt.Sprintf("add `subresources: {%s: {}}` to version %s of their CRD", r.sub, c.res.Version)
-	if c.codec.builtin {
-		fix = "write the whole object instead"
-	}
-	return &notInstalledError{msg: fmt.Sprintf("kctl: %s %s: the server serves no %s subresource of %s: %s", r.verb, c.what(r), r.sub, plural, fix)}
-}
-
-// notServed is the error of a call on c's resource, which the server does not
-// serve (why says what it serves instead): it matches ErrNotInstalled and
-// NotFound, as the server's answer to the call would.
-func (c *Client[T]) notServed(why string) error {
-	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, "")
-	return &notInstalledError{msg: c.notInstalledMessage() + " (" + why + ")", status: nf}
-}
-
-// listServed lists the resources of a discovery document, e.g. "gadgets (kind Gadget), widgets (kind Widget)".
-func listServed(resources map[string]metav1.APIResource) string {
-	var names []string
-	for name, r := range resources {
-		if !strings.Contains(name, "/") {
-			names = append(names, name+" (kind "+r.Kind+")")
-		}
-	}
-	if len(names) == 0 {
-		return "nothing"
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }

@@ -1,15 +1,8 @@
 package kctl
 
 import (
-	"cmp"
 	"errors"
-	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Every kctl error message starts with exactly one "kctl: ", however deep
@@ -33,6 +26,7 @@ func unprefixed(err error) error {
 type unprefixedError struct{ err error }
 
 func (e unprefixedError) Error() string { return strings.TrimPrefix(e.err.Error(), errPrefix) }
+
 func (e unprefixedError) Unwrap() error { return e.err }
 
 // ErrNotInstalled matches (with errors.Is) the error of a call on a resource
@@ -60,32 +54,4 @@ func (e *notInstalledError) Unwrap() []error {
 		return []error{ErrNotInstalled}
 	}
 	return []error{ErrNotInstalled, e.status}
-}
-
-// notInstalledMessage says that c's resource is not served, and what to do.
-func (c *Client[T]) notInstalledMessage() string {
-	if c.codec.builtin {
-		return fmt.Sprintf("kctl: %s is not served by the API server: the server is too old or too new for it, or its API group is disabled", c.res)
-	}
-	return fmt.Sprintf("kctl: %s is not installed on the API server: apply its CRD", c.res)
-}
-
-// statusError turns a failed answer to r into an error wrapping *apierrors.StatusError.
-func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) error {
-	st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
-	se := &apierrors.StatusError{ErrStatus: *st}
-	if !ok {
-		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		se = apierrors.NewGenericServerResponse(resp.StatusCode, r.method, schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural},
-			r.name, string(body[:min(len(body), 512)]), ra, true)
-	}
-	if resp.StatusCode == http.StatusNotFound && (!ok || st.Details == nil || st.Details.Name == "" && st.Details.Kind == "") {
-		return &notInstalledError{c.notInstalledMessage(), se}
-	}
-	if apierrors.IsForbidden(se) {
-		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[r.verb]
-		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s",
-			r.verb, c.what(r), se, cmp.Or(rbac, r.verb), strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/"))
-	}
-	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
 }

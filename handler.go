@@ -6,7 +6,6 @@ package kctl
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // EventType says what happened to an object.
@@ -36,47 +35,6 @@ type Event[T any] struct {
 	// state the cache saw.
 	Relisted bool
 	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
-}
-
-// AddHandler calls fn with every event, in order, from its own goroutine and
-// unbounded buffer, so a slow handler delays only itself. A handler added
-// after objects were stored first gets them as Initial Added events. fn must
-// return: the informer's shutdown waits for it.
-func (i *Informer[T]) AddHandler(fn func(Event[T])) {
-	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, obj := range i.store.all() {
-		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
-	}
-	i.handlers = append(i.handlers, h)
-	i.goLocked(h.run)
-}
-
-func (i *Informer[T]) emitLocked(e Event[T]) {
-	for _, h := range i.handlers {
-		h.push(e)
-	}
-}
-
-// resyncEvery re-delivers every object as an Updated event with Resync set.
-func (i *Informer[T]) resyncEvery(ctx context.Context) {
-	t := time.NewTicker(i.resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		i.mu.Lock()
-		if len(i.handlers) > 0 && i.syncedLocked() {
-			for _, obj := range i.store.all() {
-				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
-			}
-		}
-		i.mu.Unlock()
-	}
 }
 
 // handler delivers events to one handler function from its own goroutine.

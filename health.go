@@ -7,6 +7,18 @@ import (
 	"sync"
 )
 
+// ServeHealth serves the probes /healthz and /readyz on addr while the
+// Manager runs, e.g. "127.0.0.1:8081". /readyz is 200 once every
+// controller's cache has synced and every AddReadyCheck passes. It is Add of
+// a Runnable named "health", so call it before Start; "" adds nothing.
+// Probes are off unless you call it.
+func (m *Manager) ServeHealth(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	return m.Add(m.server("health", addr, m.health.handler()))
+}
+
 // health runs the Manager's probe checks and serves them like kube-apiserver:
 //
 //	GET /readyz          200 "ok", or 503 listing every check, [-] on the failing ones

@@ -28,6 +28,48 @@ const (
 	healthyWatch          = 10 * time.Second // a watch open this long resets the backoff
 )
 
+// run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
+func (i *Informer[T]) run(ctx context.Context) {
+	i.mu.Lock()
+	i.ctx = ctx
+	for _, h := range i.handlers {
+		i.goLocked(h.run)
+	}
+	for _, w := range i.watches {
+		i.goLocked(func(ctx context.Context) { i.listWatch(ctx, w) })
+	}
+	if i.resync > 0 {
+		i.goLocked(i.resyncEvery)
+	}
+	i.mu.Unlock()
+	<-ctx.Done()
+	i.mu.Lock()
+	i.stopped = true
+	i.notifyLocked()
+	i.mu.Unlock()
+	i.wg.Wait()
+}
+
+// resyncEvery re-delivers every object as an Updated event with Resync set.
+func (i *Informer[T]) resyncEvery(ctx context.Context) {
+	t := time.NewTicker(i.resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		i.mu.Lock()
+		if len(i.handlers) > 0 && i.syncedLocked() {
+			for _, obj := range i.store.all() {
+				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
+			}
+		}
+		i.mu.Unlock()
+	}
+}
+
 // listWatch keeps the store equal to the server's objects in w's namespace
 // until ctx ends; it lists again only when the watch's resourceVersion is gone.
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
@@ -218,6 +260,66 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", keyOf(m))
 	}
 	return nil
+}
+
+// applyUndecodable applies a watch event whose object does not decode into
+// T but whose key is known. A delete removes the object's last good copy,
+// if any, and tells the handlers (Deleted, with that copy); an add or update
+// keeps it and marks the object undecodable, logged once per object.
+func (i *Informer[T]) applyUndecodable(w *watchState, typ string, bad *decodeError) {
+	k := objKey{bad.Namespace, bad.Name}
+	first := false
+	i.mu.Lock()
+	if typ == "DELETED" {
+		last, ok := i.store.get(k.namespace, k.name)
+		i.store.remove(k.namespace, k.name)
+		if ok {
+			i.emitLocked(Event[T]{Type: Deleted, Object: last})
+		}
+	} else {
+		first = i.store.markBad(k, bad)
+	}
+	if bad.ResourceVersion != "" {
+		w.rv = bad.ResourceVersion
+	}
+	i.notifyLocked()
+	i.mu.Unlock()
+	if first {
+		i.logUndecodable(bad)
+	}
+}
+
+// badChangesLocked compares the undecodable objects before a list with
+// the store's now, and returns a function that logs, once per object, each
+// one that stopped decoding or decodes again. Call it after unlocking mu.
+func (i *Informer[T]) badChangesLocked(before map[objKey]error) (report func()) {
+	var stopped []error
+	var again []string
+	for k, err := range i.store.bad {
+		if _, was := before[k]; !was {
+			stopped = append(stopped, err)
+		}
+	}
+	for k := range before {
+		_, still := i.store.bad[k]
+		if _, stored := i.store.get(k.namespace, k.name); !still && stored {
+			again = append(again, nsKey(k.namespace, k.name))
+		}
+	}
+	return func() {
+		for _, err := range stopped {
+			i.logUndecodable(err)
+		}
+		for _, key := range again {
+			i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", key)
+		}
+	}
+}
+
+// logUndecodable logs that an object does not decode into T (err names it).
+func (i *Informer[T]) logUndecodable(err error) {
+	i.log.Warn("kctl: cache could not decode an object: it keeps the object's last good copy, if any, "+
+		"until the object decodes again or is deleted; fix the object or the Go type", "resource", i.res.String(), "err", err)
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.

@@ -216,6 +216,7 @@ func (cm *controllerMetrics) conflicted(took time.Duration) {
 // workerStarted and workerStopped bracket each Reconcile call for
 // controller_runtime_active_workers.
 func (cm *controllerMetrics) workerStarted() { cm.active.Add(1) }
+
 func (cm *controllerMetrics) workerStopped() { cm.active.Add(-1) }
 
 // setQueue registers the queue's read-outs, called at scrape time for
@@ -228,10 +229,13 @@ func (cm *controllerMetrics) setQueue(depth func() int, inFlight func() (n int, 
 }
 
 // Added, Waited, Worked and Retried implement QueueObserver.
-func (cm *controllerMetrics) Added()                 { cm.adds.Add(1) }
+func (cm *controllerMetrics) Added() { cm.adds.Add(1) }
+
 func (cm *controllerMetrics) Waited(d time.Duration) { cm.queueDuration.observe(d.Seconds()) }
+
 func (cm *controllerMetrics) Worked(d time.Duration) { cm.workDuration.observe(d.Seconds()) }
-func (cm *controllerMetrics) Retried()               { cm.retries.Add(1) }
+
+func (cm *controllerMetrics) Retried() { cm.retries.Add(1) }
 
 func (cm *controllerMetrics) collect(p page) {
 	cm.mu.Lock()

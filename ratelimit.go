@@ -52,7 +52,8 @@ func (l *rateLimiter[K]) When(k K) time.Duration {
 	return d
 }
 
-func (l *rateLimiter[K]) Forget(k K)          { l.mu.Lock(); defer l.mu.Unlock(); delete(l.failures, k) }
+func (l *rateLimiter[K]) Forget(k K) { l.mu.Lock(); defer l.mu.Unlock(); delete(l.failures, k) }
+
 func (l *rateLimiter[K]) NumRequeues(k K) int { l.mu.Lock(); defer l.mu.Unlock(); return l.failures[k] }
 
 // backoff is base * 2^n capped at max, without overflow.

@@ -27,65 +27,6 @@ type Runnable struct {
 	busy func() string // what it is doing, for the log if it is abandoned; may be nil
 }
 
-// Add registers a runnable to start with the Manager. After Start it starts
-// at once: one that needs leadership in the current leadership term (or the
-// next, on a standby), and again in every later term. Add fails once the
-// Manager is shutting down.
-func (m *Manager) Add(r Runnable) error {
-	if r.Run == nil {
-		return fmt.Errorf("kctl: runnable %q has no Run function", r.Name)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.addLocked(r)
-}
-
-// addLocked is Add with m.mu held.
-func (m *Manager) addLocked(r Runnable) error {
-	switch {
-	case m.ctx != nil && m.ctx.Err() != nil:
-		return fmt.Errorf("kctl: Add(%q) after Start, while the Manager shuts down: it would never run; add it before the Manager's context ends", r.Name)
-	case r.NeedLeader:
-		m.leaderOnly = append(m.leaderOnly, r)
-		if m.term != nil {
-			m.term.run(m.termCtx, r)
-		}
-	case m.ctx == nil:
-		m.runnables = append(m.runnables, r)
-	default:
-		m.work.run(m.ctx, r)
-	}
-	return nil
-}
-
-// lead runs the leader work of one term (the whole run without
-// ElectLeader): every leader-only runnable and controller, including those
-// added during the term, until leaderCtx ends. It then waits for them; once
-// the Manager shuts down, only until the shutdown's abandonAt, so that the
-// lease is released in time even if some of them ignore their context.
-func (m *Manager) lead(leaderCtx context.Context) {
-	m.log.Info("leading: starting controllers and leader-only runnables")
-	term := newGroup(m.cancel) // a failing runnable stops the Manager
-	m.mu.Lock()
-	m.term = term
-	m.termCtx = leaderCtx
-	for _, r := range m.leaderOnly {
-		term.run(leaderCtx, r)
-	}
-	m.mu.Unlock()
-
-	<-leaderCtx.Done()
-	m.mu.Lock()
-	m.term = nil // runnables added from now on wait for the next term
-	m.termCtx = nil
-	m.mu.Unlock()
-	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
-	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: abandoning leader work that ignores its context; "+
-			"the lease is released, so another replica may start on the same objects", "timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
-	}
-}
-
 // group runs named goroutines. The first error is kept and cancels the
 // Manager (a tiny errgroup); a wait may end at a deadline and then names what
 // still runs. Goroutines may be added while another goroutine waits. The zero

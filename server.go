@@ -43,3 +43,15 @@ func serve(ctx context.Context, name, addr string, h http.Handler, log *slog.Log
 	}
 	return nil
 }
+
+// ServeMetrics serves Prometheus metrics at /metrics on addr while the
+// Manager runs, e.g. "127.0.0.1:8080" (":8080" listens on every interface:
+// ask for it only in a Pod). It is Add of a Runnable named "metrics", so call
+// it before Start; "" adds nothing, so that a flag can turn metrics off.
+// Metrics are off unless you call it.
+func (m *Manager) ServeMetrics(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	return m.Add(m.server("metrics", addr, http.StripPrefix("/metrics", m.metrics.handler())))
+}

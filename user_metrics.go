@@ -141,6 +141,7 @@ func (g *Gauge) Add(v float64) { g.f.or(g.s).add(v) }
 
 // Inc adds 1; Dec subtracts 1.
 func (g *Gauge) Inc() { g.Add(1) }
+
 func (g *Gauge) Dec() { g.Add(-1) }
 
 // Histogram is a histogram, or, registered with label names, a family of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -243,4 +244,39 @@ func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
 	}
 	c.mu.Unlock()
 	add()
+}
+
+// reconcileKey fetches the latest state of k and calls the user's code:
+// onDelete when the object is gone, cleanup when it is being deleted
+// (finalizer), reconcile otherwise. A panic becomes an error.
+func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
+		}
+	}()
+	if err := readYourWrites(ctx, c.mgr.writes, c.informer, k.Namespace, k.Name); err != nil {
+		return Result{}, err
+	}
+	cached, ok := c.informer.Get(k.Namespace, k.Name)
+	if ok && c.onDelete != nil {
+		c.mu.Lock()
+		delete(c.deleted, k) // deleted and created again
+		c.mu.Unlock()
+	}
+	if !ok {
+		c.mu.Lock()
+		last := c.deleted[k]
+		delete(c.deleted, k)
+		c.mu.Unlock()
+		if last != nil && c.onDelete != nil {
+			c.onDelete(ctx, deepCopy(last))
+		}
+		return Result{}, nil
+	}
+	obj := deepCopy(cached)
+	if c.finalizer == "" {
+		return c.reconcile(ctx, obj)
+	}
+	return c.finalize(ctx, obj)
 }

@@ -1,70 +1,10 @@
-// Package kctl is a small Kubernetes controller framework with generics.
-//
-// A Controller[T] watches one Go type (corev1.Pod, appsv1.ReplicaSet, or your
-// own CRD struct) and calls your reconcile function with the latest *T. No
-// Scheme, no RESTMapper, no code generation: the Go type says what is watched.
-// A Manager shares one connection, one cache and the leader election between
-// controllers, and runs them until its context ends.
-//
-// # Data flow
-//
-//	API server ──list/watch──▶ cache.go (Informer[T], store, indexes)
-//	    ▲                          │ Event[T]
-//	    │                          ▼
-//	    │              sources.go (Owns, Watches, predicates) ──keys──▶ queue.go (Queue[Key])
-//	    │                                                                    │ Get
-//	    │                                                                    ▼
-//	    └──── client.go (Client[T]) ◀──── your Reconcile(ctx, *T) ◀─────── worker.go
-//
-// # Guarantees
-//
-//   - A key is never reconciled by two workers at once, however many workers run.
-//   - Reconcile gets the cache's latest state of the object when the worker
-//     takes the key, as a copy it may change.
-//   - Read your writes: after a Client from ClientFor writes an object of a
-//     type the cache holds (the controller's own type, children, anything),
-//     a cached Get or List that could see it, and the next reconcile of its
-//     key, wait until the cache holds that write, at most 10 s (see ClientFor).
-//   - Reconciliation is level-based: many events for one key before a worker
-//     takes it give one reconcile. Do not count events; look at the state.
-//   - An error requeues with controller-runtime's backoff (per key 5 ms
-//     doubling up to 1000 s, at most 10 retries per second after a burst of
-//     100); success forgets it; a panic is recovered and treated as an error;
-//     a Terminal error is logged and not retried; a Conflict is retried
-//     without an error log line if it ends one of the first four attempts in
-//     a row that fail (from the fifth, it is logged as an error).
-//   - kctl's own writes (finalizers) patch only what they change, guarded by
-//     resourceVersion: fields the cache drops (TransformFor) are never erased.
-//   - On shutdown, workers stop taking keys and in-flight reconciles get
-//     most of Options.ShutdownTimeout (default 30 s) to finish; Start returns
-//     within ShutdownTimeout, abandoning (and naming in the log) any work
-//     that ignores its context.
-//
-// # Example
-//
-//	mgr, err := kctl.NewManager(kctl.Options{})
-//	if err != nil { ... }
-//	pods := kctl.ClientFor[corev1.Pod](mgr)
-//	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
-//	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) {
-//		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-//		if err != nil { return kctl.Result{}, kctl.Terminal(err) } // retrying cannot fix it
-//		list, err := pods.List(ctx, kctl.ListOptions{Namespace: rs.Namespace, Labels: sel})
-//		if err != nil { return kctl.Result{}, err }
-//		if rs.Labels == nil {
-//			rs.Labels = map[string]string{}
-//		}
-//		rs.Labels["pod-count"] = strconv.Itoa(len(list))
-//		return kctl.Result{}, rsets.Update(ctx, rs)
-//	})
-//	kctl.Owns[corev1.Pod](c) // a Pod's controller owner reference enqueues its ReplicaSet
-//	err = mgr.Start(kctl.SignalContext())
 package kctl
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -195,75 +135,41 @@ func NewManager(opts Options) (*Manager, error) {
 //	kctl.ScopeFor[corev1.Secret](mgr.Cache(), kctl.Scope{Namespaces: []string{"app"}})
 func (m *Manager) Cache() *Cache { return m.cache }
 
-// ServeMetrics serves Prometheus metrics at /metrics on addr while the
-// Manager runs, e.g. "127.0.0.1:8080" (":8080" listens on every interface:
-// ask for it only in a Pod). It is Add of a Runnable named "metrics", so call
-// it before Start; "" adds nothing, so that a flag can turn metrics off.
-// Metrics are off unless you call it.
-func (m *Manager) ServeMetrics(addr string) error {
-	if addr == "" {
-		return nil
+// NewController makes a controller named name that calls reconcile for every
+// object of type T that changes, and for every key other sources enqueue.
+// T is inferred from reconcile:
+//
+//	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) { ... })
+func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(ctx context.Context, obj *T) (Result, error)) *Controller[T] {
+	c := &Controller[T]{
+		name: name, mgr: m, reconcile: reconcile, workers: 1,
+		log:      m.log.With("controller", name),
+		client:   NewClient[T, PT](m.conn),
+		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{}, active: map[Key]time.Time{},
 	}
-	return m.Add(m.server("metrics", addr, http.StripPrefix("/metrics", m.metrics.handler())))
-}
-
-// ServeHealth serves the probes /healthz and /readyz on addr while the
-// Manager runs, e.g. "127.0.0.1:8081". /readyz is 200 once every
-// controller's cache has synced and every AddReadyCheck passes. It is Add of
-// a Runnable named "health", so call it before Start; "" adds nothing.
-// Probes are off unless you call it.
-func (m *Manager) ServeHealth(addr string) error {
-	if addr == "" {
-		return nil
+	res, err := ResourceOf[T]()
+	if err != nil {
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
+		return c
 	}
-	return m.Add(m.server("health", addr, m.health.handler()))
-}
-
-// AddReadyCheck adds a check to /readyz: the replica is ready only while
-// every ready check returns nil.
-func (m *Manager) AddReadyCheck(name string, check func(r *http.Request) error) {
-	m.health.add(name, true, check)
-}
-
-// AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
-// restart the container, so check only what a restart would fix.
-func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error) {
-	m.health.add(name, false, check)
-}
-
-// EventRecorder returns a recorder of Kubernetes Events about objects,
-// reported as coming from component (usually the controller's name).
-// Events are written in the background while the Manager runs, on every
-// replica; one recorder is shared per component. On shutdown the Events
-// recorded until the other work has returned are written within
-// ShutdownTimeout; any that are not are counted in kctl_events_dropped_total
-// and logged.
-func (m *Manager) EventRecorder(component string) *EventRecorder {
+	c.res = res
+	informer, err := InformerFor[T, PT](m.cache)
+	if err != nil {
+		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
+		return c
+	}
+	c.informer = informer
+	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
+	c.caches = append(c.caches, c.informer)
+	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
+	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.recorders[component]; ok {
-		return r
+	m.controllers = append(m.controllers, c)
+	if err := m.addLocked(Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run, busy: c.busy}); err != nil {
+		c.log.Error(err.Error())
 	}
-	r := newEventRecorder(m.conn, component, m.log)
-	r.dropped = m.metrics.eventsDropped()
-	if m.recorders == nil {
-		m.recorders = map[string]*EventRecorder{}
-	}
-	m.recorders[component] = r
-	// A runnable, not a loop over recorders in Start: programs without Events do not link them.
-	w := Runnable{Name: "events of " + component, Run: func(ctx context.Context) error {
-		r.deliver(ctx, m.shutdown.writesBy)
-		return nil
-	}}
-	switch {
-	case m.ctx == nil:
-		m.writers = append(m.writers, w)
-	case m.ctx.Err() != nil:
-		r.stop() // shutting down: nothing will write its Events
-	default:
-		m.writeGroup.run(m.writeCtx, w)
-	}
-	return r
+	return c
 }
 
 // ClientFor returns a client for T whose reads come from the manager's shared
@@ -295,6 +201,37 @@ func (m *Manager) misuse(err error) {
 		return
 	}
 	m.errs = append(m.errs, err)
+}
+
+// Add registers a runnable to start with the Manager. After Start it starts
+// at once: one that needs leadership in the current leadership term (or the
+// next, on a standby), and again in every later term. Add fails once the
+// Manager is shutting down.
+func (m *Manager) Add(r Runnable) error {
+	if r.Run == nil {
+		return fmt.Errorf("kctl: runnable %q has no Run function", r.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addLocked(r)
+}
+
+// addLocked is Add with m.mu held.
+func (m *Manager) addLocked(r Runnable) error {
+	switch {
+	case m.ctx != nil && m.ctx.Err() != nil:
+		return fmt.Errorf("kctl: Add(%q) after Start, while the Manager shuts down: it would never run; add it before the Manager's context ends", r.Name)
+	case r.NeedLeader:
+		m.leaderOnly = append(m.leaderOnly, r)
+		if m.term != nil {
+			m.term.run(m.termCtx, r)
+		}
+	case m.ctx == nil:
+		m.runnables = append(m.runnables, r)
+	default:
+		m.work.run(m.ctx, r)
+	}
+	return nil
 }
 
 // Start runs everything until ctx ends or a runnable fails, then shuts down
@@ -381,6 +318,34 @@ func (m *Manager) Start(ctx context.Context) error {
 	return err
 }
 
+// lead runs the leader work of one term (the whole run without
+// ElectLeader): every leader-only runnable and controller, including those
+// added during the term, until leaderCtx ends. It then waits for them; once
+// the Manager shuts down, only until the shutdown's abandonAt, so that the
+// lease is released in time even if some of them ignore their context.
+func (m *Manager) lead(leaderCtx context.Context) {
+	m.log.Info("leading: starting controllers and leader-only runnables")
+	term := newGroup(m.cancel) // a failing runnable stops the Manager
+	m.mu.Lock()
+	m.term = term
+	m.termCtx = leaderCtx
+	for _, r := range m.leaderOnly {
+		term.run(leaderCtx, r)
+	}
+	m.mu.Unlock()
+
+	<-leaderCtx.Done()
+	m.mu.Lock()
+	m.term = nil // runnables added from now on wait for the next term
+	m.termCtx = nil
+	m.mu.Unlock()
+	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
+	if len(abandoned) > 0 {
+		m.log.Error("kctl: shutdown timeout passed: abandoning leader work that ignores its context; "+
+			"the lease is released, so another replica may start on the same objects", "timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
+	}
+}
+
 // notReady is the readiness check of the controllers' caches: nil once every
 // controller's caches have synced, else an error naming each controller that
 // waits, for which cache and why (e.g. its CRD is not installed).
@@ -394,6 +359,52 @@ func (m *Manager) notReady(*http.Request) error {
 	}
 	return errors.Join(errs...)
 }
+
+// AddReadyCheck adds a check to /readyz: the replica is ready only while
+// every ready check returns nil.
+func (m *Manager) AddReadyCheck(name string, check func(r *http.Request) error) {
+	m.health.add(name, true, check)
+}
+
+// AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
+// restart the container, so check only what a restart would fix.
+func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error) {
+	m.health.add(name, false, check)
+}
+
+// shutdown is the schedule of a Manager's graceful shutdown, so that Start
+// returns within ShutdownTimeout (T) even when some work ignores its context.
+// It is fixed by the first call of begin, when Start's context has ended (t0),
+// and keeps a reserve r = T/5 (at most 2 s) for what must happen last:
+//
+//	t0          runnables' contexts end; controllers stop taking keys, in-flight reconciles go on
+//	drainBy     t0+T-r    in-flight reconciles' contexts are cancelled
+//	abandonAt   t0+T-r/2  leader work still running is abandoned (named in the log); the lease is released
+//	writesBy    t0+T-r/4  the lease release and the Event writers stop; unwritten Events are counted as dropped
+//	end         t0+T      Start returns, naming whatever still runs
+//
+// The zero value is not usable: set timeout. Safe for concurrent use.
+type shutdown struct {
+	timeout time.Duration
+	once    sync.Once
+	t0      time.Time // set once, by begin
+}
+
+// begin fixes the schedule at the first call (now) and returns t0.
+func (s *shutdown) begin() time.Time {
+	s.once.Do(func() { s.t0 = time.Now() })
+	return s.t0
+}
+
+func (s *shutdown) reserve() time.Duration { return min(s.timeout/5, 2*time.Second) }
+
+func (s *shutdown) drainBy() time.Time { return s.begin().Add(s.timeout - s.reserve()) }
+
+func (s *shutdown) abandonAt() time.Time { return s.begin().Add(s.timeout - s.reserve()/2) }
+
+func (s *shutdown) writesBy() time.Time { return s.begin().Add(s.timeout - s.reserve()/4) }
+
+func (s *shutdown) end() time.Time { return s.begin().Add(s.timeout) }
 
 // SignalContext returns a context that ends on the first SIGINT or SIGTERM.
 // A second signal exits the process at once with status 1: the one place kctl

@@ -21,6 +21,41 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// EventRecorder returns a recorder of Kubernetes Events about objects,
+// reported as coming from component (usually the controller's name).
+// Events are written in the background while the Manager runs, on every
+// replica; one recorder is shared per component. On shutdown the Events
+// recorded until the other work has returned are written within
+// ShutdownTimeout; any that are not are counted in kctl_events_dropped_total
+// and logged.
+func (m *Manager) EventRecorder(component string) *EventRecorder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.recorders[component]; ok {
+		return r
+	}
+	r := newEventRecorder(m.conn, component, m.log)
+	r.dropped = m.metrics.eventsDropped()
+	if m.recorders == nil {
+		m.recorders = map[string]*EventRecorder{}
+	}
+	m.recorders[component] = r
+	// A runnable, not a loop over recorders in Start: programs without Events do not link them.
+	w := Runnable{Name: "events of " + component, Run: func(ctx context.Context) error {
+		r.deliver(ctx, m.shutdown.writesBy)
+		return nil
+	}}
+	switch {
+	case m.ctx == nil:
+		m.writers = append(m.writers, w)
+	case m.ctx.Err() != nil:
+		r.stop() // shutting down: nothing will write its Events
+	default:
+		m.writeGroup.run(m.writeCtx, w)
+	}
+	return r
+}
+
 // The recorder's limits; the first three and the cache size are client-go's (tools/record).
 const (
 	eventBurst       = 25               // Events per object and type before the limit applies

@@ -1,17 +1,151 @@
 package kctl
 
-// An Informer's read side: Get, List, ByIndex, AddIndex, the waits
-// (WaitForResourceVersion, read-your-writes) and Stats, all reading the store
-// (store.go) under the Informer's lock.
-
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
+
+// Informer keeps a local, read-only copy of one resource's objects in scope
+// and tells handlers about every change.
+//
+//	pods, err := kctl.InformerFor[corev1.Pod](cache)
+//	pods.AddHandler(func(e kctl.Event[corev1.Pod]) { queue.Add(e.Object.Name) })
+//	err = pods.WaitForSync(ctx)
+//	pod, ok := pods.Get("default", "web-0") // shared: do not modify
+//
+// Model: list in pages of 500, then watch with bookmarks, resuming from the
+// newest resourceVersion seen; a watch lasts 5 to 10 minutes at random. When
+// that resourceVersion is gone (410), list again and report only what
+// changed. An object that stops decoding into T keeps its last good copy
+// until it decodes again or is deleted (see Undecodable). Failures are
+// logged, reported by Err and retried after 200ms
+// doubling up to 30s (10s for a missing CRD), less up to half at random, at
+// least the server's Retry-After; a watch open for 10s resets the backoff.
+//
+// The zero Informer is unusable: get one from InformerFor. Most callers want
+// AddHandler, WaitForSync, then Get or List. Safe for concurrent use. The
+// informer is the store's only writer: objects from reads and events are
+// shared, must not be modified (deepCopy first), and may be stale. Stored
+// objects also share equal strings, string maps and resource lists with each
+// other (share.go): the Pods of one workload hold one copy of their labels,
+// image and requests, which more than halves a Pod's memory in the cache.
+type Informer[T any] struct {
+	res       Resource
+	client    *Client[T]
+	transform func(obj *T) // readies a decoded object for the store
+	sharer    *sharer      // then makes it share equal parts with stored objects
+	resync    time.Duration
+	healthy   time.Duration // a watch open this long resets the backoff: healthyWatch, shorter in tests
+	log       *slog.Logger
+
+	// mu guards what follows. The store changes, and events are queued to
+	// handlers, only under mu: every handler sees the changes in store order.
+	mu       sync.RWMutex
+	store    *store[T]
+	watches  []*watchState // one per namespace in scope, or one for all
+	handlers []*handler[T]
+	progress chan struct{}   // closed on any progress, for waiters; nil when nobody waits
+	ctx      context.Context // run's; nil before run
+	stopped  bool            // run's ctx ended: no goroutine is added to wg after this
+	wg       sync.WaitGroup
+}
+
+// watchState is one list/watch. Only its listWatch goroutine changes it, under mu.
+type watchState struct {
+	opts   ListOptions // a namespace ("" for all) and the scope's selectors
+	rv     string      // the newest resourceVersion applied
+	synced bool        // the first list is stored
+	err    error       // the last failure; nil after a success
+}
+
+// String is "cache of <resource>", e.g. "cache of pods/v1".
+func (i *Informer[T]) String() string { return "cache of " + i.res.String() }
+
+// HasSynced reports whether the first list of every namespace in scope is stored.
+func (i *Informer[T]) HasSynced() bool {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return i.syncedLocked()
+}
+
+func (i *Informer[T]) syncedLocked() bool {
+	return !slices.ContainsFunc(i.watches, func(w *watchState) bool { return !w.synced })
+}
+
+// WaitForSync returns nil once HasSynced. If ctx ends first, its error says
+// why the informer is not synced (e.g. not installed, forbidden).
+func (i *Informer[T]) WaitForSync(ctx context.Context) error {
+	return i.wait(ctx, "sync", i.syncedLocked)
+}
+
+// Err is nil while the informer is synced and healthy, else it says what it
+// waits for, e.g. an error matching ErrNotInstalled. For readiness checks.
+func (i *Informer[T]) Err() error {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	switch err := i.failureLocked(); {
+	case err != nil:
+		return err
+	case i.ctx == nil:
+		return fmt.Errorf("kctl: %s is not started: start the Cache", i)
+	case i.stopped:
+		return fmt.Errorf("kctl: %s is stopped", i)
+	case !i.syncedLocked():
+		return fmt.Errorf("kctl: %s is still syncing", i)
+	}
+	return nil
+}
+
+func (i *Informer[T]) failureLocked() error {
+	for _, w := range i.watches {
+		if w.err != nil {
+			return w.err
+		}
+	}
+	return nil
+}
+
+// goLocked runs fn(run's ctx) in a goroutine, if the informer runs.
+func (i *Informer[T]) goLocked(fn func(ctx context.Context)) {
+	if ctx := i.ctx; ctx != nil && !i.stopped {
+		i.wg.Go(func() { fn(ctx) })
+	}
+}
+
+func (i *Informer[T]) notifyLocked() {
+	if i.progress != nil {
+		close(i.progress)
+		i.progress = nil
+	}
+}
+
+// AddHandler calls fn with every event, in order, from its own goroutine and
+// unbounded buffer, so a slow handler delays only itself. A handler added
+// after objects were stored first gets them as Initial Added events. fn must
+// return: the informer's shutdown waits for it.
+func (i *Informer[T]) AddHandler(fn func(Event[T])) {
+	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, obj := range i.store.all() {
+		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
+	}
+	i.handlers = append(i.handlers, h)
+	i.goLocked(h.run)
+}
+
+func (i *Informer[T]) emitLocked(e Event[T]) {
+	for _, h := range i.handlers {
+		h.push(e)
+	}
+}
 
 // Get returns the object namespace/name ("" namespace for cluster-scoped
 // types). It is shared with every reader: do not modify it. It may be stale:
@@ -147,13 +281,6 @@ func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() b
 	}
 }
 
-func (i *Informer[T]) notifyLocked() {
-	if i.progress != nil {
-		close(i.progress)
-		i.progress = nil
-	}
-}
-
 // rvAtLeast reports whether resourceVersion have is rv or newer.
 func rvAtLeast(have, rv string) bool {
 	c, err := resourceversion.CompareResourceVersion(have, rv)
@@ -193,3 +320,25 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 	}
 	return i.store.count, i.store.bytes
 }
+
+// Objects that stop decoding into T (a CRD field that changed type, a bad
+// write to a field the schema does not check). The codec still decodes their
+// metadata (decodeError), so the informer knows their key: the store keeps
+// their last good copy and marks them (store.bad) until they decode again or
+// are deleted, a relist never takes them for deleted, and each is logged once
+// and counted (Undecodable, kctl_cache_undecodable_objects).
+
+// Undecodable returns the number of objects in scope that exist on the
+// server but whose current state does not decode into T: a CRD field that
+// changed type, a bad write to a field the schema does not check. Get, List
+// and the handlers see the last good copy of each, if it ever decoded, until
+// it decodes again (an Updated event) or is deleted (a Deleted event with
+// that copy); a relist never takes one for deleted. Each is logged once. For
+// the metrics page (kctl_cache_undecodable_objects).
+func (i *Informer[T]) Undecodable() int {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return len(i.store.bad)
+}
+
+func (i *Informer[T]) resource() Resource { return i.res }

@@ -1,0 +1,211 @@
+package kctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// SetControllerReference makes owner the controller of child, adding or
+// updating child's owner reference (controller and blockOwnerDeletion set,
+// apiVersion and kind from owner's type). It fails, changing nothing, if child
+// has another controller, if owner has no UID yet (create it first), or if a
+// namespaced owner is not in child's namespace.
+//
+//	err := kctl.SetControllerReference(deployment, replicaSet)
+func SetControllerReference[O any, PO Object[O], C any, PC Object[C]](owner *O, child *C) error {
+	res, err := ResourceOf[O]()
+	if err != nil {
+		return err
+	}
+	om := PO(owner)
+	cm := PC(child)
+	why := ""
+	switch c := metav1.GetControllerOfNoCopy(cm); {
+	case om.GetUID() == "":
+		why = "it has no UID yet; create it first"
+	case res.Namespaced && om.GetNamespace() != cm.GetNamespace():
+		why = "a namespaced owner must be in its dependent's namespace"
+	case c != nil && c.UID != om.GetUID():
+		why = fmt.Sprintf("it is already controlled by %s %s (uid %s)", c.Kind, c.Name, c.UID)
+	}
+	if why != "" {
+		return fmt.Errorf("kctl: cannot make %s %s the controller of %s: %s", res.Kind, keyOf(om), keyOf(cm), why)
+	}
+	refs := slices.Clone(cm.GetOwnerReferences())
+	i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == om.GetUID() })
+	if i < 0 {
+		i = len(refs)
+		refs = append(refs, metav1.OwnerReference{})
+	}
+	refs[i] = *metav1.NewControllerRef(om, schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind})
+	cm.SetOwnerReferences(refs)
+	return nil
+}
+
+// RetryOnConflict calls fn, which must read the object afresh, until it returns
+// no Conflict, at most 5 times, waiting about 10, 20, 40, 80ms between tries.
+// It returns fn's last error, or ctx's error if ctx ends while waiting.
+func RetryOnConflict(ctx context.Context, fn func() error) error {
+	wait := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := fn()
+		if !apierrors.IsConflict(err) || try == 5 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), unprefixed(err))
+		case <-time.After(wait + rand.N(wait/10+1)):
+		}
+		wait *= 2
+	}
+}
+
+// OperationResult says what CreateOrUpdate or CreateOrPatch did.
+type OperationResult string
+
+const (
+	OperationResultNone              OperationResult = "unchanged"
+	OperationResultCreated           OperationResult = "created"
+	OperationResultUpdated           OperationResult = "updated"
+	OperationResultUpdatedStatus     OperationResult = "updated with status" // CreateOrPatch only
+	OperationResultUpdatedStatusOnly OperationResult = "updated status only" // CreateOrPatch only
+)
+
+// CreateOrUpdate reads the object named by obj's namespace and name into obj,
+// calls mutate(obj), which must keep them, then creates it if it did not exist
+// or, if mutate changed it, writes the change.
+//
+//	op, err := kctl.CreateOrUpdate(ctx, configMaps, cm, func(cm *corev1.ConfigMap) error { cm.Data = want; return nil })
+//
+// The change is a JSON merge patch of just the fields mutate changed,
+// carrying the resourceVersion read: a stale read fails with Conflict (wrap
+// the call in RetryOnConflict), and a field the read did not return (a cache
+// transform dropped it, see TransformFor) is never erased. A list that mutate
+// changes is written whole, as a merge patch replaces lists. Status changes
+// are sent too, which the server ignores for a resource with a status
+// subresource: only CreateOrPatch writes status through the subresource.
+// obj becomes the server's answer. RBAC: it needs get, create and patch.
+func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
+	before, res, err := createOrGet(ctx, c, obj, mutate)
+	if before == nil || equality.Semantic.DeepEqual(before, obj) {
+		return res, err
+	}
+	patch, err := mergePatch(before, obj)
+	if err != nil {
+		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+	}
+	meta, _ := patch["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		patch["metadata"] = meta
+	}
+	meta["resourceVersion"] = metaOf(before).GetResourceVersion() // optimistic concurrency: Conflict if stale
+	data, _ := json.Marshal(patch)                                // decoded from JSON just before
+	if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{}); err != nil {
+		return OperationResultNone, err
+	}
+	return OperationResultUpdated, nil
+}
+
+// mergePatch is the JSON merge patch (RFC 7386) that turns before into after.
+func mergePatch[T any](before, after *T) (map[string]any, error) {
+	var was, is map[string]any
+	if err := errors.Join(jsonCopy(before, &was), jsonCopy(after, &is)); err != nil {
+		return nil, err
+	}
+	return diff(was, is), nil
+}
+
+// CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch (no optimistic
+// concurrency: the fields mutate changed win), a changed status through the status subresource.
+func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
+	before, res, err := createOrGet(ctx, c, obj, mutate)
+	if before == nil {
+		return res, err
+	}
+	change, err := mergePatch(before, obj)
+	if err != nil {
+		return res, fmt.Errorf("kctl: patch %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+	}
+	parts := [2]map[string]any{change} // the object's change, then its status's
+	if status, ok := parts[0]["status"]; ok {
+		delete(parts[0], "status")
+		parts[1] = map[string]any{"status": status}
+	}
+	for i, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		data, _ := json.Marshal(p) // decoded from JSON just before
+		if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{Subresource: [2]string{"", "status"}[i]}); err != nil {
+			return res, err
+		}
+		res = [2]OperationResult{OperationResultUpdated, OperationResultUpdatedStatusOnly}[i]
+	}
+	if res == OperationResultUpdatedStatusOnly && len(parts[0]) > 0 {
+		res = OperationResultUpdatedStatus
+	}
+	return res, nil
+}
+
+// createOrGet reads obj, applies mutate and creates obj if it did not exist.
+// It returns the object as read if the caller must write a change, else nil.
+func createOrGet[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (*T, OperationResult, error) {
+	ns := metaOf(obj).GetNamespace()
+	name := metaOf(obj).GetName()
+	cur, err := c.Get(ctx, ns, name)
+	var before *T
+	switch {
+	case err == nil:
+		*obj = *cur
+		before = deepCopy(cur)
+	case !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled):
+		return nil, OperationResultNone, err
+	}
+	if err := mutate(obj); err != nil {
+		return nil, OperationResultNone, err
+	}
+	if m := metaOf(obj); m.GetNamespace() != ns || m.GetName() != name {
+		return nil, OperationResultNone, fmt.Errorf("kctl: the mutate function changed %s into %s: it must keep the name and namespace", nsKey(ns, name), keyOf(m))
+	}
+	if before != nil {
+		return before, OperationResultNone, nil
+	}
+	if err := c.Create(ctx, obj); err != nil {
+		return nil, OperationResultNone, err
+	}
+	return nil, OperationResultCreated, nil
+}
+
+// diff is the JSON merge patch (RFC 7386) that turns a into b.
+func diff(a, b map[string]any) map[string]any {
+	d := map[string]any{}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			d[k] = nil
+		}
+	}
+	for k, bv := range b {
+		am, aok := a[k].(map[string]any)
+		if bm, bok := bv.(map[string]any); aok && bok {
+			if sub := diff(am, bm); len(sub) > 0 {
+				d[k] = sub
+			}
+		} else if av, ok := a[k]; !ok || !reflect.DeepEqual(av, bv) {
+			d[k] = bv
+		}
+	}
+	return d
+}
