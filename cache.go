@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Cache is the set of informers one Manager shares: one Informer per
@@ -75,10 +77,9 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 
 // madeInformer is what a Cache's made hook sees of a new Informer[T].
 type madeInformer interface {
-	resource() Resource
+	trackable
 	Stats() (objects int, bytes int64)
 	Undecodable() int
-	trackWrites(w *writeTracker)
 }
 
 // Start runs the informers, including those made later, until ctx ends, then
@@ -195,4 +196,70 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// cachedReads serves the Get and List of a Manager's Client (ClientFor)
+// from the cache: as copies, once T's informer has synced and has caught
+// up with the Manager's writes that the read could see (readyourwrites.go).
+type cachedReads[T any, PT Object[T]] struct {
+	client *Client[T] // the Client it serves, for its discovery check
+	cache  *Cache
+	writes *writeTracker
+}
+
+// synced is the cache's informer for T, once synced. A resource the server
+// does not serve fails at once, after at most one discovery request (whose
+// answer is cached, see discovery), rather than when ctx ends.
+func (r cachedReads[T, PT]) synced(ctx context.Context) (*Informer[T], error) {
+	inf, err := readInformer[T, PT](r.cache)
+	if err == nil {
+		err = r.client.checkServed(ctx, request{})
+	}
+	if err == nil {
+		err = inf.WaitForSync(ctx)
+	}
+	if err != nil {
+		return nil, err // each names the resource
+	}
+	return inf, nil
+}
+
+func (r cachedReads[T, PT]) get(ctx context.Context, namespace, name string) (*T, error) {
+	inf, err := r.synced(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = readYourWrites(ctx, r.writes, inf, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := inf.Get(namespace, name)
+	if ok {
+		return deepCopy(obj), nil
+	}
+	res := inf.res
+	gr := schema.GroupResource{Group: res.Group, Resource: res.Plural}
+	nf := apierrors.NewNotFound(gr, name)
+	key := nsKey(namespace, name)
+	return nil, fmt.Errorf("kctl: get %s %s (from the cache): %w", res, key, nf)
+}
+
+func (r cachedReads[T, PT]) list(ctx context.Context, opts ListOptions) ([]*T, error) {
+	inf, err := r.synced(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = readYourWrites(ctx, r.writes, inf, opts.Namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	items, err := inf.List(opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*T, len(items))
+	for i, obj := range items {
+		out[i] = deepCopy(obj)
+	}
+	return out, nil
 }

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ListOptions selects objects for List, DeleteAllOf and the cache. The zero
@@ -61,14 +62,28 @@ func (o ListOptions) query() url.Values {
 // NewClient from the server. The zero value is unusable. A Client is safe for
 // concurrent use.
 type Client[T any] struct {
-	conn       *Conn
-	res        Resource
-	codec      codec[T]
-	err        error                                           // T has no Resource: every call returns it
-	cache      func(ctx context.Context) (*Informer[T], error) // when set, serves Get and List (copies)
-	afterWrite func(obj metav1.Object)                         // when set, sees each object a write returns
-	writes     *writeTracker                                   // ClientFor's: cached reads wait for the Manager's writes
-	lastBody   *atomic.Int64                                   // the size of the last answer without a Content-Length (compressed)
+	conn  *Conn
+	res   Resource
+	codec codec[T]
+	// err is T's error if T has no Resource: every call returns it.
+	err error
+	// cached, when set, serves Get and List (ClientFor sets the
+	// Manager's cache: cachedReads in cache.go); nil reads the server.
+	cached cacheReader[T]
+	// afterWrite, when set, sees each object a write returns, and
+	// afterDelete each object a delete removed: a Manager's Clients
+	// tell its read-your-writes tracker (readyourwrites.go).
+	afterWrite  func(obj metav1.Object)
+	afterDelete func(namespace, name string, uid types.UID)
+	// lastBody is the size of the last answer without a
+	// Content-Length (a compressed list page).
+	lastBody *atomic.Int64
+}
+
+// cacheReader serves a cached Client's Get and List, as copies.
+type cacheReader[T any] interface {
+	get(ctx context.Context, namespace, name string) (*T, error)
+	list(ctx context.Context, opts ListOptions) ([]*T, error)
 }
 
 // NewClient returns an uncached client for T. If T has no Resource (see
@@ -92,7 +107,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 // read from the API server: use it when an answer must be fresh.
 func (c *Client[T]) Uncached() *Client[T] {
 	u := *c
-	u.cache = nil
+	u.cached = nil
 	return &u
 }
 
@@ -199,7 +214,11 @@ func (c *Client[T]) checkServed(ctx context.Context, r request) error {
 	if r.sub != "" {
 		name += "/" + r.sub
 	}
-	resources, err := c.conn.discovery.lookup(ctx, c.conn, c.res.APIVersion(), name)
+	get := func(ctx context.Context, path string) (map[string]metav1.APIResource, error) {
+		return getDiscovery(ctx, c.conn, path)
+	}
+	gv := c.res.APIVersion()
+	resources, err := c.conn.discovery.lookup(ctx, get, gv, name)
 	if err != nil {
 		return err
 	}
@@ -346,21 +365,11 @@ func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
 // resource the server does not serve (a CRD not applied) it fails at once
 // with an error matching ErrNotInstalled, after at most one discovery request.
 func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
-	if c.cache == nil || c.err != nil {
-		return c.object(ctx, request{verb: "get", method: http.MethodGet, namespace: namespace, name: name})
+	if c.cached != nil && c.err == nil {
+		return c.cached.get(ctx, namespace, name)
 	}
-	inf, err := c.synced(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := readYourWrites(ctx, c.writes, inf, namespace, name); err != nil {
-		return nil, err
-	}
-	if obj, ok := inf.Get(namespace, name); ok {
-		return deepCopy(obj), nil
-	}
-	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, name)
-	return nil, fmt.Errorf("kctl: get %s %s (from the cache): %w", c.res, nsKey(namespace, name), nf)
+	r := request{verb: "get", method: http.MethodGet, namespace: namespace, name: name}
+	return c.object(ctx, r)
 }
 
 // List's page size, and how often a List whose continue token expired starts over.
@@ -372,23 +381,8 @@ const listPageSize, listMaxRestarts = 500, 2
 // (at most twice) if the continue token expires (410 Gone). Undecodable
 // objects are left out: List returns the others and an error naming them.
 func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
-	if c.cache != nil && c.err == nil {
-		inf, err := c.synced(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := readYourWrites(ctx, c.writes, inf, opts.Namespace, ""); err != nil {
-			return nil, err
-		}
-		items, err := inf.List(opts)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]*T, len(items))
-		for i, obj := range items {
-			out[i] = deepCopy(obj)
-		}
-		return out, nil
+	if c.cached != nil && c.err == nil {
+		return c.cached.list(ctx, opts)
 	}
 	var all []*T
 	var skipped []error
@@ -471,21 +465,4 @@ func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion
 		return nil, err
 	}
 	return newWatchStream(c.codec, resp.Header.Get("Content-Type"), resp.Body), nil
-}
-
-// synced is the cache's informer for T, once synced. A resource the server
-// does not serve fails at once, after at most one discovery request (whose
-// answer is cached, see discovery), rather than when ctx ends.
-func (c *Client[T]) synced(ctx context.Context) (*Informer[T], error) {
-	inf, err := c.cache(ctx)
-	if err == nil {
-		err = c.checkServed(ctx, request{})
-	}
-	if err == nil {
-		err = inf.WaitForSync(ctx)
-	}
-	if err != nil {
-		return nil, err // each names the resource
-	}
-	return inf, nil
 }

@@ -157,8 +157,8 @@ func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name strin
 	return c.call(ctx, r, func(ct string, body []byte) error {
 		st, isStatus := decodeStatus(ct, body)
 		switch {
-		case isStatus && c.writes != nil && st.Details != nil: // deleted
-			c.writes.recordDelete(c.res, namespace, name, st.Details.UID)
+		case isStatus && c.afterDelete != nil && st.Details != nil: // deleted
+			c.afterDelete(namespace, name, st.Details.UID)
 		case !isStatus && c.afterWrite != nil: // marked for deletion, or deleted and answered with its last state
 			if obj, err := c.codec.decode(ct, body); err == nil {
 				c.afterWrite(metaOf(obj))

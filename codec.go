@@ -9,10 +9,22 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Codecs: how objects travel. Built-in (k8s.io/api) types travel as
+// protobuf: "k8s\x00" and a runtime.Unknown whose Raw is the object (a
+// list: field 1 the ListMeta, 2 each item); a watch is frames of a 4-byte
+// big-endian length and a metav1.WatchEvent holding an enveloped object.
+// Declared types travel as JSON. Answers are decoded by their Content-Type.
+const (
+	mediaProtobuf = "application/vnd.kubernetes.protobuf"
+	mediaJSON     = "application/json"
+	// maxFrame bounds a watch frame: a larger one is garbage, as etcd
+	// stores objects of up to 1.5 MiB.
+	maxFrame = 64 << 20
 )
 
 var protoMagic = []byte("k8s\x00")
@@ -440,19 +452,3 @@ func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
 
 // Close ends the stream and releases its connection.
 func (w *watchStream[T]) Close() error { return w.body.Close() }
-
-// This file is kctl's wire: its codecs, with watch streams in
-// watch_stream.go, the server's errors in errors.go and the HTTP round trip
-// in conn.go. Built-in (k8s.io/api) types travel as protobuf,
-// "k8s\x00" and a runtime.Unknown whose Raw is the object (a list: field 1 the
-// ListMeta, 2 each item); a watch is frames of a 4-byte big-endian length and
-// a metav1.WatchEvent holding an enveloped object. Declared types travel as
-// JSON. Answers are decoded by their Content-Type.
-const (
-	mediaProtobuf = "application/vnd.kubernetes.protobuf"
-	mediaJSON     = "application/json"
-	maxFrame      = 64 << 20         // a larger watch frame is garbage: etcd stores objects up to 1.5 MiB
-	maxPooledBody = 32 << 20         // a larger answer's buffer is left to the garbage collector
-	maxRetries    = 10               // of one request answered 429 (or 5xx with Retry-After, for reads)
-	maxRetryWait  = 30 * time.Second // cap on one Retry-After
-)

@@ -67,6 +67,16 @@ func LoadConfig(kubeconfig string) (*rest.Config, error) {
 // protects itself with API Priority and Fairness, answering 429s.
 const defaultQPS, defaultBurst = 200, 500
 
+const (
+	// maxRetries bounds the retries of one request answered 429 (or,
+	// for reads, 5xx with Retry-After).
+	maxRetries = 10
+	// maxRetryWait caps one Retry-After.
+	maxRetryWait = 30 * time.Second
+	// maxPooledBody: a larger answer's buffer is left to the collector.
+	maxPooledBody = 32 << 20
+)
+
 // Conn is one connection to an API server, shared by the Clients made from
 // it: client-go's HTTP client (TLS, authentication, exec plugins), the user
 // agent "kctl/<version> (<os>/<arch>)" unless cfg sets one, and a rate limit

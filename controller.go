@@ -10,9 +10,14 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
+
+// syncer is what a controller needs of an Informer[T] of any T.
+type syncer interface {
+	HasSynced() bool
+	WaitForSync(ctx context.Context) error
+	Err() error
+}
 
 // Result tells the worker what to do after a successful reconcile.
 type Result struct {
@@ -386,11 +391,4 @@ func newID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// olderRV reports whether resourceVersion a is older than b. Kubernetes
-// resourceVersions are comparable since 1.35; unparsable ones count as not older.
-func olderRV(a, b string) bool {
-	cmp, err := resourceversion.CompareResourceVersion(a, b)
-	return err == nil && cmp < 0
 }

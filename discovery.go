@@ -54,10 +54,15 @@ type served struct {
 	stale     bool                          // a request contradicted the document
 }
 
+// fetchDocument reads the discovery document at path ("/api/v1",
+// "/apis/apps/v1"): nil if the server does not serve it. The Client's
+// getDiscovery is the one the package uses.
+type fetchDocument func(ctx context.Context, path string) (map[string]metav1.APIResource, error)
+
 // lookup returns what group version gv serves (nil if it serves nothing
-// there), asking the server first if the cached document is missing, failed,
-// stale or lacks name, within the bounds above.
-func (d *discovery) lookup(ctx context.Context, conn *Conn, gv, name string) (map[string]metav1.APIResource, error) {
+// there), asking the server with get first if the cached document is
+// missing, failed, stale or lacks name, within the bounds above.
+func (d *discovery) lookup(ctx context.Context, get fetchDocument, gv, name string) (map[string]metav1.APIResource, error) {
 	s := d.entry(gv)
 	select {
 	case s.lock <- struct{}{}:
@@ -69,7 +74,7 @@ func (d *discovery) lookup(ctx context.Context, conn *Conn, gv, name string) (ma
 	if !s.due(now, name) {
 		return s.resources, s.err
 	}
-	if err := s.fetch(ctx, conn, gv, now); err != nil {
+	if err := s.fetch(ctx, get, gv, now); err != nil {
 		return nil, err
 	}
 	return s.resources, s.err
@@ -122,12 +127,12 @@ func (s *served) due(now time.Time, name string) bool {
 // fetch asks the server for gv's document and records the answer. A request
 // that fails because ctx ended records nothing and returns its error: a later
 // check with a live context asks again.
-func (s *served) fetch(ctx context.Context, conn *Conn, gv string, now time.Time) error {
+func (s *served) fetch(ctx context.Context, get fetchDocument, gv string, now time.Time) error {
 	path := "/apis/" + gv
 	if !strings.Contains(gv, "/") {
 		path = "/api/" + gv
 	}
-	resources, err := getDiscovery(ctx, conn, path)
+	resources, err := get(ctx, path)
 	if err != nil && ctx.Err() != nil {
 		return err
 	}

@@ -9,8 +9,17 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
+
+// olderRV reports whether resourceVersion a is older than b. Kubernetes
+// resourceVersions are comparable since 1.35; unparsable ones count as not older.
+func olderRV(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp < 0
+}
 
 // Informer keeps a local, read-only copy of one resource's objects in scope
 // and tells handlers about every change.
@@ -342,3 +351,27 @@ func (i *Informer[T]) Undecodable() int {
 }
 
 func (i *Informer[T]) resource() Resource { return i.res }
+
+// holds reports whether i's scope takes in obj: its namespace and labels
+// match one of i's list/watches, which have no field selector.
+func (i *Informer[T]) holds(obj metav1.Object) bool {
+	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
+		o := w.opts // set when the informer is made, never changed
+		if o.Fields != "" {
+			return false
+		}
+		ns := o.Namespace
+		if ns != "" && ns != obj.GetNamespace() {
+			return false
+		}
+		set := labels.Set(obj.GetLabels())
+		return o.Labels == nil || o.Labels.Matches(set)
+	})
+}
+
+// onChange calls fn with the metadata of every change i stores.
+func (i *Informer[T]) onChange(fn func(obj metav1.Object, deleted bool)) {
+	i.AddHandler(func(ev Event[T]) {
+		fn(metaOf(ev.Object), ev.Type == Deleted)
+	})
+}

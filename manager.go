@@ -15,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
@@ -123,7 +124,7 @@ func NewManager(opts Options) (*Manager, error) {
 	m.cache.made = func(inf madeInformer) {
 		m.metrics.addInformer(inf.resource().String(), inf.Stats)
 		m.metrics.addUndecodable(inf.resource().String(), inf.Undecodable)
-		inf.trackWrites(m.writes)
+		m.writes.track(inf)
 	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
@@ -183,10 +184,16 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 // fails naming it. The details, and what is not covered, are in readyourwrites.go.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
-	c.cache = func(ctx context.Context) (*Informer[T], error) { return readInformer[T, PT](m.cache) }
-	c.writes = m.writes
-	if res, err := ResourceOf[T](); err == nil {
-		c.afterWrite = func(obj metav1.Object) { m.writes.record(res, obj) }
+	c.cached = cachedReads[T, PT]{client: c, cache: m.cache, writes: m.writes}
+	res, err := ResourceOf[T]()
+	if err != nil {
+		return c // every call returns c.err
+	}
+	c.afterWrite = func(obj metav1.Object) {
+		m.writes.record(res, obj)
+	}
+	c.afterDelete = func(namespace, name string, uid types.UID) {
+		m.writes.recordDelete(res, namespace, name, uid)
 	}
 	return c
 }

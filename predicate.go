@@ -10,17 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Key names the object a reconcile is for. Namespace is "" for cluster-scoped objects.
-type Key struct{ Namespace, Name string }
-
-// String is "namespace/name", or "name" for a cluster-scoped object.
-func (k Key) String() string {
-	if k.Namespace == "" {
-		return k.Name
-	}
-	return k.Namespace + "/" + k.Name
-}
-
 // ObjectEvent is the untyped view of an Event that predicates see, so one
 // predicate serves every source. Old is nil except for updates.
 type ObjectEvent struct {

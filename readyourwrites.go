@@ -3,12 +3,10 @@ package kctl
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -65,34 +63,31 @@ func newWriteTracker() *writeTracker {
 	return &writeTracker{timeout: readYourWritesTimeout, sees: map[Resource]func(metav1.Object) bool{}, pending: map[Resource]map[Key]write{}}
 }
 
-// trackWrites starts read-your-writes for i's resource, in w; a Manager's
-// cache calls it for each informer it makes. Calling it again does nothing.
-func (i *Informer[T]) trackWrites(w *writeTracker) {
+// trackable is what the tracker needs of an informer of any type.
+type trackable interface {
+	resource() Resource
+	// holds reports whether the informer's scope takes in obj.
+	holds(obj metav1.Object) bool
+	// onChange calls fn with every change the informer stores.
+	onChange(fn func(obj metav1.Object, deleted bool))
+}
+
+// track starts read-your-writes for inf's resource; a Manager's cache
+// calls it for each informer it makes. Calling it again does nothing.
+func (w *writeTracker) track(inf trackable) {
+	res := inf.resource()
 	w.mu.Lock()
-	_, tracked := w.sees[i.res]
+	_, tracked := w.sees[res]
 	if !tracked {
-		w.sees[i.res] = holds(i)
+		w.sees[res] = inf.holds
 	}
 	w.mu.Unlock()
 	if tracked {
 		return
 	}
-	i.AddHandler(func(ev Event[T]) {
-		m := metaOf(ev.Object)
-		w.caughtUp(i.res, m, ev.Type == Deleted)
+	inf.onChange(func(obj metav1.Object, deleted bool) {
+		w.caughtUp(res, obj, deleted)
 	})
-}
-
-// holds reports whether inf's scope takes in an object: its namespace and
-// labels match one of inf's list/watches, which have no field selector.
-func holds[T any](inf *Informer[T]) func(metav1.Object) bool {
-	return func(obj metav1.Object) bool {
-		return slices.ContainsFunc(inf.watches, func(ws *watchState) bool {
-			o := ws.opts // set when the informer is made, never changed
-			return o.Fields == "" && (o.Namespace == "" || o.Namespace == obj.GetNamespace()) &&
-				(o.Labels == nil || o.Labels.Matches(labels.Set(obj.GetLabels())))
-		})
-	}
 }
 
 // record remembers obj, as a write returned it, if its resource is tracked

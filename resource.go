@@ -11,6 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Key names the object a reconcile is for. Namespace is "" for cluster-scoped objects.
+type Key struct{ Namespace, Name string }
+
+// String is "namespace/name", or "name" for a cluster-scoped object.
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
 // Object is what every kctl type T meets through *T: a struct embedding
 // metav1.TypeMeta and metav1.ObjectMeta, as k8s.io/api types and CRD structs do.
 type Object[T any] interface {

@@ -159,13 +159,6 @@ func (c *Controller[T]) busy() string {
 	return "reconciling " + strings.Join(keys, ", ")
 }
 
-// syncer is what a controller needs of an Informer[T] of any T.
-type syncer interface {
-	HasSynced() bool
-	WaitForSync(ctx context.Context) error
-	Err() error
-}
-
 // processNext is the worker loop's body: take a key, reconcile it, decide
 // what happens to it next. The queue never hands one key to two workers, so
 // no key is ever reconciled concurrently.
