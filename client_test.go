@@ -82,7 +82,7 @@ func TestClient_MisuseWithoutAServer_IsAClearError(t *testing.T) {
 	if err := g.DeleteAllOf(t.Context(), ListOptions{}, DeleteOptions{}); err == nil {
 		t.Error("DeleteAllOf of a namespaced resource without namespace: no error")
 	}
-	g.cache = func(context.Context) (*Informer[gizmo], error) { return nil, errors.New("cache is off") }
+	g.cached = offCache[gizmo]{}
 	if _, err := g.Get(t.Context(), "ns", "x"); err == nil || !strings.Contains(err.Error(), "cache is off") {
 		t.Errorf("a cached Get whose cache fails: err = %v", err)
 	}
@@ -239,4 +239,15 @@ func TestClient_CRDNotInstalled_IsErrNotInstalledNamingIt(t *testing.T) {
 	if _, err := c.watch(t.Context(), ListOptions{}, "", time.Minute); !errors.Is(err, ErrNotInstalled) {
 		t.Errorf("watch: err = %v, want ErrNotInstalled", err)
 	}
+}
+
+// offCache is a cache that fails every read.
+type offCache[T any] struct{}
+
+func (offCache[T]) get(context.Context, string, string) (*T, error) {
+	return nil, errors.New("cache is off")
+}
+
+func (offCache[T]) list(context.Context, ListOptions) ([]*T, error) {
+	return nil, errors.New("cache is off")
 }

@@ -91,7 +91,18 @@ type Conn struct {
 	http, watches *http.Client            // watches: the same transport without cfg.Timeout
 	limiter       flowcontrol.RateLimiter // nil: no client-side limit
 	discovery     discovery               // what the server serves, for declared types' checks
-	requests      *requestMetrics         // a Manager's rest_client_* series; nil: not counted
+	requests      requestObserver         // a Manager's rest_client_* series; nil: not counted
+}
+
+// requestObserver counts a Conn's requests: a Manager's metrics
+// (rest_client_requests_total, rest_client_request_duration_seconds).
+type requestObserver interface {
+	// answered counts one attempt; resp is nil if it failed.
+	answered(method, host string, resp *http.Response)
+	// took times a request that failed.
+	took(method, host string, d time.Duration)
+	// timeBody times a request until its answer's body is closed.
+	timeBody(body io.ReadCloser, method, host string, start time.Time) io.ReadCloser
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).
@@ -145,6 +156,7 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := c.retrying(ctx, r)
 	switch {
+	case c.requests == nil: // not counted
 	case r.query.Has("watch"): // open as long as it lasts: counted, not timed, as in client-go
 	case err != nil:
 		c.requests.took(r.method, c.base.Host, time.Since(start))
@@ -182,7 +194,9 @@ func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) 
 			req.Header.Set("Content-Type", r.contentType)
 		}
 		resp, err := hc.Do(req)
-		c.requests.answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
+		if c.requests != nil {
+			c.requests.answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
+		}
 		if err != nil {
 			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
 		}

@@ -12,6 +12,35 @@ import (
 	"time"
 )
 
+// host is what a Controller uses of the Manager that made it;
+// NewController (manager.go) fills it in.
+type host struct {
+	cache  *Cache
+	writes *writeTracker
+	// misuse records a builder mistake, which Manager.Start returns.
+	misuse func(err error)
+	// add runs a runnable with the Manager (FromChannel's reader).
+	add func(r Runnable) error
+	// drainBy is when a shutdown cancels in-flight reconciles.
+	drainBy func() time.Time
+	// shutdownTimeout is Options.ShutdownTimeout, for the log.
+	shutdownTimeout time.Duration
+	// observe makes the observer of a controller's metrics.
+	observe func(name string, workers int) controllerObserver
+}
+
+// controllerObserver sees what a controller does, for its metrics
+// (controller_runtime_* and workqueue_* series): its queue's events,
+// each reconcile's result, and the workers busy in a reconcile.
+type controllerObserver interface {
+	QueueObserver
+	reconciled(result string, took time.Duration)
+	conflicted(took time.Duration)
+	workerStarted()
+	workerStopped()
+	setQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
+}
+
 // syncer is what a controller needs of an Informer[T] of any T.
 type syncer interface {
 	HasSynced() bool
@@ -89,7 +118,7 @@ func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 // reports its Conflict as any other error.
 type Controller[T any] struct {
 	name      string
-	mgr       *Manager
+	host      host
 	res       Resource
 	reconcile func(ctx context.Context, obj *T) (Result, error)
 	informer  *Informer[T]
@@ -99,14 +128,12 @@ type Controller[T any] struct {
 	connects  []func() // add the sources' handlers to their informers, at the first run
 	caches    []syncer // the informers of T and of every source; run waits for them
 
-	metrics *controllerMetrics
+	observer controllerObserver // its metrics
 
 	workers     int
 	predicates  []Predicate // own events only
 	filters     []Predicate // every object source
 	onDelete    func(ctx context.Context, obj *T)
-	finalizer   string
-	cleanup     func(ctx context.Context, obj *T) error
 	rateLimiter RateLimiter[Key]
 
 	mu sync.Mutex
@@ -155,7 +182,7 @@ func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 // once. Defaults to 1.
 func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 	if n < 1 {
-		c.mgr.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
+		c.host.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
 		return c
 	}
 	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
@@ -218,9 +245,9 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 	if c.hasStarted() { // ignored (configure logs it): make no informer for it
 		return c.configure(cause+" source", func() {})
 	}
-	inf, err := InformerFor[O, PO](c.mgr.cache)
+	inf, err := InformerFor[O, PO](c.host.cache)
 	if err != nil {
-		c.mgr.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
+		c.host.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
 		return c
 	}
 	kind := ""
@@ -256,9 +283,7 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 // all) enqueues the keys toKeys returns. The channel is read while the
 // Manager runs; closing it ends the source.
 func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
-	c.mgr.mu.Lock()
-	defer c.mgr.mu.Unlock()
-	err := c.mgr.addLocked(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
+	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():

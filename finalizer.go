@@ -22,39 +22,49 @@ import (
 // controller needs the patch verb on T's resource (not update).
 func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
 	return c.configure("Finalizer", func() {
-		c.finalizer = name
-		c.cleanup = cleanup
+		f := &finalizer[T]{c: c, name: name, cleanup: cleanup, next: c.reconcile}
+		c.reconcile = f.reconcile
 	})
 }
 
-// finalize is reconcileKey for a controller with a finalizer: obj is the
-// controller's copy of the cached object.
-func (c *Controller[T]) finalize(ctx context.Context, obj *T) (Result, error) {
+// finalizer wraps a controller's reconcile function (next) with the
+// handling of its finalizer: the Controller calls reconcile in next's place.
+type finalizer[T any] struct {
+	c       *Controller[T]
+	name    string
+	cleanup func(ctx context.Context, obj *T) error
+	next    func(ctx context.Context, obj *T) (Result, error)
+}
+
+// reconcile is the reconcile function of a controller with a finalizer:
+// obj is the controller's copy of the cached object.
+func (f *finalizer[T]) reconcile(ctx context.Context, obj *T) (Result, error) {
+	c := f.c
 	m := metaOf(obj)
-	has := slices.Contains(m.GetFinalizers(), c.finalizer)
+	has := slices.Contains(m.GetFinalizers(), f.name)
 	switch {
 	case m.GetDeletionTimestamp() != nil && !has:
 		return Result{}, nil // being deleted, our cleanup is done
 	case m.GetDeletionTimestamp() != nil:
-		if err := c.cleanup(ctx, obj); err != nil {
-			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", c.finalizer, unprefixed(err))
+		if err := f.cleanup(ctx, obj); err != nil {
+			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", f.name, unprefixed(err))
 		}
-		rest := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(f string) bool { return f == c.finalizer })
+		rest := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(s string) bool { return s == f.name })
 		err := c.patchFinalizers(ctx, obj, rest)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", c.finalizer, unprefixed(err))
+			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", f.name, unprefixed(err))
 		}
 		return Result{}, nil // removed, or the object is already gone
 	case !has:
-		err := c.patchFinalizers(ctx, obj, append(slices.Clone(m.GetFinalizers()), c.finalizer))
+		err := c.patchFinalizers(ctx, obj, append(slices.Clone(m.GetFinalizers()), f.name))
 		if apierrors.IsNotFound(err) {
 			return Result{}, nil // deleted meanwhile: nothing to finalize
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", c.finalizer, unprefixed(err))
+			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", f.name, unprefixed(err))
 		}
 	}
-	return c.reconcile(ctx, obj)
+	return f.next(ctx, obj)
 }
 
 // patchFinalizers sets obj's finalizers to list on the server, and nothing

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // ServeHealth serves the probes /healthz and /readyz on addr while the
@@ -17,43 +16,6 @@ func (m *Manager) ServeHealth(addr string) error {
 		return nil
 	}
 	return m.Add(m.server("health", addr, m.health.handler()))
-}
-
-// health runs the Manager's probe checks and serves them like kube-apiserver:
-//
-//	GET /readyz          200 "ok", or 503 listing every check, [-] on the failing ones
-//	GET /readyz?verbose  every check with [+] or [-], also when all pass
-//	GET /readyz/<check>  one check: 200 "ok", or 503 with its error
-//	?exclude=<check>     skip a check (repeatable)
-//
-// and the same under /healthz for liveness checks. Errors are shown, so serve
-// it on loopback or a pod-internal address. The zero value is not usable;
-// call newHealth. It is safe for concurrent use. Checks run on the request's
-// goroutine, in the order added, without h.mu held; they must honour r.Context().
-type health struct {
-	mu     sync.Mutex
-	checks []healthCheck // in the order added; names are unique
-}
-
-type healthCheck struct {
-	name      string
-	readiness bool
-	check     func(r *http.Request) error
-}
-
-func newHealth() *health { return &health{} }
-
-// add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
-// name again replaces the earlier check.
-func (h *health) add(name string, readiness bool, check func(r *http.Request) error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := healthCheck{name, readiness, check}
-	if i := slices.IndexFunc(h.checks, func(c healthCheck) bool { return c.name == name }); i >= 0 {
-		h.checks[i] = c
-	} else {
-		h.checks = append(h.checks, c)
-	}
 }
 
 // handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;

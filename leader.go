@@ -51,10 +51,6 @@ type LeaderElection struct {
 	Recampaign     bool          // after losing the lease campaign again, instead of Manager.Start returning ErrLeaderLost
 }
 
-// ErrLeaderLost, matched with errors.Is, is the cause of a leader context's cancellation
-// when the lease was lost, and what Manager.Start then returns unless Recampaign.
-var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
-
 // namespaceFile holds the pod's namespace in a cluster (a variable for tests).
 var namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -143,19 +139,6 @@ func newElectorFor(store leaseStore, cfg LeaderElection, log *slog.Logger, onCha
 	return &elector{cfg: cfg, store: store, log: log, onChange: onChange}
 }
 
-// leaseKey carries a term's lease context in its leader context.
-type leaseKey struct{}
-
-// leaseContext returns a context for work that may outlive leaderCtx, such as reconciles
-// drained after a graceful shutdown began: it ends (cause ErrLeaderLost) only when the lease
-// is lost, and a drain must then stop. Outside a term it is context.WithoutCancel(leaderCtx).
-func leaseContext(leaderCtx context.Context) context.Context {
-	if ctx, ok := leaderCtx.Value(leaseKey{}).(context.Context); ok {
-		return ctx
-	}
-	return context.WithoutCancel(leaderCtx)
-}
-
 // run campaigns until ctx ends. Each time it acquires the lease it calls
 // lead(leaderCtx) in a new goroutine and renews the lease while lead runs.
 // leaderCtx is cancelled at once (cause ErrLeaderLost) when renewals failed
@@ -163,7 +146,7 @@ func leaseContext(leaderCtx context.Context) context.Context {
 // promptly, and run returns that error unless Recampaign. When ctx ends (or
 // lead returns), run renews until lead has returned, releases the lease and
 // returns nil. A Forbidden answer ends run with an error naming the permission.
-func (e *elector) run(ctx context.Context, lead func(leaderCtx context.Context)) error {
+func (e *elector) run(ctx context.Context, lead func(leaderCtx, leaseCtx context.Context)) error {
 	e.log.Info("leader election: campaigning for the lease")
 	e.onChange(false) // a standby reports 0, not nothing
 	for wait := time.Duration(0); ; wait = e.cfg.RetryPeriod + mathrand.N(e.cfg.RetryPeriod/5+1) {
@@ -243,17 +226,17 @@ func (e *elector) try(ctx context.Context, now time.Time, leading bool, timeout 
 }
 
 // term runs lead and renews the lease from acquiredAt until lead has returned or the lease is lost (see run).
-func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(context.Context)) error {
+func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(leaderCtx, leaseCtx context.Context)) error {
 	e.log.Info("leader election: became leader")
 	e.onChange(true)
 	writeCtx := context.WithoutCancel(ctx) // renewals go on during shutdown
 	leaseCtx, loseLease := context.WithCancelCause(writeCtx)
-	leaderCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, leaseCtx))
+	leaderCtx, cancel := context.WithCancelCause(ctx)
 	defer func() { cancel(nil); loseLease(nil) }()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lead(leaderCtx)
+		lead(leaderCtx, leaseCtx)
 	}()
 	lastRenew := acquiredAt
 	next := acquiredAt.Add(e.cfg.RetryPeriod)

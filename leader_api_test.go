@@ -226,7 +226,7 @@ func TestElector_API_Forbidden_RunReturnsErrorNamingLeaseAndRBAC(t *testing.T) {
 			e := newElectorFor(leases, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nil)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			err = e.run(ctx, func(context.Context) { t.Error("lead was called") })
+			err = e.run(ctx, func(context.Context, context.Context) { t.Error("lead was called") })
 			want := "kctl: leader election: not allowed to " + tc.verb + " lease " + ns + "/leader-test: grant get, create, update on leases.coordination.k8s.io in namespace " + ns
 			if err == nil || !strings.Contains(err.Error(), want) || !apierrors.IsForbidden(err) || ctx.Err() != nil {
 				t.Errorf("run = %v, want at once an error containing %q", err, want)

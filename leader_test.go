@@ -148,8 +148,8 @@ func startReplica(t *testing.T, store leaseStore, leaders *atomic.Int32, cfg Lea
 	return r
 }
 
-func (r *replica) lead(t *testing.T) func(context.Context) {
-	return func(leaderCtx context.Context) {
+func (r *replica) lead(t *testing.T) func(leaderCtx, leaseCtx context.Context) {
+	return func(leaderCtx, leaseCtx context.Context) {
 		if n := r.leaders.Add(1); n > 1 {
 			t.Errorf("%s started leading at %v while %d other replicas lead", r.id, time.Now(), n-1)
 		}
@@ -163,7 +163,7 @@ func (r *replica) lead(t *testing.T) func(context.Context) {
 		r.mu.Unlock()
 		select { // an in-flight reconcile draining after a graceful shutdown began
 		case <-time.After(r.drain):
-		case <-leaseContext(leaderCtx).Done():
+		case <-leaseCtx.Done():
 		}
 		r.leaders.Add(-1)
 		r.mu.Lock()
@@ -411,7 +411,7 @@ func TestElector_LeadReturnsOnItsOwn_ReleasesAndRunReturnsNil(t *testing.T) {
 		store := &memLeases{}
 		cfg, _ := testLeaderElection("a").complete()
 		e := newElectorFor(store, cfg, slog.New(slog.DiscardHandler), nil)
-		if err := e.run(context.Background(), func(context.Context) { time.Sleep(3 * time.Second) }); err != nil {
+		if err := e.run(context.Background(), func(context.Context, context.Context) { time.Sleep(3 * time.Second) }); err != nil {
 			t.Errorf("run = %v, want nil", err)
 		}
 		if l, _ := store.get(); holderOf(l) != "" {

@@ -20,6 +20,43 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// health runs the Manager's probe checks and serves them like kube-apiserver:
+//
+//	GET /readyz          200 "ok", or 503 listing every check, [-] on the failing ones
+//	GET /readyz?verbose  every check with [+] or [-], also when all pass
+//	GET /readyz/<check>  one check: 200 "ok", or 503 with its error
+//	?exclude=<check>     skip a check (repeatable)
+//
+// and the same under /healthz for liveness checks. Errors are shown, so serve
+// it on loopback or a pod-internal address. The zero value is not usable;
+// call newHealth. It is safe for concurrent use. Checks run on the request's
+// goroutine, in the order added, without h.mu held; they must honour r.Context().
+type health struct {
+	mu     sync.Mutex
+	checks []healthCheck // in the order added; names are unique
+}
+
+type healthCheck struct {
+	name      string
+	readiness bool
+	check     func(r *http.Request) error
+}
+
+func newHealth() *health { return &health{} }
+
+// add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
+// name again replaces the earlier check.
+func (h *health) add(name string, readiness bool, check func(r *http.Request) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := healthCheck{name, readiness, check}
+	if i := slices.IndexFunc(h.checks, func(c healthCheck) bool { return c.name == name }); i >= 0 {
+		h.checks[i] = c
+	} else {
+		h.checks = append(h.checks, c)
+	}
+}
+
 // Options configure a Manager. The zero value is ready to use.
 type Options struct {
 	// Kubeconfig is a kubeconfig path (a --kubeconfig flag). Defaults to
@@ -64,7 +101,7 @@ type Manager struct {
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
 	// leader election is linked only into programs that call ElectLeader.
-	elect func(ctx context.Context, lead func(leaderCtx context.Context)) error
+	elect func(ctx context.Context, lead func(leaderCtx, leaseCtx context.Context)) error
 
 	shutdown *shutdown // the schedule of the shutdown, fixed when Start's ctx ends
 
@@ -74,10 +111,10 @@ type Manager struct {
 	// also kept in leaderOnly for the next terms.
 	mu          sync.Mutex
 	started     bool
-	recorders   map[string]*EventRecorder // by component
-	runnables   []Runnable                // run on every replica
-	leaderOnly  []Runnable                // run in every leadership term
-	writers     []Runnable                // the Event writers: run on every replica, stopped after the rest
+	recorders   map[string]any // by component: recorder.go's *EventRecorder
+	runnables   []Runnable     // run on every replica
+	leaderOnly  []Runnable     // run in every leadership term
+	writers     []Runnable     // the Event writers: run on every replica, stopped after the rest
 	controllers []interface{ waiting() error }
 	errs        []error // builder misuse, returned by Start
 
@@ -88,6 +125,7 @@ type Manager struct {
 	writeGroup *group
 	term       *group          // the current leadership term's runnables; nil while not leading
 	termCtx    context.Context // the current term's leader context
+	termLease  context.Context // and its lease context
 }
 
 // NewManager loads the configuration (see LoadConfig), connects and makes the
@@ -143,10 +181,21 @@ func (m *Manager) Cache() *Cache { return m.cache }
 //	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) { ... })
 func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(ctx context.Context, obj *T) (Result, error)) *Controller[T] {
 	c := &Controller[T]{
-		name: name, mgr: m, reconcile: reconcile, workers: 1,
+		name: name, reconcile: reconcile, workers: 1,
 		log:      m.log.With("controller", name),
 		client:   NewClient[T, PT](m.conn),
 		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{}, active: map[Key]time.Time{},
+	}
+	c.host = host{
+		cache:           m.cache,
+		writes:          m.writes,
+		misuse:          m.misuse,
+		add:             m.Add,
+		drainBy:         m.shutdown.drainBy,
+		shutdownTimeout: m.opts.ShutdownTimeout,
+		observe: func(name string, workers int) controllerObserver {
+			return m.metrics.forController(name, workers)
+		},
 	}
 	res, err := ResourceOf[T]()
 	if err != nil {
@@ -167,7 +216,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.controllers = append(m.controllers, c)
-	if err := m.addLocked(Runnable{Name: "controller " + name, NeedLeader: true, Run: c.run, busy: c.busy}); err != nil {
+	if err := m.addLocked(Runnable{Name: "controller " + name, NeedLeader: true, runTerm: c.run, busy: c.busy}); err != nil {
 		c.log.Error(err.Error())
 	}
 	return c
@@ -231,7 +280,7 @@ func (m *Manager) addLocked(r Runnable) error {
 	case r.NeedLeader:
 		m.leaderOnly = append(m.leaderOnly, r)
 		if m.term != nil {
-			m.term.run(m.termCtx, r)
+			m.term.run(m.termCtx, r.inTerm(m.termLease))
 		}
 	case m.ctx == nil:
 		m.runnables = append(m.runnables, r)
@@ -297,7 +346,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	// 3. The leader work, on this replica while it leads (see lead).
 	if m.elect == nil {
-		m.work.spawn(&task{name: "leader work"}, func() error { m.lead(ctx); return nil })
+		m.work.spawn(&task{name: "leader work"}, func() error {
+			m.lead(ctx, context.WithoutCancel(ctx))
+			return nil
+		})
 	} else {
 		m.work.spawn(&task{name: "leader election"}, func() error { return m.elect(ctx, m.lead) })
 	}
@@ -330,14 +382,15 @@ func (m *Manager) Start(ctx context.Context) error {
 // added during the term, until leaderCtx ends. It then waits for them; once
 // the Manager shuts down, only until the shutdown's abandonAt, so that the
 // lease is released in time even if some of them ignore their context.
-func (m *Manager) lead(leaderCtx context.Context) {
+func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.log.Info("leading: starting controllers and leader-only runnables")
 	term := newGroup(m.cancel) // a failing runnable stops the Manager
 	m.mu.Lock()
 	m.term = term
 	m.termCtx = leaderCtx
+	m.termLease = leaseCtx
 	for _, r := range m.leaderOnly {
-		term.run(leaderCtx, r)
+		term.run(leaderCtx, r.inTerm(leaseCtx))
 	}
 	m.mu.Unlock()
 
@@ -345,6 +398,7 @@ func (m *Manager) lead(leaderCtx context.Context) {
 	m.mu.Lock()
 	m.term = nil // runnables added from now on wait for the next term
 	m.termCtx = nil
+	m.termLease = nil
 	m.mu.Unlock()
 	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
 	if len(abandoned) > 0 {
@@ -428,15 +482,3 @@ func SignalContext() context.Context {
 	}()
 	return ctx
 }
-
-// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
-// logger with controller, namespace, name and reconcileID; in a runnable the
-// Manager's logger; else slog.Default().
-func LoggerFrom(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
-	}
-	return slog.Default()
-}
-
-type loggerKey struct{}

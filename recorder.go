@@ -31,13 +31,13 @@ import (
 func (m *Manager) EventRecorder(component string) *EventRecorder {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.recorders[component]; ok {
+	if r, ok := m.recorders[component].(*EventRecorder); ok {
 		return r
 	}
 	r := newEventRecorder(m.conn, component, m.log)
 	r.dropped = m.metrics.eventsDropped()
 	if m.recorders == nil {
-		m.recorders = map[string]*EventRecorder{}
+		m.recorders = map[string]any{}
 	}
 	m.recorders[component] = r
 	// A runnable, not a loop over recorders in Start: programs without Events do not link them.

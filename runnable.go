@@ -4,10 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 )
+
+// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
+// logger with controller, namespace, name and reconcileID; in a runnable the
+// Manager's logger; else slog.Default().
+func LoggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+type loggerKey struct{}
 
 // This file holds Runnable and how the Manager runs runnables: Add, the
 // leader work of each leadership term (lead), and group, which runs them.
@@ -25,6 +38,30 @@ type Runnable struct {
 	Run func(ctx context.Context) error
 
 	busy func() string // what it is doing, for the log if it is abandoned; may be nil
+	// runTerm, if set, is Run for a leader-only runnable that needs its
+	// term's lease context too (a controller, to drain at shutdown).
+	runTerm func(leaderCtx, leaseCtx context.Context) error
+}
+
+// A leadership term hands its leader-only runnables two contexts.
+// leaderCtx ends when the term ends: the Manager shuts down, or the lease
+// is lost. leaseCtx ends only when the lease is lost, with the cause
+// ErrLeaderLost, so that work drained after a shutdown began may go on
+// while this replica still holds the lease. Without leader election
+// leaseCtx never ends.
+
+// ErrLeaderLost, matched with errors.Is, is the cause of a leader context's cancellation
+// when the lease was lost, and what Manager.Start then returns unless Recampaign.
+var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
+
+// inTerm is r as run in a term whose lease context is leaseCtx.
+func (r Runnable) inTerm(leaseCtx context.Context) Runnable {
+	run := r.runTerm
+	if run == nil {
+		return r
+	}
+	r.Run = func(ctx context.Context) error { return run(ctx, leaseCtx) }
+	return r
 }
 
 // group runs named goroutines. The first error is kept and cancels the

@@ -19,15 +19,15 @@ import (
 // run is one term of work (the whole Manager run, or one leadership term):
 // once its caches have synced, a new queue filled with every cached key, then
 // the workers, until ctx ends.
-func (c *Controller[T]) run(ctx context.Context) error {
+func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	if err := c.waitForCaches(ctx); err != nil {
 		return nil // ctx ended first; /readyz said what it waited for
 	}
-	if c.metrics == nil {
-		c.metrics = c.mgr.metrics.forController(c.name, c.workers)
+	if c.observer == nil {
+		c.observer = c.host.observe(c.name, c.workers)
 	}
-	q := NewQueue(QueueOptions[Key]{RateLimiter: c.rateLimiter, Observer: c.metrics})
-	c.metrics.setQueue(q.Len, q.InFlight)
+	q := NewQueue(QueueOptions[Key]{RateLimiter: c.rateLimiter, Observer: c.observer})
+	c.observer.setQueue(q.Len, q.InFlight)
 	c.mu.Lock()
 	clear(c.triggers)
 	c.queue = q
@@ -50,13 +50,13 @@ func (c *Controller[T]) run(ctx context.Context) error {
 	// them finish: it ends at the shutdown's drainBy (ShutdownTimeout less a
 	// reserve after ctx ends), or at once when leadership is lost (another
 	// replica may already be reconciling).
-	work, stop := context.WithCancel(leaseContext(ctx))
+	work, stop := context.WithCancel(leaseCtx)
 	defer stop()
 	var wg sync.WaitGroup
 	for range c.workers {
 		wg.Go(func() {
-			c.metrics.workerStarted()
-			defer c.metrics.workerStopped()
+			c.observer.workerStarted()
+			defer c.observer.workerStopped()
 			for c.processNext(work, q) {
 			}
 		})
@@ -68,13 +68,13 @@ func (c *Controller[T]) run(ctx context.Context) error {
 		stop()
 		q.ShutDown()
 	} else {
-		drain, cancel := context.WithDeadline(work, c.mgr.shutdown.drainBy())
+		drain, cancel := context.WithDeadline(work, c.host.drainBy())
 		defer cancel()
 		err := q.ShutDownWithDrain(drain)
 		if errors.Is(context.Cause(drain), ErrLeaderLost) {
 			c.log.Warn("leadership lost during shutdown: cancelling in-flight reconciles")
 		} else if err != nil {
-			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", c.mgr.opts.ShutdownTimeout, "inFlight", c.busy())
+			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", c.host.shutdownTimeout, "inFlight", c.busy())
 		}
 		stop()
 	}
@@ -201,24 +201,24 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	switch {
 	case errors.Is(err, ErrTerminal):
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
-		c.metrics.reconciled("error", took)
+		c.observer.reconciled("error", took)
 		q.Forget(k)
 	case apierrors.IsConflict(err) && t.Attempt < quietConflicts: // a write from a copy the cache had not updated yet
 		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
-		c.metrics.conflicted(took)
+		c.observer.conflicted(took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case err != nil:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
-		c.metrics.reconciled("error", took)
+		c.observer.reconciled("error", took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case res.RequeueAfter > 0:
 		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
-		c.metrics.reconciled("requeue_after", took)
+		c.observer.reconciled("requeue_after", took)
 		q.Forget(k)
 		c.requeue(k, Trigger{Cause: "requeue-after", Detail: res.RequeueAfter.String()}, func() { q.AddAfter(k, res.RequeueAfter) })
 	default:
 		log.Debug("reconciled", attrs...)
-		c.metrics.reconciled("success", took)
+		c.observer.reconciled("success", took)
 		q.Forget(k)
 	}
 }
@@ -248,7 +248,7 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()
-	if err := readYourWrites(ctx, c.mgr.writes, c.informer, k.Namespace, k.Name); err != nil {
+	if err := readYourWrites(ctx, c.host.writes, c.informer, k.Namespace, k.Name); err != nil {
 		return Result{}, err
 	}
 	cached, ok := c.informer.Get(k.Namespace, k.Name)
@@ -268,8 +268,5 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 		return Result{}, nil
 	}
 	obj := deepCopy(cached)
-	if c.finalizer == "" {
-		return c.reconcile(ctx, obj)
-	}
-	return c.finalize(ctx, obj)
+	return c.reconcile(ctx, obj)
 }

@@ -1,0 +1,121 @@
+// Package kctl is a small Kubernetes controller framework with generics.
+//
+// A Controller[T] watches one Go type (corev1.Pod, appsv1.ReplicaSet, or your
+// own CRD struct) and calls your reconcile function with the latest *T. No
+// Scheme, no RESTMapper, no code generation: the Go type says what is watched.
+// A Manager shares one connection, one cache and the leader election between
+// controllers, and runs them until its context ends.
+//
+//	mgr, err := kctl.NewManager(kctl.Options{})
+//	if err != nil { ... }
+//	pods := kctl.ClientFor[corev1.Pod](mgr)
+//	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
+//	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) {
+//		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+//		if err != nil { return kctl.Result{}, kctl.Terminal(err) } // retrying cannot fix it
+//		list, err := pods.List(ctx, kctl.ListOptions{Namespace: rs.Namespace, Labels: sel})
+//		if err != nil { return kctl.Result{}, err }
+//		if rs.Labels == nil {
+//			rs.Labels = map[string]string{}
+//		}
+//		rs.Labels["pod-count"] = strconv.Itoa(len(list))
+//		return kctl.Result{}, rsets.Update(ctx, rs)
+//	})
+//	kctl.Owns[corev1.Pod](c) // a Pod's controller owner reference enqueues its ReplicaSet
+//	err = mgr.Start(kctl.SignalContext())
+//
+// # Reading order
+//
+// The core is what carries data from the API server to your reconcile and
+// back. Each file uses only the files before it, so you can stop after any:
+//
+//  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled).
+//  2. resource.go: Object, Resource and Key: which API resource a Go type is.
+//  3. discovery.go: the server's discovery documents, cached per group version.
+//  4. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
+//  5. codec.go: objects as protobuf or JSON; lists; the watch stream.
+//  6. client.go: Client[T], typed requests: Get, List, list pages, watches.
+//  7. client_writes.go: Create, Update, Patch, Apply, Delete.
+//  8. handler.go: Event[T], and how events reach a handler.
+//  9. store.go: the informer's objects, indexes and field selectors.
+//  10. informer.go: Informer[T]: its state and reads (Get, List, waits).
+//  11. list_watch.go: the informer's write side: list, watch, relist, backoff.
+//  12. readyourwrites.go: cached reads wait for this Manager's own writes.
+//  13. cache.go: Cache, one informer per resource, and cached Client reads.
+//  14. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
+//  15. sources.go: events of owned and watched objects turned into keys.
+//  16. queue.go: Queue: fair, stingy, exclusive, with low priority.
+//  17. queue_delay.go: AddAfter on top of it.
+//  18. ratelimit.go: AddRateLimited, Forget and the per-key backoff.
+//  19. runnable.go: Runnable, goroutine groups, leadership terms.
+//  20. controller.go: Controller[T]: its builder, sources and enqueue.
+//  21. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  22. manager.go: Manager: NewManager, ClientFor, NewController, Start.
+//
+// # How data flows
+//
+// An object travels: conn.go (HTTP) → codec.go (decoded into *T) →
+// list_watch.go (Informer.apply stores it in store.go and emits an Event)
+// → handler.go (the handler's goroutine) → controller.go (onEvent: the
+// predicates pass it, enqueue queues its Key) → queue.go (Get) → worker.go
+// (processNext, handle, reconcileKey reads the cache and calls your
+// function) → client.go and client_writes.go (your writes go back).
+//
+// A reconcile that fails is retried along six files: worker.go's handle
+// sees the error and calls requeue, which records a Trigger (predicate.go)
+// and calls Queue.AddRateLimited (ratelimit.go); the RateLimiter's When
+// gives the delay, AddAfter (queue_delay.go) holds the key until it is due
+// and Add (queue.go) queues it; a worker's processNext takes it with Get,
+// sets Trigger.Attempt from NumRequeues, and handle runs it again. On
+// success handle calls Forget (ratelimit.go); a Terminal error (controller.go)
+// is not retried.
+//
+// # Guarantees
+//
+//   - A key is never reconciled by two workers at once, however many workers run.
+//   - Reconcile gets the cache's latest state of the object when the worker
+//     takes the key, as a copy it may change.
+//   - Read your writes: after a Client from ClientFor writes an object of a
+//     type the cache holds (the controller's own type, children, anything),
+//     a cached Get or List that could see it, and the next reconcile of its
+//     key, wait until the cache holds that write, at most 10 s (see ClientFor).
+//   - Reconciliation is level-based: many events for one key before a worker
+//     takes it give one reconcile. Do not count events; look at the state.
+//   - An error requeues with controller-runtime's backoff (per key 5 ms
+//     doubling up to 1000 s, at most 10 retries per second after a burst of
+//     100); success forgets it; a panic is recovered and treated as an error;
+//     a Terminal error is logged and not retried; a Conflict is retried
+//     without an error log line if it ends one of the first four attempts in
+//     a row that fail (from the fifth, it is logged as an error).
+//   - kctl's own writes (finalizers) patch only what they change, guarded by
+//     resourceVersion: fields the cache drops (TransformFor) are never erased.
+//   - On shutdown, workers stop taking keys and in-flight reconciles get
+//     most of Options.ShutdownTimeout (default 30 s) to finish; Start returns
+//     within ShutdownTimeout, abandoning (and naming in the log) any work
+//     that ignores its context.
+//
+// # What you can skip
+//
+// The extras attach to hooks the core declares, and the core reads
+// completely without them: leader.go (ElectLeader, through Manager.elect),
+// recorder.go (EventRecorder), metrics.go and user_metrics.go (the
+// metrics page and your own metrics, through Conn.requests and
+// controllerObserver), health.go and server.go (the probe and HTTP
+// endpoints), finalizer.go (Finalizer wraps the reconcile function) and
+// helpers.go (CreateOrUpdate, CreateOrPatch, SetControllerReference,
+// RetryOnConflict). Leaves that need no kctl type live in internal/.
+//
+// # Memory and performance
+//
+// The cache stores each object once, shares equal strings, maps and lists
+// between objects (internal/share), and drops managedFields unless asked.
+// Built-in types travel as protobuf, decoded by hand around managedFields
+// (codec.go); declared types travel as JSON. A cached List is answered
+// from indexes, so it costs what it returns (store.go).
+//
+// # Testing
+//
+// Package kctltest starts a real kube-apiserver and etcd for a test binary,
+// and offers a fake Client. The package's own tests run against the same
+// control plane; fault-injection tests use httptest servers.
+package kctl
