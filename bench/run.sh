@@ -4,6 +4,14 @@
 # goes to stdout and to bench/bin/results.md, progress to stderr, controller
 # logs to bench/bin/logs. Extra arguments go to benchrun, e.g.
 #   bash bench/run.sh -skip queue -runs 1 -sync-runs 3
+#
+# -kctl-base DIR adds the stack kctl-base: kctl as checked out in DIR, built by
+# DIR's own bench module, to show a change made nothing slower. The sync and
+# end-to-end tables then have a row kctl / kctl-base: the ratio of medians,
+# then kctl-base's min and max over its median (its runs' spread). E.g.
+#   git worktree add --detach /tmp/kctl-base main
+#   bash bench/run.sh -skip footprint,rss,queue -stacks kctl,kctl-base \
+#     -kctl-base /tmp/kctl-base -runs 7 -sync-runs 7 -default-qps-runs 0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/bin .cache/bin

@@ -201,6 +201,7 @@ func e2eTable(env *env, res map[string][]e2eResult) (string, map[string][5]float
 	t := &table{head: []string{"stack", "last create → all labelled (ms)", "first create → all labelled (s)",
 		"churn p50 (ms)", "churn p99 (ms)", "controller CPU (s)", "label writes", "runs"}}
 	med := map[string][5]float64{}
+	sums := map[string][]summary{}
 	for _, st := range env.stacks {
 		rs := res[st]
 		if len(rs) == 0 {
@@ -216,6 +217,7 @@ func e2eTable(env *env, res map[string][]e2eResult) (string, map[string][5]float
 		}
 		s, to, a, b, c, wr := summarize(settle), summarize(total), summarize(p50), summarize(p99), summarize(cpu), summarize(writes)
 		med[st] = [5]float64{s.median, a.median, b.median, c.median, to.median}
+		sums[st] = []summary{s, to, a, b, c}
 		note := fmt.Sprint(s.n)
 		if missing > 0 {
 			note += fmt.Sprintf(" (%d churn labels never seen)", missing)
@@ -229,6 +231,13 @@ func e2eTable(env *env, res map[string][]e2eResult) (string, map[string][5]float
 			continue
 		}
 		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[4], o[4]), ratio(k[1], o[1]), ratio(k[2], o[2]), ratio(k[3], o[3]), "", "")
+	}
+	if k, b := sums["kctl"], sums["kctl-base"]; k != nil && b != nil {
+		row := []string{"kctl / kctl-base"}
+		for i := range k {
+			row = append(row, versus(k[i], b[i]))
+		}
+		t.add(append(row, "", "")...)
 	}
 	return t.String(), med
 }

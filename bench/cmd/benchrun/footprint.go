@@ -66,10 +66,14 @@ func floorTable(env *env) (string, error) {
 // variables (e.g. an empty GOCACHE), and returns how long it took and the
 // CPU time (user + system) of go and the compilers and linker it ran.
 func build(env *env, stack string, extraEnv []string) (wall, cpu time.Duration, err error) {
+	dir, pkg := env.benchDir, pkgOf[stack]
+	if stack == "kctl-base" {
+		dir, pkg = baseBenchDir(env), pkgOf["kctl"]
+	}
 	args := append([]string{"build"}, buildFlags...)
-	args = append(args, "-o", env.bin(stack), pkgOf[stack])
+	args = append(args, "-o", env.bin(stack), pkg)
 	cmd := exec.Command("go", args...)
-	cmd.Dir, cmd.Env = env.benchDir, append(os.Environ(), extraEnv...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), extraEnv...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -78,6 +82,15 @@ func build(env *env, stack string, extraEnv []string) (wall, cpu time.Duration, 
 	// wait4 reports the go command's usage including the children it waited for.
 	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
+
+// baseBenchDir is the bench module of the -kctl-base checkout. The stack
+// kctl-base is that checkout's own podcount/kctl and sync child, built
+// against its kctl: code written for one revision's API may not compile
+// against another's (a package moved), so each revision is measured with
+// its own bench code. Compare revisions whose bench/podcount/kctl and
+// bench/cmd/benchrun/sync_kctl.go differ at most in import paths, or the
+// difference measures those files too.
+func baseBenchDir(env *env) string { return filepath.Join(env.kctlBase, "bench") }
 
 // modules counts the `dep` lines of `go version -m`: the modules linked in.
 func modules(bin string) (int, error) {

@@ -7,6 +7,10 @@
 //	benchrun footprint|rss|e2e|sync|queue [flags]   one part
 //	benchrun sync-child -stack S -want N            one initial-sync measurement (used by sync)
 //
+// With -kctl-base DIR it also measures kctl as checked out in DIR, as the
+// stack kctl-base, to compare two revisions of kctl in one sitting (see
+// baseBenchDir).
+//
 // It needs KCTL_TEST_KUBECONFIG (set by `go run ./hack/controlplane run`),
 // except for footprint and queue.
 package main
@@ -34,6 +38,7 @@ import (
 type env struct {
 	self, benchDir, repoDir, binDir, logDir string
 	kubeconfig, profileDir                  string
+	kctlBase                                string // -kctl-base: another checkout of kctl, measured as the stack kctl-base
 	cs                                      *kubernetes.Clientset
 	stacks                                  []string
 
@@ -48,6 +53,15 @@ type env struct {
 }
 
 func (env *env) bin(stack string) string { return filepath.Join(env.binDir, "podcount-"+stack) }
+
+// baseNote explains the kctl / kctl-base row of a table, if there is one.
+func (env *env) baseNote() string {
+	if !slices.Contains(env.stacks, "kctl-base") {
+		return ""
+	}
+	return fmt.Sprintf("kctl-base is kctl from %s (%s); kctl / kctl-base is the ratio of the medians, then kctl-base's "+
+		"min and max over its median: within its runs' spread if the ratio is at most the last.\n\n", env.kctlBase, gitRev(env.kctlBase))
+}
 
 func (env *env) progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(env.started).Seconds(), fmt.Sprintf(format, args...))
@@ -80,6 +94,7 @@ func runParts(cmd string, args []string) error {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
 	env := &env{started: time.Now(), loadStart: loadavg()}
+	var err error
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	fs.StringVar(&env.kubeconfig, "kubeconfig", os.Getenv("KCTL_TEST_KUBECONFIG"), "admin kubeconfig of the control plane")
 	fs.StringVar(&env.benchDir, "bench-dir", ".", "the bench module")
@@ -99,15 +114,30 @@ func runParts(cmd string, args []string) error {
 	fs.IntVar(&env.churnRate, "churn-rate", 20, "Pod changes per second in the churn")
 	fs.IntVar(&env.churnSeconds, "churn-seconds", 15, "length of the churn")
 	fs.StringVar(&env.profileDir, "cpuprofile-dir", "", "write a CPU profile of each end-to-end controller run into this folder (for analysis; adds overhead)")
+	fs.StringVar(&env.kctlBase, "kctl-base", "", "also measure kctl as checked out in this folder (e.g. a git worktree at "+
+		"an older commit), as the stack kctl-base, built by that checkout's own bench module")
 	out := fs.String("out", "", "also write the markdown report to this file")
 	skip := fs.String("skip", "", "comma-separated parts to skip (footprint, rss, e2e, sync, queue)")
 	fs.Parse(args)
 	env.stacks = strings.Split(*stacks, ",")
+	if env.kctlBase != "" && !slices.Contains(env.stacks, "kctl-base") {
+		env.stacks = append(env.stacks, "kctl-base")
+	}
+	if slices.Contains(env.stacks, "kctl-base") {
+		if env.kctlBase == "" {
+			return fmt.Errorf("stack kctl-base needs -kctl-base DIR")
+		}
+		if env.kctlBase, err = filepath.Abs(env.kctlBase); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(baseBenchDir(env), pkgOf["kctl"])); err != nil {
+			return fmt.Errorf("-kctl-base: %w", err)
+		}
+	}
 	for _, s := range strings.Split(*skip, ",") {
 		parts = slices.DeleteFunc(parts, func(p string) bool { return p == s })
 	}
 
-	var err error
 	if env.self, err = os.Executable(); err != nil {
 		return err
 	}
@@ -158,7 +188,7 @@ func runParts(cmd string, args []string) error {
 				fmt.Fprintf(&report, "### Initial sync\n\n%d %s Pods (%d bytes each as protobuf, %d without managedFields), "+
 					"one informer on Pods in every namespace with one event handler; time from making the cache until it reports synced "+
 					"and the handler has had every Added event; heap after runtime.GC. A fresh process per stack per run, %d alternating runs; "+
-					"median (min–max).\n\n%s\n", env.syncPods, env.syncFixture, env.podBytes, env.podBytesNoMF, env.syncRuns, tab)
+					"median (min–max).\n\n%s\n%s", env.syncPods, env.syncFixture, env.podBytes, env.podBytesNoMF, env.syncRuns, tab, env.baseNote())
 				targets = append(targets, ts...)
 			}
 		case "queue":
@@ -210,7 +240,7 @@ func footprintTable(env *env, fp map[string]*footprint) (string, []target) {
 		meds[st] = med{f.sizeMB, float64(f.modules), b.median, c.median, e.median, p.median}
 		t.add(st, fmt.Sprintf("%.2f", f.sizeMB), fmt.Sprint(f.modules), b.format(1), c.format(1), e.format(1), p.format(1))
 	}
-	for _, other := range []string{"controller-runtime", "client-go"} {
+	for _, other := range []string{"controller-runtime", "client-go", "kctl-base"} {
 		k, okK := meds["kctl"]
 		o, okO := meds[other]
 		if okK && okO {
@@ -244,8 +274,8 @@ func e2eSection(ctx context.Context, env *env, report *strings.Builder, targets 
 		"reference) created by 16 harness goroutines while the controller runs; then %d Pod changes/s for %d s (one per ReplicaSet: "+
 		"delete a Pod, create a Pod, relabel a Pod out of the selector), latency from the change's request to the label seen by the "+
 		"harness's watch; controller CPU (utime+stime) from the first create until it is idle after the churn. A fresh namespace per "+
-		"run, one stack at a time, %d alternating runs; median (min–max).\n\n%s\n",
-		env.qps, env.qps, env.e2eRS, env.e2ePods, env.churnRate, env.churnSeconds, env.runs, tab)
+		"run, one stack at a time, %d alternating runs; median (min–max).\n\n%s\n%s",
+		env.qps, env.qps, env.e2eRS, env.e2ePods, env.churnRate, env.churnSeconds, env.runs, tab, env.baseNote())
 	k, okK := med["kctl"]
 	cr, okCR := med["controller-runtime"]
 	known := okK && okCR
@@ -375,7 +405,20 @@ func machine(env *env) string {
 				mods = append(mods, d.Path+" "+d.Version)
 			}
 		}
-		fmt.Fprintf(&b, "- %s; kctl from this checkout\n", strings.Join(mods, ", "))
+		fmt.Fprintf(&b, "- %s; kctl from this checkout (%s)", strings.Join(mods, ", "), gitRev(env.repoDir))
+		if env.kctlBase != "" {
+			fmt.Fprintf(&b, ", kctl-base from %s (%s)", env.kctlBase, gitRev(env.kctlBase))
+		}
+		fmt.Fprintf(&b, "\n")
 	}
 	return b.String()
+}
+
+// gitRev names the commit checked out in dir, with "-dirty" for uncommitted changes.
+func gitRev(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "commit unknown"
+	}
+	return "commit " + strings.TrimSpace(string(out))
 }

@@ -58,6 +58,16 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2fx", a/b)
 }
 
+// versus compares a revision's runs with its base's: the ratio of the
+// medians, then the base's min and max over its median. The new revision is
+// no worse than the runs' spread if the first is at most the last.
+func versus(a, base summary) string {
+	if base.n < 2 {
+		return ratio(a.median, base.median)
+	}
+	return fmt.Sprintf("%s (base %s–%s)", ratio(a.median, base.median), ratio(base.min, base.median), ratio(base.max, base.median))
+}
+
 // table is a markdown table.
 type table struct {
 	head []string

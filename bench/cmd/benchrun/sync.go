@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -41,15 +43,15 @@ var syncers = map[string]syncer{
 
 // syncStacks is the order of the sync table: the podcount stacks, kctl and
 // controller-runtime each followed by its variant with the other's
-// managedFields policy.
+// managedFields policy when the other is measured too.
 func syncStacks(stacks []string) []string {
-	variant := map[string]string{"kctl": "kctl-keep-managedfields",
-		"controller-runtime": "controller-runtime-strip-managedfields"}
+	variant := map[string][2]string{"kctl": {"kctl-keep-managedfields", "controller-runtime"},
+		"controller-runtime": {"controller-runtime-strip-managedfields", "kctl"}}
 	var out []string
 	for _, s := range stacks {
 		out = append(out, s)
-		if v, ok := variant[s]; ok {
-			out = append(out, v)
+		if v, ok := variant[s]; ok && slices.Contains(stacks, v[1]) {
+			out = append(out, v[0])
 		}
 	}
 	return out
@@ -185,6 +187,20 @@ func memStats() runtime.MemStats {
 // syncPhase fills syncNamespace and runs every stack's child env.syncRuns times, alternating.
 func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 	stacks := syncStacks(env.stacks)
+	// kctl-base's child is the -kctl-base checkout's benchrun, measuring its kctl.
+	child := map[string][]string{}
+	for _, st := range stacks {
+		child[st] = []string{env.self, "-stack", st}
+	}
+	if slices.Contains(stacks, "kctl-base") {
+		bin := filepath.Join(env.binDir, "benchrun-kctl-base")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/benchrun")
+		cmd.Dir = baseBenchDir(env)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building the kctl-base sync child in %s: %v\n%s", cmd.Dir, err, out)
+		}
+		child["kctl-base"] = []string{bin, "-stack", "kctl"}
+	}
 	if err := ensureNamespace(ctx, env.cs, syncNamespace); err != nil {
 		return nil, err
 	}
@@ -214,7 +230,8 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 	out := map[string][]syncResult{}
 	for run := range env.syncRuns {
 		for _, st := range rotate(stacks, run) {
-			cmd := exec.CommandContext(ctx, env.self, "sync-child", "-stack", st, "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want))
+			c := child[st]
+			cmd := exec.CommandContext(ctx, c[0], "sync-child", c[1], c[2], "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want))
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
@@ -257,13 +274,14 @@ func (env *env) describePod(ctx context.Context) error {
 func syncTable(env *env, res map[string][]syncResult) (string, []target) {
 	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "runs"}}
 	med := map[string][3]float64{}
+	sums := map[string][3]summary{}
 	for _, st := range syncStacks(env.stacks) {
 		var sec, heap, alloc []float64
 		for _, r := range res[st] {
 			sec, heap, alloc = append(sec, r.Seconds), append(heap, r.HeapMB), append(alloc, r.TotalAllocMB)
 		}
 		s, h, a := summarize(sec), summarize(heap), summarize(alloc)
-		med[st] = [3]float64{s.median, h.median, a.median}
+		med[st], sums[st] = [3]float64{s.median, h.median, a.median}, [3]summary{s, h, a}
 		t.add(st, s.format(2), h.format(1), a.format(1), fmt.Sprint(s.n))
 	}
 	for _, other := range []string{"controller-runtime", "controller-runtime-strip-managedfields", "client-go"} {
@@ -272,6 +290,10 @@ func syncTable(env *env, res map[string][]syncResult) (string, []target) {
 			continue
 		}
 		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), "")
+	}
+	if len(res["kctl"]) > 0 && len(res["kctl-base"]) > 0 {
+		k, b := sums["kctl"], sums["kctl-base"]
+		t.add("kctl / kctl-base", versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), "")
 	}
 	var ts []target
 	k, cr := med["kctl"], med["controller-runtime"]
