@@ -10,13 +10,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -89,18 +89,22 @@ type cacheReader[T any] interface {
 // NewClient returns an uncached client for T. If T has no Resource (see
 // ResourceOf), every call returns that error.
 func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
-	t := reflect.TypeFor[T]()
-	res, err := resourceFor(t)
-	registry.mu.RLock()
-	_, declared := registry.declared[t]
-	registry.mu.RUnlock()
+	r, declared, err := apitype.Of[T]()
+	res := Resource(r)
 	if err == nil && conn == nil {
-		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: make one with kctl.NewConn", typeName(t))
+		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: "+
+			"make one with kctl.NewConn", typeName[T]())
 	}
 	if err == nil {
 		err = jsonCopyable[T]()
 	}
-	return &Client[T]{conn: conn, res: res, codec: newCodec[T](res, !declared), err: err, lastBody: new(atomic.Int64)}
+	return &Client[T]{
+		conn:     conn,
+		res:      res,
+		codec:    newCodec[T](res, !declared),
+		err:      err,
+		lastBody: new(atomic.Int64),
+	}
 }
 
 // Uncached returns a handle on the same resource whose Get and List always
@@ -271,7 +275,7 @@ func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]meta
 func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r request) error {
 	gv := c.res.APIVersion()
 	plural := c.res.Plural
-	declare := "kctl.Declare[" + typeName(reflect.TypeFor[T]()) + "]"
+	declare := "kctl.Declare[" + typeName[T]() + "]"
 	got, ok := resources[plural]
 	switch {
 	case resources == nil:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,15 +29,13 @@ func fakeDiscovery(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	doc := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv}
-	registry.mu.RLock()
-	for _, res := range registry.declared {
+	for _, res := range apitype.Declared() {
 		if res.APIVersion() == gv {
 			doc.APIResources = append(doc.APIResources,
 				metav1.APIResource{Name: res.Plural, Kind: res.Kind, Namespaced: res.Namespaced},
 				metav1.APIResource{Name: res.Plural + "/status", Kind: res.Kind, Namespaced: res.Namespaced})
 		}
 	}
-	registry.mu.RUnlock()
 	if len(doc.APIResources) == 0 {
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,7 +154,7 @@ func (r *EventRecorder) Event(obj metav1.Object, eventType, reason, message stri
 		return
 	}
 	ref := corev1.ObjectReference{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion()}
-	if res, err := resourceFor(reflect.Indirect(reflect.ValueOf(obj)).Type()); err == nil {
+	if res, _, err := apitype.OfType(reflect.Indirect(reflect.ValueOf(obj)).Type()); err == nil {
 		ref.APIVersion = res.APIVersion()
 		ref.Kind = res.Kind
 	} else if o, ok := obj.(interface{ GetObjectKind() schema.ObjectKind }); ok {

@@ -1,13 +1,11 @@
 package kctl
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
-	"sync"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -48,13 +46,6 @@ func (r Resource) String() string {
 	return r.Plural + strings.TrimSuffix("."+r.Group, ".") + "/" + r.Version
 }
 
-// registry holds the declared types; Declare and ResourceOf may run concurrently.
-var registry = struct {
-	mu       sync.RWMutex
-	declared map[reflect.Type]Resource
-	bad      map[reflect.Type]error // a conflicting or invalid declaration, reported by ResourceOf
-}{declared: map[reflect.Type]Resource{}, bad: map[reflect.Type]error{}}
-
 // Declare registers a user's own type (a CRD), or overrides the derived Resource
 // of a k8s.io/api type, and returns r with Plural defaulted to Kind's plural:
 //
@@ -72,90 +63,22 @@ var registry = struct {
 // does not serve fails with an error matching ErrNotInstalled that lists
 // what it serves there. kctl never uses the server's answer in place of r.
 func Declare[T any, PT Object[T]](r Resource) Resource {
-	r.Plural = cmp.Or(r.Plural, pluralOf(r.Kind))
-	t := reflect.TypeFor[T]()
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	switch old, ok := registry.declared[t]; {
-	case r.Version == "" || r.Kind == "":
-		registry.bad[t] = fmt.Errorf("kctl: Declare[%s](%+v) needs at least Version and Kind", typeName(t), r)
-	case ok && old != r:
-		registry.bad[t] = fmt.Errorf("kctl: %s is declared twice, as %s (%s) and as %s (%s): keep one kctl.Declare",
-			typeName(t), old, old.Kind, r, r.Kind)
-	default:
-		registry.declared[t] = r
-	}
-	return r
+	declared := apitype.Declare[T](apitype.Resource(r))
+	return Resource(declared)
 }
 
-// ResourceOf returns T's declared Resource, or for a k8s.io/api type one derived
-// from its package (group, version), name (kind), plural rules and tables.
-func ResourceOf[T any]() (Resource, error) { return resourceFor(reflect.TypeFor[T]()) }
-
-// resourceFor is ResourceOf for a reflect.Type.
-func resourceFor(t reflect.Type) (Resource, error) {
-	registry.mu.RLock()
-	r, ok := registry.declared[t]
-	err := registry.bad[t]
-	registry.mu.RUnlock()
-	switch {
-	case err != nil:
-		return Resource{}, err
-	case !ok && t.Kind() == reflect.Struct && reflect.PointerTo(t).Implements(reflect.TypeFor[metav1.Object]()):
-		r, ok = derive(t.PkgPath(), t.Name())
-	}
-	if !ok {
-		return Resource{}, fmt.Errorf("kctl: no API resource known for Go type %s: declare it with kctl.Declare", typeName(t))
-	}
-	return r, nil
+// ResourceOf returns T's declared Resource, or for a k8s.io/api type one
+// derived from its package (group, version), name (kind), plural rules
+// and tables (internal/apitype).
+func ResourceOf[T any]() (Resource, error) {
+	r, _, err := apitype.Of[T]()
+	return Resource(r), err
 }
 
-// typeName is "pkg.Name", e.g. "v1.Pod" or "main.Widget".
-func typeName(t reflect.Type) string { return t.String() }
-
-// derive is the Resource of a k8s.io/api type, e.g. ("k8s.io/api/apps/v1", "Deployment").
-func derive(pkgPath, name string) (Resource, bool) {
-	dir, version, _ := strings.Cut(strings.TrimPrefix(pkgPath, "k8s.io/api/"), "/")
-	group, ok := apiGroups[dir]
-	if !ok || !strings.HasPrefix(pkgPath, "k8s.io/api/") || version == "" || strings.Contains(version, "/") || name == "" {
-		return Resource{}, false
-	}
-	return Resource{group, version, name, pluralOf(name), !strings.Contains(clusterScoped, " "+name+" ")}, true
-}
-
-// apiGroups maps each k8s.io/api v0.36 package directory to its API group
-// (TestResourceOf_GroupTable_MatchesRegisterGo checks it against register.go).
-var apiGroups = map[string]string{
-	"core": "", "apps": "apps", "autoscaling": "autoscaling", "batch": "batch", "extensions": "extensions", "policy": "policy",
-	"admission": "admission.k8s.io", "admissionregistration": "admissionregistration.k8s.io", "apidiscovery": "apidiscovery.k8s.io",
-	"apiserverinternal": "internal.apiserver.k8s.io", "authentication": "authentication.k8s.io", "authorization": "authorization.k8s.io",
-	"certificates": "certificates.k8s.io", "coordination": "coordination.k8s.io", "discovery": "discovery.k8s.io",
-	"events": "events.k8s.io", "flowcontrol": "flowcontrol.apiserver.k8s.io", "imagepolicy": "imagepolicy.k8s.io",
-	"networking": "networking.k8s.io", "node": "node.k8s.io", "rbac": "rbac.authorization.k8s.io", "resource": "resource.k8s.io",
-	"scheduling": "scheduling.k8s.io", "storage": "storage.k8s.io", "storagemigration": "storagemigration.k8s.io",
-}
-
-// clusterScoped lists the k8s.io/api kinds outside namespaces, each between spaces.
-const clusterScoped = " Namespace Node PersistentVolume ComponentStatus MutatingWebhookConfiguration ValidatingWebhookConfiguration" +
-	" MutatingAdmissionPolicy MutatingAdmissionPolicyBinding ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding" +
-	" StorageVersion TokenReview SelfSubjectReview SubjectAccessReview SelfSubjectAccessReview SelfSubjectRulesReview" +
-	" CertificateSigningRequest ClusterTrustBundle FlowSchema PriorityLevelConfiguration IngressClass IPAddress ServiceCIDR" +
-	" RuntimeClass ClusterRole ClusterRoleBinding PriorityClass CSIDriver CSINode StorageClass VolumeAttachment" +
-	" VolumeAttributesClass StorageVersionMigration DeviceClass ResourceSlice DeviceTaintRule ResourcePoolStatusRequest "
-
-// pluralOf is the plural resource name of a kind: lowercase, then consonant+"y"
-// -> "ies"; "s", "x", "z", "ch", "sh" -> +"es"; else +"s" (but "endpoints").
-func pluralOf(kind string) string {
-	k := strings.ToLower(kind)
-	switch n := len(k); {
-	case k == "" || k == "endpoints":
-		return k
-	case n > 1 && k[n-1] == 'y' && !strings.ContainsRune("aeiou", rune(k[n-2])):
-		return k[:n-1] + "ies"
-	case strings.ContainsRune("sxz", rune(k[n-1])) || strings.HasSuffix(k, "ch") || strings.HasSuffix(k, "sh"):
-		return k + "es"
-	}
-	return k + "s"
+// typeName is T's name with its package's, e.g. "v1.Pod" or "main.Widget".
+func typeName[T any]() string {
+	var zero T
+	return fmt.Sprintf("%T", zero)
 }
 
 // metaOf returns obj's metadata; constructors check T through Object[T].
@@ -199,7 +122,7 @@ func deepCopy[T any](obj *T) *T {
 	if dc, ok := any(obj).(interface{ DeepCopyInto(*T) }); ok {
 		dc.DeepCopyInto(out)
 	} else if err := jsonCopy(obj, out); err != nil {
-		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v", typeName(reflect.TypeFor[T]()), err))
+		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v", typeName[T](), err))
 	}
 	return out
 }
@@ -210,11 +133,15 @@ func jsonCopyable[T any]() error {
 	if _, ok := any(new(T)).(interface{ DeepCopyInto(*T) }); ok {
 		return nil
 	}
-	if err := jsonCopy(new(T), new(T)); err != nil {
-		return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): every field must survive json.Marshal and json.Unmarshal, "+
-			"or give *%s a DeepCopyInto method", typeName(reflect.TypeFor[T]()), err, reflect.TypeFor[T]().Name())
+	err := jsonCopy(new(T), new(T))
+	if err == nil {
+		return nil
 	}
-	return nil
+	name := typeName[T]()
+	_, short, _ := strings.Cut(name, ".")
+	return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): "+
+		"every field must survive json.Marshal and json.Unmarshal, "+
+		"or give *%s a DeepCopyInto method", name, err, short)
 }
 
 // jsonCopy decodes the JSON encoding of in into out.

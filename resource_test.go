@@ -19,6 +19,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -138,8 +139,8 @@ func TestPluralOf_Rules(t *testing.T) {
 		"Gateway": "gateways", "Box": "boxes", "Patch": "patches", "Mesh": "meshes", "ComponentStatus": "componentstatuses",
 		"Lease": "leases", "PriorityClass": "priorityclasses", "Quiz": "quizes", "": "",
 	} {
-		if got := pluralOf(kind); got != want {
-			t.Errorf("pluralOf(%q) = %q, want %q", kind, got, want)
+		if got := apitype.Plural(kind); got != want {
+			t.Errorf("Plural(%q) = %q, want %q", kind, got, want)
 		}
 	}
 }
@@ -183,8 +184,8 @@ func TestResourceOf_GroupTable_MatchesRegisterGo(t *testing.T) {
 			t.Errorf("%s/register.go has no const GroupName", pkg)
 			continue
 		}
-		if got, ok := apiGroups[strings.Split(pkg, "/")[0]]; !ok || got != group {
-			t.Errorf("apiGroups[%q] = %q, %v; register.go says %q", strings.Split(pkg, "/")[0], got, ok, group)
+		if got, ok := apitype.Groups[strings.Split(pkg, "/")[0]]; !ok || got != group {
+			t.Errorf("apitype.Groups[%q] = %q, %v; register.go says %q", strings.Split(pkg, "/")[0], got, ok, group)
 		}
 	}
 }
@@ -240,7 +241,7 @@ func TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery(t *testing.T) {
 	checked, skipped := 0, []string{}
 	for pkg, names := range listedTypes(t, root) {
 		dir, version, _ := strings.Cut(pkg, "/")
-		path := "/apis/" + apiGroups[dir] + "/" + version
+		path := "/apis/" + apitype.Groups[dir] + "/" + version
 		if dir == "core" {
 			path = "/api/" + version
 		}
@@ -260,7 +261,7 @@ func TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery(t *testing.T) {
 			}
 		}
 		for _, name := range names {
-			got, ok := derive("k8s.io/api/"+pkg, name)
+			got, ok := apitype.Derive("k8s.io/api/"+pkg, name)
 			if !ok {
 				t.Errorf("derive(k8s.io/api/%s, %s) knows nothing", pkg, name)
 				continue
