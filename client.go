@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -440,8 +441,8 @@ func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVers
 	r := request{verb: "list", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
 		if early != nil && isProto(ct) {
-			if _, raw, err := unwrap(body); err == nil {
-				if m, err := field(raw, 1); err == nil && safeUnmarshal(&meta, m) == nil {
+			if _, raw, err := protowire.Unwrap(body); err == nil {
+				if m, err := protowire.Field(raw, 1); err == nil && safeUnmarshal(&meta, m) == nil {
 					early(meta)
 				}
 			}

@@ -38,9 +38,9 @@ func TestClient_FaultInjection_TruncatedProtobuf_IsAnError(t *testing.T) {
 // is the raw protobuf of one pod (badPodProto for an undecodable one).
 func podPage(rv, next string, items ...[]byte) []byte {
 	meta, _ := (&metav1.ListMeta{ResourceVersion: rv, Continue: next}).Marshal()
-	list := protowire(1, meta)
+	list := pbField(1, meta)
 	for _, item := range items {
-		list = append(list, protowire(2, item)...)
+		list = append(list, pbField(2, item)...)
 	}
 	return envelope("PodList", list)
 }

@@ -1,7 +1,6 @@
 package kctl
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kctl-dev/kctl/internal/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -26,8 +26,6 @@ const (
 	// stores objects of up to 1.5 MiB.
 	maxFrame = 64 << 20
 )
-
-var protoMagic = []byte("k8s\x00")
 
 // protoObject is implemented by *T for every k8s.io/api type T.
 type protoObject interface {
@@ -80,8 +78,7 @@ func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
 		contentType = mediaJSON
 	} else {
 		body, err = any(obj).(protoObject).Marshal()
-		typeMeta := protoBytes(protoBytes(nil, 1, []byte(c.apiVersion)), 2, []byte(c.res.Kind))
-		body = protoBytes(protoBytes(bytes.Clone(protoMagic), 1, typeMeta), 2, body) // a runtime.Unknown
+		body = protowire.Envelope(c.apiVersion, c.res.Kind, body)
 		contentType = mediaProtobuf
 	}
 	if err != nil {
@@ -90,17 +87,12 @@ func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
 	return body, contentType, nil
 }
 
-// protoBytes appends the length-delimited protobuf field f with value v to b.
-func protoBytes(b []byte, f int, v []byte) []byte {
-	return append(binary.AppendUvarint(binary.AppendUvarint(b, uint64(f)<<3|2), uint64(len(v))), v...)
-}
-
 // decode decodes one object from a response body (or a watch event).
 func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 	if !isProto(contentType) {
 		return c.decodeItem(body, false)
 	}
-	kind, raw, err := unwrap(body)
+	kind, raw, err := protowire.Unwrap(body)
 	if err == nil && len(kind) > 0 && string(kind) != c.res.Kind {
 		err = fmt.Errorf("the server sent a %s, want a %s", kind, c.res.Kind)
 	}
@@ -149,7 +141,7 @@ func (c codec[T]) decodeError(raw []byte, proto bool, err error) *decodeError {
 	var m metav1.ObjectMeta
 	var metaErr error
 	if proto {
-		b, fieldErr := field(raw, 1) // field 1 of every k8s.io/api object
+		b, fieldErr := protowire.Field(raw, 1) // field 1 of every k8s.io/api object
 		metaErr = errors.Join(fieldErr, safeUnmarshal(&m, b))
 	} else {
 		var o struct {
@@ -192,27 +184,7 @@ func (c codec[T]) unmarshal(obj *T, raw []byte) error {
 		return p.Unmarshal(raw)
 	}
 	ignore := func([]byte) error { return nil }
-	return decodeAround(raw, 1, p.Unmarshal, func(m []byte) error { return decodeAround(m, 17, meta.Unmarshal, ignore) })
-}
-
-// decodeAround calls decode on each run of message b's fields between the
-// length-delimited occurrences of field skip, and inner on their values.
-func decodeAround(b []byte, skip int, decode, inner func([]byte) error) error {
-	run := b
-	for rest := b; len(rest) > 0; {
-		f, wire, val, next, err := nextField(rest)
-		if err != nil {
-			break // decode reports it
-		}
-		if f == skip && wire == 2 {
-			if err := errors.Join(decode(run[:len(run)-len(rest)]), inner(val)); err != nil {
-				return err
-			}
-			run = next
-		}
-		rest = next
-	}
-	return decode(run)
+	return protowire.DecodeAround(raw, 1, p.Unmarshal, func(m []byte) error { return protowire.DecodeAround(m, 17, meta.Unmarshal, ignore) })
 }
 
 // jsonList is a JSON list with items of type I.
@@ -248,12 +220,12 @@ func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta 
 		meta = list.Metadata
 	} else {
 		var b []byte
-		_, b, err = unwrap(body)
+		_, b, err = protowire.Unwrap(body)
 		for err == nil && len(b) > 0 { // field 1 the ListMeta, 2 each item
 			var f int
 			var wire byte
 			var v []byte
-			f, wire, v, b, err = nextField(b)
+			f, wire, v, b, err = protowire.Next(b)
 			switch {
 			case err != nil || wire != 2:
 			case f == 1:
@@ -276,7 +248,7 @@ func decodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
 	if !isProto(contentType) {
 		return st, json.Unmarshal(body, st) == nil && st.Kind == "Status"
 	}
-	kind, raw, err := unwrap(body)
+	kind, raw, err := protowire.Unwrap(body)
 	return st, err == nil && string(kind) == "Status" && safeUnmarshal(st, raw) == nil
 }
 
@@ -284,72 +256,6 @@ func decodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
 func safeUnmarshal(p protoObject, b []byte) (err error) {
 	defer recovered(&err)
 	return p.Unmarshal(b)
-}
-
-// unwrap parses the "k8s\x00" envelope (a runtime.Unknown) by hand: kind and
-// raw alias body, which runtime.Unknown.Unmarshal would copy whole.
-func unwrap(body []byte) (kind, raw []byte, err error) {
-	u, ok := bytes.CutPrefix(body, protoMagic)
-	if !ok {
-		return nil, nil, fmt.Errorf("protobuf body without the k8s envelope (%d bytes)", len(body))
-	}
-	typeMeta, err := field(u, 1) // apiVersion 1, kind 2
-	if err == nil {
-		kind, err = field(typeMeta, 2)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("bad protobuf envelope: %w", err)
-	}
-	raw, _ = field(u, 2)
-	return kind, raw, nil
-}
-
-// field returns the value of the last length-delimited field num of message
-// b (nil if none), and an error if b is malformed.
-func field(b []byte, num int) (val []byte, err error) {
-	for len(b) > 0 {
-		f, wire, v, rest, err := nextField(b)
-		if err != nil {
-			return val, err
-		}
-		if f == num && wire == 2 {
-			val = v
-		}
-		b = rest
-	}
-	return val, nil
-}
-
-// nextField splits the first field off message b: its number, wire type,
-// value (of a length-delimited field) and the fields after it.
-func nextField(b []byte) (num int, wire byte, val, rest []byte, err error) {
-	tag, n := binary.Uvarint(b)
-	num = int(tag >> 3)
-	wire = byte(tag & 7)
-	b = b[max(n, 0):]
-	size := uint64(0)
-	m := 1
-	switch wire {
-	case 0: // varint
-		_, m = binary.Uvarint(b)
-		size = uint64(max(m, 0))
-	case 1: // fixed64
-		size = 8
-	case 5: // fixed32
-		size = 4
-	case 2: // length-delimited
-		size, m = binary.Uvarint(b)
-		b = b[max(m, 0):]
-	default:
-		m = 0
-	}
-	if n <= 0 || m <= 0 || num == 0 || tag>>3 > 1<<29 || size > uint64(len(b)) {
-		return 0, 0, nil, nil, fmt.Errorf("malformed or truncated protobuf field %d (wire type %d)", tag>>3, wire)
-	}
-	if wire == 2 {
-		val = b[:size]
-	}
-	return num, wire, val, b[size:], nil
 }
 
 // watchEvent is one decoded watch event.
@@ -411,9 +317,9 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 	}
 	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
 	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
-	typ, errType := field(frame, 1)
-	ext, _ := field(frame, 2)
-	object, errObject := field(ext, 1)
+	typ, errType := protowire.Field(frame, 1)
+	ext, _ := protowire.Field(frame, 2)
+	object, errObject := protowire.Field(ext, 1)
 	if err := errors.Join(errType, errObject); err != nil {
 		return watchEvent[T]{Err: fmt.Errorf("kctl: decoding a watch event of %s: %w", w.c.res, err)}, nil
 	}

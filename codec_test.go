@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kctl-dev/kctl/internal/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,7 +186,7 @@ func TestCodec_Protobuf_ObjectRoundTrip_KeepsFieldsAndSetsTypeMeta(t *testing.T)
 	c := podCodec()
 	in := realisticPod(1)
 	body, ct, err := c.encode(in)
-	if err != nil || ct != mediaProtobuf || !bytes.HasPrefix(body, protoMagic) {
+	if err != nil || ct != mediaProtobuf || !bytes.HasPrefix(body, protowire.Magic) {
 		t.Fatalf("encode = %d bytes, %q, %v; want an enveloped protobuf body", len(body), ct, err)
 	}
 	out, err := c.decode(mediaProtobuf, body)
@@ -235,7 +236,7 @@ func TestCodec_ListWithABadItem_SkipsItAndNamesIt(t *testing.T) {
 	// A protobuf item whose ObjectMeta is readable but whose spec is garbage, between two good ones.
 	bad := badPodProto("shop", "broken")
 	good := func(i int) []byte { raw, _ := realisticPod(i).Marshal(); return raw }
-	list := slices.Concat(protowire(1, nil), protowire(2, good(0)), protowire(2, bad), protowire(2, good(2)))
+	list := slices.Concat(pbField(1, nil), pbField(2, good(0)), pbField(2, bad), pbField(2, good(2)))
 	for _, skip := range []bool{false, true} {
 		c := podCodec()
 		c.skipManagedFields = skip
@@ -256,7 +257,7 @@ func TestCodec_ListWithABadItem_SkipsItAndNamesIt(t *testing.T) {
 // badPodProto is a pod's protobuf (no envelope) with a readable name and a garbage spec.
 func badPodProto(namespace, name string) []byte {
 	meta, _ := (&metav1.ObjectMeta{Name: name, Namespace: namespace}).Marshal()
-	return append(protowire(1, meta), protowire(2, []byte{0xff, 0xff})...)
+	return append(pbField(1, meta), pbField(2, []byte{0xff, 0xff})...)
 }
 
 func TestCodec_SkipManagedFields_DecodesEverythingElse(t *testing.T) {
@@ -270,11 +271,11 @@ func TestCodec_SkipManagedFields_DecodesEverythingElse(t *testing.T) {
 	mfOnly, _ := (&metav1.ObjectMeta{ManagedFields: want.ManagedFields}).Marshal()
 	spec, _ := want.Spec.Marshal()
 	status, _ := want.Status.Marshal()
-	_, _, _, rest, _ := nextField(metaOnly)
-	_, _, _, rest, _ = nextField(rest)
+	_, _, _, rest, _ := protowire.Next(metaOnly)
+	_, _, _, rest, _ = protowire.Next(rest)
 	cut := len(metaOnly) - len(rest) // after the first two fields
-	shuffled := slices.Concat(protowire(1, mfOnly), protowire(2, spec), protowire(1, slices.Concat(metaOnly[:cut], mfOnly)),
-		protowire(3, status), protowire(1, metaOnly[cut:]))
+	shuffled := slices.Concat(pbField(1, mfOnly), pbField(2, spec), pbField(1, slices.Concat(metaOnly[:cut], mfOnly)),
+		pbField(3, status), pbField(1, metaOnly[cut:]))
 	for _, body := range [][]byte{raw, shuffled} {
 		c := podCodec()
 		full, err := c.decodeItem(body, true)
@@ -322,8 +323,8 @@ func TestCodec_DecodedObjectsDoNotAliasTheBody(t *testing.T) {
 	}
 }
 
-// protowire is one length-delimited protobuf field.
-func protowire(field int, b []byte) []byte {
+// pbField is one length-delimited protobuf field.
+func pbField(field int, b []byte) []byte {
 	out := binary.AppendUvarint(nil, uint64(field<<3|2))
 	return append(binary.AppendUvarint(out, uint64(len(b))), b...)
 }
