@@ -10,13 +10,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/discovery"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,7 +171,7 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	if !errors.Is(err, ErrNotInstalled) {
 		return nil, err
 	}
-	c.conn.discovery.outdated(ctx, c.res.APIVersion()) // the next check asks the server again
+	c.conn.discovery.Outdated(ctx, c.res.APIVersion()) // the next check asks the server again
 	if r.sub == "" {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (c *Client[T]) checkServed(ctx context.Context, r request) error {
 		return getDiscovery(ctx, c.conn, path)
 	}
 	gv := c.res.APIVersion()
-	resources, err := c.conn.discovery.lookup(ctx, get, gv, name)
+	resources, err := c.conn.discovery.Lookup(ctx, get, gv, name)
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r requ
 	case resources == nil:
 		return c.notServed(fmt.Sprintf("the server serves no group version %s: check Group and Version in %s", gv, declare))
 	case !ok:
-		return c.notServed(fmt.Sprintf("%s serves %s: correct Plural or Kind in %s", gv, listServed(resources), declare))
+		return c.notServed(fmt.Sprintf("%s serves %s: correct Plural or Kind in %s", gv, discovery.ListServed(resources), declare))
 	case got.Kind != c.res.Kind:
 		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: correct Kind in %s", gv, plural, got.Kind, c.res.Kind, declare)
 	case got.Namespaced && !c.res.Namespaced:
@@ -303,21 +303,6 @@ func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r requ
 func (c *Client[T]) notServed(why string) error {
 	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, "")
 	return &notInstalledError{msg: c.notInstalledMessage() + " (" + why + ")", status: nf}
-}
-
-// listServed lists the resources of a discovery document, e.g. "gadgets (kind Gadget), widgets (kind Widget)".
-func listServed(resources map[string]metav1.APIResource) string {
-	var names []string
-	for name, r := range resources {
-		if !strings.Contains(name, "/") {
-			names = append(names, name+" (kind "+r.Kind+")")
-		}
-	}
-	if len(names) == 0 {
-		return "nothing"
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }
 
 // call sends r and hands the Content-Type and body of the answer to read.

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -90,7 +91,7 @@ type Conn struct {
 	base          url.URL                 // scheme://host[/path prefix]
 	http, watches *http.Client            // watches: the same transport without cfg.Timeout
 	limiter       flowcontrol.RateLimiter // nil: no client-side limit
-	discovery     discovery               // what the server serves, for declared types' checks
+	discovery     discovery.Cache         // what the server serves, for declared types' checks
 	requests      requestObserver         // a Manager's rest_client_* series; nil: not counted
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/discovery"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,34 +46,6 @@ func fakeDiscovery(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func TestDiscovery_Due_AsksAgainOnlyAfterAMissAndAtMostOncePerSecond(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	doc := map[string]metav1.APIResource{"widgets": {Name: "widgets", Kind: "Widget"}}
-	for _, tc := range []struct {
-		what  string
-		s     served
-		after time.Duration
-		name  string
-		want  bool
-	}{
-		{"never asked", served{}, 0, "widgets", true},
-		{"has it", served{fetched: t0, resources: doc}, time.Hour, "widgets", false},
-		{"lacks it, asked just before", served{fetched: t0, resources: doc}, 999 * time.Millisecond, "gadgets", false},
-		{"lacks it, asked a second before", served{fetched: t0, resources: doc}, time.Second, "gadgets", true},
-		{"lacks the subresource, asked a second before", served{fetched: t0, resources: doc}, time.Second, "widgets/status", true},
-		{"group version not served, asked just before", served{fetched: t0}, 999 * time.Millisecond, "widgets", false},
-		{"group version not served, asked a second before", served{fetched: t0}, time.Second, "widgets", true},
-		{"stale, asked just before", served{fetched: t0, resources: doc, stale: true}, 999 * time.Millisecond, "widgets", false},
-		{"stale, asked a second before", served{fetched: t0, resources: doc, stale: true}, time.Second, "widgets", true},
-		{"failed, asked just before", served{fetched: t0, err: errors.New("boom")}, 999 * time.Millisecond, "widgets", false},
-		{"failed, asked a second before", served{fetched: t0, err: errors.New("boom")}, time.Second, "widgets", true},
-	} {
-		if got := tc.s.due(t0.Add(tc.after), tc.name); got != tc.want {
-			t.Errorf("%s: due(+%v, %q) = %v, want %v", tc.what, tc.after, tc.name, got, tc.want)
-		}
-	}
-}
-
 // A missing CRD read in a hot loop by many goroutines costs one discovery
 // request per second, and no request for the resource itself.
 func TestDiscovery_FaultInjection_MissingGroupVersion_IsAskedForOncePerSecond(t *testing.T) {
@@ -92,7 +65,7 @@ func TestDiscovery_FaultInjection_MissingGroupVersion_IsAskedForOncePerSecond(t 
 	}
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
-	conn.discovery.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	conn.discovery.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	c := NewClient[notInstalledGizmo](conn)
 	want := "kctl: gizmos.absent.kctl.example.com/v1 is not installed on the API server: apply its CRD " +
@@ -151,7 +124,7 @@ func TestDiscovery_FaultInjection_RequestEndedByTheContext_RecordsNothing(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.discovery.now = func() time.Time { return time.Unix(1000, 0) } // never a second later
+	conn.discovery.Now = func() time.Time { return time.Unix(1000, 0) } // never a second later
 	g := NewClient[gizmo](conn)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-asked; cancel() }()
@@ -373,7 +346,7 @@ func TestClientFor_CRDNotInstalled_CachedReadsFailAtOnceThenWorkOnceItIsApplied(
 	m := testManager(t, cfg, ns, Options{})
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
-	m.conn.discovery.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	m.conn.discovery.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	c := ClientFor[ffWidget](m)
 	startManager(t, m)
 
@@ -400,7 +373,7 @@ func TestClientFor_CRDNotInstalled_CachedReadsFailAtOnceThenWorkOnceItIsApplied(
 		return code == http.StatusOK
 	})
 	mu.Lock()
-	now = now.Add(discoveryRefresh)
+	now = now.Add(discovery.Refresh)
 	mu.Unlock()
 	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second) // the informer polls a missing CRD every 10s at most
 	defer cancel()

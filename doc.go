@@ -31,26 +31,25 @@
 //
 //  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled).
 //  2. resource.go: Object, Resource and Key: which API resource a Go type is.
-//  3. discovery.go: the server's discovery documents, cached per group version.
-//  4. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
-//  5. codec.go: objects as protobuf or JSON; lists; the watch stream.
-//  6. client.go: Client[T], typed requests: Get, List, list pages, watches.
-//  7. client_writes.go: Create, Update, Patch, Apply, Delete.
-//  8. handler.go: Event[T], and how events reach a handler.
-//  9. store.go: the informer's objects, indexes and field selectors.
-//  10. informer.go: Informer[T]: its state and reads (Get, List, waits).
-//  11. list_watch.go: the informer's write side: list, watch, relist, backoff.
-//  12. readyourwrites.go: cached reads wait for this Manager's own writes.
-//  13. cache.go: Cache, one informer per resource, and cached Client reads.
-//  14. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
-//  15. sources.go: events of owned and watched objects turned into keys.
-//  16. queue.go: Queue: fair, stingy, exclusive, with low priority.
-//  17. queue_delay.go: AddAfter on top of it.
-//  18. ratelimit.go: AddRateLimited, Forget and the per-key backoff.
-//  19. runnable.go: Runnable, goroutine groups, leadership terms.
-//  20. controller.go: Controller[T]: its builder, sources and enqueue.
-//  21. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  22. manager.go: Manager: NewManager, ClientFor, NewController, Start.
+//  3. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
+//  4. codec.go: objects as protobuf or JSON; lists; the watch stream.
+//  5. client.go: Client[T], typed requests: Get, List, list pages, watches.
+//  6. client_writes.go: Create, Update, Patch, Apply, Delete.
+//  7. handler.go: Event[T], and how events reach a handler.
+//  8. store.go: the informer's objects, indexes and field selectors.
+//  9. informer.go: Informer[T]: its state and reads (Get, List, waits).
+//  10. list_watch.go: the informer's write side: list, watch, relist, backoff.
+//  11. readyourwrites.go: cached reads wait for this Manager's own writes.
+//  12. cache.go: Cache, one informer per resource, and cached Client reads.
+//  13. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
+//  14. sources.go: events of owned and watched objects turned into keys.
+//  15. queue.go: Queue: fair, stingy, exclusive, with low priority.
+//  16. queue_delay.go: AddAfter on top of it.
+//  17. ratelimit.go: AddRateLimited, Forget and the per-key backoff.
+//  18. runnable.go: Runnable, goroutine groups, leadership terms.
+//  19. controller.go: Controller[T]: its builder, sources and enqueue.
+//  20. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  21. manager.go: Manager: NewManager, ClientFor, NewController, Start.
 //
 // # How data flows
 //

@@ -1,8 +1,16 @@
-package kctl
+// Package discovery caches an API server's discovery documents, one per
+// group version. The server's discovery document of a group version (GET
+// /api/v1, GET /apis/<group>/<version>, a metav1.APIResourceList) says
+// what it serves there: each resource's plural, kind, scope and
+// subresources. kctl reads it to check a declared Resource before its
+// first request, so that a wrong declaration fails with an error naming
+// the difference and the fix, not with a misleading 404.
+package discovery
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -10,36 +18,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The server's discovery document of a group version (GET /api/v1, GET
-// /apis/<group>/<version>, a metav1.APIResourceList) says what it serves
-// there: each resource's plural, kind, scope and subresources. kctl reads it
-// to check a declared Resource before its first request, so that a wrong
-// declaration fails with an error naming the difference and the fix, not
-// with a misleading 404. The server is the truth: kctl never takes its
-// answer over a declaration silently, as a program that disagrees with the
-// server about where its objects live would misread them elsewhere too.
-
-// discoveryRefresh is the least time between two requests for one group
+// Refresh is the least time between two requests for one group
 // version's discovery document on one Conn.
-const discoveryRefresh = time.Second
+const Refresh = time.Second
 
-// discovery caches one Conn's discovery documents, one per group version.
+// Cache caches one connection's discovery documents, one per group version.
 //
 // Bounds: one request per group version at a time, the others wait for
 // it. A document is asked for again only when a check misses in it (its
 // group version, resource or subresource is not there), when the last request
 // for it failed, or when the server answered "not installed" to a request for
-// a resource it lists, and then at most once per discoveryRefresh (1 s): a
+// a resource it lists, and then at most once per Refresh (1 s): a
 // missing CRD costs at most one discovery request per second per group
 // version however often it is used, and a CRD applied later is seen by the
 // first check a second or more after the last request. A document that has
 // what a check wants is kept for the Conn's life.
 //
 // The zero value is ready to use. Safe for concurrent use.
-type discovery struct {
+type Cache struct {
 	mu   sync.Mutex
 	docs map[string]*served // by group version, e.g. "apps/v1" or "v1"
-	now  func() time.Time   // nil: time.Now (tests set a fake clock)
+	// Now is the clock; nil means time.Now (tests set a fake one).
+	Now func() time.Time
 }
 
 // served is what one group version serves. Only a holder of lock reads or
@@ -54,15 +54,14 @@ type served struct {
 	stale     bool                          // a request contradicted the document
 }
 
-// fetchDocument reads the discovery document at path ("/api/v1",
-// "/apis/apps/v1"): nil if the server does not serve it. The Client's
-// getDiscovery is the one the package uses.
-type fetchDocument func(ctx context.Context, path string) (map[string]metav1.APIResource, error)
+// Fetch reads the discovery document at path ("/api/v1",
+// "/apis/apps/v1"): nil if the server does not serve it.
+type Fetch func(ctx context.Context, path string) (map[string]metav1.APIResource, error)
 
-// lookup returns what group version gv serves (nil if it serves nothing
+// Lookup returns what group version gv serves (nil if it serves nothing
 // there), asking the server with get first if the cached document is
 // missing, failed, stale or lacks name, within the bounds above.
-func (d *discovery) lookup(ctx context.Context, get fetchDocument, gv, name string) (map[string]metav1.APIResource, error) {
+func (d *Cache) Lookup(ctx context.Context, get Fetch, gv, name string) (map[string]metav1.APIResource, error) {
 	s := d.entry(gv)
 	select {
 	case s.lock <- struct{}{}:
@@ -80,8 +79,8 @@ func (d *discovery) lookup(ctx context.Context, get fetchDocument, gv, name stri
 	return s.resources, s.err
 }
 
-// outdated marks gv's document stale: a request found a resource it lists missing.
-func (d *discovery) outdated(ctx context.Context, gv string) {
+// Outdated marks gv's document stale: a request found a resource it lists missing.
+func (d *Cache) Outdated(ctx context.Context, gv string) {
 	s := d.entry(gv)
 	select {
 	case s.lock <- struct{}{}:
@@ -91,7 +90,7 @@ func (d *discovery) outdated(ctx context.Context, gv string) {
 	}
 }
 
-func (d *discovery) entry(gv string) *served {
+func (d *Cache) entry(gv string) *served {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.docs == nil {
@@ -105,11 +104,11 @@ func (d *discovery) entry(gv string) *served {
 	return s
 }
 
-func (d *discovery) clock() time.Time {
-	if d.now == nil {
+func (d *Cache) clock() time.Time {
+	if d.Now == nil {
 		return time.Now()
 	}
-	return d.now()
+	return d.Now()
 }
 
 // due reports whether s must be asked for again by a check of name at now.
@@ -117,7 +116,7 @@ func (s *served) due(now time.Time, name string) bool {
 	if s.fetched.IsZero() {
 		return true
 	}
-	if now.Sub(s.fetched) < discoveryRefresh {
+	if now.Sub(s.fetched) < Refresh {
 		return false
 	}
 	_, ok := s.resources[name]
@@ -127,7 +126,7 @@ func (s *served) due(now time.Time, name string) bool {
 // fetch asks the server for gv's document and records the answer. A request
 // that fails because ctx ended records nothing and returns its error: a later
 // check with a live context asks again.
-func (s *served) fetch(ctx context.Context, get fetchDocument, gv string, now time.Time) error {
+func (s *served) fetch(ctx context.Context, get Fetch, gv string, now time.Time) error {
 	path := "/apis/" + gv
 	if !strings.Contains(gv, "/") {
 		path = "/api/" + gv
@@ -141,4 +140,19 @@ func (s *served) fetch(ctx context.Context, get fetchDocument, gv string, now ti
 	s.err = err
 	s.stale = false
 	return nil
+}
+
+// ListServed lists the resources of a discovery document, e.g. "gadgets (kind Gadget), widgets (kind Widget)".
+func ListServed(resources map[string]metav1.APIResource) string {
+	var names []string
+	for name, r := range resources {
+		if !strings.Contains(name, "/") {
+			names = append(names, name+" (kind "+r.Kind+")")
+		}
+	}
+	if len(names) == 0 {
+		return "nothing"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
