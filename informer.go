@@ -14,13 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
-// olderRV reports whether resourceVersion a is older than b. Kubernetes
-// resourceVersions are comparable since 1.35; unparsable ones count as not older.
-func olderRV(a, b string) bool {
-	cmp, err := resourceversion.CompareResourceVersion(a, b)
-	return err == nil && cmp < 0
-}
-
 // Informer keeps a local, read-only copy of one resource's objects in scope
 // and tells handlers about every change.
 //

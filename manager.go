@@ -211,7 +211,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 	c.informer = informer
 	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
 	c.caches = append(c.caches, c.informer)
-	c.client.afterWrite = func(obj metav1.Object) { m.writes.record(c.res, obj) } // finalizer writes
+	c.client.afterWrite = func(obj metav1.Object) { m.writes.Record(c.res.String(), obj) } // finalizer writes
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -239,10 +239,10 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 		return c // every call returns c.err
 	}
 	c.afterWrite = func(obj metav1.Object) {
-		m.writes.record(res, obj)
+		m.writes.Record(res.String(), obj)
 	}
 	c.afterDelete = func(namespace, name string, uid types.UID) {
-		m.writes.recordDelete(res, namespace, name, uid)
+		m.writes.RecordDelete(res.String(), namespace, name, uid)
 	}
 	return c
 }
