@@ -17,7 +17,6 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/discovery"
-	"github.com/kctl-dev/kctl/internal/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -379,7 +378,7 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	token := ""
 	restarts := 0
 	for {
-		items, meta, bad, err := c.listPage(ctx, opts, "", listPageSize, token, nil)
+		items, meta, bad, err := c.listPage(ctx, opts, listPageSize, token)
 		if err != nil && token != "" && apierrors.IsResourceExpired(err) && restarts < listMaxRestarts {
 			all = nil
 			skipped = nil
@@ -407,31 +406,20 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	}
 }
 
-// listPage is one List request (list_watch.go pages through it); resourceVersion
-// goes only with the first page, and limit 0 means none. Undecodable objects
-// are left out of items, skipped naming each; err is for the whole page. If
-// early is set, it gets the page's ListMeta (a protobuf page's) as soon as
-// the page is read, before its objects are decoded: time to ask for the next.
-func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, resourceVersion string, limit int64, continueToken string,
-	early func(metav1.ListMeta)) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
+// listPage is one List request (list_watch.go pages through it); limit 0
+// means none. Undecodable objects are left out of items, skipped naming
+// each; err is for the whole page.
+func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, limit int64, continueToken string) (
+	items []*T, meta metav1.ListMeta, skipped []error, err error) {
 	q := opts.query()
 	if limit > 0 {
 		q.Set("limit", strconv.FormatInt(limit, 10))
 	}
 	if continueToken != "" {
 		q.Set("continue", continueToken)
-	} else if resourceVersion != "" {
-		q.Set("resourceVersion", resourceVersion)
 	}
 	r := request{verb: "list", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
-		if early != nil && isProto(ct) {
-			if _, raw, err := protowire.Unwrap(body); err == nil {
-				if m, err := protowire.Field(raw, 1); err == nil && safeUnmarshal(&meta, m) == nil {
-					early(meta)
-				}
-			}
-		}
 		items, meta, skipped, err = c.codec.decodeList(ct, body)
 		return err
 	})

@@ -13,11 +13,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -108,84 +106,65 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 }
 
 // list lists w's namespace in pages (so the response buffer stays small),
-// stores the result and tells the handlers what changed. Pages overlap: the
-// next is asked for as soon as a page is read, while it is being decoded and
-// the one before is prepared for the store, so the API server's work and
-// ours run side by side; at most two pages are ahead of the one prepared.
+// stores the result and tells the handlers what changed.
 func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
-	type page struct {
-		objs    []*T
-		meta    metav1.ListMeta
-		skipped []error
-		err     error
-		next    chan page // the next page, if asked for early
-	}
-	var fetches sync.WaitGroup
-	defer fetches.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()                  // before Wait: an early fetch of a page never used ends at once
-	ahead := make(chan struct{}, 2) // pages asked for and not yet taken below
-	var fetch func(token string) chan page
-	fetch = func(token string) chan page {
-		ch := make(chan page, 1)
-		fetches.Go(func() {
-			var p page
-			select {
-			case ahead <- struct{}{}:
-			case <-ctx.Done():
-				ch <- page{err: ctx.Err()}
-				return
-			}
-			p.objs, p.meta, p.skipped, p.err = i.client.listPage(ctx, w.opts, "", cachePageSize, token, func(m metav1.ListMeta) {
-				if m.Continue != "" {
-					p.next = fetch(m.Continue)
-				}
-			})
-			ch <- p
-		})
-		return ch
-	}
 	var all []*T
 	var bad []*decodeError
-	for p := <-fetch(""); ; p = <-p.next {
-		if p.err != nil {
-			return p.err // a page that failed to start holds no place ahead
+	token := ""
+	for {
+		objs, meta, skipped, err := i.client.listPage(ctx, w.opts, cachePageSize, token)
+		if err != nil {
+			return err
 		}
-		<-ahead
-		for _, err := range p.skipped {
-			de, ok := errors.AsType[*decodeError](err)
-			if !ok || de.Name == "" {
-				de = &decodeError{err: err}
-				i.log.Warn("kctl: cache could not decode an object, not even its metadata: this list deletes no object from the cache",
-					"resource", i.res.String(), "err", err)
-			}
-			bad = append(bad, de)
+		for _, err := range skipped {
+			bad = append(bad, i.keyed(err))
 		}
-		for _, obj := range p.objs {
+		for _, obj := range objs {
 			i.transform(obj)
 			i.sharer.share(obj)
 			all = append(all, obj)
 		}
-		if p.meta.Continue == "" {
-			i.mu.Lock()
-			initial := !w.synced
-			before := maps.Clone(i.store.bad)
-			i.store.replace(w.opts.Namespace, all, bad, func(t EventType, obj, old *T) {
-				i.emitLocked(Event[T]{Type: t, Object: obj, Old: old, Initial: initial, Relisted: !initial})
-			})
-			report := i.badChangesLocked(before)
-			w.rv = p.meta.ResourceVersion
-			w.synced = true
-			w.err = nil
-			i.notifyLocked()
-			i.mu.Unlock()
-			report()
+		token = meta.Continue
+		if token == "" {
+			i.stored(w, all, bad, meta.ResourceVersion)
 			return nil
 		}
-		if p.next == nil { // not asked for early (a JSON page)
-			p.next = fetch(p.meta.Continue)
-		}
 	}
+}
+
+// keyed is the decodeError of an object a list could not decode. One
+// without a key (not even its metadata decoded) is logged: the list then
+// deletes no object from the cache, as any might be that one.
+func (i *Informer[T]) keyed(err error) *decodeError {
+	de, ok := errors.AsType[*decodeError](err)
+	if ok && de.Name != "" {
+		return de
+	}
+	i.log.Warn("kctl: cache could not decode an object, not even its metadata: "+
+		"this list deletes no object from the cache",
+		"resource", i.res.String(), "err", err)
+	return &decodeError{err: err}
+}
+
+// stored makes the store's objects of w's namespace a list's result,
+// listed at resourceVersion rv, and tells the handlers what changed.
+func (i *Informer[T]) stored(w *watchState, all []*T, bad []*decodeError, rv string) {
+	i.mu.Lock()
+	initial := !w.synced
+	before := maps.Clone(i.store.bad)
+	i.store.replace(w.opts.Namespace, all, bad, func(t EventType, obj, old *T) {
+		e := Event[T]{Type: t, Object: obj, Old: old}
+		e.Initial = initial
+		e.Relisted = !initial
+		i.emitLocked(e)
+	})
+	report := i.badChangesLocked(before)
+	w.rv = rv
+	w.synced = true
+	w.err = nil
+	i.notifyLocked()
+	i.mu.Unlock()
+	report()
 }
 
 // watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
