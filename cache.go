@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kctl-dev/kctl/internal/share"
 )
 
 // Informer keeps a local, read-only copy of one resource's objects in scope
@@ -34,13 +36,13 @@ import (
 // informer is the store's only writer: objects from reads and events are
 // shared, must not be modified (deepCopy first), and may be stale. Stored
 // objects also share equal strings, string maps and resource lists with each
-// other (share.go): the Pods of one workload hold one copy of their labels,
+// other (internal/share): the Pods of one workload hold one copy of their labels,
 // image and requests, which more than halves a Pod's memory in the cache.
 type Informer[T any] struct {
 	res       Resource
 	client    *Client[T]
-	transform func(obj *T) // readies a decoded object for the store
-	sharer    *sharer      // then makes it share equal parts with stored objects
+	transform func(obj *T)     // readies a decoded object for the store
+	sharer    *share.Sharer[T] // then makes it share equal parts with stored objects
 	resync    time.Duration
 	healthy   time.Duration // a watch open this long resets the backoff: healthyWatch, shorter in tests
 	log       *slog.Logger
@@ -301,7 +303,7 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
 	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, healthy: healthyWatch, log: c.opts.Logger,
-		store: newStore[T](), sharer: newSharer[T](), transform: func(obj *T) {
+		store: newStore[T](), sharer: share.New[T](), transform: func(obj *T) {
 			if !keep {
 				metaOf(obj).SetManagedFields(nil)
 			}

@@ -121,7 +121,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 		}
 		for _, obj := range p.objs {
 			i.transform(obj)
-			i.sharer.share(obj)
+			i.sharer.Share(obj)
 			all = append(all, obj)
 		}
 		if p.meta.Continue == "" {
@@ -192,7 +192,7 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		i.transform(obj)
 	}
 	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
-		i.sharer.share(obj)
+		i.sharer.Share(obj)
 	}
 	k := objKey{m.GetNamespace(), m.GetName()}
 	wasBad := false
