@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/share"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -171,7 +172,7 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
 	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, healthy: healthyWatch, log: c.opts.Logger,
-		store: newStore[T](), sharer: newSharer[T](), transform: func(obj *T) {
+		store: newStore[T](), sharer: share.New[T](), transform: func(obj *T) {
 			if !keep {
 				metaOf(obj).SetManagedFields(nil)
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/share"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -36,13 +37,13 @@ import (
 // informer is the store's only writer: objects from reads and events are
 // shared, must not be modified (deepCopy first), and may be stale. Stored
 // objects also share equal strings, string maps and resource lists with each
-// other (share.go): the Pods of one workload hold one copy of their labels,
+// other (internal/share): the Pods of one workload hold one copy of their labels,
 // image and requests, which more than halves a Pod's memory in the cache.
 type Informer[T any] struct {
 	res       Resource
 	client    *Client[T]
-	transform func(obj *T) // readies a decoded object for the store
-	sharer    *sharer      // then makes it share equal parts with stored objects
+	transform func(obj *T)     // readies a decoded object for the store
+	sharer    *share.Sharer[T] // then makes it share equal parts with stored objects
 	resync    time.Duration
 	healthy   time.Duration // a watch open this long resets the backoff: healthyWatch, shorter in tests
 	log       *slog.Logger
@@ -292,7 +293,7 @@ func rvAtLeast(have, rv string) bool {
 // Stats returns the number of objects and their encoded size (protobuf for
 // built-in types, JSON for declared ones): what they hold, not what they
 // take. Decoded alone, a Pod takes several times its encoded size; in the
-// cache, objects share their equal parts (share.go), so the Pods of a few
+// cache, objects share their equal parts (internal/share), so the Pods of a few
 // workloads take less. It measures the objects stored since the last call,
 // off the watch's hot path. For the metrics page.
 func (i *Informer[T]) Stats() (objects int, bytes int64) {

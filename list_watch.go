@@ -121,7 +121,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 		}
 		for _, obj := range objs {
 			i.transform(obj)
-			i.sharer.share(obj)
+			i.sharer.Share(obj)
 			all = append(all, obj)
 		}
 		token = meta.Continue
@@ -213,7 +213,7 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		i.transform(obj)
 	}
 	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
-		i.sharer.share(obj)
+		i.sharer.Share(obj)
 	}
 	k := objKey{m.GetNamespace(), m.GetName()}
 	wasBad := false

@@ -1,0 +1,284 @@
+package share
+
+import (
+	"bytes"
+	"hash/maphash"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+	"weak"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// A Sharer makes new objects of type T share equal parts with the objects
+// it saw before that are still alive (the package doc says how).
+//
+// The zero Sharer shares nothing: get one from New. Most callers call
+// Share on each new object before they store it. Safe for concurrent use
+// (an informer's watches share one).
+type Sharer[T any] struct {
+	sharer
+}
+
+// New returns a Sharer for T's objects. The first New of a type works out,
+// by reflection, where its shareable parts are.
+func New[T any]() *Sharer[T] {
+	s := &Sharer[T]{}
+	s.plan = planFor(reflect.TypeFor[T]())
+	s.seed = maphash.MakeSeed()
+	s.seen = map[key]weak.Pointer[byte]{}
+	s.once = map[uint64]uint64{}
+	return s
+}
+
+// Share makes obj point at equal parts seen before. obj must be new: its
+// memory is changed in place, so call Share before anybody else holds any
+// of it. Do not modify obj afterwards: other objects hold its parts.
+func (s *Sharer[T]) Share(obj *T) {
+	s.share(unsafe.Pointer(obj))
+}
+
+// sharer is a Sharer's state, apart from T so that its code is compiled
+// once for all types.
+//
+// Every entry of seen is a weak pointer to a copy the sharer made of a
+// part, keyed by the part's type, hash and size. An entry whose part was
+// freed is dropped when seen has doubled since the last sweep (swept is
+// len(seen) after it), so seen holds at most about twice as many entries
+// as there are distinct parts alive, plus 1024.
+//
+// once holds the hashes of the keys seen once lately, at most onceMax,
+// each with the number of the object it was seen in; objects counts the
+// objects shared so far.
+type sharer struct {
+	mu      sync.Mutex
+	plan    *plan // nil: the type has nothing to share
+	seed    maphash.Seed
+	seen    map[key]weak.Pointer[byte]
+	once    map[uint64]uint64
+	objects uint64
+	swept   int
+}
+
+// onceMax bounds the keys a sharer remembers having seen once: a value
+// shares only if it is seen again within the next onceMax values seen once.
+const onceMax = 8192
+
+// A key finds a part in seen. plan is stringPlan for strings; size is the
+// bytes of a string or block, the entries of a map.
+type key struct {
+	plan *plan
+	hash uint64
+	size uintptr
+}
+
+// share makes the value of s's type at obj point at equal parts seen
+// before.
+func (s *sharer) share(obj unsafe.Pointer) {
+	if s.plan == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects++
+	s.walk(s.plan, obj)
+}
+
+// walk shares the parts of the value of p's type at at. Each store
+// compares first, so memory that is already shared is never written.
+func (s *sharer) walk(p *plan, at unsafe.Pointer) {
+	switch p.kind {
+	case kindString:
+		str := (*string)(at)
+		seen := s.string(*str)
+		if unsafe.StringData(seen) != unsafe.StringData(*str) {
+			*str = seen
+		}
+	case kindStringMap:
+		m := (*map[string]string)(at)
+		seen := shareMap(s, p, *m)
+		if !sameMap(seen, *m) {
+			*m = seen
+		}
+	case kindResourceList:
+		m := (*corev1.ResourceList)(at)
+		seen := shareMap(s, p, *m)
+		if !sameMap(seen, *m) {
+			*m = seen
+		}
+	case kindQuantity:
+		// Readers make the canonical string (String, Size): make it
+		// while the Quantity is ours, and share it like any string.
+		_ = (*resource.Quantity)(at).String()
+		if quantityString != 0 {
+			str := unsafe.Add(at, quantityString)
+			s.walk(stringPlan, str)
+		}
+	case kindStruct:
+		for _, f := range p.fields {
+			s.walk(f.plan, unsafe.Add(at, f.offset))
+		}
+	case kindPointer:
+		ptr := (*unsafe.Pointer)(at)
+		if *ptr == nil {
+			return
+		}
+		s.walkBlock(p, *ptr, 1)
+		seen := s.block(p, *ptr, 1)
+		if seen != *ptr {
+			*ptr = seen
+		}
+	case kindSlice:
+		h := (*sliceHeader)(at)
+		if h.len == 0 {
+			return
+		}
+		s.walkBlock(p, h.data, h.len)
+		seen := s.block(p, h.data, h.len)
+		if seen != h.data || h.cap != h.len {
+			h.data = seen
+			h.cap = h.len // every header of a block alike
+		}
+	}
+}
+
+type sliceHeader struct {
+	data unsafe.Pointer
+	len  int
+	cap  int
+}
+
+// walkBlock shares the parts of the n elements at at and zeroes their
+// padding.
+func (s *sharer) walkBlock(p *plan, at unsafe.Pointer, n int) {
+	size := p.typ.Size()
+	for i := range n {
+		elem := unsafe.Add(at, uintptr(i)*size)
+		if p.elem != nil {
+			s.walk(p.elem, elem)
+		}
+		for _, h := range p.holes {
+			start := (*byte)(unsafe.Add(elem, h.offset))
+			hole := unsafe.Slice(start, h.size)
+			if slices.ContainsFunc(hole, nonzero) {
+				clear(hole)
+			}
+		}
+	}
+}
+
+func nonzero(b byte) bool { return b != 0 }
+
+// string returns an equal string seen before, or a remembered copy of str.
+func (s *sharer) string(str string) string {
+	if str == "" {
+		return str
+	}
+	h := maphash.String(s.seed, str)
+	k := key{stringPlan, h, uintptr(len(str))}
+	seen := s.seen[k].Value()
+	if seen != nil && unsafe.String(seen, len(str)) == str {
+		return unsafe.String(seen, len(str))
+	}
+	if !s.again(k) {
+		return str
+	}
+	c := strings.Clone(str)
+	s.remember(k, unsafe.StringData(c))
+	return c
+}
+
+// block returns the memory of n earlier elements of p's type equal to the
+// n at at, or a remembered copy of them.
+func (s *sharer) block(p *plan, at unsafe.Pointer, n int) unsafe.Pointer {
+	size := uintptr(n) * p.typ.Size()
+	b := unsafe.Slice((*byte)(at), size)
+	k := key{p, maphash.Bytes(s.seed, b), size}
+	seen := s.seen[k].Value()
+	if seen != nil && bytes.Equal(unsafe.Slice(seen, size), b) {
+		return unsafe.Pointer(seen)
+	}
+	if !s.again(k) {
+		return at
+	}
+	// Typed memory: the collector sees the copy's pointers.
+	c := reflect.MakeSlice(p.slice, n, n)
+	h := &sliceHeader{data: at, len: n, cap: n}
+	old := reflect.NewAt(p.slice, unsafe.Pointer(h))
+	reflect.Copy(c, old.Elem())
+	s.remember(k, (*byte)(c.UnsafePointer()))
+	return c.UnsafePointer()
+}
+
+// shareMap returns an equal map seen before, or a remembered copy of m.
+// Maps are found by a hash of their entries that ignores their order.
+func shareMap[K ~string, V comparable](s *sharer, p *plan, m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return m
+	}
+	h := uint64(0)
+	for k, v := range m {
+		hk := maphash.String(s.seed, string(k))
+		hv := maphash.Comparable(s.seed, v)
+		h += (hk ^ hv*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
+	}
+	k := key{p, h, uintptr(len(m))}
+	seen := s.seen[k].Value()
+	if seen != nil {
+		old := *(*map[K]V)(unsafe.Pointer(&seen))
+		if maps.Equal(old, m) {
+			return old
+		}
+	}
+	if !s.again(k) {
+		return m
+	}
+	c := maps.Clone(m)
+	s.remember(k, *(**byte)(unsafe.Pointer(&c)))
+	return c
+}
+
+// sameMap says whether a and b are the same map, not just equal ones.
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	pa := *(*unsafe.Pointer)(unsafe.Pointer(&a))
+	pb := *(*unsafe.Pointer)(unsafe.Pointer(&b))
+	return pa == pb
+}
+
+// again says whether a part of key k, not found in seen, is worth
+// remembering: only when it is seen again, so that the many values unique
+// to one object (its IP, its container IDs) cost no entry in seen.
+func (s *sharer) again(k key) bool {
+	h := maphash.Comparable(s.seed, k)
+	obj, ok := s.once[h]
+	if ok && obj != s.objects {
+		return true
+	}
+	if len(s.once) >= onceMax {
+		clear(s.once)
+	}
+	s.once[h] = s.objects
+	return false
+}
+
+// remember makes k find c, a copy the sharer made, as long as c lives, and
+// drops the entries of freed parts once seen has doubled since the last
+// sweep.
+func (s *sharer) remember(k key, c *byte) {
+	s.seen[k] = weak.Make(c)
+	if len(s.seen) < 2*s.swept+1024 {
+		return
+	}
+	maps.DeleteFunc(s.seen, freed)
+	s.swept = len(s.seen)
+}
+
+// freed says whether the part an entry of seen points at was freed.
+func freed(_ key, p weak.Pointer[byte]) bool {
+	return p.Value() == nil
+}
