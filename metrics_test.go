@@ -1,16 +1,17 @@
 package kctl
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/prom"
 )
 
 func scrapeMetrics(t *testing.T, h http.Handler) string {
@@ -26,38 +27,47 @@ func scrapeMetrics(t *testing.T, h http.Handler) string {
 	return rec.Body.String()
 }
 
-func TestPage_FamiliesAndSeriesInAnyOrder_WrittenSortedWithHelpAndType(t *testing.T) {
-	h := newHistogram([]float64{0.1, 1})
-	h.observe(0.05)
-	h.observe(0.1) // le is inclusive
-	h.observe(3)
-	p := &page{}
-	p.gauge("b_gauge", "A gauge.\nSecond line with a \\.", 2.5, "x", "2")
-	p.counter("a_total", "A counter.", 7, "k", "v")
-	p.gauge("b_gauge", "A gauge.\nSecond line with a \\.", math.Inf(-1), "x", "1")
-	p.histogram("c_seconds", "A histogram.", h, "controller", `q"uote`, "name", "back\\slash\nnewline")
-	var b bytes.Buffer
-	if err := p.writeTo(&b); err != nil {
-		t.Fatal(err)
+// samples returns a page's sample lines as series (name and labels) -> value.
+func samples(page string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.Lines(page) {
+		if k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " "); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
 	}
-	want := `# HELP a_total A counter.
-# TYPE a_total counter
-a_total{k="v"} 7
-# HELP b_gauge A gauge.\nSecond line with a \\.
-# TYPE b_gauge gauge
-b_gauge{x="1"} -Inf
-b_gauge{x="2"} 2.5
-# HELP c_seconds A histogram.
-# TYPE c_seconds histogram
-c_seconds_bucket{controller="q\"uote",name="back\\slash\nnewline",le="0.1"} 2
-c_seconds_bucket{controller="q\"uote",name="back\\slash\nnewline",le="1"} 2
-c_seconds_bucket{controller="q\"uote",name="back\\slash\nnewline",le="+Inf"} 3
-c_seconds_sum{controller="q\"uote",name="back\\slash\nnewline"} 3.15
-c_seconds_count{controller="q\"uote",name="back\\slash\nnewline"} 3
-`
-	if got := b.String(); got != want {
-		t.Errorf("page:\n%s\nwant:\n%s", got, want)
+	return out
+}
+
+// familyDocs returns a page's families as name -> TYPE, and name -> HELP.
+func familyDocs(page string) (typ, help map[string]string) {
+	typ, help = map[string]string{}, map[string]string{}
+	for line := range strings.Lines(strings.TrimSpace(page)) {
+		line = strings.TrimSuffix(line, "\n")
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, t, _ := strings.Cut(rest, " ")
+			typ[name] = t
+		}
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, h, _ := strings.Cut(rest, " ")
+			help[name] = h
+		}
 	}
+	return typ, help
+}
+
+// value returns the value of series on page as a float, failing the test
+// if it is missing.
+func value(t *testing.T, page map[string]string, series string) float64 {
+	t.Helper()
+	s, ok := page[series]
+	if !ok {
+		t.Fatalf("page has no series %s", series)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("%s = %q: %v", series, s, err)
+	}
+	return v
 }
 
 func TestMetrics_InformersAndLeader_ExactPage(t *testing.T) {
@@ -158,56 +168,20 @@ func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
 	}
 }
 
-func TestHistogram_Observe_CountsIntoFirstBucketAtOrAboveValue(t *testing.T) {
-	h := newHistogram([]float64{1, 2, 5})
-	for i, step := range []struct {
-		v    float64
-		want []uint64 // cumulative le=1, 2, 5, +Inf
-	}{
-		{0.5, []uint64{1, 1, 1, 1}},
-		{1, []uint64{2, 2, 2, 2}}, // le is inclusive
-		{1.0000001, []uint64{2, 3, 3, 3}},
-		{5, []uint64{2, 3, 4, 4}},
-		{7, []uint64{2, 3, 4, 5}},
-		{-3, []uint64{3, 4, 5, 6}},
-	} {
-		h.observe(step.v)
-		if got := h.cumulative(); fmt.Sprint(got) != fmt.Sprint(step.want) {
-			t.Errorf("step %d: after observe(%v) cumulative() = %v, want %v", i, step.v, got, step.want)
-		}
-	}
-	if sum := math.Float64frombits(h.sumBits.Load()); math.Abs(sum-11.5000001) > 1e-9 {
-		t.Errorf("sum = %v, want 11.5000001", sum)
-	}
-}
-
-func TestHistogram_ConcurrentObservations_NoneLost(t *testing.T) {
-	h := newHistogram(reconcileBuckets)
-	const goroutines, each = 8, 1000
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range each {
-				h.observe(0.25) // exact in binary: the sum is exact too
-			}
-		})
-	}
-	wg.Wait()
-	c := h.cumulative()
-	if got := c[len(c)-1]; got != goroutines*each {
-		t.Errorf("count = %d, want %d", got, goroutines*each)
-	}
-	if got := math.Float64frombits(h.sumBits.Load()); got != 0.25*goroutines*each {
-		t.Errorf("sum = %v, want %v", got, 0.25*goroutines*each)
-	}
-}
-
 func TestWorkqueueBuckets_MatchControllerRuntimeLeLabels(t *testing.T) {
 	want := []string{"1e-08", "1e-07", "1e-06", "9.999999999999999e-06", "9.999999999999999e-05",
-		"0.001", "0.01", "0.1", "1", "10", "100", "1000"}
+		"0.001", "0.01", "0.1", "1", "10", "100", "1000", "+Inf"}
+	p := &prom.Page{}
+	p.Histogram("w", "W.", prom.NewHistogram(workqueueBuckets))
+	var b strings.Builder
+	if _, err := p.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
 	var got []string
-	for _, b := range workqueueBuckets {
-		got = append(got, formatFloat(b))
+	for line := range strings.Lines(b.String()) {
+		if _, le, ok := strings.Cut(line, `w_bucket{le="`); ok {
+			got = append(got, le[:strings.Index(le, `"`)])
+		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("workqueue le labels = %v, want %v", got, want)
@@ -217,20 +191,44 @@ func TestWorkqueueBuckets_MatchControllerRuntimeLeLabels(t *testing.T) {
 	}
 }
 
-func TestEscape_LabelValueAndHelp(t *testing.T) {
-	for _, c := range []struct{ in, label, help string }{
-		{`plain`, `plain`, `plain`},
-		{`a"b`, `a\"b`, `a"b`},
-		{`a\b`, `a\\b`, `a\\b`},
-		{"a\nb", `a\nb`, `a\nb`},
-		{`\n`, `\\n`, `\\n`}, // a literal backslash-n stays two characters
-		{"ünï\tcode", "ünï\tcode", "ünï\tcode"},
+// TestControllerMetrics_ActiveWorkers_CountsWorkersInAReconcile: as in
+// controller-runtime, controller_runtime_active_workers is 0 on an idle
+// controller whatever its MaxConcurrentReconciles, and counts each worker
+// between workerStarted and workerStopped, which bracket one Reconcile.
+func TestControllerMetrics_ActiveWorkers_CountsWorkersInAReconcile(t *testing.T) {
+	m := newMetrics()
+	cm := m.forController("widgets", 4)
+	const active = `controller_runtime_active_workers{controller="widgets"}`
+	const max = `controller_runtime_max_concurrent_reconciles{controller="widgets"}`
+	for i, step := range []struct {
+		do   func()
+		want string
+	}{
+		{func() {}, "0"}, // idle: no worker in a Reconcile
+		{cm.workerStarted, "1"},
+		{cm.workerStarted, "2"},
+		{cm.workerStopped, "1"},
+		{cm.workerStopped, "0"},
 	} {
-		if got := escapeLabel(c.in); got != c.label {
-			t.Errorf("escapeLabel(%q) = %q, want %q", c.in, got, c.label)
+		step.do()
+		s := samples(scrapeMetrics(t, m.handler()))
+		if s[active] != step.want || s[max] != "4" {
+			t.Errorf("step %d: %s = %q, %s = %q; want %s and 4", i, active, s[active], max, s[max], step.want)
 		}
-		if got := escapeHelp(c.in); got != c.help {
-			t.Errorf("escapeHelp(%q) = %q, want %q", c.in, got, c.help)
+	}
+}
+
+// TestMetricsPage_HasTheGoAndProcessCollectors: the page serves the
+// series of internal/prom's collectors next to kctl's.
+func TestMetricsPage_HasTheGoAndProcessCollectors(t *testing.T) {
+	typ, _ := familyDocs(scrapeMetrics(t, newMetrics().handler()))
+	want := map[string]string{"go_goroutines": "gauge", "go_gc_duration_seconds": "summary"}
+	if _, err := os.Stat("/proc/self/stat"); err == nil {
+		want["process_cpu_seconds_total"] = "counter"
+	}
+	for name, w := range want {
+		if typ[name] != w {
+			t.Errorf("# TYPE %s = %q, want %q", name, typ[name], w)
 		}
 	}
 }

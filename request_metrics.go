@@ -7,48 +7,65 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/prom"
 )
 
 // This file counts and times kctl's requests to the API server under the
-// names, labels, help texts and buckets of client-go's REST client metrics
-// (k8s.io/component-base/metrics/prometheus/restclient, also registered by
-// controller-runtime), so that client-go dashboards work unchanged:
+// names, labels, help texts and buckets of client-go's REST client
+// metrics (k8s.io/component-base/metrics/prometheus/restclient, also
+// registered by controller-runtime), so that client-go dashboards work
+// unchanged:
 //
-//	rest_client_requests_total{code,host,method}        counter, one per attempt
-//	rest_client_request_duration_seconds{host,verb}     histogram, 0.005s .. 60s
+//	rest_client_requests_total{code,host,method}
+//	  counter, one per attempt
+//	rest_client_request_duration_seconds{host,verb}
+//	  histogram, 0.005s .. 60s
 //
-// As in client-go: code is the HTTP status code, or "<error>" when no answer
-// came; method and verb are the HTTP method (GET, POST...); host is the API
-// server's host:port. A retried request (429) counts once per attempt and is
-// timed once, from before the client-side rate limit to the end of reading
-// the answer (the body's Close). Watches are counted, not timed.
+// As in client-go: code is the HTTP status code, or "<error>" when no
+// answer came; method and verb are the HTTP method (GET, POST...); host is
+// the API server's host:port. A retried request (429) counts once per
+// attempt and is timed once, from before the client-side rate limit to the
+// end of reading the answer (the body's Close). Watches are counted, not
+// timed.
 
-// requestBuckets are client-go's buckets for rest_client_request_duration_seconds.
-var requestBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60}
+// requestBuckets are client-go's buckets for
+// rest_client_request_duration_seconds.
+var requestBuckets = []float64{
+	0.005, 0.025, 0.1, 0.25,
+	0.5, 1, 2, 4,
+	8, 15, 30, 60,
+}
 
 // requestMetrics are one Manager's rest_client_* series. A nil
 // *requestMetrics counts nothing (a Conn made by NewConn). It is safe for
 // concurrent use.
 type requestMetrics struct {
-	mu       sync.Mutex
-	results  map[[3]string]*atomic.Uint64 // by code, method, host
-	duration map[[2]string]*histogram     // by verb, host
+	mu sync.Mutex
+	// results count the attempts by code, method and host.
+	results map[[3]string]*atomic.Uint64
+	// duration times the requests by verb and host.
+	duration map[[2]string]*prom.Histogram
 }
 
 func newRequestMetrics() *requestMetrics {
-	return &requestMetrics{results: map[[3]string]*atomic.Uint64{}, duration: map[[2]string]*histogram{}}
+	return &requestMetrics{
+		results:  map[[3]string]*atomic.Uint64{},
+		duration: map[[2]string]*prom.Histogram{},
+	}
 }
 
-// answered counts one attempt to send a request: its answer's status code,
-// or "<error>" when none came (resp is nil).
+// answered counts one attempt to send a request: its answer's status
+// code, or "<error>" when none came (resp is nil).
 func (r *requestMetrics) answered(method, host string, resp *http.Response) {
 	if r == nil {
 		return
 	}
-	key := [3]string{"<error>", method, host}
+	code := "<error>"
 	if resp != nil {
-		key[0] = strconv.Itoa(resp.StatusCode)
+		code = strconv.Itoa(resp.StatusCode)
 	}
+	key := [3]string{code, method, host}
 	r.mu.Lock()
 	n := r.results[key]
 	if n == nil {
@@ -68,11 +85,11 @@ func (r *requestMetrics) took(verb, host string, d time.Duration) {
 	r.mu.Lock()
 	h := r.duration[key]
 	if h == nil {
-		h = newHistogram(requestBuckets)
+		h = prom.NewHistogram(requestBuckets)
 		r.duration[key] = h
 	}
 	r.mu.Unlock()
-	h.observe(d.Seconds())
+	h.Observe(d.Seconds())
 }
 
 // timeBody returns body, which records how long the request took since
@@ -81,7 +98,10 @@ func (r *requestMetrics) timeBody(body io.ReadCloser, verb, host string, start t
 	if r == nil {
 		return body
 	}
-	return &timedBody{ReadCloser: body, done: func() { r.took(verb, host, time.Since(start)) }}
+	done := func() {
+		r.took(verb, host, time.Since(start))
+	}
+	return &timedBody{ReadCloser: body, done: done}
 }
 
 // timedBody is an answer's body that calls done once, at its first Close.
@@ -98,15 +118,20 @@ func (b *timedBody) Close() error {
 }
 
 // collect adds the rest_client_* series to p.
-func (r *requestMetrics) collect(p page) {
+func (r *requestMetrics) collect(p *prom.Page) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, n := range r.results {
-		p.counter("rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
-			float64(n.Load()), "code", k[0], "host", k[2], "method", k[1])
+		p.Counter("rest_client_requests_total",
+			"Number of HTTP requests, partitioned by "+
+				"status code, method, and host.",
+			float64(n.Load()),
+			"code", k[0], "host", k[2], "method", k[1])
 	}
 	for k, h := range r.duration {
-		p.histogram("rest_client_request_duration_seconds", "Request latency in seconds. Broken down by verb, and host.",
+		p.Histogram("rest_client_request_duration_seconds",
+			"Request latency in seconds. Broken down by "+
+				"verb, and host.",
 			h, "host", k[1], "verb", k[0])
 	}
 }

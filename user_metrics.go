@@ -3,13 +3,13 @@ package kctl
 import (
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/kctl-dev/kctl/internal/prom"
 )
 
 // Metrics is where a program adds its own counters, gauges and histograms
@@ -38,29 +38,25 @@ import (
 // concurrent use; get a Metrics from Manager.Metrics (the zero value is
 // unusable).
 type Metrics struct {
-	mu       sync.Mutex
-	log      *slog.Logger
-	families map[string]*userFamily // by name
-	taken    map[string]bool        // the names of every sample line of families: a histogram takes four
+	// reg holds the families registered, the Manager's for its page.
+	reg *prom.Registry
+	// log gets the first mistake in a call on each metric.
+	log *slog.Logger
 }
 
 // Metrics returns the registry of the program's own metrics, shown on the
 // page that ServeMetrics serves next to kctl's.
 func (m *Manager) Metrics() *Metrics {
-	u := m.metrics.user
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.log = m.log
-	return u
-}
-
-func newUserMetrics() *Metrics {
-	return &Metrics{log: slog.New(slog.DiscardHandler), families: map[string]*userFamily{}, taken: map[string]bool{}}
+	return &Metrics{reg: &m.metrics.user, log: m.log}
 }
 
 // defBuckets are Histogram's buckets when it is given none: Prometheus'
 // defaults, for durations in seconds.
-var defBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+var defBuckets = []float64{
+	0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1,
+	2.5, 5, 10,
+}
 
 // Counter registers a counter named name (ending in _total) with the given
 // label names; a counter only goes up. See Metrics for the errors.
@@ -87,8 +83,9 @@ func (r *Metrics) Histogram(name, help string, buckets []float64, labels ...stri
 		buckets = defBuckets
 	}
 	buckets = slices.Clone(buckets)
-	if len(buckets) > 0 && math.IsInf(buckets[len(buckets)-1], 1) {
-		buckets = buckets[:len(buckets)-1]
+	n := len(buckets)
+	if n > 0 && math.IsInf(buckets[n-1], 1) {
+		buckets = buckets[:n-1]
 	}
 	f, s, err := r.register(name, "histogram", help, labels, buckets)
 	return &Histogram{f: f, s: s}, err
@@ -100,13 +97,17 @@ func (r *Metrics) Histogram(name, help string, buckets []float64, labels ...stri
 // Get one from Metrics.Counter (the zero value is unusable); it is safe for
 // concurrent use.
 type Counter struct {
-	f *userFamily
-	s *userSeries // nil: the series for no label values, looked up at each call
+	f *prom.Family
+	// s is the series counted in; nil: the series for no label
+	// values, looked up at each call.
+	s *prom.Series
 }
 
 // With returns the counter for the label values, one per label name in the
 // order registered; it takes a lock, so keep its result where a call is hot.
-func (c *Counter) With(values ...string) *Counter { return &Counter{f: c.f, s: c.f.with(values)} }
+func (c *Counter) With(values ...string) *Counter {
+	return &Counter{f: c.f, s: c.f.With(values)}
+}
 
 // Inc adds 1.
 func (c *Counter) Inc() { c.Add(1) }
@@ -115,10 +116,11 @@ func (c *Counter) Inc() { c.Add(1) }
 // go down.
 func (c *Counter) Add(v float64) {
 	if v < 0 || math.IsNaN(v) {
-		c.f.misused(fmt.Sprintf("Add(%v) ignored: a counter does not go down; use a Gauge", v))
+		c.f.Mistake(fmt.Sprintf("Add(%v) ignored: "+
+			"a counter does not go down; use a Gauge", v))
 		return
 	}
-	c.f.or(c.s).add(v)
+	series(c.f, c.s).Add(v)
 }
 
 // Gauge is a gauge, or, registered with label names, a family of gauges, one
@@ -126,18 +128,20 @@ func (c *Counter) Add(v float64) {
 // labels set the series whose label values are all "". Get one from
 // Metrics.Gauge (the zero value is unusable); it is safe for concurrent use.
 type Gauge struct {
-	f *userFamily
-	s *userSeries
+	f *prom.Family
+	s *prom.Series // as Counter's
 }
 
 // With returns the gauge for the label values, as Counter.With does.
-func (g *Gauge) With(values ...string) *Gauge { return &Gauge{f: g.f, s: g.f.with(values)} }
+func (g *Gauge) With(values ...string) *Gauge {
+	return &Gauge{f: g.f, s: g.f.With(values)}
+}
 
 // Set sets the gauge to v.
-func (g *Gauge) Set(v float64) { g.f.or(g.s).bits.Store(math.Float64bits(v)) }
+func (g *Gauge) Set(v float64) { series(g.f, g.s).Set(v) }
 
 // Add adds v, which may be negative.
-func (g *Gauge) Add(v float64) { g.f.or(g.s).add(v) }
+func (g *Gauge) Add(v float64) { series(g.f, g.s).Add(v) }
 
 // Inc adds 1; Dec subtracts 1.
 func (g *Gauge) Inc() { g.Add(1) }
@@ -150,213 +154,156 @@ func (g *Gauge) Dec() { g.Add(-1) }
 // Get one from Metrics.Histogram (the zero value is unusable); it is safe
 // for concurrent use, and Observe takes no lock.
 type Histogram struct {
-	f *userFamily
-	s *userSeries
+	f *prom.Family
+	s *prom.Series // as Counter's
 }
 
 // With returns the histogram for the label values, as Counter.With does.
 func (h *Histogram) With(values ...string) *Histogram {
-	return &Histogram{f: h.f, s: h.f.with(values)}
+	return &Histogram{f: h.f, s: h.f.With(values)}
 }
 
 // Observe counts v into the first bucket whose upper bound is at least v,
 // and adds it to the sum.
-func (h *Histogram) Observe(v float64) { h.f.or(h.s).hist.observe(v) }
+func (h *Histogram) Observe(v float64) { series(h.f, h.s).Observe(v) }
+
+// series returns s, or f's series for no label values when s is nil.
+func series(f *prom.Family, s *prom.Series) *prom.Series {
+	if s != nil {
+		return s
+	}
+	return f.With(nil)
+}
+
+// register checks and adds one family, and returns it with its series
+// when it has no labels (nil otherwise). On error it returns an
+// unregistered family, whose series work but are not shown.
+func (r *Metrics) register(name, typ, help string, labels []string, buckets []float64) (*prom.Family, *prom.Series, error) {
+	f := &prom.Family{
+		Name:    name,
+		Type:    typ,
+		Help:    help,
+		Labels:  slices.Clone(labels),
+		Buckets: buckets,
+		Mistake: logFirst(r.log, name),
+	}
+	err := check(f)
+	var plain *prom.Series
+	if len(labels) == 0 {
+		plain = f.With(nil) // shown at 0 from now on
+	}
+	if err != nil {
+		return f, plain, err
+	}
+	taken := r.reg.Add(f)
+	if taken != "" {
+		err = fmt.Errorf("kctl: metric %q: %s is registered already: "+
+			"register each metric once and keep what "+
+			"registration returns", name, taken)
+	}
+	return f, plain, err
+}
+
+// logFirst returns a Family's Mistake: it logs the first mistake with the
+// metric named name to log, and drops the others.
+func logFirst(log *slog.Logger, name string) func(what string) {
+	var logged atomic.Bool
+	return func(what string) {
+		first := logged.CompareAndSwap(false, true)
+		if !first {
+			return
+		}
+		msg := "kctl: metric " + name + ": " + what +
+			" (only the first mistake with this metric is logged)"
+		log.Error(msg, "metric", name)
+	}
+}
 
 // reservedPrefixes are those of the series kctl writes itself.
-var reservedPrefixes = []string{"go_", "process_", "rest_client_", "workqueue_", "controller_runtime_", "leader_election_", "kctl_"}
+var reservedPrefixes = []string{
+	"go_",
+	"process_",
+	"rest_client_",
+	"workqueue_",
+	"controller_runtime_",
+	"leader_election_",
+	"kctl_",
+}
 
 // isName reports whether s is a Prometheus metric or label name,
 // [a-zA-Z_][a-zA-Z0-9_]* (the metric names of recording rules may also
 // hold colons; a program's may not).
 func isName(s string) bool {
 	for i, c := range s {
-		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
-		if !letter && (i == 0 || c < '0' || c > '9') {
+		lower := 'a' <= c && c <= 'z'
+		upper := 'A' <= c && c <= 'Z'
+		letter := lower || upper || c == '_'
+		digit := '0' <= c && c <= '9'
+		if !letter && (i == 0 || !digit) {
 			return false
 		}
 	}
 	return s != ""
 }
 
-// register checks and adds one family, and returns it with its series when
-// it has no labels (nil otherwise). On error it returns an unregistered
-// family, whose series work but are not shown.
-func (r *Metrics) register(name, typ, help string, labels []string, buckets []float64) (*userFamily, *userSeries, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f := &userFamily{name: name, typ: typ, help: help, labels: slices.Clone(labels), buckets: buckets,
-		log: r.log, series: map[string]*userSeries{}}
-	err := f.check()
-	for _, s := range f.sampleNames() {
-		if err == nil && r.taken[s] {
-			err = fmt.Errorf("kctl: metric %q: %s is registered already: register each metric once and keep what registration returns", name, s)
-		}
-	}
-	var plain *userSeries
-	if len(labels) == 0 {
-		plain = f.with(nil) // shown at 0 from now on
-	}
-	if err != nil {
-		return f, plain, err
-	}
-	for _, s := range f.sampleNames() {
-		r.taken[s] = true
-	}
-	r.families[name] = f
-	return f, plain, nil
-}
-
-// collect adds every registered family's series to p.
-func (r *Metrics) collect(p page) {
-	r.mu.Lock()
-	families := slices.Collect(maps.Values(r.families))
-	r.mu.Unlock()
-	for _, f := range families {
-		f.collect(p)
-	}
-}
-
-// userFamily is one registered metric: its series by label values. Every
-// series has one value per label name, and a histogram series has a
-// histogram with the family's buckets.
-type userFamily struct {
-	name, typ, help string
-	labels          []string
-	buckets         []float64 // a histogram's
-	log             *slog.Logger
-	warned          atomic.Bool // a mistake was logged
-
-	mu     sync.Mutex
-	series map[string]*userSeries // by label values joined with "\xff"
-}
-
-// userSeries is one series' value: a histogram's, or the float64 bits of a
-// counter's or gauge's.
-type userSeries struct {
-	labels []string // name, value pairs, for the page
-	bits   atomic.Uint64
-	hist   *histogram
-}
-
-func (s *userSeries) add(v float64) {
-	for {
-		old := s.bits.Load()
-		if s.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
-
-// check returns what is wrong with f's name, help, labels and buckets.
-func (f *userFamily) check() error {
-	var problem string
-	switch {
-	case !isName(f.name):
-		problem = "the name is not a Prometheus metric name, [a-zA-Z_][a-zA-Z0-9_]*"
-	case strings.TrimSpace(f.help) == "":
-		problem = "the help text is empty: say what it measures"
-	case !utf8.ValidString(f.help):
-		problem = "the help text is not UTF-8"
-	case f.typ == "counter" && !strings.HasSuffix(f.name, "_total"):
-		problem = "a counter's name ends in _total (Prometheus' convention, which promtool checks)"
-	}
-	for _, prefix := range reservedPrefixes {
-		if problem == "" && strings.HasPrefix(f.name, prefix) {
-			problem = "names beginning with " + prefix + " are kctl's own; begin it with your program's name"
-		}
-	}
-	for i, l := range f.labels {
-		switch {
-		case problem != "":
-		case !isName(l) || strings.HasPrefix(l, "__"):
-			problem = fmt.Sprintf("label name %q is not a Prometheus label name, [a-zA-Z_][a-zA-Z0-9_]* not beginning with __", l)
-		case slices.Contains(f.labels[:i], l):
-			problem = fmt.Sprintf("label name %q is given twice", l)
-		case l == "le" && f.typ == "histogram":
-			problem = `a histogram has a label "le" of its own: name yours otherwise`
-		}
-	}
-	for i, b := range f.buckets {
-		if problem == "" && (math.IsNaN(b) || math.IsInf(b, 0) || i > 0 && b <= f.buckets[i-1]) {
-			problem = fmt.Sprintf("buckets %v are not finite and strictly ascending", f.buckets)
-		}
-	}
-	if problem == "" {
+// check returns what is wrong with f's name, help, labels and buckets,
+// as an error for the caller of registration.
+func check(f *prom.Family) error {
+	p := problem(f)
+	if p == "" {
 		return nil
 	}
-	return fmt.Errorf("kctl: metric %q: %s", f.name, problem)
+	return fmt.Errorf("kctl: metric %q: %s", f.Name, p)
 }
 
-// sampleNames are the names of f's sample lines on the page.
-func (f *userFamily) sampleNames() []string {
-	if f.typ == "histogram" {
-		return []string{f.name, f.name + "_bucket", f.name + "_sum", f.name + "_count"}
+// problem returns the first thing wrong with f, or "".
+func problem(f *prom.Family) string {
+	switch {
+	case !isName(f.Name):
+		return "the name is not a Prometheus metric name, " +
+			"[a-zA-Z_][a-zA-Z0-9_]*"
+	case strings.TrimSpace(f.Help) == "":
+		return "the help text is empty: say what it measures"
+	case !utf8.ValidString(f.Help):
+		return "the help text is not UTF-8"
+	case f.Type == "counter" && !strings.HasSuffix(f.Name, "_total"):
+		return "a counter's name ends in _total " +
+			"(Prometheus' convention, which promtool checks)"
 	}
-	return []string{f.name}
-}
-
-// or returns s, or the series for no label values when s is nil.
-func (f *userFamily) or(s *userSeries) *userSeries {
-	if s != nil {
-		return s
-	}
-	return f.with(nil)
-}
-
-// with returns the series for values, making it on first use. Missing
-// values are "" and extra ones are dropped, bytes that are not UTF-8 become
-// U+FFFD (the page must be UTF-8), and the mistake is logged.
-func (f *userFamily) with(values []string) *userSeries {
-	if len(values) != len(f.labels) {
-		f.misused(fmt.Sprintf("got %d label values %q, want %d, for %q: missing values are \"\", extra ones dropped",
-			len(values), values, len(f.labels), f.labels))
-		values = append(slices.Clone(values), make([]string, len(f.labels))...)[:len(f.labels)]
-	}
-	for i, v := range values {
-		if !utf8.ValidString(v) {
-			f.misused(fmt.Sprintf("label value %q is not UTF-8: its bad bytes are shown as U+FFFD", v))
-			values = slices.Clone(values)
-			values[i] = strings.ToValidUTF8(v, "\uFFFD")
+	for _, prefix := range reservedPrefixes {
+		if strings.HasPrefix(f.Name, prefix) {
+			return "names beginning with " + prefix +
+				" are kctl's own; begin it with your program's name"
 		}
 	}
-	key := strings.Join(values, "\xff") // 0xff is never in UTF-8 text
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.series[key]
-	if s != nil {
-		return s
-	}
-	s = &userSeries{}
-	for i, l := range f.labels {
-		s.labels = append(s.labels, l, values[i])
-	}
-	if f.typ == "histogram" {
-		s.hist = newHistogram(f.buckets)
-	}
-	f.series[key] = s
-	return s
-}
-
-// misused logs a mistake in a call on f, the first one only.
-func (f *userFamily) misused(what string) {
-	if f.warned.CompareAndSwap(false, true) {
-		f.log.Error("kctl: metric "+f.name+": "+what+" (only the first mistake with this metric is logged)", "metric", f.name)
-	}
-}
-
-func (f *userFamily) collect(p page) {
-	f.mu.Lock()
-	series := slices.Collect(maps.Values(f.series))
-	f.mu.Unlock()
-	for _, s := range series {
-		switch f.typ {
-		case "counter":
-			p.counter(f.name, f.help, math.Float64frombits(s.bits.Load()), s.labels...)
-		case "gauge":
-			p.gauge(f.name, f.help, math.Float64frombits(s.bits.Load()), s.labels...)
-		case "histogram":
-			p.histogram(f.name, f.help, s.hist, s.labels...)
+	for i, l := range f.Labels {
+		p := labelProblem(f, i, l)
+		if p != "" {
+			return p
 		}
 	}
+	for i, b := range f.Buckets {
+		bad := math.IsNaN(b) || math.IsInf(b, 0)
+		if bad || i > 0 && b <= f.Buckets[i-1] {
+			return fmt.Sprintf("buckets %v are not finite "+
+				"and strictly ascending", f.Buckets)
+		}
+	}
+	return ""
+}
+
+// labelProblem returns what is wrong with l, f's label name i, or "".
+func labelProblem(f *prom.Family, i int, l string) string {
+	switch {
+	case !isName(l) || strings.HasPrefix(l, "__"):
+		return fmt.Sprintf("label name %q is not a Prometheus "+
+			"label name, [a-zA-Z_][a-zA-Z0-9_]* "+
+			"not beginning with __", l)
+	case slices.Contains(f.Labels[:i], l):
+		return fmt.Sprintf("label name %q is given twice", l)
+	case l == "le" && f.Type == "histogram":
+		return `a histogram has a label "le" of its own: ` +
+			"name yours otherwise"
+	}
+	return ""
 }

@@ -8,11 +8,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kctl-dev/kctl/internal/prom"
 )
 
 func TestMetrics_UserCounterGaugeHistogram_ExactPage(t *testing.T) {
 	m := newMetrics()
-	jobs, err := m.user.Counter("app_jobs_total", "Jobs run, by result.", "result", "queue")
+	u := userMetrics(m)
+	jobs, err := u.Counter("app_jobs_total", "Jobs run, by result.", "result", "queue")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,12 +23,12 @@ func TestMetrics_UserCounterGaugeHistogram_ExactPage(t *testing.T) {
 	failed.Inc()
 	failed.Add(2.5)
 	jobs.With("ok", `q"uote`).Inc()
-	plain, err := m.user.Counter("app_ticks_total", "Ticks.") // shown at 0 from registration
+	plain, err := u.Counter("app_ticks_total", "Ticks.") // shown at 0 from registration
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = plain
-	temp, err := m.user.Gauge("app_temperature_celsius", "Temperature.")
+	temp, err := u.Gauge("app_temperature_celsius", "Temperature.")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +37,7 @@ func TestMetrics_UserCounterGaugeHistogram_ExactPage(t *testing.T) {
 	temp.Inc()
 	temp.Dec()
 	temp.Dec()
-	lat, err := m.user.Histogram("app_latency_seconds", "Latency.", []float64{0.1, 1, math.Inf(1)}, "op")
+	lat, err := u.Histogram("app_latency_seconds", "Latency.", []float64{0.1, 1, math.Inf(1)}, "op")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,32 +70,33 @@ app_ticks_total 0
 
 func TestMetrics_UserRegistration_ErrorsNameTheProblem(t *testing.T) {
 	m := newMetrics()
-	if _, err := m.user.Counter("app_done_total", "Done."); err != nil {
+	u := userMetrics(m)
+	if _, err := u.Counter("app_done_total", "Done."); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.user.Histogram("app_wait_seconds", "Wait.", nil); err != nil {
+	if _, err := u.Histogram("app_wait_seconds", "Wait.", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		register func() error
 		want     string
 	}{
-		{func() error { _, err := m.user.Counter("app_done_total", "Again."); return err }, "registered already"},
-		{func() error { _, err := m.user.Gauge("app_done_total", "As a gauge."); return err }, "registered already"},
-		{func() error { _, err := m.user.Gauge("app_wait_seconds_count", "A histogram's."); return err }, "registered already"},
-		{func() error { _, err := m.user.Gauge("app-dash", "Dash."); return err }, "not a Prometheus metric name"},
-		{func() error { _, err := m.user.Gauge("", "Empty."); return err }, "not a Prometheus metric name"},
-		{func() error { _, err := m.user.Gauge("app_x", " "); return err }, "help text is empty"},
-		{func() error { _, err := m.user.Gauge("app_x", "Bad \xff."); return err }, "help text is not UTF-8"},
-		{func() error { _, err := m.user.Counter("app_jobs", "Jobs."); return err }, "ends in _total"},
-		{func() error { _, err := m.user.Gauge("go_mine", "Mine."); return err }, "go_ are kctl's own"},
-		{func() error { _, err := m.user.Counter("workqueue_mine_total", "Mine."); return err }, "workqueue_ are kctl's own"},
-		{func() error { _, err := m.user.Gauge("app_y", "Y.", "a-b"); return err }, `label name "a-b"`},
-		{func() error { _, err := m.user.Gauge("app_y", "Y.", "__x"); return err }, `label name "__x"`},
-		{func() error { _, err := m.user.Gauge("app_y", "Y.", "a", "a"); return err }, `"a" is given twice`},
-		{func() error { _, err := m.user.Histogram("app_h", "H.", nil, "le"); return err }, `label "le" of its own`},
-		{func() error { _, err := m.user.Histogram("app_h", "H.", []float64{1, 1}); return err }, "strictly ascending"},
-		{func() error { _, err := m.user.Histogram("app_h", "H.", []float64{math.NaN()}); return err }, "strictly ascending"},
+		{func() error { _, err := u.Counter("app_done_total", "Again."); return err }, "registered already"},
+		{func() error { _, err := u.Gauge("app_done_total", "As a gauge."); return err }, "registered already"},
+		{func() error { _, err := u.Gauge("app_wait_seconds_count", "A histogram's."); return err }, "registered already"},
+		{func() error { _, err := u.Gauge("app-dash", "Dash."); return err }, "not a Prometheus metric name"},
+		{func() error { _, err := u.Gauge("", "Empty."); return err }, "not a Prometheus metric name"},
+		{func() error { _, err := u.Gauge("app_x", " "); return err }, "help text is empty"},
+		{func() error { _, err := u.Gauge("app_x", "Bad \xff."); return err }, "help text is not UTF-8"},
+		{func() error { _, err := u.Counter("app_jobs", "Jobs."); return err }, "ends in _total"},
+		{func() error { _, err := u.Gauge("go_mine", "Mine."); return err }, "go_ are kctl's own"},
+		{func() error { _, err := u.Counter("workqueue_mine_total", "Mine."); return err }, "workqueue_ are kctl's own"},
+		{func() error { _, err := u.Gauge("app_y", "Y.", "a-b"); return err }, `label name "a-b"`},
+		{func() error { _, err := u.Gauge("app_y", "Y.", "__x"); return err }, `label name "__x"`},
+		{func() error { _, err := u.Gauge("app_y", "Y.", "a", "a"); return err }, `"a" is given twice`},
+		{func() error { _, err := u.Histogram("app_h", "H.", nil, "le"); return err }, `label "le" of its own`},
+		{func() error { _, err := u.Histogram("app_h", "H.", []float64{1, 1}); return err }, "strictly ascending"},
+		{func() error { _, err := u.Histogram("app_h", "H.", []float64{math.NaN()}); return err }, "strictly ascending"},
 	} {
 		err := c.register()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "kctl: metric ") ||
@@ -109,9 +113,10 @@ func TestMetrics_UserRegistration_ErrorsNameTheProblem(t *testing.T) {
 
 func TestMetrics_UserMistakes_ValueLandsAndFirstIsLogged(t *testing.T) {
 	m := newMetrics()
+	u := userMetrics(m)
 	var logs bytes.Buffer
-	m.user.log = slog.New(slog.NewTextHandler(&logs, nil))
-	jobs, err := m.user.Counter("app_jobs_total", "Jobs.", "result", "queue")
+	u.log = slog.New(slog.NewTextHandler(&logs, nil))
+	jobs, err := u.Counter("app_jobs_total", "Jobs.", "result", "queue")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +144,10 @@ func TestMetrics_UserMistakes_ValueLandsAndFirstIsLogged(t *testing.T) {
 
 func TestMetrics_UserSeries_ConcurrentUpdatesNoneLost(t *testing.T) {
 	m := newMetrics()
-	c, _ := m.user.Counter("app_n_total", "N.", "worker")
-	g, _ := m.user.Gauge("app_level", "Level.")
-	h, _ := m.user.Histogram("app_seconds", "Seconds.", []float64{1})
+	u := userMetrics(m)
+	c, _ := u.Counter("app_n_total", "N.", "worker")
+	g, _ := u.Gauge("app_level", "Level.")
+	h, _ := u.Histogram("app_seconds", "Seconds.", []float64{1})
 	const goroutines, each = 8, 1000
 	var wg sync.WaitGroup
 	for i := range goroutines {
@@ -150,7 +156,7 @@ func TestMetrics_UserSeries_ConcurrentUpdatesNoneLost(t *testing.T) {
 				c.With(fmt.Sprint(i % 2)).Inc()
 				g.Add(0.5)
 				h.Observe(0.25)
-				m.user.collect(page{}) // scrapes race with updates
+				m.user.Collect(&prom.Page{}) // scrapes race with updates
 			}
 		})
 	}
@@ -164,4 +170,10 @@ func TestMetrics_UserSeries_ConcurrentUpdatesNoneLost(t *testing.T) {
 			t.Errorf("%s = %q, want %s", series, s[series], want)
 		}
 	}
+}
+
+// userMetrics returns the registry of the program's own metrics on m's
+// page, as Manager.Metrics does, logging nowhere.
+func userMetrics(m *metrics) *Metrics {
+	return &Metrics{reg: &m.user, log: slog.New(slog.DiscardHandler)}
 }

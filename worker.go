@@ -55,8 +55,6 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	var wg sync.WaitGroup
 	for range c.workers {
 		wg.Go(func() {
-			c.observer.workerStarted()
-			defer c.observer.workerStopped()
 			for c.processNext(work, q) {
 			}
 		})
@@ -192,7 +190,9 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
+	c.observer.workerStarted() // busy in a reconcile
 	res, err := c.reconcileKey(ctx, k)
+	c.observer.workerStopped()
 	took := time.Since(start)
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
 	if t.Detail != "" {
