@@ -35,7 +35,7 @@ func TestManager_TypeCachedOnlyByAClientRead_IsOnTheMetricsPageOnce(t *testing.T
 		t.Fatalf("cached List(%s): %v", ns, err)
 	}
 
-	body := scrapeMetrics(t, mgr.metrics.handler())
+	body := scrapeMetrics(t, mgr.metrics.Handler())
 	page := samples(body)
 	const r = `{resource="secrets/v1"}`
 	if got, want := page["kctl_cache_objects"+r], strconv.Itoa(len(list)); got != want {
@@ -68,7 +68,7 @@ func TestManager_TypeOfAControllerAndOfAClientRead_IsOnTheMetricsPageOnce(t *tes
 	if _, err := reads.List(t.Context(), ListOptions{Namespace: ns}); err != nil {
 		t.Fatalf("cached List(%s): %v", ns, err)
 	}
-	body := scrapeMetrics(t, mgr.metrics.handler())
+	body := scrapeMetrics(t, mgr.metrics.Handler())
 	for _, r := range []string{`{resource="configmaps/v1"}`, `{resource="secrets/v1"}`} {
 		for _, family := range []string{"kctl_cache_objects", "kctl_cache_bytes", "kctl_cache_undecodable_objects"} {
 			if n := strings.Count(body, "\n"+family+r+" "); n != 1 {

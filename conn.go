@@ -98,12 +98,12 @@ type Conn struct {
 // requestObserver counts a Conn's requests: a Manager's metrics
 // (rest_client_requests_total, rest_client_request_duration_seconds).
 type requestObserver interface {
-	// answered counts one attempt; resp is nil if it failed.
-	answered(method, host string, resp *http.Response)
-	// took times a request that failed.
-	took(method, host string, d time.Duration)
-	// timeBody times a request until its answer's body is closed.
-	timeBody(body io.ReadCloser, method, host string, start time.Time) io.ReadCloser
+	// Answered counts one attempt; resp is nil if it failed.
+	Answered(method, host string, resp *http.Response)
+	// Took times a request that failed.
+	Took(method, host string, d time.Duration)
+	// TimeBody times a request until its answer's body is closed.
+	TimeBody(body io.ReadCloser, method, host string, start time.Time) io.ReadCloser
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).
@@ -160,9 +160,9 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 	case c.requests == nil: // not counted
 	case r.query.Has("watch"): // open as long as it lasts: counted, not timed, as in client-go
 	case err != nil:
-		c.requests.took(r.method, c.base.Host, time.Since(start))
+		c.requests.Took(r.method, c.base.Host, time.Since(start))
 	default:
-		resp.Body = c.requests.timeBody(resp.Body, r.method, c.base.Host, start)
+		resp.Body = c.requests.TimeBody(resp.Body, r.method, c.base.Host, start)
 	}
 	return resp, err
 }
@@ -196,7 +196,7 @@ func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) 
 		}
 		resp, err := hc.Do(req)
 		if c.requests != nil {
-			c.requests.answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
+			c.requests.Answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
 		}
 		if err != nil {
 			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)

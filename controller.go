@@ -34,11 +34,11 @@ type host struct {
 // each reconcile's result, and the workers busy in a reconcile.
 type controllerObserver interface {
 	QueueObserver
-	reconciled(result string, took time.Duration)
-	conflicted(took time.Duration)
-	workerStarted()
-	workerStopped()
-	setQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
+	Reconciled(result string, took time.Duration)
+	Conflicted(took time.Duration)
+	WorkerStarted() // a worker starts a reconcile
+	WorkerStopped() // and ends it
+	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
 }
 
 // syncer is what a controller needs of an Informer[T] of any T.

@@ -103,7 +103,7 @@ func TestController_BuilderCallAfterStart_IsIgnoredAndLoggedAsError(t *testing.T
 	}
 	eventually(t, "a reconciled", func() bool { return len(log.causes(ns+"/a")) > 0 })
 	workers := `controller_runtime_max_concurrent_reconciles{controller="late-builder"} 1`
-	if page := scrapeMetrics(t, mgr.metrics.handler()); !strings.Contains(page, workers) {
+	if page := scrapeMetrics(t, mgr.metrics.Handler()); !strings.Contains(page, workers) {
 		t.Errorf("the metrics page has no %q (the default)", workers)
 	}
 

@@ -116,7 +116,7 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
 	if err != nil {
 		return err
 	}
-	e := newElectorFor(store, le, m.log, func(leading bool) { m.metrics.setLeader(le.Name, leading) })
+	e := newElectorFor(store, le, m.log, func(leading bool) { m.metrics.SetLeader(le.Name, leading) })
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {

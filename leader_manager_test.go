@@ -90,7 +90,7 @@ func (r *managerReplica) stop() error {
 // leaderMetric is the manager's leader_election_master_status line.
 func (r *managerReplica) leaderMetric() string {
 	rec := httptest.NewRecorder()
-	r.m.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	r.m.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for line := range strings.Lines(rec.Body.String()) {
 		if strings.HasPrefix(line, "leader_election_master_status{") {
 			return strings.TrimSpace(line)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -96,7 +97,7 @@ type Manager struct {
 	log     *slog.Logger
 	opts    Options
 	writes  *writeTracker
-	metrics *metrics
+	metrics *metrics.Registry
 	health  *health
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
@@ -156,12 +157,12 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.Cache.Logger = opts.Logger
 	}
 	m := &Manager{conn: conn, log: opts.Logger, opts: opts, writes: newWriteTracker(),
-		metrics: newMetrics(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
-	conn.requests = m.metrics.requests
+		metrics: metrics.New(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
+	conn.requests = m.metrics.Requests
 	m.cache = NewCache(conn, opts.Cache)
 	m.cache.made = func(inf madeInformer) {
-		m.metrics.addInformer(inf.resource().String(), inf.Stats)
-		m.metrics.addUndecodable(inf.resource().String(), inf.Undecodable)
+		m.metrics.AddInformer(inf.resource().String(), inf.Stats)
+		m.metrics.AddUndecodable(inf.resource().String(), inf.Undecodable)
 		m.writes.track(inf)
 	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
@@ -194,7 +195,7 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		drainBy:         m.shutdown.drainBy,
 		shutdownTimeout: m.opts.ShutdownTimeout,
 		observe: func(name string, workers int) controllerObserver {
-			return m.metrics.forController(name, workers)
+			return m.metrics.Controller(name, workers)
 		},
 	}
 	res, err := ResourceOf[T]()

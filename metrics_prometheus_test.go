@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/metrics"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,23 +45,23 @@ func testBinary(t *testing.T, name, pkg string) string {
 }
 
 // busyMetrics is a registry with every kind of series, odd label values included.
-func busyMetrics() *metrics {
-	m := newMetrics()
+func busyMetrics() *metrics.Registry {
+	m := metrics.New()
 	for _, name := range []string{"widgets", `we"ird\name` + "\n"} {
-		cm := m.forController(name, 2)
-		cm.reconciled("success", 3*time.Millisecond)
-		cm.reconciled("error", 2*time.Second)
+		cm := m.Controller(name, 2)
+		cm.Reconciled("success", 3*time.Millisecond)
+		cm.Reconciled("error", 2*time.Second)
 		cm.Added()
 		cm.Waited(time.Millisecond)
 		cm.Worked(time.Minute)
 		cm.Retried()
-		cm.setQueue(func() int { return 1 }, func() (int, time.Duration, time.Duration) { return 0, 0, 0 })
+		cm.SetQueue(func() int { return 1 }, func() (int, time.Duration, time.Duration) { return 0, 0, 0 })
 	}
-	m.addInformer("pods/v1", func() (int, int64) { return 10, 1 << 20 })
-	m.setLeader("lock", true)
-	m.requests.answered(http.MethodGet, "127.0.0.1:6443", &http.Response{StatusCode: http.StatusOK})
-	m.requests.answered(http.MethodPost, "127.0.0.1:6443", nil) // code="<error>"
-	m.requests.took(http.MethodGet, "127.0.0.1:6443", 30*time.Millisecond)
+	m.AddInformer("pods/v1", func() (int, int64) { return 10, 1 << 20 })
+	m.SetLeader("lock", true)
+	m.Requests.Answered(http.MethodGet, "127.0.0.1:6443", &http.Response{StatusCode: http.StatusOK})
+	m.Requests.Answered(http.MethodPost, "127.0.0.1:6443", nil) // code="<error>"
+	m.Requests.Took(http.MethodGet, "127.0.0.1:6443", 30*time.Millisecond)
 	u := userMetrics(m)
 	jobs, _ := u.Counter("app_jobs_total", "Jobs run, by result.", "result")
 	jobs.With("done").Add(3)
@@ -75,7 +76,7 @@ func busyMetrics() *metrics {
 func TestMetricsPage_PassesPromtoolCheckMetrics(t *testing.T) {
 	promtool := testBinary(t, "promtool", "prometheus")
 	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(scrapeMetrics(t, busyMetrics().handler()))
+	cmd.Stdin = strings.NewReader(scrapeMetrics(t, busyMetrics().Handler()))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
@@ -87,11 +88,11 @@ func TestMetricsPage_PassesPromtoolCheckMetrics(t *testing.T) {
 // and which of the go_*, process_* and rest_client_* families it stored.
 func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
 	m := busyMetrics()
-	cm := m.forController("widgets", 1)
+	cm := m.Controller("widgets", 1)
 	for range 7 {
-		cm.reconciled("success", time.Millisecond)
+		cm.Reconciled("success", time.Millisecond)
 	}
-	target := httptest.NewServer(m.handler()) // 127.0.0.1:random
+	target := httptest.NewServer(m.Handler()) // 127.0.0.1:random
 	defer target.Close()
 	prom := startPrometheus(t, strings.TrimPrefix(target.URL, "http://"))
 	waitForPromQL(t, prom, `controller_runtime_reconcile_total{controller="widgets",result="success"}`, "8") // busyMetrics' 1 + 7
@@ -104,8 +105,8 @@ func TestPrometheus_ScrapesPage_QueryReturnsReconcileCount(t *testing.T) {
 
 // collectorFamilies returns the names of the go_* and process_* families
 // on m's page, those of internal/prom's collectors.
-func collectorFamilies(t *testing.T, m *metrics) []string {
-	typ, _ := familyDocs(scrapeMetrics(t, m.handler()))
+func collectorFamilies(t *testing.T, m *metrics.Registry) []string {
+	typ, _ := familyDocs(scrapeMetrics(t, m.Handler()))
 	var names []string
 	for name := range typ {
 		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/prom"
+	"github.com/kctl-dev/kctl/internal/metrics"
 )
 
 func scrapeMetrics(t *testing.T, h http.Handler) string {
@@ -71,12 +71,12 @@ func value(t *testing.T, page map[string]string, series string) float64 {
 }
 
 func TestMetrics_InformersAndLeader_ExactPage(t *testing.T) {
-	m := newMetrics()
-	m.addInformer("pods/v1", func() (int, int64) { return 3, 4096 })
-	m.addInformer("deployments.apps/v1", func() (int, int64) { return 1, 2e9 })
-	m.setLeader("kctl-lock", true)
-	m.setLeader("other", true)
-	m.setLeader("other", false)
+	m := metrics.New()
+	m.AddInformer("pods/v1", func() (int, int64) { return 3, 4096 })
+	m.AddInformer("deployments.apps/v1", func() (int, int64) { return 1, 2e9 })
+	m.SetLeader("kctl-lock", true)
+	m.SetLeader("other", true)
+	m.SetLeader("other", false)
 	want := `# HELP kctl_cache_bytes Encoded size in bytes (protobuf or JSON) of the objects in the informer's cache per resource; not the memory they take, which decoding raises and sharing equal parts lowers.
 # TYPE kctl_cache_bytes gauge
 kctl_cache_bytes{resource="deployments.apps/v1"} 2e+09
@@ -90,7 +90,7 @@ kctl_cache_objects{resource="pods/v1"} 3
 leader_election_master_status{name="kctl-lock"} 1
 leader_election_master_status{name="other"} 0
 `
-	if got := onlyFamilies(scrapeMetrics(t, m.handler()), "kctl_", "leader_election_"); got != want {
+	if got := onlyFamilies(scrapeMetrics(t, m.Handler()), "kctl_", "leader_election_"); got != want {
 		t.Errorf("page:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -115,25 +115,25 @@ func onlyFamilies(page string, prefixes ...string) string {
 }
 
 func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
-	m := newMetrics()
-	cm := m.forController("widgets", 4)
+	m := metrics.New()
+	cm := m.Controller("widgets", 4)
 	for _, r := range []string{"success", "success", "error", "requeue", "requeue_after", "success"} {
-		cm.reconciled(r, 20*time.Millisecond)
+		cm.Reconciled(r, 20*time.Millisecond)
 	}
-	cm.reconciled("bogus", 0)
-	cm.workerStarted()
-	cm.workerStarted()
-	cm.workerStopped()
+	cm.Reconciled("bogus", 0)
+	cm.WorkerStarted()
+	cm.WorkerStarted()
+	cm.WorkerStopped()
 	cm.Added()
 	cm.Added()
 	cm.Retried()
 	cm.Waited(2 * time.Microsecond)
 	cm.Worked(3 * time.Second)
-	cm.setQueue(func() int { return 5 }, func() (int, time.Duration, time.Duration) { return 1, 1500 * time.Millisecond, time.Second })
-	if again := m.forController("widgets", 4); again != cm {
+	cm.SetQueue(func() int { return 5 }, func() (int, time.Duration, time.Duration) { return 1, 1500 * time.Millisecond, time.Second })
+	if again := m.Controller("widgets", 4); again != cm {
 		t.Errorf("forController twice returned a new controllerMetrics")
 	}
-	page := scrapeMetrics(t, m.handler())
+	page := scrapeMetrics(t, m.Handler())
 	for _, line := range []string{
 		`controller_runtime_reconcile_total{controller="widgets",result="error"} 1`,
 		`controller_runtime_reconcile_total{controller="widgets",result="requeue"} 1`,
@@ -168,36 +168,13 @@ func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
 	}
 }
 
-func TestWorkqueueBuckets_MatchControllerRuntimeLeLabels(t *testing.T) {
-	want := []string{"1e-08", "1e-07", "1e-06", "9.999999999999999e-06", "9.999999999999999e-05",
-		"0.001", "0.01", "0.1", "1", "10", "100", "1000", "+Inf"}
-	p := &prom.Page{}
-	p.Histogram("w", "W.", prom.NewHistogram(workqueueBuckets))
-	var b strings.Builder
-	if _, err := p.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for line := range strings.Lines(b.String()) {
-		if _, le, ok := strings.Cut(line, `w_bucket{le="`); ok {
-			got = append(got, le[:strings.Index(le, `"`)])
-		}
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("workqueue le labels = %v, want %v", got, want)
-	}
-	if len(reconcileBuckets) != 40 || reconcileBuckets[0] != 0.005 || reconcileBuckets[39] != 60 {
-		t.Errorf("reconcileBuckets = %v, want controller-runtime's 40 buckets 0.005..60", reconcileBuckets)
-	}
-}
-
 // TestControllerMetrics_ActiveWorkers_CountsWorkersInAReconcile: as in
 // controller-runtime, controller_runtime_active_workers is 0 on an idle
 // controller whatever its MaxConcurrentReconciles, and counts each worker
 // between workerStarted and workerStopped, which bracket one Reconcile.
 func TestControllerMetrics_ActiveWorkers_CountsWorkersInAReconcile(t *testing.T) {
-	m := newMetrics()
-	cm := m.forController("widgets", 4)
+	m := metrics.New()
+	cm := m.Controller("widgets", 4)
 	const active = `controller_runtime_active_workers{controller="widgets"}`
 	const max = `controller_runtime_max_concurrent_reconciles{controller="widgets"}`
 	for i, step := range []struct {
@@ -205,13 +182,13 @@ func TestControllerMetrics_ActiveWorkers_CountsWorkersInAReconcile(t *testing.T)
 		want string
 	}{
 		{func() {}, "0"}, // idle: no worker in a Reconcile
-		{cm.workerStarted, "1"},
-		{cm.workerStarted, "2"},
-		{cm.workerStopped, "1"},
-		{cm.workerStopped, "0"},
+		{cm.WorkerStarted, "1"},
+		{cm.WorkerStarted, "2"},
+		{cm.WorkerStopped, "1"},
+		{cm.WorkerStopped, "0"},
 	} {
 		step.do()
-		s := samples(scrapeMetrics(t, m.handler()))
+		s := samples(scrapeMetrics(t, m.Handler()))
 		if s[active] != step.want || s[max] != "4" {
 			t.Errorf("step %d: %s = %q, %s = %q; want %s and 4", i, active, s[active], max, s[max], step.want)
 		}
@@ -221,7 +198,7 @@ func TestControllerMetrics_ActiveWorkers_CountsWorkersInAReconcile(t *testing.T)
 // TestMetricsPage_HasTheGoAndProcessCollectors: the page serves the
 // series of internal/prom's collectors next to kctl's.
 func TestMetricsPage_HasTheGoAndProcessCollectors(t *testing.T) {
-	typ, _ := familyDocs(scrapeMetrics(t, newMetrics().handler()))
+	typ, _ := familyDocs(scrapeMetrics(t, metrics.New().Handler()))
 	want := map[string]string{"go_goroutines": "gauge", "go_gc_duration_seconds": "summary"}
 	if _, err := os.Stat("/proc/self/stat"); err == nil {
 		want["process_cpu_seconds_total"] = "counter"
@@ -234,23 +211,23 @@ func TestMetricsPage_HasTheGoAndProcessCollectors(t *testing.T) {
 }
 
 func BenchmarkControllerMetrics_Reconciled(b *testing.B) {
-	cm := newMetrics().forController("bench", 1)
+	cm := metrics.New().Controller("bench", 1)
 	for b.Loop() {
-		cm.reconciled("success", 42*time.Millisecond)
+		cm.Reconciled("success", 42*time.Millisecond)
 	}
 }
 
 func BenchmarkControllerMetrics_Reconciled_Parallel(b *testing.B) {
-	cm := newMetrics().forController("bench", 1)
+	cm := metrics.New().Controller("bench", 1)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			cm.reconciled("success", 42*time.Millisecond)
+			cm.Reconciled("success", 42*time.Millisecond)
 		}
 	})
 }
 
 func BenchmarkControllerMetrics_QueueObserver(b *testing.B) {
-	cm := newMetrics().forController("bench", 1)
+	cm := metrics.New().Controller("bench", 1)
 	for b.Loop() {
 		cm.Added()
 		cm.Waited(time.Millisecond)
@@ -259,12 +236,12 @@ func BenchmarkControllerMetrics_QueueObserver(b *testing.B) {
 }
 
 func BenchmarkMetrics_Scrape_TenControllers(b *testing.B) {
-	m := newMetrics()
+	m := metrics.New()
 	for i := range 10 {
-		m.forController(fmt.Sprint("controller-", i), 2).reconciled("success", time.Second)
-		m.addInformer(fmt.Sprint("resource-", i), func() (int, int64) { return 1000, 1 << 20 })
+		m.Controller(fmt.Sprint("controller-", i), 2).Reconciled("success", time.Second)
+		m.AddInformer(fmt.Sprint("resource-", i), func() (int, int64) { return 1000, 1 << 20 })
 	}
 	for b.Loop() {
-		m.page().writeTo(io.Discard)
+		m.Page().WriteTo(io.Discard)
 	}
 }

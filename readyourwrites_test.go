@@ -145,7 +145,7 @@ func TestController_Conflict_IsRetriedWithoutAnErrorLineAndCounted(t *testing.T)
 		t.Errorf("no debug line for the Conflict:\n%s", out)
 	}
 	var page bytes.Buffer
-	mgr.metrics.page().writeTo(&page)
+	mgr.metrics.Page().WriteTo(&page)
 	conflicts := strconv.Itoa(int(attempts.Load() - 1)) // every attempt but the last, which succeeded
 	s := samples(page.String())
 	for series, want := range map[string]string{

@@ -36,7 +36,7 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 		return r
 	}
 	r := newEventRecorder(m.conn, component, m.log)
-	r.dropped = m.metrics.eventsDropped()
+	r.dropped = m.metrics.EventsDropped()
 	if m.recorders == nil {
 		m.recorders = map[string]any{}
 	}

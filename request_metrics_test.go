@@ -8,28 +8,29 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/kctl-dev/kctl/internal/metrics"
 
 	"k8s.io/client-go/rest"
 )
 
 // countedConn returns a Conn to host whose requests are counted in the
 // returned metrics, as a Manager's Conn is.
-func countedConn(t *testing.T, host string) (*Conn, *metrics) {
+func countedConn(t *testing.T, host string) (*Conn, *metrics.Registry) {
 	t.Helper()
 	conn, err := NewConn(&rest.Config{Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMetrics()
-	conn.requests = m.requests
+	m := metrics.New()
+	conn.requests = m.Requests
 	return conn, m
 }
 
 // requestSeries returns the rest_client_* lines of m's page.
-func requestSeries(t *testing.T, m *metrics) map[string]string {
+func requestSeries(t *testing.T, m *metrics.Registry) map[string]string {
 	t.Helper()
-	return samples(onlyFamilies(scrapeMetrics(t, m.handler()), "rest_client_"))
+	return samples(onlyFamilies(scrapeMetrics(t, m.Handler()), "rest_client_"))
 }
 
 // TestConn_Retried429_CountsEachAttempt_TimesTheRequestUntilClose uses a
@@ -116,27 +117,5 @@ func TestConn_Watch_CountedNotTimed(t *testing.T) {
 		if strings.HasPrefix(series, "rest_client_request_duration_seconds") {
 			t.Errorf("a watch was timed: %s", series)
 		}
-	}
-}
-
-func TestRequestMetrics_Nil_CountsNothing(t *testing.T) {
-	var r *requestMetrics // a Conn made by NewConn
-	r.answered(http.MethodGet, "h", nil)
-	r.took(http.MethodGet, "h", time.Second)
-	body := io.NopCloser(strings.NewReader(""))
-	if got := r.timeBody(body, http.MethodGet, "h", time.Now()); got != body {
-		t.Errorf("nil requestMetrics wrapped the body for timing: %T", got)
-	}
-}
-
-// BenchmarkRequestMetrics_PerRequest is what counting and timing add to one
-// request (without retries).
-func BenchmarkRequestMetrics_PerRequest(b *testing.B) {
-	r := newRequestMetrics()
-	resp := &http.Response{StatusCode: http.StatusOK}
-	start := time.Now()
-	for b.Loop() {
-		r.answered(http.MethodGet, "127.0.0.1:6443", resp)
-		r.timeBody(http.NoBody, http.MethodGet, "127.0.0.1:6443", start).Close()
 	}
 }

@@ -53,5 +53,5 @@ func (m *Manager) ServeMetrics(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return m.Add(m.server("metrics", addr, http.StripPrefix("/metrics", m.metrics.handler())))
+	return m.Add(m.server("metrics", addr, http.StripPrefix("/metrics", m.metrics.Handler())))
 }

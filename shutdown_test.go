@@ -219,7 +219,7 @@ func TestManager_EventsDropped_OnTheMetricsPage(t *testing.T) {
 	for i := range eventBuffer + 2 {
 		rec.Event(eventPod(fmt.Sprint("web-", i), fmt.Sprint("uid-", i)), corev1.EventTypeNormal, "Created", "x")
 	}
-	if page := scrapeMetrics(t, mgr.metrics.handler()); !strings.Contains(page, "\nkctl_events_dropped_total 2\n") {
+	if page := scrapeMetrics(t, mgr.metrics.Handler()); !strings.Contains(page, "\nkctl_events_dropped_total 2\n") {
 		t.Errorf("the metrics page does not count 2 dropped Events:\n%s", page)
 	}
 }

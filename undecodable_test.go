@@ -257,7 +257,7 @@ func TestController_ObjectThatStopsDecoding_OnDeleteRunsOnlyAtItsDelete(t *testi
 	onPage := func(want string) {
 		t.Helper()
 		const series = `kctl_cache_undecodable_objects{resource="dials.kctl.example.com/v1"}`
-		if got := samples(scrapeMetrics(t, m.metrics.handler()))[series]; got != want {
+		if got := samples(scrapeMetrics(t, m.metrics.Handler()))[series]; got != want {
 			t.Errorf("metrics page: %s = %q, want %s", series, got, want)
 		}
 	}

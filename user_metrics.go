@@ -47,7 +47,7 @@ type Metrics struct {
 // Metrics returns the registry of the program's own metrics, shown on the
 // page that ServeMetrics serves next to kctl's.
 func (m *Manager) Metrics() *Metrics {
-	return &Metrics{reg: &m.metrics.user, log: m.log}
+	return &Metrics{reg: &m.metrics.User, log: m.log}
 }
 
 // defBuckets are Histogram's buckets when it is given none: Prometheus'

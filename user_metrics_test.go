@@ -9,11 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kctl-dev/kctl/internal/metrics"
 	"github.com/kctl-dev/kctl/internal/prom"
 )
 
 func TestMetrics_UserCounterGaugeHistogram_ExactPage(t *testing.T) {
-	m := newMetrics()
+	m := metrics.New()
 	u := userMetrics(m)
 	jobs, err := u.Counter("app_jobs_total", "Jobs run, by result.", "result", "queue")
 	if err != nil {
@@ -63,13 +64,13 @@ app_temperature_celsius 17.5
 # TYPE app_ticks_total counter
 app_ticks_total 0
 `
-	if got := onlyFamilies(scrapeMetrics(t, m.handler()), "app_"); got != want {
+	if got := onlyFamilies(scrapeMetrics(t, m.Handler()), "app_"); got != want {
 		t.Errorf("page:\n%s\nwant:\n%s", got, want)
 	}
 }
 
 func TestMetrics_UserRegistration_ErrorsNameTheProblem(t *testing.T) {
-	m := newMetrics()
+	m := metrics.New()
 	u := userMetrics(m)
 	if _, err := u.Counter("app_done_total", "Done."); err != nil {
 		t.Fatal(err)
@@ -105,14 +106,14 @@ func TestMetrics_UserRegistration_ErrorsNameTheProblem(t *testing.T) {
 		}
 	}
 	// Nothing failed registration got onto the page, and what did is unchanged.
-	page := onlyFamilies(scrapeMetrics(t, m.handler()), "app_")
+	page := onlyFamilies(scrapeMetrics(t, m.Handler()), "app_")
 	if typ, _ := familyDocs(page); len(typ) != 2 || typ["app_done_total"] != "counter" || typ["app_wait_seconds"] != "histogram" {
 		t.Errorf("families after failed registrations = %v, want app_done_total and app_wait_seconds", typ)
 	}
 }
 
 func TestMetrics_UserMistakes_ValueLandsAndFirstIsLogged(t *testing.T) {
-	m := newMetrics()
+	m := metrics.New()
 	u := userMetrics(m)
 	var logs bytes.Buffer
 	u.log = slog.New(slog.NewTextHandler(&logs, nil))
@@ -126,7 +127,7 @@ func TestMetrics_UserMistakes_ValueLandsAndFirstIsLogged(t *testing.T) {
 	jobs.With("failed", "a").Add(-1)        // ignored
 	jobs.With("failed", "a").Add(math.NaN())
 	jobs.With("bad\xffbyte", "a").Inc() // shown with U+FFFD: the page stays UTF-8
-	s := samples(scrapeMetrics(t, m.handler()))
+	s := samples(scrapeMetrics(t, m.Handler()))
 	for series, want := range map[string]string{
 		`app_jobs_total{result="failed",queue=""}`:             "1",
 		`app_jobs_total{result="failed",queue="a"}`:            "1",
@@ -143,7 +144,7 @@ func TestMetrics_UserMistakes_ValueLandsAndFirstIsLogged(t *testing.T) {
 }
 
 func TestMetrics_UserSeries_ConcurrentUpdatesNoneLost(t *testing.T) {
-	m := newMetrics()
+	m := metrics.New()
 	u := userMetrics(m)
 	c, _ := u.Counter("app_n_total", "N.", "worker")
 	g, _ := u.Gauge("app_level", "Level.")
@@ -156,12 +157,12 @@ func TestMetrics_UserSeries_ConcurrentUpdatesNoneLost(t *testing.T) {
 				c.With(fmt.Sprint(i % 2)).Inc()
 				g.Add(0.5)
 				h.Observe(0.25)
-				m.user.Collect(&prom.Page{}) // scrapes race with updates
+				m.User.Collect(&prom.Page{}) // scrapes race with updates
 			}
 		})
 	}
 	wg.Wait()
-	s := samples(scrapeMetrics(t, m.handler()))
+	s := samples(scrapeMetrics(t, m.Handler()))
 	for series, want := range map[string]string{
 		`app_n_total{worker="0"}`: "4000", `app_n_total{worker="1"}`: "4000",
 		"app_level": "4000", "app_seconds_count": "8000", "app_seconds_sum": "2000",
@@ -174,6 +175,6 @@ func TestMetrics_UserSeries_ConcurrentUpdatesNoneLost(t *testing.T) {
 
 // userMetrics returns the registry of the program's own metrics on m's
 // page, as Manager.Metrics does, logging nowhere.
-func userMetrics(m *metrics) *Metrics {
-	return &Metrics{reg: &m.user, log: slog.New(slog.DiscardHandler)}
+func userMetrics(m *metrics.Registry) *Metrics {
+	return &Metrics{reg: &m.User, log: slog.New(slog.DiscardHandler)}
 }

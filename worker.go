@@ -27,7 +27,7 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 		c.observer = c.host.observe(c.name, c.workers)
 	}
 	q := NewQueue(QueueOptions[Key]{RateLimiter: c.rateLimiter, Observer: c.observer})
-	c.observer.setQueue(q.Len, q.InFlight)
+	c.observer.SetQueue(q.Len, q.InFlight)
 	c.mu.Lock()
 	clear(c.triggers)
 	c.queue = q
@@ -190,9 +190,9 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
-	c.observer.workerStarted() // busy in a reconcile
+	c.observer.WorkerStarted() // busy in a reconcile
 	res, err := c.reconcileKey(ctx, k)
-	c.observer.workerStopped()
+	c.observer.WorkerStopped()
 	took := time.Since(start)
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
 	if t.Detail != "" {
@@ -201,24 +201,24 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	switch {
 	case errors.Is(err, ErrTerminal):
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
-		c.observer.reconciled("error", took)
+		c.observer.Reconciled("error", took)
 		q.Forget(k)
 	case apierrors.IsConflict(err) && t.Attempt < quietConflicts: // a write from a copy the cache had not updated yet
 		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
-		c.observer.conflicted(took)
+		c.observer.Conflicted(took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case err != nil:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
-		c.observer.reconciled("error", took)
+		c.observer.Reconciled("error", took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case res.RequeueAfter > 0:
 		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
-		c.observer.reconciled("requeue_after", took)
+		c.observer.Reconciled("requeue_after", took)
 		q.Forget(k)
 		c.requeue(k, Trigger{Cause: "requeue-after", Detail: res.RequeueAfter.String()}, func() { q.AddAfter(k, res.RequeueAfter) })
 	default:
 		log.Debug("reconciled", attrs...)
-		c.observer.reconciled("success", took)
+		c.observer.Reconciled("success", took)
 		q.Forget(k)
 	}
 }

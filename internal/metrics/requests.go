@@ -1,4 +1,4 @@
-package kctl
+package metrics
 
 import (
 	"io"
@@ -37,10 +37,10 @@ var requestBuckets = []float64{
 	8, 15, 30, 60,
 }
 
-// requestMetrics are one Manager's rest_client_* series. A nil
-// *requestMetrics counts nothing (a Conn made by NewConn). It is safe for
+// Requests are one Manager's rest_client_* series. A nil
+// *Requests counts nothing (a Conn made by NewConn). It is safe for
 // concurrent use.
-type requestMetrics struct {
+type Requests struct {
 	mu sync.Mutex
 	// results count the attempts by code, method and host.
 	results map[[3]string]*atomic.Uint64
@@ -48,8 +48,8 @@ type requestMetrics struct {
 	duration map[[2]string]*prom.Histogram
 }
 
-func newRequestMetrics() *requestMetrics {
-	return &requestMetrics{
+func newRequests() *Requests {
+	return &Requests{
 		results:  map[[3]string]*atomic.Uint64{},
 		duration: map[[2]string]*prom.Histogram{},
 	}
@@ -57,7 +57,7 @@ func newRequestMetrics() *requestMetrics {
 
 // answered counts one attempt to send a request: its answer's status
 // code, or "<error>" when none came (resp is nil).
-func (r *requestMetrics) answered(method, host string, resp *http.Response) {
+func (r *Requests) Answered(method, host string, resp *http.Response) {
 	if r == nil {
 		return
 	}
@@ -77,7 +77,7 @@ func (r *requestMetrics) answered(method, host string, resp *http.Response) {
 }
 
 // took records how long one request took, its retries included.
-func (r *requestMetrics) took(verb, host string, d time.Duration) {
+func (r *Requests) Took(verb, host string, d time.Duration) {
 	if r == nil {
 		return
 	}
@@ -94,12 +94,12 @@ func (r *requestMetrics) took(verb, host string, d time.Duration) {
 
 // timeBody returns body, which records how long the request took since
 // start when it is first closed.
-func (r *requestMetrics) timeBody(body io.ReadCloser, verb, host string, start time.Time) io.ReadCloser {
+func (r *Requests) TimeBody(body io.ReadCloser, verb, host string, start time.Time) io.ReadCloser {
 	if r == nil {
 		return body
 	}
 	done := func() {
-		r.took(verb, host, time.Since(start))
+		r.Took(verb, host, time.Since(start))
 	}
 	return &timedBody{ReadCloser: body, done: done}
 }
@@ -118,7 +118,7 @@ func (b *timedBody) Close() error {
 }
 
 // collect adds the rest_client_* series to p.
-func (r *requestMetrics) collect(p *prom.Page) {
+func (r *Requests) collect(p *prom.Page) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, n := range r.results {

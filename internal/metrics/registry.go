@@ -1,18 +1,5 @@
-package kctl
-
-import (
-	"io"
-	"maps"
-	"net/http"
-	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/kctl-dev/kctl/internal/prom"
-)
-
-// This file wires the Manager's metrics page: kctl's own series, written
+// Package metrics is the registry behind a kctl Manager's metrics page:
+// kctl's own series, written
 // by internal/prom in the Prometheus text format 0.0.4. Names, labels,
 // help texts and buckets are controller-runtime v0.22's, so its
 // dashboards and alerts work unchanged:
@@ -48,8 +35,20 @@ import (
 // Both workqueue labels are the controller's name, as in
 // controller-runtime. The page also has the go_* and process_* series of
 // the Prometheus Go client's collectors (internal/prom), client-go's
-// rest_client_* series for kctl's requests (request_metrics.go) and the
-// program's own (user_metrics.go).
+// rest_client_* series for kctl's requests (requests.go) and the
+// program's own (kctl's user_metrics.go).
+package metrics
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kctl-dev/kctl/internal/prom"
+)
 
 // reconcileBuckets are controller-runtime's buckets for
 // reconcile_time_seconds.
@@ -75,19 +74,19 @@ var workqueueBuckets = []float64{
 	1, 10, 100, 1000,
 }
 
-// metrics is the registry behind one Manager's metrics page:
+// Registry is the registry behind one Manager's metrics page:
 //
-//	m := newMetrics()
-//	cm := m.forController("widgets", 2) // cm is its QueueObserver too
-//	cm.reconciled("success", took)      // after each Reconcile
-//	http.Handle("/metrics", m.handler())
+//	m := metrics.New()
+//	cm := m.Controller("widgets", 2) // cm is its QueueObserver too
+//	cm.Reconciled("success", took)      // after each Reconcile
+//	http.Handle("/metrics", m.Handler())
 //
-// The zero value is not usable; call newMetrics. It is safe for
+// The zero value is not usable; call New. It is safe for
 // concurrent use. The functions read at scrape time (queue depth, cache
 // stats) run without mu held.
-type metrics struct {
+type Registry struct {
 	mu          sync.Mutex
-	controllers map[string]*controllerMetrics
+	controllers map[string]*Controller
 	// informers are the caches' stats, by resource.
 	informers map[string]func() (objects int, bytes int64)
 	// leaders say whether this process leads, by lease name.
@@ -97,44 +96,45 @@ type metrics struct {
 	events *atomic.Uint64
 	// undecodable are the caches' counts, by resource.
 	undecodable map[string]func() int
-	// requests are the Manager's Conn's; never nil.
-	requests *requestMetrics
-	// user are the program's own metrics (user_metrics.go).
-	user prom.Registry
+	// Requests are the Manager's Conn's; never nil.
+	Requests *Requests
+	// User are the program's own metrics (kctl's user_metrics.go).
+	User prom.Registry
 }
 
-func newMetrics() *metrics {
-	return &metrics{
-		controllers: map[string]*controllerMetrics{},
+// New returns a Registry with no series but the Go, process and request ones.
+func New() *Registry {
+	return &Registry{
+		controllers: map[string]*Controller{},
 		informers:   map[string]func() (int, int64){},
 		leaders:     map[string]bool{},
 		undecodable: map[string]func() int{},
-		requests:    newRequestMetrics(),
+		Requests:    newRequests(),
 	}
 }
 
-// forController returns the named controller's metrics, creating them
+// Controller returns the named controller's metrics, creating them
 // (every series at zero) on first use, and sets
 // max_concurrent_reconciles to workers.
-func (m *metrics) forController(
+func (m *Registry) Controller(
 	name string,
 	workers int,
-) *controllerMetrics {
+) *Controller {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cm := m.controllers[name]
 	if cm == nil {
-		cm = newControllerMetrics(name)
+		cm = newController(name)
 		m.controllers[name] = cm
 	}
 	cm.maxWorkers.Store(int64(workers))
 	return cm
 }
 
-// addInformer shows stats, called at every scrape, as kctl_cache_objects
+// AddInformer shows stats, called at every scrape, as kctl_cache_objects
 // and kctl_cache_bytes{resource}; a second call for a resource replaces
 // the first.
-func (m *metrics) addInformer(
+func (m *Registry) AddInformer(
 	resource string,
 	stats func() (objects int, bytes int64),
 ) {
@@ -143,9 +143,9 @@ func (m *metrics) addInformer(
 	m.informers[resource] = stats
 }
 
-// eventsDropped returns the counter of Events not written that every
+// EventsDropped returns the counter of Events not written that every
 // EventRecorder of the Manager adds to, shown from the first call on.
-func (m *metrics) eventsDropped() *atomic.Uint64 {
+func (m *Registry) EventsDropped() *atomic.Uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.events == nil {
@@ -154,40 +154,29 @@ func (m *metrics) eventsDropped() *atomic.Uint64 {
 	return m.events
 }
 
-// addUndecodable shows count, called at every scrape, as
+// AddUndecodable shows count, called at every scrape, as
 // kctl_cache_undecodable_objects{resource}.
-func (m *metrics) addUndecodable(resource string, count func() int) {
+func (m *Registry) AddUndecodable(resource string, count func() int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.undecodable[resource] = count
 }
 
-// setLeader records whether this process holds the named lease.
-func (m *metrics) setLeader(lease string, leading bool) {
+// SetLeader records whether this process holds the named lease.
+func (m *Registry) SetLeader(lease string, leading bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.leaders[lease] = leading
 }
 
-// handler serves the page, a fresh snapshot, sorted so that it is stable.
-func (m *metrics) handler() http.Handler {
-	return prom.Handler(func() *prom.Page {
-		return m.page().Page
-	})
+// Handler serves the page, a fresh snapshot, sorted so that it is stable.
+func (m *Registry) Handler() http.Handler {
+	return prom.Handler(m.Page)
 }
 
-// page is one snapshot of the metrics page.
-type page struct{ *prom.Page }
-
-// writeTo writes the page.
-func (p page) writeTo(w io.Writer) error {
-	_, err := p.WriteTo(w)
-	return err
-}
-
-// page collects every series. The functions registered to be read at
+// Page collects every series. The functions registered to be read at
 // scrape time run after m.mu is released.
-func (m *metrics) page() page {
+func (m *Registry) Page() *prom.Page {
 	m.mu.Lock()
 	cms := slices.Collect(maps.Values(m.controllers))
 	informers := maps.Clone(m.informers)
@@ -222,9 +211,9 @@ func (m *metrics) page() page {
 	}
 	prom.CollectGoRuntime(p)
 	prom.CollectProcess(p)
-	m.requests.collect(p)
-	m.user.Collect(p)
-	return page{p}
+	m.Requests.collect(p)
+	m.User.Collect(p)
+	return p
 }
 
 // collectInformer adds the kctl_cache_* series of one informer.
@@ -262,10 +251,10 @@ func collectLeader(p *prom.Page, lease string, leading bool) {
 		v, "name", lease)
 }
 
-// controllerMetrics are one controller's series and its queue's
+// Controller are one controller's series and its queue's
 // QueueObserver. It is safe for concurrent use; reconciled, the worker
 // brackets and the observer methods take no lock.
-type controllerMetrics struct {
+type Controller struct {
 	name       string
 	maxWorkers atomic.Int64
 	// active counts the workers in a Reconcile now: 0 on an idle
@@ -287,8 +276,8 @@ type controllerMetrics struct {
 	inFlight func() (n int, unfinished, longest time.Duration)
 }
 
-func newControllerMetrics(name string) *controllerMetrics {
-	cm := &controllerMetrics{
+func newController(name string) *Controller {
+	cm := &Controller{
 		name:          name,
 		reconcileTime: prom.NewHistogram(reconcileBuckets),
 		queueDuration: prom.NewHistogram(workqueueBuckets),
@@ -307,7 +296,7 @@ func newControllerMetrics(name string) *controllerMetrics {
 // "success", "error" (also counted in reconcile_errors_total), "requeue"
 // or "requeue_after"; any other value gets a series of its own, keeping
 // the caller's mistake visible.
-func (cm *controllerMetrics) reconciled(
+func (cm *Controller) Reconciled(
 	result string,
 	took time.Duration,
 ) {
@@ -323,23 +312,23 @@ func (cm *controllerMetrics) reconciled(
 // conflicted counts a reconcile that returned a Conflict (its copy of an
 // object was stale): kctl_reconcile_conflicts_total, and reconcile_total
 // with result "requeue", as it is retried without counting as an error.
-func (cm *controllerMetrics) conflicted(took time.Duration) {
+func (cm *Controller) Conflicted(took time.Duration) {
 	cm.conflicts.Add(1)
-	cm.reconciled("requeue", took)
+	cm.Reconciled("requeue", took)
 }
 
 // workerStarted and workerStopped bracket each Reconcile call: call
 // workerStarted right before it and workerStopped right after, so that
 // controller_runtime_active_workers counts the workers busy in one, as
 // controller-runtime's does (0 on an idle controller).
-func (cm *controllerMetrics) workerStarted() { cm.active.Add(1) }
+func (cm *Controller) WorkerStarted() { cm.active.Add(1) }
 
-func (cm *controllerMetrics) workerStopped() { cm.active.Add(-1) }
+func (cm *Controller) WorkerStopped() { cm.active.Add(-1) }
 
 // setQueue registers the queue's read-outs, called at scrape time for
 // workqueue_depth, _unfinished_work_seconds and
 // _longest_running_processor_seconds.
-func (cm *controllerMetrics) setQueue(
+func (cm *Controller) SetQueue(
 	depth func() int,
 	inFlight func() (n int, unfinished, longest time.Duration),
 ) {
@@ -350,20 +339,20 @@ func (cm *controllerMetrics) setQueue(
 }
 
 // Added, Waited, Worked and Retried implement QueueObserver.
-func (cm *controllerMetrics) Added() { cm.adds.Add(1) }
+func (cm *Controller) Added() { cm.adds.Add(1) }
 
-func (cm *controllerMetrics) Waited(d time.Duration) {
+func (cm *Controller) Waited(d time.Duration) {
 	cm.queueDuration.Observe(d.Seconds())
 }
 
-func (cm *controllerMetrics) Worked(d time.Duration) {
+func (cm *Controller) Worked(d time.Duration) {
 	cm.workDuration.Observe(d.Seconds())
 }
 
-func (cm *controllerMetrics) Retried() { cm.retries.Add(1) }
+func (cm *Controller) Retried() { cm.retries.Add(1) }
 
 // collect adds the controller's series, then its queue's.
-func (cm *controllerMetrics) collect(p *prom.Page) {
+func (cm *Controller) collect(p *prom.Page) {
 	c := []string{"controller", cm.name}
 	for result, n := range cm.results.Range {
 		v := float64(n.(*atomic.Uint64).Load())
@@ -399,7 +388,7 @@ func (cm *controllerMetrics) collect(p *prom.Page) {
 }
 
 // collectQueue adds the workqueue_* series.
-func (cm *controllerMetrics) collectQueue(p *prom.Page) {
+func (cm *Controller) collectQueue(p *prom.Page) {
 	cm.mu.Lock()
 	depth := cm.depth
 	inFlight := cm.inFlight
