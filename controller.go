@@ -70,7 +70,7 @@ func Terminal(err error) error {
 }
 
 // ErrTerminal matches every error made by Terminal.
-var ErrTerminal = errors.New("terminal error")
+var ErrTerminal = errors.New("kctl: terminal error")
 
 type terminalError struct{ err error }
 
@@ -85,7 +85,6 @@ func (e terminalError) Error() string {
 
 func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 
-func (e terminalError) Is(target error) bool { return target == ErrTerminal }
 
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
@@ -134,7 +133,7 @@ type Controller[T any] struct {
 	predicates  []Predicate // own events only
 	filters     []Predicate // every object source
 	onDelete    func(ctx context.Context, obj *T)
-	rateLimiter RateLimiter[Key]
+	queueOpts   QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
 	// started is set by the first run; from then on the configuration above
@@ -193,7 +192,15 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 // token bucket over all the controller's keys (10 per second, burst 100), that
 // is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
 func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
-	return c.configure("WithRateLimiter", func() { c.rateLimiter = rl })
+	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
+}
+
+// WithQueueOptions sets the options of the controller's queue: pacing
+// (Debounce, MinInterval), AgeLowPriorityAfter and RateLimiter (as
+// WithRateLimiter does). Observer is ignored: the controller's metrics
+// observe its queue. Defaults to QueueOptions[Key]{} (see Queue).
+func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] {
+	return c.configure("WithQueueOptions", func() { c.queueOpts = opts })
 }
 
 // WithPredicates filters the events of T itself: an event enqueues its key
@@ -261,11 +268,11 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		m := metaOf(ev.Object)
 		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
 		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, priorityOf(ev))
+			c.enqueue(k, t, enqueueModeOf(ev))
 		}
 		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
 			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, priorityOf(ev))
+				c.enqueue(k, t, enqueueModeOf(ev))
 			}
 		}
 	}
@@ -296,7 +303,7 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 					continue
 				}
 				for _, k := range toKeys(e) {
-					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, keep)
+					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, asKept)
 				}
 			}
 		}
@@ -314,7 +321,7 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 // reconciled, and OnDelete runs for it only if the controller saw that
 // object's delete and has not yet handed it to OnDelete (see OnDelete); a
 // key that names no object does nothing.
-func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, keep) }
+func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }
 
 // onEvent turns an event of T into a queued key.
 func (c *Controller[T]) onEvent(ev Event[T]) {
@@ -339,7 +346,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, priorityOf(ev))
+	c.enqueue(k, t, enqueueModeOf(ev))
 }
 
 // keepDeleted keeps obj, the last state of the deleted object k, for the
@@ -367,32 +374,38 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 	return true
 }
 
-// How enqueue adds a key.
+// enqueueMode says how enqueue adds a key.
+type enqueueMode int
+
 const (
-	normal = iota
-	low    // from an initial list, a replay or a periodic resync: behind live events
-	keep   // from outside the cluster: kept while not running, as no replay can recreate it
+	// asLive is a change seen live: queued at normal priority.
+	asLive enqueueMode = iota
+	// asKnown re-delivers what is known (an initial list, a replay, a
+	// periodic resync): queued at low priority, behind live changes.
+	asKnown
+	// asKept comes from outside the cluster (Enqueue, FromChannel): kept
+	// while the controller does not run, as no replay can recreate it.
+	asKept
 )
 
-// priorityOf is how an event's keys are queued: those of an initial list, a
-// replay and a periodic resync re-deliver what is already known, so they go
-// at low priority, behind live changes; every other event's at normal.
-func priorityOf[O any](ev Event[O]) int {
+// enqueueModeOf is how an event's keys are queued: asKnown for those of an
+// initial list, a replay and a periodic resync, else asLive.
+func enqueueModeOf[O any](ev Event[O]) enqueueMode {
 	if ev.Initial || ev.Resync {
-		return low
+		return asKnown
 	}
-	return normal
+	return asLive
 }
 
 // enqueue remembers why k is queued (the first cause since the last run
 // wins) and adds it to the queue of the current run. While the controller is
 // not running, keys are dropped (the next run replays every cached object)
-// or, with keep, kept for the next run.
-func (c *Controller[T]) enqueue(k Key, t Trigger, how int) {
+// or, asKept, kept for the next run.
+func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
 	c.mu.Lock()
 	q := c.queue
 	if q == nil {
-		if how == keep {
+		if how == asKept {
 			c.pending[k] = t
 		}
 		c.mu.Unlock()
@@ -405,7 +418,7 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, how int) {
 		c.triggers[k] = &t
 	}
 	c.mu.Unlock()
-	if how == low {
+	if how == asKnown {
 		q.AddLowPriority(k)
 	} else {
 		q.Add(k)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,5 +65,43 @@ func TestController_EnqueueOfAKeyNotInTheCache_RunsNeitherReconcileNorOnDelete(t
 	}
 	if !slices.Equal(deletes, []string{"gone"}) {
 		t.Errorf("OnDelete ran for %q, want once, for the delete of gone", deletes)
+	}
+}
+
+// WithQueueOptions reaches the controller's queue: with MinInterval, the
+// reconciles of one key are at least that far apart, however often it is
+// enqueued.
+func TestController_WithQueueOptions_MinIntervalSpacesAKeysReconciles(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	const interval = 400 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	c := NewController(mgr, "paced", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		return Result{}, nil
+	})
+	c.WithQueueOptions(QueueOptions[Key]{MinInterval: interval})
+	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
+	runs := func() int { mu.Lock(); defer mu.Unlock(); return len(at) }
+	eventually(t, "the first reconcile", func() bool { return runs() >= 1 })
+	for range 3 {
+		before := runs()
+		c.Enqueue(Key{ns, "a"})
+		eventually(t, "the next reconcile", func() bool { return runs() > before })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < interval {
+			t.Errorf("reconciles %d and %d of one key were %v apart, want at least MinInterval %v", i, i+1, gap, interval)
+		}
 	}
 }

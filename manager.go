@@ -104,7 +104,7 @@ type Manager struct {
 	// leader election is linked only into programs that call ElectLeader.
 	elect func(ctx context.Context, lead func(leaderCtx, leaseCtx context.Context)) error
 
-	shutdown *shutdown // the schedule of the shutdown, fixed when Start's ctx ends
+	shutdown *shutdownSchedule // the schedule of the shutdown, fixed when Start's ctx ends
 
 	// mu guards what follows. Before Start, runnables and leaderOnly collect
 	// what Start starts; from Start on, ctx is set and every runnable added
@@ -157,7 +157,7 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.Cache.Logger = opts.Logger
 	}
 	m := &Manager{conn: conn, log: opts.Logger, opts: opts, writes: newWriteTracker(),
-		metrics: metrics.New(), health: newHealth(), shutdown: &shutdown{timeout: opts.ShutdownTimeout}}
+		metrics: metrics.New(), health: newHealth(), shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout}}
 	conn.requests = m.metrics.Requests
 	m.cache = NewCache(conn, opts.Cache)
 	m.cache.made = func(inf madeInformer) {
@@ -434,7 +434,7 @@ func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error)
 	m.health.add(name, false, check)
 }
 
-// shutdown is the schedule of a Manager's graceful shutdown, so that Start
+// shutdownSchedule is the schedule of a Manager's graceful shutdown, so that Start
 // returns within ShutdownTimeout (T) even when some work ignores its context.
 // It is fixed by the first call of begin, when Start's context has ended (t0),
 // and keeps a reserve r = T/5 (at most 2 s) for what must happen last:
@@ -446,27 +446,27 @@ func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error)
 //	end         t0+T      Start returns, naming whatever still runs
 //
 // The zero value is not usable: set timeout. Safe for concurrent use.
-type shutdown struct {
+type shutdownSchedule struct {
 	timeout time.Duration
 	once    sync.Once
 	t0      time.Time // set once, by begin
 }
 
 // begin fixes the schedule at the first call (now) and returns t0.
-func (s *shutdown) begin() time.Time {
+func (s *shutdownSchedule) begin() time.Time {
 	s.once.Do(func() { s.t0 = time.Now() })
 	return s.t0
 }
 
-func (s *shutdown) reserve() time.Duration { return min(s.timeout/5, 2*time.Second) }
+func (s *shutdownSchedule) reserve() time.Duration { return min(s.timeout/5, 2*time.Second) }
 
-func (s *shutdown) drainBy() time.Time { return s.begin().Add(s.timeout - s.reserve()) }
+func (s *shutdownSchedule) drainBy() time.Time { return s.begin().Add(s.timeout - s.reserve()) }
 
-func (s *shutdown) abandonAt() time.Time { return s.begin().Add(s.timeout - s.reserve()/2) }
+func (s *shutdownSchedule) abandonAt() time.Time { return s.begin().Add(s.timeout - s.reserve()/2) }
 
-func (s *shutdown) writesBy() time.Time { return s.begin().Add(s.timeout - s.reserve()/4) }
+func (s *shutdownSchedule) writesBy() time.Time { return s.begin().Add(s.timeout - s.reserve()/4) }
 
-func (s *shutdown) end() time.Time { return s.begin().Add(s.timeout) }
+func (s *shutdownSchedule) end() time.Time { return s.begin().Add(s.timeout) }
 
 // SignalContext returns a context that ends on the first SIGINT or SIGTERM.
 // A second signal exits the process at once with status 1: the one place kctl

@@ -24,7 +24,7 @@ func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing
 		{3 * time.Second, 2400 * time.Millisecond, 2700 * time.Millisecond, 2850 * time.Millisecond, 3 * time.Second},
 		{30 * time.Second, 28 * time.Second, 29 * time.Second, 29500 * time.Millisecond, 30 * time.Second},
 	} {
-		s := &shutdown{timeout: tc.timeout}
+		s := &shutdownSchedule{timeout: tc.timeout}
 		t0 := s.begin()
 		got := []time.Duration{s.drainBy().Sub(t0), s.abandonAt().Sub(t0), s.writesBy().Sub(t0), s.end().Sub(t0)}
 		want := []time.Duration{tc.drainBy, tc.abandonAt, tc.writesBy, tc.endTime}

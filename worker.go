@@ -26,7 +26,9 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	if c.observer == nil {
 		c.observer = c.host.observe(c.name, c.workers)
 	}
-	q := NewQueue(QueueOptions[Key]{RateLimiter: c.rateLimiter, Observer: c.observer})
+	opts := c.queueOpts
+	opts.Observer = c.observer
+	q := NewQueue(opts)
 	c.observer.SetQueue(q.Len, q.InFlight)
 	c.mu.Lock()
 	clear(c.triggers)
@@ -41,7 +43,7 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 		c.mu.Unlock()
 	}()
 	for k, t := range pending { // before the replay, so their cause is the one recorded
-		c.enqueue(k, t, normal)
+		c.enqueue(k, t, asLive)
 	}
 	for _, replay := range c.replays {
 		replay()
