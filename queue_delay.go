@@ -5,7 +5,10 @@ package kctl
 // nothing. It uses no other file; queue.go uses it (see the order at
 // the top of ratelimit.go).
 
-import "time"
+import (
+	"container/heap"
+	"time"
+)
 
 // queueWait is one key waiting in a queueWaits.
 type queueWait[K comparable] struct {
@@ -18,20 +21,21 @@ type queueWait[K comparable] struct {
 	// add says to queue the key when the wait ends. A wait without add is
 	// a hold: it only keeps the key's last start until MinInterval passed.
 	add bool
+	// index is the wait's position in the heap, kept by Swap.
+	index int
 }
 
-// queueWaits is a binary min-heap of waiting keys on (at, seq), with
-// each key's position, so that moving or removing a key is O(log n),
-// and a timer that calls due when the first wait ends. It is not
+// queueWaits holds the waiting keys in a binary min-heap on (at, seq),
+// as container/heap's PriorityQueue example does, with a map to find
+// each key's wait, so that moving or removing a key is O(log n); and a
+// timer that calls due when the first wait ends. It is not
 // goroutine-safe: its owner locks it, and due takes the owner's lock.
 // The zero value is empty; set due before the first set.
 type queueWaits[K comparable] struct {
-	// heap holds every waiting key once. No wait comes before its parent:
-	// heap[i] is not before heap[(i-1)/2].
-	heap []queueWait[K]
-	// pos is the index in heap of every waiting key, and only of them:
-	// heap[pos[k]].key == k.
-	pos map[K]int
+	// heap holds every waiting key once: the waits of byKey.
+	heap queueWaitHeap[K]
+	// byKey is the wait of every waiting key: byKey[k].key == k.
+	byKey map[K]*queueWait[K]
 	// seq is the last seq that set gave a wait.
 	seq uint64
 
@@ -52,35 +56,37 @@ func (w *queueWaits[K]) len() int {
 
 // first is the wait that ends first. Call it only when len() > 0.
 func (w *queueWaits[K]) first() queueWait[K] {
-	return w.heap[0]
+	return *w.heap[0]
 }
 
 // get returns k's wait, if k waits.
 func (w *queueWaits[K]) get(k K) (queueWait[K], bool) {
-	i, ok := w.pos[k]
+	e, ok := w.byKey[k]
 	if !ok {
 		return queueWait[K]{}, false
 	}
-	return w.heap[i], true
+	return *e, true
 }
 
 // set makes k wait until at, replacing the wait k had, and arms the
 // timer for it. It orders k after every wait set before that ends at
 // the same time.
 func (w *queueWaits[K]) set(k K, at time.Time, add bool, now time.Time) {
-	if w.pos == nil {
-		w.pos = map[K]int{}
+	if w.byKey == nil {
+		w.byKey = map[K]*queueWait[K]{}
 	}
 	w.seq++
-	e := queueWait[K]{key: k, at: at, seq: w.seq, add: add}
-	i, ok := w.pos[k]
-	if !ok {
-		i = len(w.heap)
-		w.heap = append(w.heap, e)
-		w.pos[k] = i
+	e, ok := w.byKey[k]
+	if ok {
+		e.at = at
+		e.seq = w.seq
+		e.add = add
+		heap.Fix(&w.heap, e.index)
+	} else {
+		e = &queueWait[K]{key: k, at: at, seq: w.seq, add: add}
+		heap.Push(&w.heap, e)
+		w.byKey[k] = e
 	}
-	w.heap[i] = e
-	w.fix(i)
 	w.arm(at, now)
 }
 
@@ -105,71 +111,58 @@ func (w *queueWaits[K]) fired() {
 
 // remove ends k's wait, if k waits.
 func (w *queueWaits[K]) remove(k K) {
-	i, ok := w.pos[k]
+	e, ok := w.byKey[k]
 	if !ok {
 		return
 	}
-	last := len(w.heap) - 1
-	w.swap(i, last)
-	w.heap[last] = queueWait[K]{}
-	w.heap = w.heap[:last]
-	delete(w.pos, k)
-	if i < last {
-		w.fix(i)
-	}
+	heap.Remove(&w.heap, e.index)
+	delete(w.byKey, k)
 }
 
 // reset removes every wait and stops the timer.
 func (w *queueWaits[K]) reset() {
 	clear(w.heap)
 	w.heap = w.heap[:0]
-	clear(w.pos)
+	clear(w.byKey)
 	if w.timer != nil {
 		w.timer.Stop()
 	}
 	w.armed = false
 }
 
-// fix moves heap[i] up or down to its place.
-func (w *queueWaits[K]) fix(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !w.before(i, parent) {
-			break
-		}
-		w.swap(i, parent)
-		i = parent
-	}
-	for {
-		child := 2*i + 1
-		if child >= len(w.heap) {
-			return
-		}
-		right := child + 1
-		if right < len(w.heap) && w.before(right, child) {
-			child = right
-		}
-		if !w.before(child, i) {
-			return
-		}
-		w.swap(i, child)
-		i = child
-	}
+// queueWaitHeap implements heap.Interface for queueWaits.
+type queueWaitHeap[K comparable] []*queueWait[K]
+
+func (h queueWaitHeap[K]) Len() int {
+	return len(h)
 }
 
-// before reports whether heap[i] ends before heap[j].
-func (w *queueWaits[K]) before(i, j int) bool {
-	a := &w.heap[i]
-	b := &w.heap[j]
-	if a.at.Equal(b.at) {
-		return a.seq < b.seq
+// Less orders waits by end, then by seq.
+func (h queueWaitHeap[K]) Less(i, j int) bool {
+	if h[i].at.Equal(h[j].at) {
+		return h[i].seq < h[j].seq
 	}
-	return a.at.Before(b.at)
+	return h[i].at.Before(h[j].at)
 }
 
-// swap swaps heap[i] and heap[j] and keeps pos up to date.
-func (w *queueWaits[K]) swap(i, j int) {
-	w.heap[i], w.heap[j] = w.heap[j], w.heap[i]
-	w.pos[w.heap[i].key] = i
-	w.pos[w.heap[j].key] = j
+func (h queueWaitHeap[K]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *queueWaitHeap[K]) Push(x any) {
+	e := x.(*queueWait[K])
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+// Pop removes the last wait; heap.Pop and heap.Remove call it.
+func (h *queueWaitHeap[K]) Pop() any {
+	old := *h
+	last := len(old) - 1
+	e := old[last]
+	old[last] = nil
+	*h = old[:last]
+	return e
 }

@@ -133,15 +133,15 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 		}
 	}
 	w := &q.waiting
-	if len(w.pos) != len(w.heap) {
-		t.Fatalf("%d waiting keys have a position, %d are in the heap", len(w.pos), len(w.heap))
+	if len(w.byKey) != len(w.heap) {
+		t.Fatalf("%d waiting keys are mapped, %d are in the heap", len(w.byKey), len(w.heap))
 	}
 	for i, e := range w.heap {
-		if i > 0 && w.before(i, (i-1)/2) {
+		if i > 0 && w.heap.Less(i, (i-1)/2) {
 			t.Fatalf("waiting heap order broken at %d", i)
 		}
-		if w.pos[e.key] != i {
-			t.Fatalf("heap[%d] is %v, whose position is %d", i, e.key, w.pos[e.key])
+		if e.index != i || w.byKey[e.key] != e {
+			t.Fatalf("heap[%d] is %v, at index %d, mapped to %p, not %p", i, e.key, e.index, w.byKey[e.key], e)
 		}
 		_, queued := q.queued[e.key]
 		_, processing := q.processing[e.key]
@@ -151,7 +151,7 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 	}
 	for k := range q.started {
 		_, processing := q.processing[k]
-		_, waiting := w.pos[k]
+		_, waiting := w.byKey[k]
 		if !processing && !waiting {
 			t.Fatalf("the start of %v is kept, but it neither processes nor waits", k)
 		}
