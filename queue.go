@@ -175,8 +175,14 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		q.mu.Unlock()
 		return
 	}
+	e, queued := q.queued[k]
+	// Stingy: an add of a queued key changes nothing, unless it is a
+	// normal add of a low key (which raises it) or a delay.
+	if queued && d <= 0 && (low || !e.low) {
+		q.mu.Unlock()
+		return
+	}
 	now := time.Now()
-	_, queued := q.queued[k]
 	if d <= 0 && !low && !queued {
 		d = q.debounce
 	}
