@@ -383,10 +383,7 @@ func (q *Queue[K]) forgetLocked(k K) {
 // only held. A wait to add never moves later, nor becomes a hold.
 func (q *Queue[K]) waitLocked(k K, at time.Time, add bool, now time.Time) {
 	w, ok := q.waiting.get(k)
-	if ok && w.add && !add {
-		return
-	}
-	if ok && w.add && !at.Before(w.at) {
+	if ok && w.add && (!add || !at.Before(w.at)) {
 		return
 	}
 	q.waiting.set(k, at, add, now)
