@@ -85,7 +85,6 @@ func (e terminalError) Error() string {
 
 func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 
-
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
 // Builder mistakes are returned by Manager.Start (logged as errors once Start
@@ -129,11 +128,11 @@ type Controller[T any] struct {
 
 	observer controllerObserver // its metrics
 
-	workers     int
-	predicates  []Predicate // own events only
-	filters     []Predicate // every object source
-	onDelete    func(ctx context.Context, obj *T)
-	queueOpts   QueueOptions[Key] // Observer is set by run
+	workers    int
+	predicates []Predicate // own events only
+	filters    []Predicate // every object source
+	onDelete   func(ctx context.Context, obj *T)
+	queueOpts  QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
 	// started is set by the first run; from then on the configuration above

@@ -43,13 +43,15 @@
 //  12. cache.go: Cache, one informer per resource, and cached Client reads.
 //  13. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
 //  14. sources.go: events of owned and watched objects turned into keys.
-//  15. queue.go: Queue: fair, stingy, exclusive, with low priority.
-//  16. queue_delay.go: AddAfter on top of it.
-//  17. ratelimit.go: AddRateLimited, Forget and the per-key backoff.
-//  18. runnable.go: Runnable, goroutine groups, leadership terms.
-//  19. controller.go: Controller[T]: its builder, sources and enqueue.
-//  20. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  21. manager.go: Manager: NewManager, ClientFor, NewController, Start.
+//  15. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
+//  16. queue_line.go: the first-in, first-out line of queued keys.
+//  17. queue_delay.go: the keys waiting for a time, in a heap with one timer.
+//  18. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
+//     and AddRateLimited.
+//  19. runnable.go: Runnable, goroutine groups, leadership terms.
+//  20. controller.go: Controller[T]: its builder, sources and enqueue.
+//  21. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  22. manager.go: Manager: NewManager, ClientFor, NewController, Start.
 //
 // # How data flows
 //

@@ -1,12 +1,13 @@
 package kctl
 
+// The Queue, one layer: priority, processing, shutdown, delays and
+// pacing. It uses the three files before it (see ratelimit.go's top).
+
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -34,31 +35,66 @@ import (
 // The zero Queue is not usable: NewQueue makes one and starts no goroutine
 // (the delay timer is made on first use). All methods are goroutine-safe.
 type Queue[K comparable] struct {
-	mu         sync.Mutex
-	cond       sync.Cond    // L is &mu; signalled once per key queued, broadcast at shutdown
-	index      map[K]uint32 // key -> slot; holds exactly the slots with fUsed
-	slots      []slot[K]    // freed slots are zeroed and listed in free
-	free       []uint32
-	normal     fifo        // queued normal keys by join time (at; 0 while low was empty), each a slot with fQueued and not fLow
-	low        fifo        // queued low keys; an item is live iff its slot has fQueued|fLow and its seq
-	n          int         // queued keys: normal.len() + live items in low
-	wait       []item      // binary min-heap on (at, seq) of the slots with fWaiting; slots[wait[j].idx].pos == j
-	seq        uint64      // last seq given to a low or wait item
-	timer      *time.Timer // the one AfterFunc timer serving wait
-	armed      bool        // timer fires at armedAt, and armedAt <= wait[0].at
-	armedAt    int64
-	processing int                                // slots with fProcessing
-	last       uint32                             // slot Get handed out last (findLocked tries it first)
-	hot        atomic.Pointer[map[K]*atomic.Bool] // key -> its slot.hot (or a dead one, false); read without mu, replaced whole
-	fresh      []hotEntry[K]                      // slot.hot flags made since hot was built
-	shutdown   bool                               // set once; then n == 0, wait is empty, no slot is queued, dirty or waiting
-	drained    chan struct{}                      // made at shutdown, closed once processing is 0
-	epoch      time.Time                          // origin of the int64 times (ns, monotonic)
-	timed      bool                               // Get and Done read the clock (Observer or MinInterval)
+	mu sync.Mutex
+	// cond.L is &mu. cond is signalled once per key queued and
+	// broadcast at shutdown.
+	cond sync.Cond
 
-	debounce, minInterval, age int64
-	rl                         RateLimiter[K]
-	obs                        QueueObserver
+	// queued holds every key that waits in ready or lowReady to be
+	// handed out: when it was queued and whether it is low. A queued key
+	// is not in processing.
+	queued map[K]queueEntry
+	// ready is the line of the keys queued at normal priority, each once,
+	// in the order they joined it. Every key in ready is in queued, not low.
+	ready queueLine[K]
+	// lowReady is the line of the keys queued at low priority, in the
+	// order they were queued. An item is live if its key is in queued,
+	// low, with the item's seq; Get drops the others (keys raised to
+	// ready since). Every low key in queued has one live item.
+	lowReady queueLine[K]
+	// lowSeq is the last seq given to an item of lowReady.
+	lowSeq uint64
+	// processing holds every key handed out by Get and not yet Done,
+	// with when Get handed it out.
+	processing map[K]time.Time
+	// dirty holds the keys added while processing, to be queued again at
+	// Done; true if every add since Get was low. Every key in dirty is in
+	// processing.
+	dirty map[K]bool
+
+	// waiting holds the keys that wait for a time; its timer calls fire.
+	// A key may wait to be added while it is queued or processing; a key
+	// held (a wait without add) is neither.
+	waiting queueWaits[K]
+	// started holds when Get last handed out a key, for MinInterval
+	// only. Every key in started is processing or waiting.
+	started map[K]time.Time
+
+	// shuttingDown is set once, by ShutDown. Then queued, dirty and
+	// waiting are empty and stay so.
+	shuttingDown bool
+	// drained is closed once shuttingDown is set and no key is processing.
+	drained chan struct{}
+	// stopDrain is closed by a ShutDown while ShutDownWithDrain waits,
+	// to end the wait; nil when none waits.
+	stopDrain chan struct{}
+
+	debounce    time.Duration
+	minInterval time.Duration
+	age         time.Duration
+	rl          RateLimiter[K]
+	obs         QueueObserver
+}
+
+// queueEntry is what a Queue keeps of a queued key.
+type queueEntry struct {
+	// since is when the key was queued: Get reports the wait since then,
+	// and a low key ages from then.
+	since time.Time
+	// low is set while the key is in lowReady (not raised).
+	low bool
+	// seq is the seq of the key's item in lowReady, if low.
+	seq uint64
 }
 
 // QueueOptions configures NewQueue. The zero value behaves like client-go's
@@ -72,8 +108,7 @@ type QueueOptions[K comparable] struct {
 	Debounce time.Duration
 	// MinInterval, when > 0, is the least time between the Gets of a key.
 	MinInterval time.Duration
-	// Observer receives metrics events. Defaults to none; then Add (without
-	// delay or low priority), Get and Done never read the clock.
+	// Observer receives metrics events. Defaults to none.
 	Observer QueueObserver
 	// AgeLowPriorityAfter is how long a low key waits before it joins the
 	// back of the normal line. Defaults to a minute.
@@ -92,72 +127,140 @@ type QueueObserver interface {
 
 // NewQueue returns an empty queue. It starts no goroutine.
 func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
-	q := &Queue[K]{index: map[K]uint32{}, epoch: time.Now(), obs: opts.Observer,
-		rl:    cmp.Or(opts.RateLimiter, NewRateLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100)),
-		timed: opts.Observer != nil || opts.MinInterval > 0, debounce: int64(max(opts.Debounce, 0)),
-		minInterval: int64(max(opts.MinInterval, 0)), age: int64(cmp.Or(max(opts.AgeLowPriorityAfter, 0), time.Minute))}
+	rl := opts.RateLimiter
+	if rl == nil {
+		rl = NewRateLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100)
+	}
+	age := max(opts.AgeLowPriorityAfter, 0)
+	q := &Queue[K]{
+		queued:      map[K]queueEntry{},
+		processing:  map[K]time.Time{},
+		dirty:       map[K]bool{},
+		started:     map[K]time.Time{},
+		drained:     make(chan struct{}),
+		debounce:    max(opts.Debounce, 0),
+		minInterval: max(opts.MinInterval, 0),
+		age:         cmp.Or(age, time.Minute),
+		rl:          rl,
+		obs:         opts.Observer,
+	}
 	q.cond.L = &q.mu
-	q.hot.Store(new(map[K]*atomic.Bool))
+	q.waiting.due = q.fire
 	return q
 }
 
-// now is the time since q.epoch in ns if need is true, else 0 (no clock read).
-func (q *Queue[K]) now(need bool) int64 {
-	if !need {
-		return 0
-	}
-	return int64(time.Since(q.epoch))
-}
-
 // Add marks k as needing work. It does nothing after ShutDown.
-func (q *Queue[K]) Add(k K) { q.add(k, 0, false) }
+func (q *Queue[K]) Add(k K) {
+	q.add(k, 0, false)
+}
 
 // AddLowPriority is Add for keys from an informer's initial list or a
 // periodic resync: they are handed out after normal keys until they age (see Queue).
-func (q *Queue[K]) AddLowPriority(k K) { q.add(k, 0, true) }
+func (q *Queue[K]) AddLowPriority(k K) {
+	q.add(k, 0, true)
+}
 
 // AddAfter adds k once d has passed (d <= 0: Add). A waiting key moves earlier,
 // never later, and stops waiting when it is queued at normal priority (by Add,
 // or at Done after one), which is earlier. A key queued already when AddAfter
 // is called is added again when due (which does nothing if it is still queued).
-func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.add(k, d, false) }
+func (q *Queue[K]) AddAfter(k K, d time.Duration) {
+	q.add(k, d, false)
+}
 
+// add is Add, AddLowPriority and AddAfter.
 func (q *Queue[K]) add(k K, d time.Duration, low bool) {
-	// Under load most adds are of a queued key and change nothing (Stingy):
-	// once such an add put the key in q.hot, the next ones need no lock.
-	if d <= 0 && !low {
-		if h := (*q.hot.Load())[k]; h != nil && h.Load() {
-			return
-		}
-	}
 	q.mu.Lock()
-	i, ok := q.findLocked(k)
-	if q.shutdown || ok && d <= 0 && q.slots[i].flags&fQueued != 0 && (low || q.slots[i].flags&fLow == 0) { // changes nothing
-		if !q.shutdown && q.slots[i].hot == nil {
-			q.publishLocked(i)
-		}
+	if q.shuttingDown {
 		q.mu.Unlock()
 		return
 	}
-	if !ok {
-		i = q.allocLocked(k)
-	}
-	if d <= 0 && !low && q.slots[i].flags&fQueued == 0 {
-		d = time.Duration(q.debounce)
-	}
-	now := q.now(q.timed || d > 0 || low || q.low.len() > 0)
-	if d <= 0 {
-		q.unlockAdded(q.readyLocked(i, low, now))
+	e, queued := q.queued[k]
+	// Stingy: an add of a queued key changes nothing, unless it is a
+	// normal add of a low key (which raises it) or a delay.
+	if queued && d <= 0 && (low || !e.low) {
+		q.mu.Unlock()
 		return
 	}
-	q.waitLocked(i, min(now, math.MaxInt64-int64(d))+int64(d), fWaitAdd, now) // now+d, saturated
-	q.unlockAdded(q.dueLocked(now))                                           // spare the timer the keys already due
+	now := time.Now()
+	if d <= 0 && !low && !queued {
+		d = q.debounce
+	}
+	if d > 0 {
+		q.waitLocked(k, now.Add(d), true, now)
+		q.mu.Unlock()
+		return
+	}
+	added := q.readyLocked(k, low, now)
+	q.unlockAdded(added)
 }
 
-// unlockAdded unlocks q, then reports n queued keys to the Observer.
+// readyLocked is where every add ends up, and Done of a key added
+// while processing, and a wait that ends. It returns 1 if it queued k,
+// else 0. A processing key becomes dirty; a queued low key is raised by a
+// normal add unless it aged; a key within MinInterval of its last
+// start waits; any other is queued, and if normal, stops waiting.
+func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
+	if _, ok := q.processing[k]; ok {
+		q.dirtyLocked(k, low)
+		return 0
+	}
+	if e, ok := q.queued[k]; ok {
+		if !low && e.low && now.Sub(e.since) < q.age {
+			q.raiseLocked(k, now)
+		}
+		return 0
+	}
+	start, ok := q.started[k]
+	if ok && now.Before(start.Add(q.minInterval)) {
+		q.waitLocked(k, start.Add(q.minInterval), true, now)
+		return 0
+	}
+	e := queueEntry{since: now, low: low}
+	if low {
+		q.lowSeq++
+		e.seq = q.lowSeq
+		q.lowReady.push(queueItem[K]{key: k, seq: e.seq})
+	} else {
+		q.ready.push(queueItem[K]{key: k, at: now})
+		// Queued now, which is earlier than the wait's end.
+		q.waiting.remove(k)
+	}
+	q.queued[k] = e
+	// The next Get sets k's start.
+	delete(q.started, k)
+	q.cond.Signal()
+	return 1
+}
+
+// dirtyLocked marks processing key k to be queued again at Done, low
+// only if every add since Get was low.
+func (q *Queue[K]) dirtyLocked(k K, low bool) {
+	if !low {
+		q.dirty[k] = false
+		return
+	}
+	if _, ok := q.dirty[k]; !ok {
+		q.dirty[k] = true
+	}
+}
+
+// raiseLocked moves queued low key k to the back of the normal line.
+// Its item in lowReady is no longer live.
+func (q *Queue[K]) raiseLocked(k K, now time.Time) {
+	e := q.queued[k]
+	e.low = false
+	q.queued[k] = e
+	q.ready.push(queueItem[K]{key: k, at: now})
+}
+
+// unlockAdded unlocks q, then reports n keys queued to the Observer.
 func (q *Queue[K]) unlockAdded(n int) {
 	q.mu.Unlock()
-	for ; n > 0 && q.obs != nil; n-- {
+	if q.obs == nil {
+		return
+	}
+	for range n {
 		q.obs.Added()
 	}
 }
@@ -172,129 +275,220 @@ func (q *Queue[K]) AddRateLimited(k K) {
 }
 
 // Forget resets k's backoff. It does not remove k from the queue.
-func (q *Queue[K]) Forget(k K) { q.rl.Forget(k) }
+func (q *Queue[K]) Forget(k K) {
+	q.rl.Forget(k)
+}
 
 // NumRequeues is the number of failures of k the rate limiter counts.
-func (q *Queue[K]) NumRequeues(k K) int { return q.rl.NumRequeues(k) }
+func (q *Queue[K]) NumRequeues(k K) int {
+	return q.rl.NumRequeues(k)
+}
 
 // Get blocks until a key is ready and hands it out: call Done(k) when finished
 // with it. shutdown=true means the queue is shut down: end the worker.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.mu.Lock()
-	for q.n == 0 && !q.shutdown {
+	for len(q.queued) == 0 && !q.shuttingDown {
 		q.cond.Wait()
 	}
-	if q.shutdown {
+	if q.shuttingDown {
 		q.mu.Unlock()
 		return k, true
 	}
-	q.last = q.popLocked()
-	s := &q.slots[q.last]
-	s.flags = s.flags&^(fQueued|fLow) | fProcessing
-	s.mirror()
-	q.n--
-	q.processing++
-	s.startedAt = q.now(q.timed) // 0 is as good as long ago when MinInterval is 0
-	k = s.key
-	waited := time.Duration(s.startedAt - s.addedAt) // used with an Observer only, so timed
+	k = q.popLocked()
+	since := q.queued[k].since
+	delete(q.queued, k)
+	now := time.Now()
+	q.processing[k] = now
+	if q.minInterval > 0 {
+		q.started[k] = now
+	}
 	q.mu.Unlock()
 	if q.obs != nil {
-		q.obs.Waited(waited)
+		q.obs.Waited(now.Sub(since))
 	}
 	return k, false
+}
+
+// popLocked takes the next key out of its line; one is queued. That is
+// the first low key if the normal line is empty or the low key aged
+// before the first normal key joined; else the first normal key.
+func (q *Queue[K]) popLocked() K {
+	for q.lowReady.len() > 0 {
+		first := q.lowReady.first()
+		e, ok := q.queued[first.key]
+		if ok && e.low && e.seq == first.seq {
+			break
+		}
+		q.lowReady.pop()
+	}
+	if q.lowReady.len() == 0 {
+		return q.ready.pop().key
+	}
+	if q.ready.len() == 0 {
+		return q.lowReady.pop().key
+	}
+	low := q.lowReady.first().key
+	aged := q.queued[low].since.Add(q.age)
+	if aged.After(q.ready.first().at) {
+		return q.ready.pop().key
+	}
+	return q.lowReady.pop().key
 }
 
 // Done ends the run of k that Get started; if k was added meanwhile, it is
 // queued again. Done of a key that is not being processed does nothing.
 func (q *Queue[K]) Done(k K) {
 	q.mu.Lock()
-	i, ok := q.findLocked(k)
-	if !ok || q.slots[i].flags&fProcessing == 0 {
+	start, ok := q.processing[k]
+	if !ok {
 		q.mu.Unlock()
 		return
 	}
-	s := &q.slots[i]
-	dirty := s.flags&fDirty != 0
-	low := s.flags&fLow != 0
-	s.flags &^= fProcessing | fDirty | fLow
-	q.processing--
-	now := q.now(q.timed || dirty && (low || q.low.len() > 0))
-	worked := time.Duration(now - s.startedAt)
+	now := time.Now()
+	delete(q.processing, k)
+	low, dirty := q.dirty[k]
+	delete(q.dirty, k)
 	added := 0
-	switch {
-	case dirty: // never after ShutDown, which clears fDirty
-		added = q.readyLocked(i, low, now)
-	case q.shutdown && q.processing == 0:
-		close(q.drained)
-	case !q.shutdown && now < s.startedAt+q.minInterval: // keep startedAt to pace the next add
-		q.waitLocked(i, s.startedAt+q.minInterval, 0, now)
+	next := start.Add(q.minInterval)
+	if dirty {
+		added = q.readyLocked(k, low, now)
+	} else if !q.shuttingDown && now.Before(next) {
+		// A hold: it keeps k's start for the next add.
+		q.waitLocked(k, next, false, now)
 	}
-	q.idleLocked(i)
+	if q.shuttingDown && len(q.processing) == 0 {
+		close(q.drained)
+	}
+	q.forgetLocked(k)
 	q.unlockAdded(added)
 	if q.obs != nil {
-		q.obs.Worked(worked)
+		q.obs.Worked(now.Sub(start))
 	}
 }
 
-// Len is the number of queued keys (not waiting, not processing), for metrics.
-func (q *Queue[K]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.n }
+// forgetLocked forgets k's last start once k is neither processing
+// nor waiting.
+func (q *Queue[K]) forgetLocked(k K) {
+	if _, ok := q.processing[k]; ok {
+		return
+	}
+	if _, ok := q.waiting.get(k); ok {
+		return
+	}
+	delete(q.started, k)
+}
 
-// InFlight reports the keys being processed, for how long in total and the
-// longest. Durations are 0 unless the queue has an Observer or MinInterval.
+// waitLocked makes k wait until at; with add, to be queued then, else
+// only held. A wait to add never moves later, nor becomes a hold.
+func (q *Queue[K]) waitLocked(k K, at time.Time, add bool, now time.Time) {
+	w, ok := q.waiting.get(k)
+	if ok && w.add && (!add || !at.Before(w.at)) {
+		return
+	}
+	q.waiting.set(k, at, add, now)
+}
+
+// fire runs on the timer: it ends the waits that are due, in order, and
+// sets the timer for the next one. A call with none due is harmless.
+func (q *Queue[K]) fire() {
+	q.mu.Lock()
+	q.waiting.fired()
+	now := time.Now()
+	added := 0
+	for q.waiting.len() > 0 {
+		w := q.waiting.first()
+		if w.at.After(now) {
+			q.waiting.arm(w.at, now)
+			break
+		}
+		q.waiting.remove(w.key)
+		if w.add {
+			added += q.readyLocked(w.key, false, now)
+		}
+		q.forgetLocked(w.key)
+	}
+	q.unlockAdded(added)
+}
+
+// Len is the number of queued keys (not waiting, not processing), for metrics.
+func (q *Queue[K]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queued)
+}
+
+// InFlight reports the keys being processed, for how long in total and
+// the longest.
 func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := q.now(true)
-	for i := 0; i < len(q.slots) && q.timed; i++ {
-		if s := &q.slots[i]; s.flags&fProcessing != 0 {
-			unfinished += time.Duration(now - s.startedAt)
-			longest = max(longest, time.Duration(now-s.startedAt))
-		}
+	now := time.Now()
+	for _, start := range q.processing {
+		d := now.Sub(start)
+		unfinished += d
+		longest = max(longest, d)
 	}
-	return q.processing, unfinished, longest
+	return len(q.processing), unfinished, longest
 }
 
 // ShutDown stops the queue: every Get returns shutdown=true from now on, queued
 // and waiting keys are dropped, adds do nothing; keys in flight are still Done.
+// A ShutDown while ShutDownWithDrain waits ends that wait at once.
 func (q *Queue[K]) ShutDown() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.shutdown {
+	q.shutDownLocked()
+	if q.stopDrain != nil {
+		close(q.stopDrain)
+		q.stopDrain = nil
+	}
+}
+
+func (q *Queue[K]) shutDownLocked() {
+	if q.shuttingDown {
 		return
 	}
-	q.shutdown = true
-	q.armed = false
-	q.drained = make(chan struct{})
-	if q.processing == 0 {
+	q.shuttingDown = true
+	clear(q.queued)
+	q.ready.reset()
+	q.lowReady.reset()
+	clear(q.dirty)
+	q.waiting.reset()
+	clear(q.started)
+	if len(q.processing) == 0 {
 		close(q.drained)
 	}
-	if q.timer != nil {
-		q.timer.Stop()
-	}
-	for i := range q.slots { // keep only processing keys
-		q.slots[i].flags &= fUsed | fProcessing
-		q.slots[i].mirror()
-		q.idleLocked(uint32(i))
-	}
-	q.normal = fifo{}
-	q.low = fifo{}
-	q.wait = nil
-	q.n = 0
 	q.cond.Broadcast()
 }
 
 // ShutDownWithDrain is ShutDown, then it waits until every key handed out
-// is Done; if ctx ends first, it returns an error wrapping ctx's cause.
+// is Done; if ctx ends first, it returns an error wrapping ctx's cause, and
+// if ShutDown is called meanwhile, an error at once.
 func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
-	q.ShutDown()
+	q.mu.Lock()
+	q.shutDownLocked()
+	if q.stopDrain == nil {
+		q.stopDrain = make(chan struct{})
+	}
+	stop := q.stopDrain
+	q.mu.Unlock()
 	select {
-	case <-q.drained: // set by ShutDown, never changed
+	case <-q.drained:
 		return nil
+	case <-stop:
+		n, _, _ := q.InFlight()
+		return fmt.Errorf("kctl: queue drain stopped by ShutDown with %d keys still in flight", n)
 	case <-ctx.Done():
 		n, _, _ := q.InFlight()
-		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, unprefixed(context.Cause(ctx)))
+		cause := unprefixed(context.Cause(ctx))
+		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, cause)
 	}
 }
 
 // ShuttingDown reports whether ShutDown was called.
-func (q *Queue[K]) ShuttingDown() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.shutdown }
+func (q *Queue[K]) ShuttingDown() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shuttingDown
+}

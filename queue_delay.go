@@ -1,107 +1,168 @@
 package kctl
 
-// A Queue's delays: a binary min-heap of the waiting keys on (due time, seq),
-// served by one timer.
+// The keys a Queue holds back until a time (AddAfter, Debounce,
+// MinInterval): a heap and the one timer that serves it. It locks
+// nothing. It uses no other file; queue.go uses it (see the order at
+// the top of ratelimit.go).
 
 import (
-	"math"
+	"container/heap"
 	"time"
 )
 
-// waitLocked puts slot i in the heap, due at at: with add == fWaitAdd, to be
-// made ready (an earlier add wins); with 0, only to keep the slot (MinInterval).
-func (q *Queue[K]) waitLocked(i uint32, at int64, add uint8, now int64) {
-	s := &q.slots[i]
-	if s.flags&fWaiting == 0 {
-		s.pos = int32(len(q.wait))
-		q.wait = append(q.wait, item{})
-	} else if s.flags&fWaitAdd != 0 && (add == 0 || at >= q.wait[s.pos].at) {
+// queueWait is one key waiting in a queueWaits.
+type queueWait[K comparable] struct {
+	key K
+	// at is when the wait ends.
+	at time.Time
+	// seq orders waits that end at the same time: the one set first
+	// comes first.
+	seq uint64
+	// add says to queue the key when the wait ends. A wait without add is
+	// a hold: it only keeps the key's last start until MinInterval passed.
+	add bool
+	// index is the wait's position in the heap, kept by Swap.
+	index int
+}
+
+// queueWaits holds the waiting keys in a binary min-heap on (at, seq),
+// as container/heap's PriorityQueue example does, with a map to find
+// each key's wait, so that moving or removing a key is O(log n); and a
+// timer that calls due when the first wait ends. It is not
+// goroutine-safe: its owner locks it, and due takes the owner's lock.
+// The zero value is empty; set due before the first set.
+type queueWaits[K comparable] struct {
+	// heap holds every waiting key once: the waits of byKey.
+	heap queueWaitHeap[K]
+	// byKey is the wait of every waiting key: byKey[k].key == k.
+	byKey map[K]*queueWait[K]
+	// seq is the last seq that set gave a wait.
+	seq uint64
+
+	// due is what the timer calls: it ends the waits that are due, then
+	// calls arm for the next one. A call with none due must be harmless.
+	due func()
+	// timer calls due. It is made on first use.
+	timer *time.Timer
+	// armed says the timer calls due at armedAt. While a key waits,
+	// armed is set and armedAt is not after the end of the first wait.
+	armed   bool
+	armedAt time.Time
+}
+
+func (w *queueWaits[K]) len() int {
+	return len(w.heap)
+}
+
+// first is the wait that ends first. Call it only when len() > 0.
+func (w *queueWaits[K]) first() queueWait[K] {
+	return *w.heap[0]
+}
+
+// get returns k's wait, if k waits.
+func (w *queueWaits[K]) get(k K) (queueWait[K], bool) {
+	e, ok := w.byKey[k]
+	if !ok {
+		return queueWait[K]{}, false
+	}
+	return *e, true
+}
+
+// set makes k wait until at, replacing the wait k had, and arms the
+// timer for it. It orders k after every wait set before that ends at
+// the same time.
+func (w *queueWaits[K]) set(k K, at time.Time, add bool, now time.Time) {
+	if w.byKey == nil {
+		w.byKey = map[K]*queueWait[K]{}
+	}
+	w.seq++
+	e, ok := w.byKey[k]
+	if ok {
+		e.at = at
+		e.seq = w.seq
+		e.add = add
+		heap.Fix(&w.heap, e.index)
+	} else {
+		e = &queueWait[K]{key: k, at: at, seq: w.seq, add: add}
+		heap.Push(&w.heap, e)
+		w.byKey[k] = e
+	}
+	w.arm(at, now)
+}
+
+// arm makes the timer call due at at, unless it does so earlier.
+func (w *queueWaits[K]) arm(at time.Time, now time.Time) {
+	if w.armed && !w.armedAt.After(at) {
 		return
 	}
-	q.seq++
-	q.wait[s.pos] = item{at, q.seq, i}
-	s.flags |= fWaiting | add
-	q.siftLocked(int(s.pos))
-	q.armLocked(now)
-}
-
-// armLocked makes the timer fire when wait[0] is due.
-func (q *Queue[K]) armLocked(now int64) {
-	if len(q.wait) > 0 && (!q.armed || q.armedAt > q.wait[0].at) {
-		if q.timer == nil {
-			q.timer = time.AfterFunc(math.MaxInt64, q.fire)
-		}
-		q.armed = true
-		q.armedAt = q.wait[0].at
-		q.timer.Reset(time.Duration(q.armedAt - now))
+	if w.timer == nil {
+		w.timer = time.AfterFunc(at.Sub(now), w.due)
+	} else {
+		w.timer.Reset(at.Sub(now))
 	}
+	w.armed = true
+	w.armedAt = at
 }
 
-// fire runs on the timer. A spurious call is harmless.
-func (q *Queue[K]) fire() {
-	q.mu.Lock()
-	q.armed = false
-	q.unlockAdded(q.dueLocked(q.now(true)))
+// fired records that the timer called due: it is no longer armed.
+func (w *queueWaits[K]) fired() {
+	w.armed = false
 }
 
-// dueLocked makes the keys due by now ready, in (at, seq) order, re-arms
-// the timer for the next one and reports how many keys it queued.
-func (q *Queue[K]) dueLocked(now int64) (added int) {
-	for len(q.wait) > 0 && q.wait[0].at <= now {
-		i := q.wait[0].idx
-		add := q.slots[i].flags&fWaitAdd != 0
-		q.unwaitLocked(i)
-		if add {
-			added += q.readyLocked(i, false, now)
-		}
-		q.idleLocked(i)
+// remove ends k's wait, if k waits.
+func (w *queueWaits[K]) remove(k K) {
+	e, ok := w.byKey[k]
+	if !ok {
+		return
 	}
-	q.armLocked(now)
-	return added
+	heap.Remove(&w.heap, e.index)
+	delete(w.byKey, k)
 }
 
-// unwaitLocked takes slot i out of wait.
-func (q *Queue[K]) unwaitLocked(i uint32) {
-	j := int(q.slots[i].pos)
-	last := len(q.wait) - 1
-	q.slots[i].flags &^= fWaiting | fWaitAdd
-	q.wait[j] = q.wait[last]
-	q.wait = q.wait[:last]
-	if j < last {
-		q.siftLocked(j)
+// reset removes every wait and stops the timer.
+func (w *queueWaits[K]) reset() {
+	clear(w.heap)
+	w.heap = w.heap[:0]
+	clear(w.byKey)
+	if w.timer != nil {
+		w.timer.Stop()
 	}
+	w.armed = false
 }
 
-// siftLocked moves wait[j] up or down to its place in the heap.
-func (q *Queue[K]) siftLocked(j int) {
-	w := q.wait
-	e := q.wait[j]
-	for ; j > 0 && e.before(&w[(j-1)/2]); j = (j - 1) / 2 {
-		q.putLocked(j, w[(j-1)/2])
+// queueWaitHeap implements heap.Interface for queueWaits.
+type queueWaitHeap[K comparable] []*queueWait[K]
+
+func (h queueWaitHeap[K]) Len() int {
+	return len(h)
+}
+
+// Less orders waits by end, then by seq.
+func (h queueWaitHeap[K]) Less(i, j int) bool {
+	if h[i].at.Equal(h[j].at) {
+		return h[i].seq < h[j].seq
 	}
-	for c := 2*j + 1; c < len(w); c = 2*j + 1 {
-		if c+1 < len(w) { // take the earlier child without a branch: it is unpredictable
-			d := 0
-			if w[c+1].at < w[c].at {
-				d = 1
-			}
-			if w[c+1].at == w[c].at && w[c+1].seq < w[c].seq {
-				d = 1
-			}
-			c += d
-		}
-		if !w[c].before(&e) {
-			break
-		}
-		q.putLocked(j, w[c])
-		j = c
-	}
-	q.putLocked(j, e)
+	return h[i].at.Before(h[j].at)
 }
 
-func (q *Queue[K]) putLocked(j int, e item) {
-	q.wait[j] = e
-	q.slots[e.idx].pos = int32(j)
+func (h queueWaitHeap[K]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
 }
 
-func (e *item) before(f *item) bool { return e.at < f.at || e.at == f.at && e.seq < f.seq }
+func (h *queueWaitHeap[K]) Push(x any) {
+	e := x.(*queueWait[K])
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+// Pop removes the last wait; heap.Pop and heap.Remove call it.
+func (h *queueWaitHeap[K]) Pop() any {
+	old := *h
+	last := len(old) - 1
+	e := old[last]
+	old[last] = nil
+	*h = old[:last]
+	return e
+}

@@ -270,8 +270,8 @@ func FuzzQueue(f *testing.F) {
 					q.Done(k)
 				}
 			}
-			if len(q.index) != 0 {
-				t.Fatalf("%d keys still tracked after all work was done", len(q.index))
+			if n := queueKeysKept(q); n != 0 {
+				t.Fatalf("%d keys still tracked after all work was done", n)
 			}
 		})
 	})

@@ -93,76 +93,98 @@ func parseDuration(t *testing.T, s string) time.Duration {
 	return d
 }
 
-// checkQueueInvariants checks the field invariants documented on Queue.
+// checkQueueInvariants checks the invariants documented on Queue's fields.
 func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 	t.Helper()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	queued, processing, waiting, used := 0, 0, 0, 0
-	for i := range q.slots {
-		s := &q.slots[i]
-		if s.flags == 0 {
+	for k := range q.queued {
+		if _, ok := q.processing[k]; ok {
+			t.Fatalf("%v is queued and processing", k)
+		}
+	}
+	inReady := map[K]bool{}
+	for _, e := range q.ready.items[q.ready.head:] {
+		if inReady[e.key] {
+			t.Fatalf("%v is in ready twice", e.key)
+		}
+		inReady[e.key] = true
+		if got, ok := q.queued[e.key]; !ok || got.low {
+			t.Fatalf("%v is in ready but not queued at normal priority", e.key)
+		}
+	}
+	live := map[K]bool{}
+	for _, e := range q.lowReady.items[q.lowReady.head:] {
+		got, ok := q.queued[e.key]
+		if !ok || !got.low || got.seq != e.seq {
 			continue
 		}
-		used++
-		if j, ok := q.index[s.key]; !ok || j != uint32(i) {
-			t.Fatalf("slot %d (%v) is not indexed", i, s.key)
+		if live[e.key] {
+			t.Fatalf("%v has two live items in lowReady", e.key)
 		}
-		if s.flags == fUsed {
-			t.Fatalf("slot %d (%v) is idle but not freed", i, s.key)
-		}
-		if s.flags&fQueued != 0 {
-			queued++
-			if s.flags&(fProcessing|fDirty) != 0 {
-				t.Fatalf("slot %d (%v) is queued and processing", i, s.key)
-			}
-		}
-		if s.flags&fProcessing != 0 {
-			processing++
-		}
-		if s.flags&fDirty != 0 && s.flags&fProcessing == 0 {
-			t.Fatalf("slot %d (%v) is dirty but not processing", i, s.key)
-		}
-		if s.flags&fWaiting != 0 {
-			waiting++
-		}
-		if s.hot != nil && s.hot.Load() != (s.flags&(fQueued|fLow) == fQueued) {
-			t.Fatalf("slot %d (%v) has flags %b but its hot flag is %v", i, s.key, s.flags, s.hot.Load())
+		live[e.key] = true
+	}
+	if n := len(inReady) + len(live); n != len(q.queued) {
+		t.Fatalf("%d keys queued, but %d in ready and %d live in lowReady", len(q.queued), len(inReady), len(live))
+	}
+	for k := range q.dirty {
+		if _, ok := q.processing[k]; !ok {
+			t.Fatalf("%v is dirty but not processing", k)
 		}
 	}
-	for k, h := range *q.hot.Load() {
-		if i, ok := q.index[k]; (!ok || q.slots[i].hot != h) && h.Load() {
-			t.Fatalf("the hot flag of %v is set, but no slot holds it", k)
+	w := &q.waiting
+	if len(w.byKey) != len(w.heap) {
+		t.Fatalf("%d waiting keys are mapped, %d are in the heap", len(w.byKey), len(w.heap))
+	}
+	for i, e := range w.heap {
+		if i > 0 && w.heap.Less(i, (i-1)/2) {
+			t.Fatalf("waiting heap order broken at %d", i)
+		}
+		if e.index != i || w.byKey[e.key] != e {
+			t.Fatalf("heap[%d] is %v, at index %d, mapped to %p, not %p", i, e.key, e.index, w.byKey[e.key], e)
+		}
+		_, queued := q.queued[e.key]
+		_, processing := q.processing[e.key]
+		if !e.add && (queued || processing) {
+			t.Fatalf("%v is held, but queued=%v processing=%v", e.key, queued, processing)
 		}
 	}
-	for j := range q.wait {
-		if j > 0 && q.wait[j].before(&q.wait[(j-1)/2]) {
-			t.Fatalf("wait heap order broken at %d", j)
-		}
-		if s := &q.slots[q.wait[j].idx]; s.flags&fWaiting == 0 || s.pos != int32(j) {
-			t.Fatalf("wait[%d] is slot %d (%v) with flags %b at pos %d", j, q.wait[j].idx, s.key, s.flags, s.pos)
-		}
-	}
-	lowLive := 0
-	for _, e := range q.low.buf[q.low.head:] {
-		if q.liveLow(e) {
-			lowLive++
+	for k := range q.started {
+		_, processing := q.processing[k]
+		_, waiting := w.byKey[k]
+		if !processing && !waiting {
+			t.Fatalf("the start of %v is kept, but it neither processes nor waits", k)
 		}
 	}
-	switch {
-	case used != len(q.index) || used+len(q.free) != len(q.slots):
-		t.Fatalf("%d used slots, %d indexed, %d free of %d", used, len(q.index), len(q.free), len(q.slots))
-	case queued != q.n || q.n != q.normal.len()+lowLive:
-		t.Fatalf("n = %d, but %d slots queued, %d normal + %d live low entries", q.n, queued, q.normal.len(), lowLive)
-	case processing != q.processing:
-		t.Fatalf("processing = %d, but %d slots processing", q.processing, processing)
-	case waiting != len(q.wait):
-		t.Fatalf("%d waiting slots, %d heap entries", waiting, len(q.wait))
-	case q.shutdown && (q.n != 0 || len(q.wait) != 0):
-		t.Fatalf("shut down with %d queued and %d waiting", q.n, len(q.wait))
-	case len(q.wait) > 0 && !q.shutdown && (!q.armed || q.armedAt > q.wait[0].at):
-		t.Fatalf("timer armed=%v at %d, but the next key is due at %d", q.armed, q.armedAt, q.wait[0].at)
+	if q.minInterval == 0 && len(q.started) > 0 {
+		t.Fatalf("%d starts kept without MinInterval", len(q.started))
 	}
+	if w.len() > 0 && (!w.armed || w.armedAt.After(w.first().at)) {
+		t.Fatalf("timer armed=%v at %v, but the first wait ends at %v", w.armed, w.armedAt, w.first().at)
+	}
+	if q.shuttingDown && (len(q.queued) != 0 || len(q.dirty) != 0 || w.len() != 0) {
+		t.Fatalf("shut down with %d queued, %d dirty and %d waiting", len(q.queued), len(q.dirty), w.len())
+	}
+	if q.shuttingDown && (q.ready.len() != 0 || q.lowReady.len() != 0) {
+		t.Fatalf("shut down with %d items in ready and %d in lowReady", q.ready.len(), q.lowReady.len())
+	}
+	closed := false
+	select {
+	case <-q.drained:
+		closed = true
+	default:
+	}
+	if want := q.shuttingDown && len(q.processing) == 0; closed != want {
+		t.Fatalf("drained closed=%v, want %v (shutting down %v, %d processing)", closed, want, q.shuttingDown, len(q.processing))
+	}
+}
+
+// queueKeysKept is the number of keys q keeps anything of: once all work
+// is done and all delays passed, 0.
+func queueKeysKept[K comparable](q *Queue[K]) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.len() + len(q.started)
 }
 
 type queueScript struct {
@@ -281,6 +303,54 @@ func TestQueue_ShutDownWithDrain_StopsWaitingWhenTheContextEnds(t *testing.T) {
 	})
 }
 
+// A ShutDown while ShutDownWithDrain waits is the way to force the
+// shutdown, as in client-go's workqueue: the wait ends at once, with an
+// error naming the keys still in flight.
+func TestQueue_ShutDown_EndsTheWaitOfShutDownWithDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue(QueueOptions[string]{})
+		q.Add("a")
+		k, _ := q.Get()
+		defer q.Done(k)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- q.ShutDownWithDrain(context.Background())
+		}()
+		synctest.Wait()
+		q.ShutDown()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if err == nil || !strings.Contains(err.Error(), "1 keys still in flight") {
+				t.Fatalf("ShutDownWithDrain() = %v, want an error naming 1 key in flight", err)
+			}
+		default:
+			t.Fatal("ShutDownWithDrain still waits after ShutDown")
+		}
+	})
+}
+
+// A ShutDown before ShutDownWithDrain does not keep it from waiting.
+func TestQueue_ShutDownWithDrain_AfterShutDown_StillWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue(QueueOptions[string]{})
+		q.Add("a")
+		k, _ := q.Get()
+		q.ShutDown()
+		go func() {
+			time.Sleep(time.Second)
+			q.Done(k)
+		}()
+		start := time.Now()
+		if err := q.ShutDownWithDrain(context.Background()); err != nil {
+			t.Fatalf("ShutDownWithDrain() = %v", err)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("ShutDownWithDrain returned after %v, want 1s (when a was done)", d)
+		}
+	})
+}
+
 // countingObserver counts metrics events; it is goroutine-safe.
 type countingObserver struct {
 	mu                     sync.Mutex
@@ -334,13 +404,19 @@ func TestQueue_Observer_SeesAddsWaitsWorkAndRetries(t *testing.T) {
 	})
 }
 
-func TestQueue_InFlight_WithoutObserver_CountsKeysOnly(t *testing.T) {
-	q := NewQueue(QueueOptions[string]{})
-	q.Add("a")
-	q.Get()
-	if n, unfinished, longest := q.InFlight(); n != 1 || unfinished != 0 || longest != 0 {
-		t.Fatalf("q.InFlight() = %d, %v, %v, want 1, 0, 0", n, unfinished, longest)
-	}
+// Without an Observer, InFlight measures too (the queue always reads the
+// clock; it used to report 0 durations then).
+func TestQueue_InFlight_WithoutObserver_MeasuresDurations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue(QueueOptions[string]{})
+		defer q.ShutDown()
+		q.Add("a")
+		q.Get()
+		time.Sleep(time.Second)
+		if n, unfinished, longest := q.InFlight(); n != 1 || unfinished != time.Second || longest != time.Second {
+			t.Fatalf("q.InFlight() = %d, %v, %v, want 1, 1s, 1s", n, unfinished, longest)
+		}
+	})
 }
 
 // TestQueue_Stress runs 8 producers and 4 consumers (run it with -race). It
@@ -406,8 +482,8 @@ func TestQueue_Stress_NoKeyHeldTwiceAndNoAddLost(t *testing.T) {
 	q.ShutDown()
 	consumers.Wait()
 	checkQueueInvariants(t, q)
-	if len(q.index) != 0 {
-		t.Fatalf("%d keys still tracked after shutdown", len(q.index))
+	if n := queueKeysKept(q); n != 0 {
+		t.Fatalf("%d keys still tracked after shutdown", n)
 	}
 }
 
