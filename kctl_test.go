@@ -188,7 +188,7 @@ func TestManager_OptIns_AreLinkedOnlyWhenCalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	optIns := []string{ // part of the name of a function of each (inlined ones are named after their caller too)
-		"(*metrics.Registry).page",
+		"metrics.(*Registry).Page",
 		"(*health).handler",
 		"(*elector).run",
 		"(*EventRecorder).deliver",
