@@ -1,5 +1,10 @@
 package kctl
 
+// Controller[T]: the reconcile contract (Result, Terminal), the builder
+// (options, Owns, Watches, FromChannel, Enqueue) and how events become
+// queued keys (onEvent, enqueue). Its run, and each reconcile's life, are
+// in worker.go.
+
 import (
 	"context"
 	"crypto/rand"

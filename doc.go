@@ -55,21 +55,30 @@
 //
 // # How data flows
 //
-// An object travels: conn.go (HTTP) → codec.go (decoded into *T) →
-// list_watch.go (Informer.apply stores it in store.go and emits an Event)
-// → handler.go (the handler's goroutine) → controller.go (onEvent: the
-// predicates pass it, enqueue queues its Key) → queue.go (Get) → worker.go
-// (processNext, handle, reconcileKey reads the cache and calls your
-// function) → client.go and client_writes.go (your writes go back).
+// An object travels: conn.go (Conn.do sends the request) → codec.go
+// (decodeList, watchStream.Next decode it into *T) → list_watch.go
+// (Informer.list and apply store it in store.go and emit an Event) →
+// handler.go (the handler's goroutine) → controller.go (onEvent: the
+// predicates pass it, enqueue queues its Key) → queue.go (Add, then a
+// worker's Get) → worker.go (processNext, handle, reconcileKey: a copy of
+// the cached object to your function) → client.go and client_writes.go
+// (your writes go back to the API server).
 //
-// A reconcile that fails is retried along six files: worker.go's handle
-// sees the error and calls requeue, which records a Trigger (predicate.go)
-// and calls Queue.AddRateLimited (ratelimit.go); the RateLimiter's When
-// gives the delay, AddAfter (queue_delay.go) holds the key until it is due
-// and Add (queue.go) queues it; a worker's processNext takes it with Get,
-// sets Trigger.Attempt from NumRequeues, and handle runs it again. On
-// success handle calls Forget (ratelimit.go); a Terminal error (controller.go)
-// is not retried.
+// A reconcile that fails is retried along six files:
+//
+//  1. worker.go: handle sees the error, requeue records why the key
+//     comes back,
+//  2. predicate.go: as a Trigger with Cause "retry",
+//  3. queue.go: and calls Queue.AddRateLimited, which asks
+//  4. ratelimit.go: RateLimiter.When for the key's backoff, then holds
+//     the key back (add, waitLocked) in
+//  5. queue_delay.go: the heap of waiting keys, whose timer fires when it
+//     is due (Queue.fire); readyLocked queues it in
+//  6. queue_line.go: the line a worker's Get (queue.go) takes it from.
+//
+// processNext (worker.go) sets Trigger.Attempt from NumRequeues and handle
+// runs it again; success calls Forget, which resets the backoff. A
+// Terminal error (controller.go) is logged and not retried.
 //
 // # Guarantees
 //

@@ -1,5 +1,9 @@
 package kctl
 
+// How kctl's errors read: each message starts with one "kctl: " and names
+// what failed and what to do; a call on a resource the server does not
+// serve matches ErrNotInstalled. The first file of the core (doc.go).
+
 import (
 	"errors"
 	"strings"

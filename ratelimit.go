@@ -1,6 +1,6 @@
 package kctl
 
-// The queue is three files, each using only the files before it:
+// The queue is four files, each using only the files before it:
 //
 //	ratelimit.go   the RateLimiter behind AddRateLimited
 //	queue_line.go  the FIFO lines that queued keys wait in

@@ -1,5 +1,8 @@
 package kctl
 
+// Read your writes: cached reads, and a controller's next reconcile, wait
+// until the cache holds this Manager's own writes (see below).
+
 import (
 	"context"
 	"fmt"

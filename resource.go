@@ -1,5 +1,8 @@
 package kctl
 
+// Which API resource a Go type is (Object, Resource, Declare, ResourceOf),
+// the Key of an object, and how kctl copies objects (deepCopy).
+
 import (
 	"encoding/json"
 	"fmt"

@@ -1,5 +1,9 @@
 package kctl
 
+// Runnable, the goroutine groups a Manager runs runnables in (group), and
+// the two contexts a leadership term hands its runnables. Add and the
+// terms themselves are the Manager's (manager.go).
+
 import (
 	"context"
 	"errors"
@@ -21,9 +25,6 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 }
 
 type loggerKey struct{}
-
-// This file holds Runnable and how the Manager runs runnables: Add, the
-// leader work of each leadership term (lead), and group, which runs them.
 
 // Runnable is a long-running part of a program that the Manager starts and
 // stops with everything else, e.g. an HTTP endpoint that enqueues keys.

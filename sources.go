@@ -1,9 +1,9 @@
 package kctl
 
-// The sources of a controller: besides its own type T, objects it owns
-// (Owns), objects mapped to keys (Watches) and values from outside the
-// cluster (FromChannel). Each turns its events into keys of T on the
-// controller's queue (enqueue, in controller.go).
+// The sources of a controller besides its own type: objects it owns
+// (Owns: ownerKeys) and objects mapped to keys (Watches), whose informer
+// events become keys (live, replay). controller.go wires them to a
+// controller's queue.
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -1,7 +1,8 @@
 package kctl
 
-// The informer's store: its objects and indexes. list_watch.go fills it,
-// informer_reads.go reads it; handler.go hands its changes to handlers.
+// The informer's store: its objects and indexes, and the field selectors
+// a cached List can answer. list_watch.go fills it, informer.go reads it;
+// handler.go hands its changes to handlers.
 
 import (
 	"fmt"

@@ -1,5 +1,10 @@
 package kctl
 
+// A controller's run and a reconcile's life, in the order they happen:
+// wait for the caches, start the workers; then per key: processNext takes
+// it from the queue, handle reconciles it (reconcileKey) and applies the
+// reconcile contract in one switch, requeue puts it back.
+
 import (
 	"context"
 	"errors"
@@ -12,9 +17,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
-
-// This file holds a controller's run: the wait for its caches, the workers,
-// and the worker loop (processNext, handle), in the order they happen.
 
 // run is one term of work (the whole Manager run, or one leadership term):
 // once its caches have synced, a new queue filled with every cached key, then
