@@ -107,13 +107,15 @@
 // # What you can skip
 //
 // The extras attach to hooks the core declares, and the core reads
-// completely without them: leader.go (ElectLeader, through Manager.elect),
-// recorder.go (EventRecorder), metrics.go and user_metrics.go (the
-// metrics page and your own metrics, through Conn.requests and
-// controllerObserver), health.go and server.go (the probe and HTTP
-// endpoints), finalizer.go (Finalizer wraps the reconcile function) and
-// helpers.go (CreateOrUpdate, CreateOrPatch, SetControllerReference,
-// RetryOnConflict). Leaves that need no kctl type live in internal/.
+// completely without them: leader.go (ElectLeader, through the Manager's
+// elect hook), recorder.go (EventRecorder), user_metrics.go (your own
+// metrics), server.go (ServeMetrics, HTTPServer), health.go (ServeHealth),
+// finalizer.go (Finalizer wraps the reconcile function) and helpers.go
+// (CreateOrUpdate, CreateOrPatch, SetControllerReference,
+// RetryOnConflict). Leaves that need no kctl type live in internal/:
+// apitype, protowire, discovery, pendingwrites, share, metrics and prom.
+// The metrics registry plugs into the core's observers (Conn's
+// requestObserver, controllerObserver) in NewManager.
 //
 // # Memory and performance
 //
