@@ -101,7 +101,7 @@ func Next(b []byte) (num int, wire byte, val, rest []byte, err error) {
 		m = 0
 	}
 	bad := n <= 0 || m <= 0 || num == 0
-	bad = bad || tag>>3 > 1<<29 || size > uint64(len(b))
+	bad = bad || tag>>3 >= 1<<29 || size > uint64(len(b))
 	if bad {
 		err = fmt.Errorf("malformed or truncated protobuf field %d "+
 			"(wire type %d)", tag>>3, wire)
