@@ -27,8 +27,10 @@ import (
 // ListOptions selects objects for List, DeleteAllOf and the cache. The zero
 // value selects every object in every namespace.
 type ListOptions struct {
-	Namespace string          // "" means every namespace
-	Labels    labels.Selector // nil matches everything
+	// Namespace "" means every namespace.
+	Namespace string
+	// Labels nil matches everything.
+	Labels labels.Selector
 	// Fields is a field selector, e.g. "spec.nodeName=node-1". A cached List
 	// evaluates metadata.name, metadata.namespace and indexed fields, and
 	// fails naming any other (see Informer.List).
@@ -57,10 +59,9 @@ func (o ListOptions) query() url.Values {
 // success and leaves it as it was on error. Errors wrap the server's
 // *apierrors.StatusError (so apierrors.IsNotFound, IsConflict... work) or
 // match ErrNotInstalled; a declaration the server contradicts (see Declare)
-// is an error naming the fix. One made
-// by a Manager reads from the shared cache (see Uncached), one made by
-// NewClient from the server. The zero value is unusable. A Client is safe for
-// concurrent use.
+// is an error naming the fix. One made by a Manager reads from the shared
+// cache (see Uncached), one made by NewClient from the server. The zero
+// value is unusable. A Client is safe for concurrent use.
 type Client[T any] struct {
 	conn  *Conn
 	res   Resource
@@ -132,16 +133,24 @@ func (c *Client[T]) what(r request) string {
 // send checks and sends r. It returns a 2xx response, whose body the caller
 // closes, or an error: any other answer is the server's.
 func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error) {
+	// a list read may span every namespace
+	listRead := r.list && r.method == http.MethodGet
 	switch {
 	case c.err != nil:
 		return nil, c.err
 	case r.name == "" && !r.list && r.method != http.MethodPost:
-		return nil, fmt.Errorf("kctl: %s %s: the name is empty", r.verb, c.res)
-	case c.res.Namespaced && r.namespace == "" && (!r.list || r.method != http.MethodGet):
-		return nil, fmt.Errorf("kctl: %s %s: %s are namespaced; give a namespace", r.verb, c.what(r), c.res.Plural)
+		return nil, fmt.Errorf(
+			"kctl: %s %s: the name is empty", r.verb, c.res)
+	case c.res.Namespaced && r.namespace == "" && !listRead:
+		return nil, fmt.Errorf(
+			"kctl: %s %s: %s are namespaced; give a namespace",
+			r.verb, c.what(r), c.res.Plural)
 	}
-	if !c.codec.builtin { // k8s.io/api types: see TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery
-		if err := c.checkServed(ctx, r); err != nil {
+	// k8s.io/api types: see
+	// TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery
+	if !c.codec.builtin {
+		err := c.checkServed(ctx, r)
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -170,12 +179,15 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	if !errors.Is(err, ErrNotInstalled) {
 		return nil, err
 	}
-	c.conn.discovery.Outdated(ctx, c.res.APIVersion()) // the next check asks the server again
+	// the next check asks the server again
+	c.conn.discovery.Outdated(ctx, c.res.APIVersion())
 	if r.sub == "" {
 		return nil, err
 	}
-	// The server has no route for a subresource it does not serve (e.g. a ConfigMap's status): say so.
-	if notServed := c.checkServed(ctx, r); errors.Is(notServed, ErrNotInstalled) {
+	// The server has no route for a subresource it does not serve (e.g. a
+	// ConfigMap's status): say so.
+	notServed := c.checkServed(ctx, r)
+	if errors.Is(notServed, ErrNotInstalled) {
 		return nil, notServed
 	}
 	return nil, err
@@ -184,27 +196,46 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 // notInstalledMessage says that c's resource is not served, and what to do.
 func (c *Client[T]) notInstalledMessage() string {
 	if c.codec.builtin {
-		return fmt.Sprintf("kctl: %s is not served by the API server: the server is too old or too new for it, or its API group is disabled", c.res)
+		return fmt.Sprintf("kctl: %s is not served by the API server: "+
+			"the server is too old or too new for it, "+
+			"or its API group is disabled", c.res)
 	}
-	return fmt.Sprintf("kctl: %s is not installed on the API server: apply its CRD", c.res)
+	return fmt.Sprintf("kctl: %s is not installed on the API server: "+
+		"apply its CRD", c.res)
 }
 
-// statusError turns a failed answer to r into an error wrapping *apierrors.StatusError.
+// statusError turns a failed answer to r into an error wrapping
+// *apierrors.StatusError.
 func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) error {
-	st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
+	ct := resp.Header.Get("Content-Type")
+	st, ok := decodeStatus(ct, body)
 	se := &apierrors.StatusError{ErrStatus: *st}
 	if !ok {
 		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		se = apierrors.NewGenericServerResponse(resp.StatusCode, r.method, schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural},
-			r.name, string(body[:min(len(body), 512)]), ra, true)
+		gr := schema.GroupResource{
+			Group:    c.res.Group,
+			Resource: c.res.Plural,
+		}
+		text := string(body[:min(len(body), 512)])
+		se = apierrors.NewGenericServerResponse(
+			resp.StatusCode, r.method, gr, r.name, text, ra, true)
 	}
-	if resp.StatusCode == http.StatusNotFound && (!ok || st.Details == nil || st.Details.Name == "" && st.Details.Kind == "") {
+	d := st.Details
+	namesNoObject := !ok || d == nil || d.Name == "" && d.Kind == ""
+	if resp.StatusCode == http.StatusNotFound && namesNoObject {
 		return &notInstalledError{c.notInstalledMessage(), se}
 	}
 	if apierrors.IsForbidden(se) {
-		rbac := map[string]string{"update status of": "update", "apply": "patch", "delete all of": "deletecollection"}[r.verb]
-		return fmt.Errorf("kctl: %s %s: %w: grant this identity RBAC permission to %s %s",
-			r.verb, c.what(r), se, cmp.Or(rbac, r.verb), strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/"))
+		rbacVerbs := map[string]string{
+			"update status of": "update",
+			"apply":            "patch",
+			"delete all of":    "deletecollection",
+		}
+		rbac := cmp.Or(rbacVerbs[r.verb], r.verb)
+		resource := strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/")
+		return fmt.Errorf("kctl: %s %s: %w: "+
+			"grant this identity RBAC permission to %s %s",
+			r.verb, c.what(r), se, rbac, resource)
 	}
 	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
 }
@@ -218,7 +249,10 @@ func (c *Client[T]) checkServed(ctx context.Context, r request) error {
 	if r.sub != "" {
 		name += "/" + r.sub
 	}
-	get := func(ctx context.Context, path string) (map[string]metav1.APIResource, error) {
+	get := func(
+		ctx context.Context,
+		path string,
+	) (map[string]metav1.APIResource, error) {
 		return getDiscovery(ctx, c.conn, path)
 	}
 	gv := c.res.APIVersion()
@@ -228,40 +262,65 @@ func (c *Client[T]) checkServed(ctx context.Context, r request) error {
 	}
 	got, ok := resources[c.res.Plural]
 	_, subOK := resources[name]
-	if ok && subOK && got.Kind == c.res.Kind && got.Namespaced == c.res.Namespaced {
+	sameKind := got.Kind == c.res.Kind
+	sameScope := got.Namespaced == c.res.Namespaced
+	if ok && subOK && sameKind && sameScope {
 		return nil
 	}
 	return c.disagreement(resources, r)
 }
 
-// getDiscovery reads the discovery document at path: nil if the server answers 404.
-func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]metav1.APIResource, error) {
-	resp, err := conn.do(ctx, request{method: http.MethodGet, path: path, accept: mediaJSON})
+// getDiscovery reads the discovery document at path: nil if the server
+// answers 404.
+func getDiscovery(
+	ctx context.Context,
+	conn *Conn,
+	path string,
+) (map[string]metav1.APIResource, error) {
+	r := request{
+		method: http.MethodGet,
+		path:   path,
+		accept: mediaJSON,
+	}
+	resp, err := conn.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return nil, fmt.Errorf("kctl: GET %s: reading the discovery document: %w", path, err)
+		return nil, fmt.Errorf(
+			"kctl: GET %s: reading the discovery document: %w",
+			path, err)
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return nil, nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		st, ok := decodeStatus(resp.Header.Get("Content-Type"), body)
+		ct := resp.Header.Get("Content-Type")
+		st, ok := decodeStatus(ct, body)
 		se := &apierrors.StatusError{ErrStatus: *st}
 		if !ok {
-			se = apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", string(body[:min(len(body), 512)]), 0, true)
+			gr := schema.GroupResource{}
+			text := string(body[:min(len(body), 512)])
+			se = apierrors.NewGenericServerResponse(
+				resp.StatusCode, http.MethodGet, gr, "", text, 0, true)
 		}
 		if apierrors.IsForbidden(se) {
-			return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w: grant this identity the system:discovery ClusterRole", path, se)
+			return nil, fmt.Errorf(
+				"kctl: GET %s (the discovery document): %w: "+
+					"grant this identity the system:discovery ClusterRole",
+				path, se)
 		}
-		return nil, fmt.Errorf("kctl: GET %s (the discovery document): %w", path, se)
+		return nil, fmt.Errorf(
+			"kctl: GET %s (the discovery document): %w",
+			path, se)
 	}
 	var doc metav1.APIResourceList
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("kctl: GET %s: decoding the discovery document: %w", path, err)
+		return nil, fmt.Errorf(
+			"kctl: GET %s: decoding the discovery document: %w",
+			path, err)
 	}
 	resources := make(map[string]metav1.APIResource, len(doc.APIResources))
 	for _, r := range doc.APIResources {
@@ -272,41 +331,68 @@ func getDiscovery(ctx context.Context, conn *Conn, path string) (map[string]meta
 
 // disagreement is the error of checkServed when resources, a discovery
 // document of c's group version, does not serve r as c declares it.
-func (c *Client[T]) disagreement(resources map[string]metav1.APIResource, r request) error {
+func (c *Client[T]) disagreement(
+	resources map[string]metav1.APIResource,
+	r request,
+) error {
 	gv := c.res.APIVersion()
 	plural := c.res.Plural
 	declare := "kctl.Declare[" + typeName[T]() + "]"
 	got, ok := resources[plural]
 	switch {
 	case resources == nil:
-		return c.notServed(fmt.Sprintf("the server serves no group version %s: check Group and Version in %s", gv, declare))
+		why := fmt.Sprintf("the server serves no group version %s: "+
+			"check Group and Version in %s", gv, declare)
+		return c.notServed(why)
 	case !ok:
-		return c.notServed(fmt.Sprintf("%s serves %s: correct Plural or Kind in %s", gv, discovery.ListServed(resources), declare))
+		served := discovery.ListServed(resources)
+		why := fmt.Sprintf("%s serves %s: "+
+			"correct Plural or Kind in %s", gv, served, declare)
+		return c.notServed(why)
 	case got.Kind != c.res.Kind:
-		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: correct Kind in %s", gv, plural, got.Kind, c.res.Kind, declare)
+		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: "+
+			"correct Kind in %s",
+			gv, plural, got.Kind, c.res.Kind, declare)
 	case got.Namespaced && !c.res.Namespaced:
-		return fmt.Errorf("kctl: %s serves %s namespaced, but %s declares them cluster-scoped: add Namespaced: true to it", gv, plural, declare)
+		return fmt.Errorf("kctl: %s serves %s namespaced, "+
+			"but %s declares them cluster-scoped: "+
+			"add Namespaced: true to it", gv, plural, declare)
 	case !got.Namespaced && c.res.Namespaced:
-		return fmt.Errorf("kctl: %s serves %s cluster-scoped, but %s declares them namespaced: remove Namespaced: true from it", gv, plural, declare)
+		return fmt.Errorf("kctl: %s serves %s cluster-scoped, "+
+			"but %s declares them namespaced: "+
+			"remove Namespaced: true from it", gv, plural, declare)
 	}
-	fix := fmt.Sprintf("add `subresources: {%s: {}}` to version %s of their CRD", r.sub, c.res.Version)
+	fix := fmt.Sprintf("add `subresources: {%s: {}}` "+
+		"to version %s of their CRD", r.sub, c.res.Version)
 	if c.codec.builtin {
 		fix = "write the whole object instead"
 	}
-	return &notInstalledError{msg: fmt.Sprintf("kctl: %s %s: the server serves no %s subresource of %s: %s", r.verb, c.what(r), r.sub, plural, fix)}
+	msg := fmt.Sprintf("kctl: %s %s: "+
+		"the server serves no %s subresource of %s: %s",
+		r.verb, c.what(r), r.sub, plural, fix)
+	return &notInstalledError{msg: msg}
 }
 
 // notServed is the error of a call on c's resource, which the server does not
 // serve (why says what it serves instead): it matches ErrNotInstalled and
 // NotFound, as the server's answer to the call would.
 func (c *Client[T]) notServed(why string) error {
-	nf := apierrors.NewNotFound(schema.GroupResource{Group: c.res.Group, Resource: c.res.Plural}, "")
-	return &notInstalledError{msg: c.notInstalledMessage() + " (" + why + ")", status: nf}
+	gr := schema.GroupResource{
+		Group:    c.res.Group,
+		Resource: c.res.Plural,
+	}
+	nf := apierrors.NewNotFound(gr, "")
+	msg := c.notInstalledMessage() + " (" + why + ")"
+	return &notInstalledError{msg: msg, status: nf}
 }
 
 // call sends r and hands the Content-Type and body of the answer to read.
 // The body is a pooled buffer: it is valid only until read returns.
-func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, body []byte) error) error {
+func (c *Client[T]) call(
+	ctx context.Context,
+	r request,
+	read func(ct string, body []byte) error,
+) error {
 	resp, err := c.send(ctx, r)
 	if err != nil {
 		return err
@@ -321,14 +407,19 @@ func (c *Client[T]) call(ctx context.Context, r request, read func(ct string, bo
 	}()
 	n := resp.ContentLength
 	unknown := resp.ContentLength < 0
-	if unknown { // compressed (a list page): expect what the last such answer took, not a chain of doublings
+	if unknown {
+		// compressed (a list page): expect what the last such answer
+		// took, not a chain of doublings
 		n = c.lastBody.Load()
 	}
 	if n > 0 && n < maxPooledBody {
-		buf.Grow(int(n) + bytes.MinRead) // ReadFrom needs MinRead spare bytes to see the end
+		// ReadFrom needs MinRead spare bytes to see the end
+		buf.Grow(int(n) + bytes.MinRead)
 	}
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return fmt.Errorf("kctl: %s %s: reading the answer: %w", r.verb, c.what(r), err)
+	_, err = buf.ReadFrom(resp.Body)
+	if err != nil {
+		return fmt.Errorf("kctl: %s %s: reading the answer: %w",
+			r.verb, c.what(r), err)
 	}
 	if unknown {
 		c.lastBody.Store(int64(buf.Len()))
@@ -357,12 +448,21 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error)
 	if c.cached != nil && c.err == nil {
 		return c.cached.get(ctx, namespace, name)
 	}
-	r := request{verb: "get", method: http.MethodGet, namespace: namespace, name: name}
+	r := request{
+		verb:      "get",
+		method:    http.MethodGet,
+		namespace: namespace,
+		name:      name,
+	}
 	return c.object(ctx, r)
 }
 
-// List's page size, and how often a List whose continue token expired starts over.
-const listPageSize, listMaxRestarts = 500, 2
+// List's page size, and how often a List whose continue token expired
+// starts over.
+const (
+	listPageSize    = 500
+	listMaxRestarts = 2
+)
 
 // List returns the objects matching opts (copies, from the cache, waiting
 // for it as Get does, and failing naming a field selector it cannot evaluate:
@@ -379,7 +479,9 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	restarts := 0
 	for {
 		items, meta, bad, err := c.listPage(ctx, opts, listPageSize, token)
-		if err != nil && token != "" && apierrors.IsResourceExpired(err) && restarts < listMaxRestarts {
+		expired := err != nil && apierrors.IsResourceExpired(err)
+		canRestart := token != "" && restarts < listMaxRestarts
+		if expired && canRestart {
 			all = nil
 			skipped = nil
 			token = ""
@@ -399,8 +501,11 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 			for i, e := range skipped {
 				skipped[i] = unprefixed(e)
 			}
-			return all, fmt.Errorf("kctl: list %s: left out %d object(s) that could not be decoded: %w",
-				c.what(request{list: true, namespace: opts.Namespace}), len(skipped), errors.Join(skipped...))
+			r := request{list: true, namespace: opts.Namespace}
+			joined := errors.Join(skipped...)
+			return all, fmt.Errorf("kctl: list %s: left out %d "+
+				"object(s) that could not be decoded: %w",
+				c.what(r), len(skipped), joined)
 		}
 		return all, nil
 	}
@@ -409,8 +514,12 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 // listPage is one List request (list_watch.go pages through it); limit 0
 // means none. Undecodable objects are left out of items, skipped naming
 // each; err is for the whole page.
-func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, limit int64, continueToken string) (
-	items []*T, meta metav1.ListMeta, skipped []error, err error) {
+func (c *Client[T]) listPage(
+	ctx context.Context,
+	opts ListOptions,
+	limit int64,
+	continueToken string,
+) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
 	q := opts.query()
 	if limit > 0 {
 		q.Set("limit", strconv.FormatInt(limit, 10))
@@ -418,7 +527,13 @@ func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, limit int64,
 	if continueToken != "" {
 		q.Set("continue", continueToken)
 	}
-	r := request{verb: "list", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q}
+	r := request{
+		verb:      "list",
+		method:    http.MethodGet,
+		namespace: opts.Namespace,
+		list:      true,
+		query:     q,
+	}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
 		items, meta, skipped, err = c.codec.decodeList(ct, body)
 		return err
@@ -428,7 +543,12 @@ func (c *Client[T]) listPage(ctx context.Context, opts ListOptions, limit int64,
 
 // watch opens a watch from resourceVersion with bookmarks; the server ends
 // it after timeout (rounded to seconds; 0 leaves the server's default).
-func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion string, timeout time.Duration) (*watchStream[T], error) {
+func (c *Client[T]) watch(
+	ctx context.Context,
+	opts ListOptions,
+	resourceVersion string,
+	timeout time.Duration,
+) (*watchStream[T], error) {
 	q := opts.query()
 	q.Set("watch", "true")
 	q.Set("allowWatchBookmarks", "true")
@@ -436,11 +556,20 @@ func (c *Client[T]) watch(ctx context.Context, opts ListOptions, resourceVersion
 		q.Set("resourceVersion", resourceVersion)
 	}
 	if timeout > 0 {
-		q.Set("timeoutSeconds", strconv.Itoa(max(1, int(timeout.Seconds()))))
+		seconds := max(1, int(timeout.Seconds()))
+		q.Set("timeoutSeconds", strconv.Itoa(seconds))
 	}
-	resp, err := c.send(ctx, request{verb: "watch", method: http.MethodGet, namespace: opts.Namespace, list: true, query: q})
+	r := request{
+		verb:      "watch",
+		method:    http.MethodGet,
+		namespace: opts.Namespace,
+		list:      true,
+		query:     q,
+	}
+	resp, err := c.send(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	return newWatchStream(c.codec, resp.Header.Get("Content-Type"), resp.Body), nil
+	ct := resp.Header.Get("Content-Type")
+	return newWatchStream(c.codec, ct, resp.Body), nil
 }

@@ -33,7 +33,12 @@ func (c *Client[T]) UpdateStatus(ctx context.Context, obj *T) error {
 	return c.write(ctx, "update status of", http.MethodPut, obj, "status")
 }
 
-func (c *Client[T]) write(ctx context.Context, verb, method string, obj *T, sub string) error {
+func (c *Client[T]) write(
+	ctx context.Context,
+	verb, method string,
+	obj *T,
+	sub string,
+) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -42,7 +47,16 @@ func (c *Client[T]) write(ctx context.Context, verb, method string, obj *T, sub 
 		return err
 	}
 	m := metaOf(obj)
-	out, err := c.object(ctx, request{verb: verb, method: method, namespace: m.GetNamespace(), name: m.GetName(), sub: sub, body: body, contentType: ct})
+	r := request{
+		verb:        verb,
+		method:      method,
+		namespace:   m.GetNamespace(),
+		name:        m.GetName(),
+		sub:         sub,
+		body:        body,
+		contentType: ct,
+	}
+	out, err := c.object(ctx, r)
 	if err == nil {
 		*obj = *out
 	}
@@ -53,18 +67,26 @@ func (c *Client[T]) write(ctx context.Context, verb, method string, obj *T, sub 
 type PatchType string
 
 const (
-	MergePatch          PatchType = "application/merge-patch+json"           // RFC 7386; lists are replaced whole
-	JSONPatch           PatchType = "application/json-patch+json"            // RFC 6902 operations
-	StrategicMergePatch PatchType = "application/strategic-merge-patch+json" // k8s.io/api types only
-	ApplyPatch          PatchType = "application/apply-patch+yaml"           // server-side apply; needs a FieldManager
+	// MergePatch: RFC 7386; lists are replaced whole.
+	MergePatch PatchType = "application/merge-patch+json"
+	// JSONPatch: RFC 6902 operations.
+	JSONPatch PatchType = "application/json-patch+json"
+	// StrategicMergePatch: k8s.io/api types only.
+	StrategicMergePatch PatchType = "application/strategic-merge-patch+json"
+	// ApplyPatch: server-side apply; needs a FieldManager.
+	ApplyPatch PatchType = "application/apply-patch+yaml"
 )
 
 // PatchOptions tunes Patch and Apply. The zero value patches the object
 // itself with no field manager.
 type PatchOptions struct {
-	FieldManager string // who owns the fields set; required by Apply
-	Force        bool   // Apply only: take fields owned by other managers instead of failing with Conflict
-	Subresource  string // e.g. "status"; "" patches the object
+	// FieldManager is who owns the fields set; required by Apply.
+	FieldManager string
+	// Force, for Apply only: take fields owned by other managers instead
+	// of failing with Conflict.
+	Force bool
+	// Subresource is e.g. "status"; "" patches the object.
+	Subresource string
 }
 
 // Patch applies data, a patch of type typ, to the object named by obj's
@@ -73,9 +95,16 @@ type PatchOptions struct {
 //
 //	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
 //	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
-func (c *Client[T]) Patch(ctx context.Context, obj *T, typ PatchType, data []byte, opts PatchOptions) error {
+func (c *Client[T]) Patch(
+	ctx context.Context,
+	obj *T,
+	typ PatchType,
+	data []byte,
+	opts PatchOptions,
+) error {
 	m := metaOf(obj)
-	out, err := c.patch(ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
+	out, err := c.patch(
+		ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
 	if err != nil {
 		return err
 	}
@@ -84,14 +113,32 @@ func (c *Client[T]) Patch(ctx context.Context, obj *T, typ PatchType, data []byt
 }
 
 // patch is Patch of the object namespace/name, returning the answer.
-func (c *Client[T]) patch(ctx context.Context, namespace, name string, typ PatchType, data []byte, opts PatchOptions) (*T, error) {
-	r := request{verb: "patch", method: http.MethodPatch, namespace: namespace, name: name, sub: opts.Subresource,
-		query: url.Values{}, body: data, contentType: string(typ)}
+func (c *Client[T]) patch(
+	ctx context.Context,
+	namespace, name string,
+	typ PatchType,
+	data []byte,
+	opts PatchOptions,
+) (*T, error) {
+	r := request{
+		verb:        "patch",
+		method:      http.MethodPatch,
+		namespace:   namespace,
+		name:        name,
+		sub:         opts.Subresource,
+		query:       url.Values{},
+		body:        data,
+		contentType: string(typ),
+	}
 	switch {
 	case typ == StrategicMergePatch && !c.codec.builtin:
-		return nil, fmt.Errorf("kctl: patch %s: strategic merge patch works only for k8s.io/api types; use a merge patch, a JSON patch or Apply", c.what(r))
+		return nil, fmt.Errorf("kctl: patch %s: "+
+			"strategic merge patch works only for k8s.io/api types; "+
+			"use a merge patch, a JSON patch or Apply", c.what(r))
 	case typ == ApplyPatch && opts.FieldManager == "":
-		return nil, fmt.Errorf("kctl: apply %s: server-side apply needs PatchOptions.FieldManager, e.g. the controller's name", c.what(r))
+		return nil, fmt.Errorf("kctl: apply %s: "+
+			"server-side apply needs PatchOptions.FieldManager, "+
+			"e.g. the controller's name", c.what(r))
 	case typ == ApplyPatch && opts.Force:
 		r.query.Set("force", "true")
 	}
@@ -121,19 +168,36 @@ func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error 
 // DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
 // unconditional delete with the server's default propagation.
 type DeleteOptions struct {
-	UID                types.UID                  // a precondition: Conflict if the object is no longer this one
-	ResourceVersion    string                     // a precondition: Conflict if the object has changed since
-	Propagation        metav1.DeletionPropagation // to dependents: Background, Foreground or Orphan; "": the server's default
-	GracePeriodSeconds *int64                     // overrides the object's grace period (0: now)
+	// UID is a precondition: Conflict if the object is no longer this
+	// one.
+	UID types.UID
+	// ResourceVersion is a precondition: Conflict if the object has
+	// changed since.
+	ResourceVersion string
+	// Propagation to dependents: Background, Foreground or Orphan; "":
+	// the server's default.
+	Propagation metav1.DeletionPropagation
+	// GracePeriodSeconds overrides the object's grace period (0: now).
+	GracePeriodSeconds *int64
 }
 
 func (o DeleteOptions) body() []byte {
-	do := metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
-		GracePeriodSeconds: o.GracePeriodSeconds, PropagationPolicy: nonEmpty(o.Propagation)}
-	if o.UID != "" || o.ResourceVersion != "" {
-		do.Preconditions = &metav1.Preconditions{UID: nonEmpty(o.UID), ResourceVersion: nonEmpty(o.ResourceVersion)}
+	do := metav1.DeleteOptions{
+		TypeMeta: metav1.TypeMeta{
+			APIVersion: "v1",
+			Kind:       "DeleteOptions",
+		},
+		GracePeriodSeconds: o.GracePeriodSeconds,
+		PropagationPolicy:  nonEmpty(o.Propagation),
 	}
-	b, _ := json.Marshal(do) // cannot fail: plain strings and numbers
+	if o.UID != "" || o.ResourceVersion != "" {
+		do.Preconditions = &metav1.Preconditions{
+			UID:             nonEmpty(o.UID),
+			ResourceVersion: nonEmpty(o.ResourceVersion),
+		}
+	}
+	// cannot fail: plain strings and numbers
+	b, _ := json.Marshal(do)
 	return b
 }
 
@@ -152,15 +216,30 @@ func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
 
 // DeleteWithOptions deletes the object namespace/name with preconditions and
 // a propagation policy. An object with finalizers is only marked for deletion.
-func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts DeleteOptions) error {
-	r := request{verb: "delete", method: http.MethodDelete, namespace: namespace, name: name, body: opts.body(), contentType: mediaJSON}
+func (c *Client[T]) DeleteWithOptions(
+	ctx context.Context,
+	namespace, name string,
+	opts DeleteOptions,
+) error {
+	r := request{
+		verb:        "delete",
+		method:      http.MethodDelete,
+		namespace:   namespace,
+		name:        name,
+		body:        opts.body(),
+		contentType: mediaJSON,
+	}
 	return c.call(ctx, r, func(ct string, body []byte) error {
 		st, isStatus := decodeStatus(ct, body)
 		switch {
-		case isStatus && c.afterDelete != nil && st.Details != nil: // deleted
+		case isStatus && c.afterDelete != nil && st.Details != nil:
+			// deleted
 			c.afterDelete(namespace, name, st.Details.UID)
-		case !isStatus && c.afterWrite != nil: // marked for deletion, or deleted and answered with its last state
-			if obj, err := c.codec.decode(ct, body); err == nil {
+		case !isStatus && c.afterWrite != nil:
+			// marked for deletion, or deleted and answered with its
+			// last state
+			obj, err := c.codec.decode(ct, body)
+			if err == nil {
 				c.afterWrite(metaOf(obj))
 			}
 		}
@@ -170,8 +249,19 @@ func (c *Client[T]) DeleteWithOptions(ctx context.Context, namespace, name strin
 
 // DeleteAllOf deletes every object matching opts in one request
 // (deletecollection). For a namespaced resource opts.Namespace is required.
-func (c *Client[T]) DeleteAllOf(ctx context.Context, opts ListOptions, del DeleteOptions) error {
-	r := request{verb: "delete all of", method: http.MethodDelete, namespace: opts.Namespace, list: true,
-		query: opts.query(), body: del.body(), contentType: mediaJSON}
+func (c *Client[T]) DeleteAllOf(
+	ctx context.Context,
+	opts ListOptions,
+	del DeleteOptions,
+) error {
+	r := request{
+		verb:        "delete all of",
+		method:      http.MethodDelete,
+		namespace:   opts.Namespace,
+		list:        true,
+		query:       opts.query(),
+		body:        del.body(),
+		contentType: mediaJSON,
+	}
 	return c.call(ctx, r, func(string, []byte) error { return nil })
 }

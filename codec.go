@@ -35,16 +35,26 @@ type protoObject interface {
 
 // codec encodes and decodes one resource's objects; it is immutable.
 type codec[T any] struct {
-	res               Resource
-	apiVersion        string
-	builtin           bool // a k8s.io/api type: strategic merge patch works
-	proto             bool // a built-in with protobuf support: sent and asked for as protobuf
-	skipManagedFields bool // leave managedFields out of protobuf objects (the cache's default)
+	res        Resource
+	apiVersion string
+	// builtin: a k8s.io/api type: strategic merge patch works.
+	builtin bool
+	// proto: a built-in with protobuf support: sent and asked for as
+	// protobuf.
+	proto bool
+	// skipManagedFields: leave managedFields out of protobuf objects (the
+	// cache's default).
+	skipManagedFields bool
 }
 
 func newCodec[T any](res Resource, builtin bool) codec[T] {
 	_, ok := any(new(T)).(protoObject)
-	return codec[T]{res: res, apiVersion: res.APIVersion(), builtin: builtin, proto: ok && builtin}
+	return codec[T]{
+		res:        res,
+		apiVersion: res.APIVersion(),
+		builtin:    builtin,
+		proto:      ok && builtin,
+	}
 }
 
 // accept is the Accept header of a request, or of a watch.
@@ -58,20 +68,28 @@ func (c codec[T]) accept(watch bool) string {
 	return mediaProtobuf + ", " + mediaJSON
 }
 
-func isProto(contentType string) bool { return strings.HasPrefix(contentType, mediaProtobuf) }
+func isProto(contentType string) bool {
+	return strings.HasPrefix(contentType, mediaProtobuf)
+}
 
 // setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
 func (c codec[T]) setTypeMeta(obj *T) {
-	if o, ok := any(obj).(interface{ GetObjectKind() schema.ObjectKind }); ok {
-		if tm, ok := o.GetObjectKind().(*metav1.TypeMeta); ok && tm != nil {
-			tm.APIVersion = c.apiVersion
-			tm.Kind = c.res.Kind
-		}
+	type kinded interface{ GetObjectKind() schema.ObjectKind }
+	o, ok := any(obj).(kinded)
+	if !ok {
+		return
+	}
+	tm, ok := o.GetObjectKind().(*metav1.TypeMeta)
+	if ok && tm != nil {
+		tm.APIVersion = c.apiVersion
+		tm.Kind = c.res.Kind
 	}
 }
 
 // encode sets obj's apiVersion and kind and returns it as a request body.
-func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
+func (c codec[T]) encode(
+	obj *T,
+) (body []byte, contentType string, err error) {
 	c.setTypeMeta(obj)
 	if !c.proto {
 		body, err = json.Marshal(obj)
@@ -82,7 +100,9 @@ func (c codec[T]) encode(obj *T) (body []byte, contentType string, err error) {
 		contentType = mediaProtobuf
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("kctl: encoding %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+		key := keyOf(metaOf(obj))
+		return nil, "", fmt.Errorf(
+			"kctl: encoding %s %s: %w", c.res, key, err)
 	}
 	return body, contentType, nil
 }
@@ -93,11 +113,14 @@ func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 		return c.decodeItem(body, false)
 	}
 	kind, raw, err := protowire.Unwrap(body)
-	if err == nil && len(kind) > 0 && string(kind) != c.res.Kind {
-		err = fmt.Errorf("the server sent a %s, want a %s", kind, c.res.Kind)
+	otherKind := len(kind) > 0 && string(kind) != c.res.Kind
+	if err == nil && otherKind {
+		err = fmt.Errorf("the server sent a %s, want a %s",
+			kind, c.res.Kind)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kctl: decoding %s: %w", c.res, err)
+		return nil, fmt.Errorf(
+			"kctl: decoding %s: %w", c.res, err)
 	}
 	return c.decodeItem(raw, true)
 }
@@ -107,8 +130,11 @@ func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 // (the cache needs it to delete the object, or to keep it across a relist);
 // Name is "" only if even the metadata does not decode.
 type decodeError struct {
-	Namespace, Name, ResourceVersion string
-	err                              error // names the object
+	Namespace       string
+	Name            string
+	ResourceVersion string
+	// err names the object.
+	err error
 }
 
 func (e *decodeError) Error() string { return e.err.Error() }
@@ -137,12 +163,18 @@ func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
 
 // decodeError is the error of raw, an object that failed to decode with
 // err: it carries the object's key if the metadata alone decodes.
-func (c codec[T]) decodeError(raw []byte, proto bool, err error) *decodeError {
+func (c codec[T]) decodeError(
+	raw []byte,
+	proto bool,
+	err error,
+) *decodeError {
 	var m metav1.ObjectMeta
 	var metaErr error
 	if proto {
-		b, fieldErr := protowire.Field(raw, 1) // field 1 of every k8s.io/api object
-		metaErr = errors.Join(fieldErr, safeUnmarshal(&m, b))
+		// field 1 of every k8s.io/api object
+		b, fieldErr := protowire.Field(raw, 1)
+		unmarshalErr := safeUnmarshal(&m, b)
+		metaErr = errors.Join(fieldErr, unmarshalErr)
 	} else {
 		var o struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
@@ -157,8 +189,12 @@ func (c codec[T]) decodeError(raw []byte, proto bool, err error) *decodeError {
 	if m.Name != "" {
 		what += " " + keyOf(&m)
 	}
-	return &decodeError{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
-		err: fmt.Errorf("kctl: decoding %s: %w", what, err)}
+	return &decodeError{
+		Namespace:       m.Namespace,
+		Name:            m.Name,
+		ResourceVersion: m.ResourceVersion,
+		err:             fmt.Errorf("kctl: decoding %s: %w", what, err),
+	}
 }
 
 // recovered, deferred, turns a decoder's panic into *err.
@@ -174,17 +210,22 @@ func recovered(err *error) {
 func (c codec[T]) unmarshal(obj *T, raw []byte) error {
 	p, ok := any(obj).(protoObject)
 	if !ok {
-		return errors.New("the server sent protobuf for a type without protobuf support")
+		return errors.New("the server sent protobuf " +
+			"for a type without protobuf support")
 	}
 	var meta *metav1.ObjectMeta
-	if acc, ok := any(obj).(metav1.ObjectMetaAccessor); ok && c.skipManagedFields {
+	acc, ok := any(obj).(metav1.ObjectMetaAccessor)
+	if ok && c.skipManagedFields {
 		meta, _ = acc.GetObjectMeta().(*metav1.ObjectMeta)
 	}
 	if meta == nil {
 		return p.Unmarshal(raw)
 	}
 	ignore := func([]byte) error { return nil }
-	return protowire.DecodeAround(raw, 1, p.Unmarshal, func(m []byte) error { return protowire.DecodeAround(m, 17, meta.Unmarshal, ignore) })
+	decodeMeta := func(m []byte) error {
+		return protowire.DecodeAround(m, 17, meta.Unmarshal, ignore)
+	}
+	return protowire.DecodeAround(raw, 1, p.Unmarshal, decodeMeta)
 }
 
 // jsonList is a JSON list with items of type I.
@@ -196,17 +237,24 @@ type jsonList[I any] struct {
 // decodeList decodes a list into individually allocated objects. An item that
 // fails to decode is left out and its error added to skipped; err means the
 // body is not a list at all.
-func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
+func (c codec[T]) decodeList(
+	contentType string,
+	body []byte,
+) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
 	add := func(raw []byte, proto bool) {
-		if obj, err := c.decodeItem(raw, proto); err != nil {
+		obj, err := c.decodeItem(raw, proto)
+		if err != nil {
 			skipped = append(skipped, err)
 		} else {
 			items = append(items, obj)
 		}
 	}
 	if !isProto(contentType) {
-		var fast jsonList[*T] // one pass; after any error, item by item
-		if json.Unmarshal(body, &fast) == nil && !slices.Contains(fast.Items, nil) {
+		// one pass; after any error, item by item
+		var fast jsonList[*T]
+		fastErr := json.Unmarshal(body, &fast)
+		hasNil := slices.Contains(fast.Items, nil)
+		if fastErr == nil && !hasNil {
 			for _, obj := range fast.Items {
 				c.setTypeMeta(obj)
 			}
@@ -221,7 +269,8 @@ func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta 
 	} else {
 		var b []byte
 		_, b, err = protowire.Unwrap(body)
-		for err == nil && len(b) > 0 { // field 1 the ListMeta, 2 each item
+		// field 1 the ListMeta, 2 each item
+		for err == nil && len(b) > 0 {
 			var f int
 			var wire byte
 			var v []byte
@@ -236,7 +285,8 @@ func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta 
 		}
 	}
 	if err != nil {
-		return nil, metav1.ListMeta{}, nil, fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
+		err = fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
+		return nil, metav1.ListMeta{}, nil, err
 	}
 	return items, meta, skipped, nil
 }
@@ -246,10 +296,12 @@ func (c codec[T]) decodeList(contentType string, body []byte) (items []*T, meta 
 func decodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
 	st := new(metav1.Status)
 	if !isProto(contentType) {
-		return st, json.Unmarshal(body, st) == nil && st.Kind == "Status"
+		err := json.Unmarshal(body, st)
+		return st, err == nil && st.Kind == "Status"
 	}
 	kind, raw, err := protowire.Unwrap(body)
-	return st, err == nil && string(kind) == "Status" && safeUnmarshal(st, raw) == nil
+	isStatus := err == nil && string(kind) == "Status"
+	return st, isStatus && safeUnmarshal(st, raw) == nil
 }
 
 // safeUnmarshal is p.Unmarshal(b) that turns a panic into an error.
@@ -260,10 +312,14 @@ func safeUnmarshal(p protoObject, b []byte) (err error) {
 
 // watchEvent is one decoded watch event.
 type watchEvent[T any] struct {
-	Type   string         // "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR"
-	Object *T             // nil for ERROR and when Err is set
-	Status *metav1.Status // the server's status for ERROR
-	Err    error          // this event's object failed to decode; the stream goes on
+	// Type is "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR".
+	Type string
+	// Object is nil for ERROR and when Err is set.
+	Object *T
+	// Status is the server's status for ERROR.
+	Status *metav1.Status
+	// Err: this event's object failed to decode; the stream goes on.
+	Err error
 }
 
 // watchStream reads one watch response. Close may be called concurrently
@@ -272,12 +328,22 @@ type watchStream[T any] struct {
 	c     codec[T]
 	body  io.ReadCloser
 	proto bool
-	dec   *json.Decoder // JSON watches
-	buf   []byte        // protobuf frame buffer, reused
+	// dec decodes JSON watches.
+	dec *json.Decoder
+	// buf is the protobuf frame buffer, reused.
+	buf []byte
 }
 
-func newWatchStream[T any](c codec[T], contentType string, body io.ReadCloser) *watchStream[T] {
-	w := &watchStream[T]{c: c, body: body, proto: isProto(contentType)}
+func newWatchStream[T any](
+	c codec[T],
+	contentType string,
+	body io.ReadCloser,
+) *watchStream[T] {
+	w := &watchStream[T]{
+		c:     c,
+		body:  body,
+		proto: isProto(contentType),
+	}
 	if !w.proto {
 		w.dec = json.NewDecoder(body)
 	}
@@ -303,7 +369,9 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxFrame {
-		return watchEvent[T]{}, w.broke(fmt.Errorf("frame of %d bytes is over the %d limit", n, maxFrame))
+		err := fmt.Errorf("frame of %d bytes is over the %d limit",
+			n, maxFrame)
+		return watchEvent[T]{}, w.broke(err)
 	}
 	if cap(w.buf) < int(n) {
 		w.buf = make([]byte, n)
@@ -313,7 +381,8 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return watchEvent[T]{}, w.broke(fmt.Errorf("truncated frame of %d bytes: %w", n, err))
+		err = fmt.Errorf("truncated frame of %d bytes: %w", n, err)
+		return watchEvent[T]{}, w.broke(err)
 	}
 	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
 	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
@@ -321,7 +390,9 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 	ext, _ := protowire.Field(frame, 2)
 	object, errObject := protowire.Field(ext, 1)
 	if err := errors.Join(errType, errObject); err != nil {
-		return watchEvent[T]{Err: fmt.Errorf("kctl: decoding a watch event of %s: %w", w.c.res, err)}, nil
+		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
+			w.c.res, err)
+		return watchEvent[T]{Err: err}, nil
 	}
 	return w.c.event(string(typ), object, mediaProtobuf), nil
 }
@@ -342,16 +413,19 @@ func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
 		if st, ok := decodeStatus(ct, raw); ok {
 			ev.Status = st
 		} else {
-			ev.Err = fmt.Errorf("kctl: the watch of %s sent an ERROR event without a Status", c.res)
+			ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
+				"an ERROR event without a Status", c.res)
 		}
 	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
-		obj, err := c.decode(ct, raw) // a protobuf event's object is enveloped
+		// a protobuf event's object is enveloped
+		obj, err := c.decode(ct, raw)
 		if err != nil {
 			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
 		}
 		ev.Object = obj
 	default:
-		ev.Err = fmt.Errorf("kctl: the watch of %s sent an event of unknown type %q", c.res, typ)
+		ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
+			"an event of unknown type %q", c.res, typ)
 	}
 	return ev
 }

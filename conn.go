@@ -36,37 +36,71 @@ import (
 //
 //	cfg, err := kctl.LoadConfig(*kubeconfig)
 func LoadConfig(kubeconfig string) (*rest.Config, error) {
-	load := func(what string, rules *clientcmd.ClientConfigLoadingRules) (*rest.Config, error) {
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kctl: loading %s: %w", what, err)
-		}
-		return cfg, nil
-	}
 	if kubeconfig != "" {
-		return load("the kubeconfig "+kubeconfig, &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig})
+		rules := &clientcmd.ClientConfigLoadingRules{
+			ExplicitPath: kubeconfig,
+		}
+		return loadKubeconfig("the kubeconfig "+kubeconfig, rules)
 	}
-	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
-		return load("$KUBECONFIG ("+env+")", &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)})
+	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	if env != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{
+			Precedence: filepath.SplitList(env),
+		}
+		return loadKubeconfig("$KUBECONFIG ("+env+")", rules)
 	}
-	if cfg, err := rest.InClusterConfig(); !errors.Is(err, rest.ErrNotInCluster) {
+	cfg, err := rest.InClusterConfig()
+	if !errors.Is(err, rest.ErrNotInCluster) {
 		if err != nil {
-			return nil, fmt.Errorf("kctl: loading the in-cluster configuration: %w", err)
+			return nil, fmt.Errorf(
+				"kctl: loading the in-cluster configuration: %w", err)
 		}
 		return cfg, nil
 	}
-	home := filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
+	home := filepath.Join(
+		homedir.HomeDir(),
+		clientcmd.RecommendedHomeDir,
+		clientcmd.RecommendedFileName,
+	)
 	if _, err := os.Stat(home); err == nil {
-		return load(home, &clientcmd.ClientConfigLoadingRules{ExplicitPath: home})
+		rules := &clientcmd.ClientConfigLoadingRules{
+			ExplicitPath: home,
+		}
+		return loadKubeconfig(home, rules)
 	}
-	return nil, fmt.Errorf("kctl: no cluster configuration found; tried the --kubeconfig flag (not given), "+
-		"$KUBECONFIG (not set), the in-cluster service account (KUBERNETES_SERVICE_HOST/PORT not set) and %s "+
-		"(does not exist): pass --kubeconfig or set $KUBECONFIG", home)
+	return nil, fmt.Errorf("kctl: no cluster configuration found; "+
+		"tried the --kubeconfig flag (not given), "+
+		"$KUBECONFIG (not set), "+
+		"the in-cluster service account "+
+		"(KUBERNETES_SERVICE_HOST/PORT not set) "+
+		"and %s (does not exist): "+
+		"pass --kubeconfig or set $KUBECONFIG", home)
+}
+
+// loadKubeconfig loads the kubeconfig files that rules name; what names
+// them in the error.
+func loadKubeconfig(
+	what string,
+	rules *clientcmd.ClientConfigLoadingRules,
+) (*rest.Config, error) {
+	overrides := &clientcmd.ConfigOverrides{}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		rules,
+		overrides,
+	)
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kctl: loading %s: %w", what, err)
+	}
+	return cfg, nil
 }
 
 // The default client-side limits are high on purpose: the API server
 // protects itself with API Priority and Fairness, answering 429s.
-const defaultQPS, defaultBurst = 200, 500
+const (
+	defaultQPS   = 200
+	defaultBurst = 500
+)
 
 const (
 	// maxRetries bounds the retries of one request answered 429 (or,
@@ -88,11 +122,17 @@ const (
 // you make counts nothing. Make one with NewConn; the zero value is
 // unusable. A Conn is safe for concurrent use and holds no goroutines.
 type Conn struct {
-	base          url.URL                 // scheme://host[/path prefix]
-	http, watches *http.Client            // watches: the same transport without cfg.Timeout
-	limiter       flowcontrol.RateLimiter // nil: no client-side limit
-	discovery     discovery.Cache         // what the server serves, for declared types' checks
-	requests      requestObserver         // a Manager's rest_client_* series; nil: not counted
+	// base is scheme://host[/path prefix].
+	base url.URL
+	http *http.Client
+	// watches is the same transport as http without cfg.Timeout.
+	watches *http.Client
+	// limiter is nil when there is no client-side limit.
+	limiter flowcontrol.RateLimiter
+	// discovery is what the server serves, for declared types' checks.
+	discovery discovery.Cache
+	// requests is a Manager's rest_client_* series; nil: not counted.
+	requests requestObserver
 }
 
 // requestObserver counts a Conn's requests: a Manager's metrics
@@ -103,7 +143,11 @@ type requestObserver interface {
 	// Took times a request that failed.
 	Took(method, host string, d time.Duration)
 	// TimeBody times a request until its answer's body is closed.
-	TimeBody(body io.ReadCloser, method, host string, start time.Time) io.ReadCloser
+	TimeBody(
+		body io.ReadCloser,
+		method, host string,
+		start time.Time,
+	) io.ReadCloser
 }
 
 // NewConn makes a Conn from cfg (which it does not modify).
@@ -112,17 +156,27 @@ func NewConn(cfg *rest.Config) (*Conn, error) {
 	cfg.UserAgent = cmp.Or(cfg.UserAgent, userAgent())
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kctl: making an HTTP client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf(
+			"kctl: making an HTTP client for %s: %w",
+			cfg.Host, err)
 	}
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kctl: bad API server address %q: %w", cfg.Host, err)
+		return nil, fmt.Errorf(
+			"kctl: bad API server address %q: %w",
+			cfg.Host, err)
 	}
 	w := *hc
 	w.Timeout = 0
-	c := &Conn{base: *base, http: hc, watches: &w}
-	if qps := cmp.Or(cfg.QPS, defaultQPS); qps > 0 {
-		c.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, cmp.Or(max(cfg.Burst, 0), defaultBurst))
+	c := &Conn{
+		base:    *base,
+		http:    hc,
+		watches: &w,
+	}
+	qps := cmp.Or(cfg.QPS, defaultQPS)
+	if qps > 0 {
+		burst := cmp.Or(max(cfg.Burst, 0), defaultBurst)
+		c.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	}
 	return c, nil
 }
@@ -131,22 +185,32 @@ func userAgent() string {
 	v := "devel"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range append(bi.Deps, &bi.Main) {
-			if m.Path == "github.com/kctl-dev/kctl" && m.Version != "" && m.Version != "(devel)" {
+			isKctl := m.Path == "github.com/kctl-dev/kctl"
+			released := m.Version != "" && m.Version != "(devel)"
+			if isKctl && released {
 				v = m.Version
 			}
 		}
 	}
-	return "kctl/" + v + " (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	return "kctl/" + v + " (" + platform + ")"
 }
 
 // request is one call on a Client's resource; verb names it in errors
 // ("update status of"). A list call has no name; a create has none in its path.
 type request struct {
-	verb, method, namespace, name, sub string
-	list                               bool
-	query                              url.Values
-	body                               []byte
-	contentType, path, accept          string // path and accept: set by send
+	verb        string
+	method      string
+	namespace   string
+	name        string
+	sub         string
+	list        bool
+	query       url.Values
+	body        []byte
+	contentType string
+	// path and accept are set by send.
+	path   string
+	accept string
 }
 
 // do sends r, waiting for the rate limiter and retrying 429s (and, for
@@ -156,19 +220,29 @@ type request struct {
 func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := c.retrying(ctx, r)
+	host := c.base.Host
 	switch {
-	case c.requests == nil: // not counted
-	case r.query.Has("watch"): // open as long as it lasts: counted, not timed, as in client-go
+	case c.requests == nil:
+		// not counted
+	case r.query.Has("watch"):
+		// open as long as it lasts: counted, not timed, as in client-go
 	case err != nil:
-		c.requests.Took(r.method, c.base.Host, time.Since(start))
+		took := time.Since(start)
+		c.requests.Took(r.method, host, took)
 	default:
-		resp.Body = c.requests.TimeBody(resp.Body, r.method, c.base.Host, start)
+		resp.Body = c.requests.TimeBody(
+			resp.Body, r.method, host, start)
 	}
 	return resp, err
 }
 
 // retrying is do without the timing.
-func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) {
+func (c *Conn) retrying(
+	ctx context.Context,
+	r request,
+) (*http.Response, error) {
+	// call names r in errors, e.g. "GET /api/v1/pods".
+	call := r.method + " " + r.path
 	u := c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + r.path
 	u.RawQuery = r.query.Encode()
@@ -178,17 +252,20 @@ func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) 
 	}
 	for attempt := 0; ; attempt++ {
 		if c.limiter != nil {
-			if err := c.limiter.Wait(ctx); err != nil {
-				return nil, fmt.Errorf("kctl: %s %s: waiting for the client-side rate limit: %w", r.method, r.path, err)
+			err := c.limiter.Wait(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("kctl: %s: waiting for "+
+					"the client-side rate limit: %w", call, err)
 			}
 		}
 		var body io.Reader
 		if r.body != nil {
 			body = bytes.NewReader(r.body)
 		}
-		req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+		req, err := http.NewRequestWithContext(
+			ctx, r.method, u.String(), body)
 		if err != nil {
-			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
+			return nil, fmt.Errorf("kctl: %s: %w", call, err)
 		}
 		req.Header.Set("Accept", r.accept)
 		if r.contentType != "" {
@@ -196,25 +273,33 @@ func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) 
 		}
 		resp, err := hc.Do(req)
 		if c.requests != nil {
-			c.requests.Answered(r.method, c.base.Host, resp) // resp is nil if and only if err is not
+			// resp is nil if and only if err is not
+			c.requests.Answered(r.method, c.base.Host, resp)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kctl: %s %s: %w", r.method, r.path, err)
+			return nil, fmt.Errorf("kctl: %s: %w", call, err)
 		}
 		ra := resp.Header.Get("Retry-After")
-		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && ra != "" && r.method == http.MethodGet
+		tooMany := resp.StatusCode == http.StatusTooManyRequests
+		failed := resp.StatusCode >= 500 && ra != ""
+		isRead := r.method == http.MethodGet
+		retry := tooMany || failed && isRead
 		if !retry || attempt == maxRetries {
 			return resp, nil
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		unread := io.LimitReader(resp.Body, 1<<20)
+		_, _ = io.Copy(io.Discard, unread)
 		resp.Body.Close()
 		wait := time.Second
-		if s, err := strconv.Atoi(ra); err == nil && s >= 0 {
-			wait = min(time.Duration(s)*time.Second, maxRetryWait)
+		s, err := strconv.Atoi(ra)
+		if err == nil && s >= 0 {
+			asked := time.Duration(s) * time.Second
+			wait = min(asked, maxRetryWait)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kctl: %s %s: the server asked to retry after %v: %w", r.method, r.path, wait, ctx.Err())
+			return nil, fmt.Errorf("kctl: %s: the server asked "+
+				"to retry after %v: %w", call, wait, ctx.Err())
 		case <-time.After(wait):
 		}
 	}
@@ -222,4 +307,6 @@ func (c *Conn) retrying(ctx context.Context, r request) (*http.Response, error) 
 
 // bodies recycles the buffers answers are read into. No decoded object
 // aliases one: generated protobuf code and encoding/json copy what they keep.
-var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var bodies = sync.Pool{
+	New: func() any { return new(bytes.Buffer) },
+}
