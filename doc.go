@@ -33,25 +33,26 @@
 //  2. resource.go: Object, Resource and Key: which API resource a Go type is.
 //  3. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
 //  4. codec.go: objects as protobuf or JSON; lists; the watch stream.
-//  5. client.go: Client[T], typed requests: Get, List, list pages, watches.
-//  6. client_writes.go: Create, Update, Patch, Apply, Delete.
-//  7. handler.go: Event[T], and how events reach a handler.
-//  8. store.go: the informer's objects, indexes and field selectors.
-//  9. informer.go: Informer[T]: its state and reads (Get, List, waits).
-//  10. list_watch.go: the informer's write side: list, watch, relist, backoff.
-//  11. readyourwrites.go: cached reads wait for this Manager's own writes.
-//  12. cache.go: Cache, one informer per resource, and cached Client reads.
-//  13. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
-//  14. sources.go: events of owned and watched objects turned into keys.
-//  15. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
-//  16. queue_line.go: the first-in, first-out line of queued keys.
-//  17. queue_delay.go: the keys waiting for a time, in a heap with one timer.
-//  18. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
+//  5. client.go: Client[T]: a typed request, its answer, its errors.
+//  6. client_reads.go: Get, List, and the list pages and watches.
+//  7. client_writes.go: Create, Update, Patch, Apply, Delete.
+//  8. handler.go: Event[T], and how events reach a handler.
+//  9. store.go: the informer's objects, indexes and field selectors.
+//  10. informer.go: Informer[T]: its state and reads (Get, List, waits).
+//  11. list_watch.go: the informer's write side: list, watch, relist, backoff.
+//  12. readyourwrites.go: cached reads wait for this Manager's own writes.
+//  13. cache.go: Cache, one informer per resource, and cached Client reads.
+//  14. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
+//  15. sources.go: events of owned and watched objects turned into keys.
+//  16. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
+//  17. queue_line.go: the first-in, first-out line of queued keys.
+//  18. queue_delay.go: the keys waiting for a time, in a heap with one timer.
+//  19. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
 //     and AddRateLimited.
-//  19. runnable.go: Runnable, goroutine groups, leadership terms.
-//  20. controller.go: Controller[T]: its builder, sources and enqueue.
-//  21. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  22. manager.go: Manager: NewManager, ClientFor, NewController, Start.
+//  20. runnable.go: Runnable, goroutine groups, leadership terms.
+//  21. controller.go: Controller[T]: its builder, sources and enqueue.
+//  22. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  23. manager.go: Manager: NewManager, ClientFor, NewController, Start.
 //
 // # How data flows
 //

@@ -1,0 +1,151 @@
+package kctl
+
+// A Client's reads: Get and List (from the cache when the Client has one,
+// see cache.go), and the list pages and watches an informer is fed by.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Get returns the object namespace/name (namespace "" if cluster-scoped): a
+// copy from the cache if c has one (NotFound if the cache has no such object).
+// A cached Get waits until the cache has synced, at most until ctx ends; of a
+// resource the server does not serve (a CRD not applied) it fails at once
+// with an error matching ErrNotInstalled, after at most one discovery request.
+func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
+	if c.cached != nil && c.err == nil {
+		return c.cached.get(ctx, namespace, name)
+	}
+	r := request{
+		verb:      "get",
+		method:    http.MethodGet,
+		namespace: namespace,
+		name:      name,
+	}
+	return c.object(ctx, r)
+}
+
+// List's page size, and how often a List whose continue token expired
+// starts over.
+const (
+	listPageSize    = 500
+	listMaxRestarts = 2
+)
+
+// List returns the objects matching opts (copies, from the cache, waiting
+// for it as Get does, and failing naming a field selector it cannot evaluate:
+// see Informer.List). From the server it reads pages of 500, starting over
+// (at most twice) if the continue token expires (410 Gone). Undecodable
+// objects are left out: List returns the others and an error naming them.
+func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
+	if c.cached != nil && c.err == nil {
+		return c.cached.list(ctx, opts)
+	}
+	var all []*T
+	var skipped []error
+	token := ""
+	restarts := 0
+	for {
+		items, meta, bad, err := c.listPage(ctx, opts, listPageSize, token)
+		expired := err != nil && apierrors.IsResourceExpired(err)
+		canRestart := token != "" && restarts < listMaxRestarts
+		if expired && canRestart {
+			all = nil
+			skipped = nil
+			token = ""
+			restarts++
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		skipped = append(skipped, bad...)
+		token = meta.Continue
+		if token != "" {
+			continue
+		}
+		if len(skipped) > 0 {
+			for i, e := range skipped {
+				skipped[i] = unprefixed(e)
+			}
+			r := request{list: true, namespace: opts.Namespace}
+			joined := errors.Join(skipped...)
+			return all, fmt.Errorf("kctl: list %s: left out %d "+
+				"object(s) that could not be decoded: %w",
+				c.what(r), len(skipped), joined)
+		}
+		return all, nil
+	}
+}
+
+// listPage is one List request (list_watch.go pages through it); limit 0
+// means none. Undecodable objects are left out of items, skipped naming
+// each; err is for the whole page.
+func (c *Client[T]) listPage(
+	ctx context.Context,
+	opts ListOptions,
+	limit int64,
+	continueToken string,
+) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
+	q := opts.query()
+	if limit > 0 {
+		q.Set("limit", strconv.FormatInt(limit, 10))
+	}
+	if continueToken != "" {
+		q.Set("continue", continueToken)
+	}
+	r := request{
+		verb:      "list",
+		method:    http.MethodGet,
+		namespace: opts.Namespace,
+		list:      true,
+		query:     q,
+	}
+	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
+		items, meta, skipped, err = c.codec.decodeList(ct, body)
+		return err
+	})
+	return items, meta, skipped, err
+}
+
+// watch opens a watch from resourceVersion with bookmarks; the server ends
+// it after timeout (rounded to seconds; 0 leaves the server's default).
+func (c *Client[T]) watch(
+	ctx context.Context,
+	opts ListOptions,
+	resourceVersion string,
+	timeout time.Duration,
+) (*watchStream[T], error) {
+	q := opts.query()
+	q.Set("watch", "true")
+	q.Set("allowWatchBookmarks", "true")
+	if resourceVersion != "" {
+		q.Set("resourceVersion", resourceVersion)
+	}
+	if timeout > 0 {
+		seconds := max(1, int(timeout.Seconds()))
+		q.Set("timeoutSeconds", strconv.Itoa(seconds))
+	}
+	r := request{
+		verb:      "watch",
+		method:    http.MethodGet,
+		namespace: opts.Namespace,
+		list:      true,
+		query:     q,
+	}
+	resp, err := c.send(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	ct := resp.Header.Get("Content-Type")
+	return newWatchStream(c.codec, ct, resp.Body), nil
+}
