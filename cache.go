@@ -27,20 +27,27 @@ import (
 // The zero Cache is unusable: call NewCache, which starts nothing. Start runs
 // the informers made so far and any made later. Safe for concurrent use.
 type Cache struct {
-	conn       *Conn
-	opts       CacheOptions
-	mu         sync.Mutex
-	scopes     map[Resource]Scope
-	transforms map[Resource]any // a func(*T) for the resource's type T
-	informers  map[Resource]interface{ run(ctx context.Context) }
+	conn   *Conn
+	opts   CacheOptions
+	mu     sync.Mutex
+	scopes map[Resource]Scope
+	// transforms holds a func(*T) for the resource's type T.
+	transforms map[Resource]any
+	informers  map[Resource]runner
 	// made, if set, is called once per informer, when it is made, under mu
 	// and before it runs: the Manager's cache shows each of its informers on
 	// the metrics page and tracks the Manager's writes in it.
-	made    func(inf madeInformer)
-	ctx     context.Context // Start's; nil before Start
-	stopped bool            // Start's ctx ended: no goroutine is added to wg after this
+	made func(inf madeInformer)
+	// ctx is Start's; nil before Start.
+	ctx context.Context
+	// stopped means Start's ctx ended: no goroutine is added to wg after
+	// this.
+	stopped bool
 	wg      sync.WaitGroup
 }
+
+// runner is what a Cache needs of an Informer[T] of any T: its run.
+type runner interface{ run(ctx context.Context) }
 
 // CacheOptions configures a Cache. The zero value caches every object of a
 // type, without managedFields, with no resync.
@@ -48,23 +55,29 @@ type CacheOptions struct {
 	// DefaultScope scopes every type without a ScopeFor (its Namespaces only
 	// the namespaced types). Defaults to everything.
 	DefaultScope Scope
-	// KeepManagedFields keeps metadata.managedFields, which the cache drops by
-	// default: few controllers read them, and they are often a third of an object.
+	// KeepManagedFields keeps metadata.managedFields, which the cache drops
+	// by default: few controllers read them, and they are often a third of
+	// an object.
 	KeepManagedFields bool
 	// Resync, if positive, re-delivers every object to the handlers every
 	// Resync, as an Updated event with Resync set. A controller queues the
 	// keys of a resync at the low priority of the initial list, behind live
 	// changes. Defaults to never.
 	Resync time.Duration
-	Logger *slog.Logger // defaults to slog.Default()
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Scope selects which objects of a type the cache holds. The zero Scope is
 // every object in the cluster.
 type Scope struct {
-	Namespaces []string        // if any, each is listed and watched on its own, into one store
-	Labels     labels.Selector // nil: any labels
-	Fields     string          // evaluated by the server, e.g. "spec.nodeName=node-1"
+	// Namespaces, if any, are each listed and watched on their own, into
+	// one store.
+	Namespaces []string
+	// Labels nil means any labels.
+	Labels labels.Selector
+	// Fields is evaluated by the server, e.g. "spec.nodeName=node-1".
+	Fields string
 }
 
 // NewCache returns a Cache reading through conn. It starts nothing.
@@ -72,8 +85,13 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Cache{conn: conn, opts: opts, scopes: map[Resource]Scope{}, transforms: map[Resource]any{},
-		informers: map[Resource]interface{ run(ctx context.Context) }{}}
+	return &Cache{
+		conn:       conn,
+		opts:       opts,
+		scopes:     map[Resource]Scope{},
+		transforms: map[Resource]any{},
+		informers:  map[Resource]runner{},
+	}
 }
 
 // madeInformer is what a Cache's made hook sees of a new Informer[T].
@@ -84,7 +102,8 @@ type madeInformer interface {
 }
 
 // Start runs the informers, including those made later, until ctx ends, then
-// waits for their goroutines and returns nil. Call it once, in its own goroutine.
+// waits for their goroutines and returns nil. Call it once, in its own
+// goroutine.
 func (c *Cache) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ctx != nil {
@@ -127,24 +146,30 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.informers[res]; ok {
-		return fmt.Errorf("kctl: the cache of %s is already made: configure it before its first use", res)
+		return fmt.Errorf("kctl: the cache of %s is already made: "+
+			"configure it before its first use", res)
 	}
 	set(res)
 	return nil
 }
 
-// InformerFor returns T's informer, making it on first use; it runs once c is started.
+// InformerFor returns T's informer, making it on first use; it runs once c
+// is started.
 func InformerFor[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, false)
 }
 
-// readInformer is InformerFor for a cached client read: it warns when that makes
-// an informer of every object of a type nobody scoped (surprise memory use).
+// readInformer is InformerFor for a cached client read: it warns when that
+// makes an informer of every object of a type nobody scoped (surprise
+// memory use).
 func readInformer[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, true)
 }
 
-func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error) {
+func informerFor[T any, PT Object[T]](
+	c *Cache,
+	read bool,
+) (*Informer[T], error) {
 	res, err := ResourceOf[T]()
 	if err != nil {
 		return nil, fmt.Errorf("kctl: cannot cache: %w", unprefixed(err))
@@ -155,7 +180,8 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 		if typed, ok := inf.(*Informer[T]); ok {
 			return typed, nil
 		}
-		return nil, fmt.Errorf("kctl: %s is cached as another Go type (%T): use one Go type per resource", res, inf)
+		return nil, fmt.Errorf("kctl: %s is cached as another Go type (%T): "+
+			"use one Go type per resource", res, inf)
 	}
 	if c.stopped {
 		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
@@ -163,37 +189,61 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 	scope, scoped := c.scopes[res]
 	if !scoped {
 		scope = c.opts.DefaultScope
-		scoped = len(scope.Namespaces) > 0 || scope.Labels != nil && !scope.Labels.Empty() || scope.Fields != ""
+		byNamespace := len(scope.Namespaces) > 0
+		byLabels := scope.Labels != nil && !scope.Labels.Empty()
+		byFields := scope.Fields != ""
+		scoped = byNamespace || byLabels || byFields
 	}
 	if read && !scoped {
-		c.opts.Logger.Warn("kctl: a client read started caching every "+res.String()+" in the cluster; "+
-			"scope it with kctl.ScopeFor, or read with Uncached()", "resource", res.String())
+		msg := "kctl: a client read started caching every " +
+			res.String() + " in the cluster; " +
+			"scope it with kctl.ScopeFor, or read with Uncached()"
+		c.opts.Logger.Warn(msg, "resource", res.String())
 	}
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
-	inf := &Informer[T]{res: res, client: NewClient[T, PT](c.conn), resync: c.opts.Resync, healthy: healthyWatch, log: c.opts.Logger,
-		store: newStore[T](), sharer: share.New[T](), transform: func(obj *T) {
-			if !keep {
-				metaOf(obj).SetManagedFields(nil)
-			}
-			if transform != nil {
-				transform(obj)
-			}
-		}}
-	inf.client.codec.skipManagedFields = !keep // not even decoded (protobuf)
-	namespaces := slices.Compact(slices.Sorted(slices.Values(scope.Namespaces)))
-	if !res.Namespaced || len(namespaces) == 0 || slices.Contains(namespaces, "") {
+	prepare := func(obj *T) {
+		if !keep {
+			metaOf(obj).SetManagedFields(nil)
+		}
+		if transform != nil {
+			transform(obj)
+		}
+	}
+	inf := &Informer[T]{
+		res:       res,
+		client:    NewClient[T, PT](c.conn),
+		resync:    c.opts.Resync,
+		healthy:   healthyWatch,
+		log:       c.opts.Logger,
+		store:     newStore[T](),
+		sharer:    share.New[T](),
+		transform: prepare,
+	}
+	// Not even decoded (protobuf).
+	inf.client.codec.skipManagedFields = !keep
+	sorted := slices.Sorted(slices.Values(scope.Namespaces))
+	namespaces := slices.Compact(sorted)
+	allNamespaces := !res.Namespaced ||
+		len(namespaces) == 0 ||
+		slices.Contains(namespaces, "")
+	if allNamespaces {
 		namespaces = []string{""}
 	}
 	for _, ns := range namespaces {
-		opts := ListOptions{Namespace: ns, Labels: scope.Labels, Fields: scope.Fields}
+		opts := ListOptions{
+			Namespace: ns,
+			Labels:    scope.Labels,
+			Fields:    scope.Fields,
+		}
 		inf.watches = append(inf.watches, &watchState{opts: opts})
 	}
 	c.informers[res] = inf
 	if c.made != nil {
 		c.made(inf)
 	}
-	if ctx := c.ctx; ctx != nil {
+	ctx := c.ctx
+	if ctx != nil {
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
@@ -203,7 +253,8 @@ func informerFor[T any, PT Object[T]](c *Cache, read bool) (*Informer[T], error)
 // from the cache: as copies, once T's informer has synced and has caught
 // up with the Manager's writes that the read could see (readyourwrites.go).
 type cachedReads[T any, PT Object[T]] struct {
-	client *Client[T] // the Client it serves, for its discovery check
+	// client is the Client it serves, for its discovery check.
+	client *Client[T]
 	cache  *Cache
 	writes *writeTracker
 }
@@ -211,7 +262,9 @@ type cachedReads[T any, PT Object[T]] struct {
 // synced is the cache's informer for T, once synced. A resource the server
 // does not serve fails at once, after at most one discovery request (whose
 // answer is cached, see discovery), rather than when ctx ends.
-func (r cachedReads[T, PT]) synced(ctx context.Context) (*Informer[T], error) {
+func (r cachedReads[T, PT]) synced(
+	ctx context.Context,
+) (*Informer[T], error) {
 	inf, err := readInformer[T, PT](r.cache)
 	if err == nil {
 		err = r.client.checkServed(ctx, request{})
@@ -220,12 +273,16 @@ func (r cachedReads[T, PT]) synced(ctx context.Context) (*Informer[T], error) {
 		err = inf.WaitForSync(ctx)
 	}
 	if err != nil {
-		return nil, err // each names the resource
+		// Each names the resource.
+		return nil, err
 	}
 	return inf, nil
 }
 
-func (r cachedReads[T, PT]) get(ctx context.Context, namespace, name string) (*T, error) {
+func (r cachedReads[T, PT]) get(
+	ctx context.Context,
+	namespace, name string,
+) (*T, error) {
 	inf, err := r.synced(ctx)
 	if err != nil {
 		return nil, err
@@ -245,7 +302,10 @@ func (r cachedReads[T, PT]) get(ctx context.Context, namespace, name string) (*T
 	return nil, fmt.Errorf("kctl: get %s %s (from the cache): %w", res, key, nf)
 }
 
-func (r cachedReads[T, PT]) list(ctx context.Context, opts ListOptions) ([]*T, error) {
+func (r cachedReads[T, PT]) list(
+	ctx context.Context,
+	opts ListOptions,
+) ([]*T, error) {
 	inf, err := r.synced(ctx)
 	if err != nil {
 		return nil, err

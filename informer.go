@@ -28,44 +28,58 @@ import (
 // that resourceVersion is gone (410), list again and report only what
 // changed. An object that stops decoding into T keeps its last good copy
 // until it decodes again or is deleted (see Undecodable). Failures are
-// logged, reported by Err and retried after 200ms
-// doubling up to 30s (10s for a missing CRD), less up to half at random, at
-// least the server's Retry-After; a watch open for 10s resets the backoff.
+// logged, reported by Err and retried after 200ms doubling up to 30s (10s
+// for a missing CRD), less up to half at random, at least the server's
+// Retry-After; a watch open for 10s resets the backoff.
 //
 // The zero Informer is unusable: get one from InformerFor. Most callers want
 // AddHandler, WaitForSync, then Get or List. Safe for concurrent use. The
 // informer is the store's only writer: objects from reads and events are
 // shared, must not be modified (deepCopy first), and may be stale. Stored
-// objects also share equal strings, string maps and resource lists with each
-// other (internal/share): the Pods of one workload hold one copy of their labels,
-// image and requests, which more than halves a Pod's memory in the cache.
+// objects also share equal strings, string maps and resource lists with
+// each other (internal/share): the Pods of one workload hold one copy of
+// their labels, image and requests, which more than halves a Pod's memory
+// in the cache.
 type Informer[T any] struct {
-	res       Resource
-	client    *Client[T]
-	transform func(obj *T)     // readies a decoded object for the store
-	sharer    *share.Sharer[T] // then makes it share equal parts with stored objects
-	resync    time.Duration
-	healthy   time.Duration // a watch open this long resets the backoff: healthyWatch, shorter in tests
-	log       *slog.Logger
+	res    Resource
+	client *Client[T]
+	// transform readies a decoded object for the store.
+	transform func(obj *T)
+	// sharer then makes it share equal parts with stored objects.
+	sharer *share.Sharer[T]
+	resync time.Duration
+	// healthy is how long a watch must stay open to reset the backoff:
+	// healthyWatch, shorter in tests.
+	healthy time.Duration
+	log     *slog.Logger
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.
-	mu       sync.RWMutex
-	store    *store[T]
-	watches  []*watchState // one per namespace in scope, or one for all
+	mu    sync.RWMutex
+	store *store[T]
+	// watches has one per namespace in scope, or one for all.
+	watches  []*watchState
 	handlers []*handler[T]
-	progress chan struct{}   // closed on any progress, for waiters; nil when nobody waits
-	ctx      context.Context // run's; nil before run
-	stopped  bool            // run's ctx ended: no goroutine is added to wg after this
-	wg       sync.WaitGroup
+	// progress is closed on any progress, for waiters; nil when nobody waits.
+	progress chan struct{}
+	// ctx is run's; nil before run.
+	ctx context.Context
+	// stopped means run's ctx ended: no goroutine is added to wg after this.
+	stopped bool
+	wg      sync.WaitGroup
 }
 
-// watchState is one list/watch. Only its listWatch goroutine changes it, under mu.
+// watchState is one list/watch. Only its listWatch goroutine changes it,
+// under mu.
 type watchState struct {
-	opts   ListOptions // a namespace ("" for all) and the scope's selectors
-	rv     string      // the newest resourceVersion applied
-	synced bool        // the first list is stored
-	err    error       // the last failure; nil after a success
+	// opts holds a namespace ("" for all) and the scope's selectors.
+	opts ListOptions
+	// rv is the newest resourceVersion applied.
+	rv string
+	// synced means the first list is stored.
+	synced bool
+	// err is the last failure; nil after a success.
+	err error
 }
 
 // String is "cache of <resource>", e.g. "cache of pods/v1".
@@ -93,7 +107,8 @@ func (i *Informer[T]) WaitForSync(ctx context.Context) error {
 func (i *Informer[T]) Err() error {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	switch err := i.failureLocked(); {
+	err := i.failureLocked()
+	switch {
 	case err != nil:
 		return err
 	case i.ctx == nil:
@@ -117,9 +132,11 @@ func (i *Informer[T]) failureLocked() error {
 
 // goLocked runs fn(run's ctx) in a goroutine, if the informer runs.
 func (i *Informer[T]) goLocked(fn func(ctx context.Context)) {
-	if ctx := i.ctx; ctx != nil && !i.stopped {
-		i.wg.Go(func() { fn(ctx) })
+	ctx := i.ctx
+	if ctx == nil || i.stopped {
+		return
 	}
+	i.wg.Go(func() { fn(ctx) })
 }
 
 func (i *Informer[T]) notifyLocked() {
@@ -182,7 +199,8 @@ func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	out, missing, err = i.listLocked(opts) // asked again under the write lock: another List may have filled the room
+	// Asked again under the write lock: another List may have filled the room.
+	out, missing, err = i.listLocked(opts)
 	for missing != "" && err == nil {
 		i.store.labelIndex(missing)
 		out, missing, err = i.listLocked(opts)
@@ -191,10 +209,13 @@ func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 }
 
 // listLocked is one try of List, with mu held (read or write).
-func (i *Informer[T]) listLocked(opts ListOptions) (out []*T, missing string, err error) {
+func (i *Informer[T]) listLocked(
+	opts ListOptions,
+) (out []*T, missing string, err error) {
 	scope := ""
 	if len(i.watches) > 0 {
-		scope = i.watches[0].opts.Fields // every watch has the scope's
+		// Every watch has the scope's.
+		scope = i.watches[0].opts.Fields
 	}
 	fields, err := i.store.fieldReqs(opts.Fields, scope)
 	if err != nil {
@@ -230,9 +251,14 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
 // applied resourceVersion rv or a newer one, so that a read sees a write that
 // returned rv. A quiet namespace advances only with the server's bookmarks
 // (about once a minute): bound ctx.
-func (i *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) error {
-	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		return fmt.Errorf("kctl: cannot wait for resourceVersion %q of %s: %w", rv, i.res, err)
+func (i *Informer[T]) WaitForResourceVersion(
+	ctx context.Context,
+	rv string,
+) error {
+	_, err := resourceversion.CompareResourceVersion(rv, rv)
+	if err != nil {
+		return fmt.Errorf("kctl: cannot wait for resourceVersion %q "+
+			"of %s: %w", rv, i.res, err)
 	}
 	return i.waitForObject(ctx, "", "", rv)
 }
@@ -240,27 +266,42 @@ func (i *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) err
 // waitForObject (read-your-writes) returns once the list/watch of namespace
 // ("" for every one) has applied rv, or the cache holds namespace/name at rv
 // or newer; at once if the scope has no such namespace.
-func (i *Informer[T]) waitForObject(ctx context.Context, namespace, name, rv string) error {
+func (i *Informer[T]) waitForObject(
+	ctx context.Context,
+	namespace, name, rv string,
+) error {
 	what := "reach resourceVersion " + rv
 	if name != "" {
 		what += " of " + namespace + "/" + name
 	}
-	return i.wait(ctx, what, func() bool {
-		cur, ok := i.store.get(namespace, name)
-		ok = ok && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
-		return !slices.ContainsFunc(i.watches, func(w *watchState) bool { // one that is behind
-			mine := namespace == "" || w.opts.Namespace == "" || w.opts.Namespace == namespace
-			return mine && (!w.synced || !ok && !rvAtLeast(w.rv, rv))
-		})
-	})
+	caughtUp := func() bool {
+		cur, stored := i.store.get(namespace, name)
+		fresh := stored && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
+		// behind reports whether w is one that is behind: a list/watch of
+		// namespace that has not synced, or has not applied rv while the
+		// cache does not hold namespace/name at rv either.
+		behind := func(w *watchState) bool {
+			ns := w.opts.Namespace
+			mine := namespace == "" || ns == "" || ns == namespace
+			applied := rvAtLeast(w.rv, rv)
+			return mine && (!w.synced || !fresh && !applied)
+		}
+		return !slices.ContainsFunc(i.watches, behind)
+	}
+	return i.wait(ctx, what, caughtUp)
 }
 
 // wait returns once doneLocked (called under mu) holds, or with an error
 // saying why not when ctx ends or the informer stops.
-func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() bool) error {
+func (i *Informer[T]) wait(
+	ctx context.Context,
+	what string,
+	doneLocked func() bool,
+) error {
 	for {
 		i.mu.Lock()
-		if done := doneLocked(); done || i.stopped {
+		done := doneLocked()
+		if done || i.stopped {
 			i.mu.Unlock()
 			if done {
 				return nil
@@ -277,7 +318,9 @@ func (i *Informer[T]) wait(ctx context.Context, what string, doneLocked func() b
 		case <-progress:
 		case <-ctx.Done():
 			if failure != nil {
-				return fmt.Errorf("kctl: %s did not %s: %w (%w)", i, what, unprefixed(failure), ctx.Err())
+				cause := unprefixed(failure)
+				return fmt.Errorf("kctl: %s did not %s: %w (%w)",
+					i, what, cause, ctx.Err())
 			}
 			return fmt.Errorf("kctl: %s did not %s: %w", i, what, ctx.Err())
 		}
@@ -308,9 +351,11 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 	}
 	i.mu.RUnlock()
 	sizes := make([]int, len(todo))
-	for j, obj := range todo { // stored objects are immutable: no lock needed
-		if p, ok := any(obj).(interface{ Size() int }); ok {
-			sizes[j] = p.Size()
+	// Stored objects are immutable: no lock needed.
+	for j, obj := range todo {
+		sizer, ok := any(obj).(interface{ Size() int })
+		if ok {
+			sizes[j] = sizer.Size()
 		} else {
 			b, _ := json.Marshal(obj)
 			sizes[j] = len(b)
@@ -350,7 +395,8 @@ func (i *Informer[T]) resource() Resource { return i.res }
 // match one of i's list/watches, which have no field selector.
 func (i *Informer[T]) holds(obj metav1.Object) bool {
 	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
-		o := w.opts // set when the informer is made, never changed
+		// Set when the informer is made, never changed.
+		o := w.opts
 		if o.Fields != "" {
 			return false
 		}

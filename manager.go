@@ -33,8 +33,9 @@ import (
 // call newHealth. It is safe for concurrent use. Checks run on the request's
 // goroutine, in the order added, without h.mu held; they must honour r.Context().
 type health struct {
-	mu     sync.Mutex
-	checks []healthCheck // in the order added; names are unique
+	mu sync.Mutex
+	// checks are in the order added; names are unique.
+	checks []healthCheck
 }
 
 type healthCheck struct {
@@ -47,11 +48,17 @@ func newHealth() *health { return &health{} }
 
 // add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
 // name again replaces the earlier check.
-func (h *health) add(name string, readiness bool, check func(r *http.Request) error) {
+func (h *health) add(
+	name string,
+	readiness bool,
+	check func(r *http.Request) error,
+) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := healthCheck{name, readiness, check}
-	if i := slices.IndexFunc(h.checks, func(c healthCheck) bool { return c.name == name }); i >= 0 {
+	sameName := func(other healthCheck) bool { return other.name == name }
+	i := slices.IndexFunc(h.checks, sameName)
+	if i >= 0 {
 		h.checks[i] = c
 	} else {
 		h.checks = append(h.checks, c)
@@ -102,31 +109,44 @@ type Manager struct {
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
 	// leader election is linked only into programs that call ElectLeader.
-	elect func(ctx context.Context, lead func(leaderCtx, leaseCtx context.Context)) error
+	elect func(
+		ctx context.Context,
+		lead func(leaderCtx, leaseCtx context.Context),
+	) error
 
-	shutdown *shutdownSchedule // the schedule of the shutdown, fixed when Start's ctx ends
+	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
+	shutdown *shutdownSchedule
 
 	// mu guards what follows. Before Start, runnables and leaderOnly collect
 	// what Start starts; from Start on, ctx is set and every runnable added
 	// is started at once (leader-only ones in the current term, if any) and
 	// also kept in leaderOnly for the next terms.
-	mu          sync.Mutex
-	started     bool
-	recorders   map[string]any // by component: recorder.go's *EventRecorder
-	runnables   []Runnable     // run on every replica
-	leaderOnly  []Runnable     // run in every leadership term
-	writers     []Runnable     // the Event writers: run on every replica, stopped after the rest
+	mu      sync.Mutex
+	started bool
+	// recorders, by component, hold recorder.go's *EventRecorder.
+	recorders  map[string]any
+	runnables  []Runnable // run on every replica
+	leaderOnly []Runnable // run in every leadership term
+	// writers are the Event writers: run on every replica, stopped after
+	// the rest.
+	writers     []Runnable
 	controllers []interface{ waiting() error }
 	errs        []error // builder misuse, returned by Start
 
-	ctx        context.Context         // Start's (carrying the logger); nil before Start
-	cancel     context.CancelCauseFunc // ends ctx
-	work       *group                  // the cache, runnables, the leader election or the leader work
-	writeCtx   context.Context         // the Event writers'; ends after the work has
+	// ctx is Start's (carrying the logger); nil before Start.
+	ctx    context.Context
+	cancel context.CancelCauseFunc // ends ctx
+	// work runs the cache, runnables, the leader election or the leader
+	// work.
+	work *group
+	// writeCtx is the Event writers'; it ends after the work has.
+	writeCtx   context.Context
 	writeGroup *group
-	term       *group          // the current leadership term's runnables; nil while not leading
-	termCtx    context.Context // the current term's leader context
-	termLease  context.Context // and its lease context
+	// term runs the current leadership term's runnables; nil while not
+	// leading.
+	term      *group
+	termCtx   context.Context // the current term's leader context
+	termLease context.Context // and its lease context
 }
 
 // NewManager loads the configuration (see LoadConfig), connects and makes the
@@ -151,18 +171,27 @@ func NewManager(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	if opts.KlogToLogger {
-		klog.SetSlogLogger(opts.Logger) // process-wide: only when asked
+		// Process-wide: only when asked.
+		klog.SetSlogLogger(opts.Logger)
 	}
 	if opts.Cache.Logger == nil {
 		opts.Cache.Logger = opts.Logger
 	}
-	m := &Manager{conn: conn, log: opts.Logger, opts: opts, writes: newWriteTracker(),
-		metrics: metrics.New(), health: newHealth(), shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout}}
+	m := &Manager{
+		conn:     conn,
+		log:      opts.Logger,
+		opts:     opts,
+		writes:   newWriteTracker(),
+		metrics:  metrics.New(),
+		health:   newHealth(),
+		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
+	}
 	conn.requests = m.metrics.Requests
 	m.cache = NewCache(conn, opts.Cache)
 	m.cache.made = func(inf madeInformer) {
-		m.metrics.AddInformer(inf.resource().String(), inf.Stats)
-		m.metrics.AddUndecodable(inf.resource().String(), inf.Undecodable)
+		res := inf.resource().String()
+		m.metrics.AddInformer(res, inf.Stats)
+		m.metrics.AddUndecodable(res, inf.Undecodable)
 		m.writes.track(inf)
 	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
@@ -180,12 +209,21 @@ func (m *Manager) Cache() *Cache { return m.cache }
 // T is inferred from reconcile:
 //
 //	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) { ... })
-func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(ctx context.Context, obj *T) (Result, error)) *Controller[T] {
+func NewController[T any, PT Object[T]](
+	m *Manager,
+	name string,
+	reconcile func(ctx context.Context, obj *T) (Result, error),
+) *Controller[T] {
 	c := &Controller[T]{
-		name: name, reconcile: reconcile, workers: 1,
-		log:      m.log.With("controller", name),
-		client:   NewClient[T, PT](m.conn),
-		triggers: map[Key]*Trigger{}, deleted: map[Key]*T{}, pending: map[Key]Trigger{}, active: map[Key]time.Time{},
+		name:      name,
+		reconcile: reconcile,
+		workers:   1,
+		log:       m.log.With("controller", name),
+		client:    NewClient[T, PT](m.conn),
+		triggers:  map[Key]*Trigger{},
+		deleted:   map[Key]*T{},
+		pending:   map[Key]Trigger{},
+		active:    map[Key]time.Time{},
 	}
 	c.host = host{
 		cache:           m.cache,
@@ -210,14 +248,25 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 		return c
 	}
 	c.informer = informer
-	c.connects = append(c.connects, func() { c.informer.AddHandler(live(c.onEvent)) })
+	connect := func() { c.informer.AddHandler(live(c.onEvent)) }
+	c.connects = append(c.connects, connect)
 	c.caches = append(c.caches, c.informer)
-	c.client.afterWrite = func(obj metav1.Object) { m.writes.Record(c.res.String(), obj) } // finalizer writes
+	// Record the finalizer writes.
+	c.client.afterWrite = func(obj metav1.Object) {
+		m.writes.Record(c.res.String(), obj)
+	}
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+	runnable := Runnable{
+		Name:       "controller " + name,
+		NeedLeader: true,
+		runTerm:    c.run,
+		busy:       c.busy,
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.controllers = append(m.controllers, c)
-	if err := m.addLocked(Runnable{Name: "controller " + name, NeedLeader: true, runTerm: c.run, busy: c.busy}); err != nil {
+	err = m.addLocked(runnable)
+	if err != nil {
 		c.log.Error(err.Error())
 	}
 	return c
@@ -231,10 +280,15 @@ func NewController[T any, PT Object[T]](m *Manager, name string, reconcile func(
 // Its reads see its writes, and those of every other ClientFor client and
 // controller of the Manager: a cached Get of an object written, or a List of
 // its namespace, waits until the cache holds the write, at most 10 s, then
-// fails naming it. The details, and what is not covered, are in readyourwrites.go.
+// fails naming it. The details, and what is not covered, are in
+// readyourwrites.go.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
-	c.cached = cachedReads[T, PT]{client: c, cache: m.cache, writes: m.writes}
+	c.cached = cachedReads[T, PT]{
+		client: c,
+		cache:  m.cache,
+		writes: m.writes,
+	}
 	res, err := ResourceOf[T]()
 	if err != nil {
 		return c // every call returns c.err
@@ -254,7 +308,8 @@ func (m *Manager) misuse(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.started {
-		m.log.Error(err.Error() + " (made after Manager.Start, so it is not returned by Start)")
+		m.log.Error(err.Error() +
+			" (made after Manager.Start, so it is not returned by Start)")
 		return
 	}
 	m.errs = append(m.errs, err)
@@ -277,7 +332,9 @@ func (m *Manager) Add(r Runnable) error {
 func (m *Manager) addLocked(r Runnable) error {
 	switch {
 	case m.ctx != nil && m.ctx.Err() != nil:
-		return fmt.Errorf("kctl: Add(%q) after Start, while the Manager shuts down: it would never run; add it before the Manager's context ends", r.Name)
+		return fmt.Errorf("kctl: Add(%q) after Start, "+
+			"while the Manager shuts down: it would never run; "+
+			"add it before the Manager's context ends", r.Name)
 	case r.NeedLeader:
 		m.leaderOnly = append(m.leaderOnly, r)
 		if m.term != nil {
@@ -318,16 +375,20 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
 		m.mu.Unlock()
-		return errors.New("kctl: Manager.Start called twice: a Manager runs once; make a new one to start again")
+		return errors.New("kctl: Manager.Start called twice: " +
+			"a Manager runs once; make a new one to start again")
 	}
 	m.started = true
-	if err := errors.Join(m.errs...); err != nil {
+	err := errors.Join(m.errs...)
+	if err != nil {
 		m.mu.Unlock()
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, loggerKey{}, m.log))
+	logCtx := context.WithValue(ctx, loggerKey{}, m.log)
+	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
-	writeCtx, stopWriters := context.WithCancel(context.WithoutCancel(ctx))
+	detached := context.WithoutCancel(ctx)
+	writeCtx, stopWriters := context.WithCancel(detached)
 	defer stopWriters()
 	m.ctx = ctx
 	m.cancel = cancel
@@ -337,7 +398,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.health.add("caches", true, m.notReady)
 
 	// 1. The shared cache.
-	m.work.spawn(&task{name: "cache"}, func() error { return m.cache.Start(ctx) })
+	runCache := func() error { return m.cache.Start(ctx) }
+	m.work.spawn(&task{name: "cache"}, runCache)
 	// 2. Runnables of every replica, and the Event writers.
 	for _, r := range m.runnables {
 		m.work.run(ctx, r)
@@ -347,12 +409,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	// 3. The leader work, on this replica while it leads (see lead).
 	if m.elect == nil {
-		m.work.spawn(&task{name: "leader work"}, func() error {
+		lead := func() error {
 			m.lead(ctx, context.WithoutCancel(ctx))
 			return nil
-		})
+		}
+		m.work.spawn(&task{name: "leader work"}, lead)
 	} else {
-		m.work.spawn(&task{name: "leader election"}, func() error { return m.elect(ctx, m.lead) })
+		elect := func() error { return m.elect(ctx, m.lead) }
+		m.work.spawn(&task{name: "leader election"}, elect)
 	}
 	m.mu.Unlock()
 
@@ -366,13 +430,19 @@ func (m *Manager) Start(ctx context.Context) error {
 	stopWriters()
 	// Start returns when all that is done, or at the end of ShutdownTimeout.
 	abandoned := m.work.wait(ctx, m.shutdown.end)
-	abandoned = append(abandoned, m.writeGroup.wait(ctx, m.shutdown.end)...)
+	stillWriting := m.writeGroup.wait(ctx, m.shutdown.end)
+	abandoned = append(abandoned, stillWriting...)
 	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: Start returns while these still run, ignoring their context",
-			"timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
+		m.log.Error("kctl: shutdown timeout passed: "+
+			"Start returns while these still run, ignoring their context",
+			"timeout", m.opts.ShutdownTimeout,
+			"abandoned", abandoned)
 	}
-	err := cmp.Or(m.work.firstErr(), m.writeGroup.firstErr())
-	if cause := context.Cause(ctx); err == nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+	err = cmp.Or(m.work.firstErr(), m.writeGroup.firstErr())
+	cause := context.Cause(ctx)
+	cancelled := errors.Is(cause, context.Canceled)
+	expired := errors.Is(cause, context.DeadlineExceeded)
+	if err == nil && !cancelled && !expired {
 		err = cause
 	}
 	return err
@@ -385,7 +455,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // lease is released in time even if some of them ignore their context.
 func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.log.Info("leading: starting controllers and leader-only runnables")
-	term := newGroup(m.cancel) // a failing runnable stops the Manager
+	// A failing runnable stops the Manager.
+	term := newGroup(m.cancel)
 	m.mu.Lock()
 	m.term = term
 	m.termCtx = leaderCtx
@@ -397,14 +468,19 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 
 	<-leaderCtx.Done()
 	m.mu.Lock()
-	m.term = nil // runnables added from now on wait for the next term
+	// Runnables added from now on wait for the next term.
+	m.term = nil
 	m.termCtx = nil
 	m.termLease = nil
 	m.mu.Unlock()
 	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
 	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: abandoning leader work that ignores its context; "+
-			"the lease is released, so another replica may start on the same objects", "timeout", m.opts.ShutdownTimeout, "abandoned", abandoned)
+		m.log.Error("kctl: shutdown timeout passed: "+
+			"abandoning leader work that ignores its context; "+
+			"the lease is released, "+
+			"so another replica may start on the same objects",
+			"timeout", m.opts.ShutdownTimeout,
+			"abandoned", abandoned)
 	}
 }
 
@@ -424,20 +500,27 @@ func (m *Manager) notReady(*http.Request) error {
 
 // AddReadyCheck adds a check to /readyz: the replica is ready only while
 // every ready check returns nil.
-func (m *Manager) AddReadyCheck(name string, check func(r *http.Request) error) {
+func (m *Manager) AddReadyCheck(
+	name string,
+	check func(r *http.Request) error,
+) {
 	m.health.add(name, true, check)
 }
 
 // AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
 // restart the container, so check only what a restart would fix.
-func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error) {
+func (m *Manager) AddHealthCheck(
+	name string,
+	check func(r *http.Request) error,
+) {
 	m.health.add(name, false, check)
 }
 
-// shutdownSchedule is the schedule of a Manager's graceful shutdown, so that Start
-// returns within ShutdownTimeout (T) even when some work ignores its context.
-// It is fixed by the first call of begin, when Start's context has ended (t0),
-// and keeps a reserve r = T/5 (at most 2 s) for what must happen last:
+// shutdownSchedule is the schedule of a Manager's graceful shutdown, so that
+// Start returns within ShutdownTimeout (T) even when some work ignores its
+// context. It is fixed by the first call of begin, when Start's context has
+// ended (t0), and keeps a reserve r = T/5 (at most 2 s) for what must happen
+// last:
 //
 //	t0          runnables' contexts end; controllers stop taking keys, in-flight reconciles go on
 //	drainBy     t0+T-r    in-flight reconciles' contexts are cancelled
@@ -449,7 +532,8 @@ func (m *Manager) AddHealthCheck(name string, check func(r *http.Request) error)
 type shutdownSchedule struct {
 	timeout time.Duration
 	once    sync.Once
-	t0      time.Time // set once, by begin
+	// t0 is set once, by begin.
+	t0 time.Time
 }
 
 // begin fixes the schedule at the first call (now) and returns t0.
@@ -458,15 +542,25 @@ func (s *shutdownSchedule) begin() time.Time {
 	return s.t0
 }
 
-func (s *shutdownSchedule) reserve() time.Duration { return min(s.timeout/5, 2*time.Second) }
+func (s *shutdownSchedule) reserve() time.Duration {
+	return min(s.timeout/5, 2*time.Second)
+}
 
-func (s *shutdownSchedule) drainBy() time.Time { return s.begin().Add(s.timeout - s.reserve()) }
+func (s *shutdownSchedule) drainBy() time.Time {
+	return s.begin().Add(s.timeout - s.reserve())
+}
 
-func (s *shutdownSchedule) abandonAt() time.Time { return s.begin().Add(s.timeout - s.reserve()/2) }
+func (s *shutdownSchedule) abandonAt() time.Time {
+	return s.begin().Add(s.timeout - s.reserve()/2)
+}
 
-func (s *shutdownSchedule) writesBy() time.Time { return s.begin().Add(s.timeout - s.reserve()/4) }
+func (s *shutdownSchedule) writesBy() time.Time {
+	return s.begin().Add(s.timeout - s.reserve()/4)
+}
 
-func (s *shutdownSchedule) end() time.Time { return s.begin().Add(s.timeout) }
+func (s *shutdownSchedule) end() time.Time {
+	return s.begin().Add(s.timeout)
+}
 
 // SignalContext returns a context that ends on the first SIGINT or SIGTERM.
 // A second signal exits the process at once with status 1: the one place kctl

@@ -13,13 +13,22 @@ import (
 // ObjectEvent is the untyped view of an Event that predicates see, so one
 // predicate serves every source. Old is nil except for updates.
 type ObjectEvent struct {
-	Type                      EventType
-	Object, Old               metav1.Object
-	Initial, Resync, Relisted bool
+	Type     EventType
+	Object   metav1.Object
+	Old      metav1.Object
+	Initial  bool
+	Resync   bool
+	Relisted bool
 }
 
 func objectEvent[T any](ev Event[T]) ObjectEvent {
-	oe := ObjectEvent{Type: ev.Type, Object: metaOf(ev.Object), Initial: ev.Initial, Resync: ev.Resync, Relisted: ev.Relisted}
+	oe := ObjectEvent{
+		Type:     ev.Type,
+		Object:   metaOf(ev.Object),
+		Initial:  ev.Initial,
+		Resync:   ev.Resync,
+		Relisted: ev.Relisted,
+	}
 	if ev.Old != nil {
 		oe.Old = metaOf(ev.Old)
 	}
@@ -35,23 +44,49 @@ type Predicate func(ObjectEvent) bool
 
 var (
 	// GenerationChanged passes updates that changed metadata.generation (the spec).
-	GenerationChanged Predicate = updatedOnly(func(o, n metav1.Object) bool { return o.GetGeneration() != n.GetGeneration() })
+	GenerationChanged Predicate = updatedOnly(generationChanged)
 	// LabelsChanged passes updates that changed the labels.
-	LabelsChanged Predicate = updatedOnly(func(o, n metav1.Object) bool { return !maps.Equal(o.GetLabels(), n.GetLabels()) })
+	LabelsChanged Predicate = updatedOnly(labelsChanged)
 	// AnnotationsChanged passes updates that changed the annotations.
-	AnnotationsChanged Predicate = updatedOnly(func(o, n metav1.Object) bool { return !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) })
+	AnnotationsChanged Predicate = updatedOnly(annotationsChanged)
 	// ResourceVersionChanged passes updates that changed anything, dropping resyncs.
-	ResourceVersionChanged Predicate = updatedOnly(func(o, n metav1.Object) bool { return o.GetResourceVersion() != n.GetResourceVersion() })
+	ResourceVersionChanged Predicate = updatedOnly(versionChanged)
 )
 
+func generationChanged(old, cur metav1.Object) bool {
+	return old.GetGeneration() != cur.GetGeneration()
+}
+
+func labelsChanged(old, cur metav1.Object) bool {
+	return !maps.Equal(old.GetLabels(), cur.GetLabels())
+}
+
+func annotationsChanged(old, cur metav1.Object) bool {
+	return !maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
+}
+
+func versionChanged(old, cur metav1.Object) bool {
+	return old.GetResourceVersion() != cur.GetResourceVersion()
+}
+
 func updatedOnly(changed func(old, cur metav1.Object) bool) Predicate {
-	return func(e ObjectEvent) bool { return e.Type != Updated || e.Old == nil || changed(e.Old, e.Object) }
+	return func(e ObjectEvent) bool {
+		if e.Type != Updated || e.Old == nil {
+			return true
+		}
+		return changed(e.Old, e.Object)
+	}
 }
 
 // Or passes an event that any of preds passes.
 func Or(preds ...Predicate) Predicate {
 	return func(e ObjectEvent) bool {
-		return slices.ContainsFunc(preds, func(p Predicate) bool { return p(e) })
+		for _, p := range preds {
+			if p(e) {
+				return true
+			}
+		}
+		return false
 	}
 }
 
@@ -62,12 +97,16 @@ type Trigger struct {
 	// (FromChannel), manual (Enqueue), requeue-after, retry, or delayed (a
 	// retry or requeue-after whose key an event had already brought back).
 	Cause string
-	// Detail adds what changed: for updated the kinds of change ("spec labels"),
-	// for owned and mapped the object ("Pod ns/web-1 Updated"), for retry the count.
-	Detail  string
-	Merged  int           // further causes that arrived while the key was queued
-	Waited  time.Duration // time from the first cause to the start of this reconcile
-	Attempt int           // 1, or 1 + the key's consecutive failures
+	// Detail adds what changed: for updated the kinds of change ("spec
+	// labels"), for owned and mapped the object ("Pod ns/web-1 Updated"), for
+	// retry the count.
+	Detail string
+	// Merged counts further causes that arrived while the key was queued.
+	Merged int
+	// Waited is the time from the first cause to the start of this reconcile.
+	Waited time.Duration
+	// Attempt is 1, or 1 + the key's consecutive failures.
+	Attempt int
 	queued  time.Time
 }
 
@@ -82,19 +121,21 @@ func TriggerFrom(ctx context.Context) (Trigger, bool) {
 // changes names the kinds of change between two versions of an object.
 func changes(old, cur metav1.Object) string {
 	var kinds []string
-	if old.GetGeneration() != cur.GetGeneration() {
+	if generationChanged(old, cur) {
 		kinds = append(kinds, "spec")
 	}
-	if !maps.Equal(old.GetLabels(), cur.GetLabels()) {
+	if labelsChanged(old, cur) {
 		kinds = append(kinds, "labels")
 	}
-	if !maps.Equal(old.GetAnnotations(), cur.GetAnnotations()) {
+	if annotationsChanged(old, cur) {
 		kinds = append(kinds, "annotations")
 	}
 	if !slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) {
 		kinds = append(kinds, "finalizers")
 	}
-	if old.GetDeletionTimestamp() == nil && cur.GetDeletionTimestamp() != nil {
+	wasLive := old.GetDeletionTimestamp() == nil
+	isDeleting := cur.GetDeletionTimestamp() != nil
+	if wasLive && isDeleting {
 		kinds = append(kinds, "deleting")
 	}
 	if len(kinds) == 0 {
