@@ -20,9 +20,17 @@ import (
 // quietly, see Controller) if the object has changed since, and it never
 // writes a field the cache dropped (TransformFor) back as empty. RBAC: the
 // controller needs the patch verb on T's resource (not update).
-func (c *Controller[T]) Finalizer(name string, cleanup func(ctx context.Context, obj *T) error) *Controller[T] {
+func (c *Controller[T]) Finalizer(
+	name string,
+	cleanup func(ctx context.Context, obj *T) error,
+) *Controller[T] {
 	return c.configure("Finalizer", func() {
-		f := &finalizer[T]{c: c, name: name, cleanup: cleanup, next: c.reconcile}
+		f := &finalizer[T]{
+			c:       c,
+			name:    name,
+			cleanup: cleanup,
+			next:    c.reconcile,
+		}
 		c.reconcile = f.reconcile
 	})
 }
@@ -42,26 +50,36 @@ func (f *finalizer[T]) reconcile(ctx context.Context, obj *T) (Result, error) {
 	c := f.c
 	m := metaOf(obj)
 	has := slices.Contains(m.GetFinalizers(), f.name)
+	deleting := m.GetDeletionTimestamp() != nil
 	switch {
-	case m.GetDeletionTimestamp() != nil && !has:
+	case deleting && !has:
 		return Result{}, nil // being deleted, our cleanup is done
-	case m.GetDeletionTimestamp() != nil:
-		if err := f.cleanup(ctx, obj); err != nil {
-			return Result{}, fmt.Errorf("kctl: cleanup for finalizer %s failed: %w", f.name, unprefixed(err))
+	case deleting:
+		err := f.cleanup(ctx, obj)
+		if err != nil {
+			return Result{}, fmt.Errorf(
+				"kctl: cleanup for finalizer %s failed: %w",
+				f.name, unprefixed(err))
 		}
-		rest := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(s string) bool { return s == f.name })
-		err := c.patchFinalizers(ctx, obj, rest)
+		ours := func(s string) bool { return s == f.name }
+		list := slices.Clone(m.GetFinalizers())
+		rest := slices.DeleteFunc(list, ours)
+		err = c.patchFinalizers(ctx, obj, rest)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w", f.name, unprefixed(err))
+			return Result{}, fmt.Errorf("kctl: removing finalizer %s: %w",
+				f.name, unprefixed(err))
 		}
 		return Result{}, nil // removed, or the object is already gone
 	case !has:
-		err := c.patchFinalizers(ctx, obj, append(slices.Clone(m.GetFinalizers()), f.name))
+		list := slices.Clone(m.GetFinalizers())
+		list = append(list, f.name)
+		err := c.patchFinalizers(ctx, obj, list)
 		if apierrors.IsNotFound(err) {
 			return Result{}, nil // deleted meanwhile: nothing to finalize
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w", f.name, unprefixed(err))
+			return Result{}, fmt.Errorf("kctl: adding finalizer %s: %w",
+				f.name, unprefixed(err))
 		}
 	}
 	return f.next(ctx, obj)
@@ -72,17 +90,28 @@ func (f *finalizer[T]) reconcile(ctx context.Context, obj *T) (Result, error) {
 // list whole) that carries obj's resourceVersion, so that the server answers
 // Conflict if the object changed since obj was read. On success obj becomes
 // the server's answer, readied as the cache readies its objects.
-func (c *Controller[T]) patchFinalizers(ctx context.Context, obj *T, list []string) error {
+func (c *Controller[T]) patchFinalizers(
+	ctx context.Context,
+	obj *T,
+	list []string,
+) error {
 	m := metaOf(obj)
-	patch := map[string]any{"metadata": map[string]any{
-		"resourceVersion": m.GetResourceVersion(),
-		"finalizers":      append([]string{}, list...), // [] rather than null: the same on the server, clearer in audit logs
-	}}
+	// [] rather than null: the same on the server, clearer in audit logs
+	finalizers := append([]string{}, list...)
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": m.GetResourceVersion(),
+			"finalizers":      finalizers,
+		},
+	}
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
 	}
-	out, err := c.client.patch(ctx, m.GetNamespace(), m.GetName(), MergePatch, data, PatchOptions{})
+	ns := m.GetNamespace()
+	name := m.GetName()
+	out, err := c.client.patch(ctx, ns, name,
+		MergePatch, data, PatchOptions{})
 	if err != nil {
 		return err
 	}

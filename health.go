@@ -22,15 +22,20 @@ func (m *Manager) ServeHealth(addr string) error {
 // any other path is 404.
 func (h *health) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		endpoint, one, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		path := strings.TrimPrefix(r.URL.Path, "/")
+		endpoint, one, _ := strings.Cut(path, "/")
 		if endpoint != "readyz" && endpoint != "healthz" {
 			http.NotFound(w, r)
 			return
 		}
+		readiness := endpoint == "readyz"
+		skip := func(c healthCheck) bool {
+			otherKind := c.readiness != readiness
+			notAsked := one != "" && c.name != one
+			return otherKind || notAsked
+		}
 		h.mu.Lock()
-		checks := slices.DeleteFunc(slices.Clone(h.checks), func(c healthCheck) bool {
-			return c.readiness != (endpoint == "readyz") || one != "" && c.name != one
-		})
+		checks := slices.DeleteFunc(slices.Clone(h.checks), skip)
 		h.mu.Unlock()
 		if one != "" && len(checks) == 0 {
 			http.Error(w, "kctl: no check named "+one, http.StatusNotFound)
@@ -42,23 +47,30 @@ func (h *health) handler() http.Handler {
 		failed := false
 		b := ""
 		for _, c := range checks {
-			if one == "" && slices.Contains(q["exclude"], c.name) {
+			excluded := slices.Contains(q["exclude"], c.name)
+			if one == "" && excluded {
 				b += "[+]" + c.name + " excluded: ok\n"
-			} else if err := c.check(r); err != nil {
-				failed = true
-				b += "[-]" + c.name + " failed: " + strings.ReplaceAll(err.Error(), "\n", " ") + "\n"
-			} else {
-				b += "[+]" + c.name + " ok\n"
+				continue
 			}
+			err := c.check(r)
+			if err == nil {
+				b += "[+]" + c.name + " ok\n"
+				continue
+			}
+			failed = true
+			msg := strings.ReplaceAll(err.Error(), "\n", " ")
+			b += "[-]" + c.name + " failed: " + msg + "\n"
 		}
-		if _, verbose := q["verbose"]; failed {
+		_, verbose := q["verbose"]
+		switch {
+		case failed:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			if one == "" {
 				b += endpoint + " check failed\n"
 			}
-		} else if verbose && one == "" {
+		case verbose && one == "":
 			b += endpoint + " check passed\n"
-		} else {
+		default:
 			b = "ok"
 		}
 		w.Write([]byte(b))

@@ -23,32 +23,47 @@ import (
 // namespaced owner is not in child's namespace.
 //
 //	err := kctl.SetControllerReference(deployment, replicaSet)
-func SetControllerReference[O any, PO Object[O], C any, PC Object[C]](owner *O, child *C) error {
+func SetControllerReference[O any, PO Object[O], C any, PC Object[C]](
+	owner *O,
+	child *C,
+) error {
 	res, err := ResourceOf[O]()
 	if err != nil {
 		return err
 	}
 	om := PO(owner)
 	cm := PC(child)
+	current := metav1.GetControllerOfNoCopy(cm)
+	elsewhere := om.GetNamespace() != cm.GetNamespace()
 	why := ""
-	switch c := metav1.GetControllerOfNoCopy(cm); {
+	switch {
 	case om.GetUID() == "":
 		why = "it has no UID yet; create it first"
-	case res.Namespaced && om.GetNamespace() != cm.GetNamespace():
+	case res.Namespaced && elsewhere:
 		why = "a namespaced owner must be in its dependent's namespace"
-	case c != nil && c.UID != om.GetUID():
-		why = fmt.Sprintf("it is already controlled by %s %s (uid %s)", c.Kind, c.Name, c.UID)
+	case current != nil && current.UID != om.GetUID():
+		why = fmt.Sprintf("it is already controlled by %s %s (uid %s)",
+			current.Kind, current.Name, current.UID)
 	}
 	if why != "" {
-		return fmt.Errorf("kctl: cannot make %s %s the controller of %s: %s", res.Kind, keyOf(om), keyOf(cm), why)
+		return fmt.Errorf("kctl: cannot make %s %s the controller of %s: %s",
+			res.Kind, keyOf(om), keyOf(cm), why)
 	}
 	refs := slices.Clone(cm.GetOwnerReferences())
-	i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == om.GetUID() })
+	isOwner := func(r metav1.OwnerReference) bool {
+		return r.UID == om.GetUID()
+	}
+	i := slices.IndexFunc(refs, isOwner)
 	if i < 0 {
 		i = len(refs)
 		refs = append(refs, metav1.OwnerReference{})
 	}
-	refs[i] = *metav1.NewControllerRef(om, schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind})
+	gvk := schema.GroupVersionKind{
+		Group:   res.Group,
+		Version: res.Version,
+		Kind:    res.Kind,
+	}
+	refs[i] = *metav1.NewControllerRef(om, gvk)
 	cm.SetOwnerReferences(refs)
 	return nil
 }
@@ -63,10 +78,12 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 		if !apierrors.IsConflict(err) || try == 5 {
 			return err
 		}
+		jitter := rand.N(wait/10 + 1)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)", ctx.Err(), unprefixed(err))
-		case <-time.After(wait + rand.N(wait/10+1)):
+			return fmt.Errorf("kctl: retrying on conflict: %w (last: %w)",
+				ctx.Err(), unprefixed(err))
+		case <-time.After(wait + jitter):
 		}
 		wait *= 2
 	}
@@ -76,11 +93,12 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 type OperationResult string
 
 const (
-	OperationResultNone              OperationResult = "unchanged"
-	OperationResultCreated           OperationResult = "created"
-	OperationResultUpdated           OperationResult = "updated"
-	OperationResultUpdatedStatus     OperationResult = "updated with status" // CreateOrPatch only
-	OperationResultUpdatedStatusOnly OperationResult = "updated status only" // CreateOrPatch only
+	OperationResultNone    OperationResult = "unchanged"
+	OperationResultCreated OperationResult = "created"
+	OperationResultUpdated OperationResult = "updated"
+	// Only CreateOrPatch returns these two.
+	OperationResultUpdatedStatus     OperationResult = "updated with status"
+	OperationResultUpdatedStatusOnly OperationResult = "updated status only"
 )
 
 // CreateOrUpdate reads the object named by obj's namespace and name into obj,
@@ -97,23 +115,33 @@ const (
 // are sent too, which the server ignores for a resource with a status
 // subresource: only CreateOrPatch writes status through the subresource.
 // obj becomes the server's answer. RBAC: it needs get, create and patch.
-func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
+func CreateOrUpdate[T any](
+	ctx context.Context,
+	c *Client[T],
+	obj *T,
+	mutate func(*T) error,
+) (OperationResult, error) {
 	before, res, err := createOrGet(ctx, c, obj, mutate)
-	if before == nil || equality.Semantic.DeepEqual(before, obj) {
+	unchanged := before == nil ||
+		equality.Semantic.DeepEqual(before, obj)
+	if unchanged {
 		return res, err
 	}
 	patch, err := mergePatch(before, obj)
 	if err != nil {
-		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w",
+			c.res, keyOf(metaOf(obj)), err)
 	}
 	meta, _ := patch["metadata"].(map[string]any)
 	if meta == nil {
 		meta = map[string]any{}
 		patch["metadata"] = meta
 	}
-	meta["resourceVersion"] = metaOf(before).GetResourceVersion() // optimistic concurrency: Conflict if stale
-	data, _ := json.Marshal(patch)                                // decoded from JSON just before
-	if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{}); err != nil {
+	// optimistic concurrency: Conflict if stale
+	meta["resourceVersion"] = metaOf(before).GetResourceVersion()
+	data, _ := json.Marshal(patch) // decoded from JSON just before
+	err = c.Patch(ctx, obj, MergePatch, data, PatchOptions{})
+	if err != nil {
 		return OperationResultNone, err
 	}
 	return OperationResultUpdated, nil
@@ -122,37 +150,56 @@ func CreateOrUpdate[T any](ctx context.Context, c *Client[T], obj *T, mutate fun
 // mergePatch is the JSON merge patch (RFC 7386) that turns before into after.
 func mergePatch[T any](before, after *T) (map[string]any, error) {
 	var was, is map[string]any
-	if err := errors.Join(jsonCopy(before, &was), jsonCopy(after, &is)); err != nil {
+	errBefore := jsonCopy(before, &was)
+	errAfter := jsonCopy(after, &is)
+	err := errors.Join(errBefore, errAfter)
+	if err != nil {
 		return nil, err
 	}
 	return diff(was, is), nil
 }
 
-// CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch (no optimistic
-// concurrency: the fields mutate changed win), a changed status through the status subresource.
-func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (OperationResult, error) {
+// CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch
+// (no optimistic concurrency: the fields mutate changed win), a changed
+// status through the status subresource.
+func CreateOrPatch[T any](
+	ctx context.Context,
+	c *Client[T],
+	obj *T,
+	mutate func(*T) error,
+) (OperationResult, error) {
 	before, res, err := createOrGet(ctx, c, obj, mutate)
 	if before == nil {
 		return res, err
 	}
 	change, err := mergePatch(before, obj)
 	if err != nil {
-		return res, fmt.Errorf("kctl: patch %s %s: %w", c.res, keyOf(metaOf(obj)), err)
+		return res, fmt.Errorf("kctl: patch %s %s: %w",
+			c.res, keyOf(metaOf(obj)), err)
 	}
-	parts := [2]map[string]any{change} // the object's change, then its status's
+	// the object's change, then its status's
+	parts := [2]map[string]any{change}
 	if status, ok := parts[0]["status"]; ok {
 		delete(parts[0], "status")
 		parts[1] = map[string]any{"status": status}
+	}
+	// Part i is sent to subresources[i]; once sent, the result is results[i].
+	subresources := [2]string{"", "status"}
+	results := [2]OperationResult{
+		OperationResultUpdated,
+		OperationResultUpdatedStatusOnly,
 	}
 	for i, p := range parts {
 		if len(p) == 0 {
 			continue
 		}
 		data, _ := json.Marshal(p) // decoded from JSON just before
-		if err := c.Patch(ctx, obj, MergePatch, data, PatchOptions{Subresource: [2]string{"", "status"}[i]}); err != nil {
+		opts := PatchOptions{Subresource: subresources[i]}
+		err = c.Patch(ctx, obj, MergePatch, data, opts)
+		if err != nil {
 			return res, err
 		}
-		res = [2]OperationResult{OperationResultUpdated, OperationResultUpdatedStatusOnly}[i]
+		res = results[i]
 	}
 	if res == OperationResultUpdatedStatusOnly && len(parts[0]) > 0 {
 		res = OperationResultUpdatedStatus
@@ -162,7 +209,12 @@ func CreateOrPatch[T any](ctx context.Context, c *Client[T], obj *T, mutate func
 
 // createOrGet reads obj, applies mutate and creates obj if it did not exist.
 // It returns the object as read if the caller must write a change, else nil.
-func createOrGet[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*T) error) (*T, OperationResult, error) {
+func createOrGet[T any](
+	ctx context.Context,
+	c *Client[T],
+	obj *T,
+	mutate func(*T) error,
+) (*T, OperationResult, error) {
 	ns := metaOf(obj).GetNamespace()
 	name := metaOf(obj).GetName()
 	cur, err := c.Get(ctx, ns, name)
@@ -174,16 +226,23 @@ func createOrGet[T any](ctx context.Context, c *Client[T], obj *T, mutate func(*
 	case !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled):
 		return nil, OperationResultNone, err
 	}
-	if err := mutate(obj); err != nil {
+	err = mutate(obj)
+	if err != nil {
 		return nil, OperationResultNone, err
 	}
-	if m := metaOf(obj); m.GetNamespace() != ns || m.GetName() != name {
-		return nil, OperationResultNone, fmt.Errorf("kctl: the mutate function changed %s into %s: it must keep the name and namespace", nsKey(ns, name), keyOf(m))
+	m := metaOf(obj)
+	renamed := m.GetNamespace() != ns || m.GetName() != name
+	if renamed {
+		err = fmt.Errorf("kctl: the mutate function changed %s into %s: "+
+			"it must keep the name and namespace",
+			nsKey(ns, name), keyOf(m))
+		return nil, OperationResultNone, err
 	}
 	if before != nil {
 		return before, OperationResultNone, nil
 	}
-	if err := c.Create(ctx, obj); err != nil {
+	err = c.Create(ctx, obj)
+	if err != nil {
 		return nil, OperationResultNone, err
 	}
 	return nil, OperationResultCreated, nil
@@ -199,11 +258,16 @@ func diff(a, b map[string]any) map[string]any {
 	}
 	for k, bv := range b {
 		am, aok := a[k].(map[string]any)
-		if bm, bok := bv.(map[string]any); aok && bok {
-			if sub := diff(am, bm); len(sub) > 0 {
+		bm, bok := bv.(map[string]any)
+		if aok && bok {
+			sub := diff(am, bm)
+			if len(sub) > 0 {
 				d[k] = sub
 			}
-		} else if av, ok := a[k]; !ok || !reflect.DeepEqual(av, bv) {
+			continue
+		}
+		av, ok := a[k]
+		if !ok || !reflect.DeepEqual(av, bv) {
 			d[k] = bv
 		}
 	}

@@ -41,64 +41,92 @@ import (
 // Only Name is required; the other fields have defaults. The replica needs
 // get, create and update on leases.coordination.k8s.io in Namespace.
 type LeaderElection struct {
-	Name           string        // the Lease's name; replicas sharing it elect one leader
-	Namespace      string        // the Lease's namespace; defaults to the pod's own (set it outside a cluster)
-	Identity       string        // this replica's name in the Lease, unique; defaults to the hostname, "-" and a random suffix
-	LeaseDuration  time.Duration // how long a standby waits, from the last change of the lease it saw; defaults to 15s
-	RenewDeadline  time.Duration // how long the leader tries to renew before it stops; defaults to 10s, < LeaseDuration
-	RetryPeriod    time.Duration // the interval of renewals and attempts; defaults to 2s, 1.2× < RenewDeadline
-	KeepOnShutdown bool          // keep the lease on graceful shutdown (standbys wait LeaseDuration); default: release it
-	Recampaign     bool          // after losing the lease campaign again, instead of Manager.Start returning ErrLeaderLost
+	// the Lease's name; replicas sharing it elect one leader
+	Name string
+	// the Lease's namespace; defaults to the pod's own (set it outside a cluster)
+	Namespace string
+	// this replica's name in the Lease, unique; defaults to <hostname>-<random>
+	Identity string
+	// how long a standby waits, from the last lease change it saw; defaults to 15s
+	LeaseDuration time.Duration
+	// how long the leader tries to renew before it stops; defaults to 10s,
+	// < LeaseDuration
+	RenewDeadline time.Duration
+	// the interval of renewals and attempts; defaults to 2s, 1.2× < RenewDeadline
+	RetryPeriod time.Duration
+	// keep the lease on graceful shutdown (standbys wait LeaseDuration);
+	// default: release it
+	KeepOnShutdown bool
+	// after losing the lease campaign again, instead of Manager.Start
+	// returning ErrLeaderLost
+	Recampaign bool
 }
 
 // namespaceFile holds the pod's namespace in a cluster (a variable for tests).
 var namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// complete returns c with its defaults filled in, or an error naming the field to fix.
+// complete returns c with its defaults filled in, or an error naming the
+// field to fix.
 func (c LeaderElection) complete() (LeaderElection, error) {
 	if c.Name == "" {
-		return c, errors.New("kctl: leader election: LeaderElection.Name is empty: name the lease, e.g. after the controller")
+		return c, errors.New("kctl: leader election: " +
+			"LeaderElection.Name is empty: name the lease, e.g. after the controller")
 	}
 	if c.Namespace == "" {
 		b, err := os.ReadFile(namespaceFile)
 		c.Namespace = strings.TrimSpace(string(b))
 		if c.Namespace == "" {
-			return c, fmt.Errorf("kctl: leader election: set LeaderElection.Namespace for lease %q: not running in a cluster (%v)", c.Name, err)
+			return c, fmt.Errorf("kctl: leader election: "+
+				"set LeaderElection.Namespace for lease %q: "+
+				"not running in a cluster (%v)", c.Name, err)
 		}
 	}
 	if c.Identity == "" {
 		host, _ := os.Hostname()
-		c.Identity = cmp.Or(host, "kctl") + "-" + strings.ToLower(rand.Text()[:8])
+		suffix := strings.ToLower(rand.Text()[:8])
+		c.Identity = cmp.Or(host, "kctl") + "-" + suffix
 	}
 	c.LeaseDuration = cmp.Or(c.LeaseDuration, 15*time.Second)
 	c.RenewDeadline = cmp.Or(c.RenewDeadline, 10*time.Second)
 	c.RetryPeriod = cmp.Or(c.RetryPeriod, 2*time.Second)
-	if c.RetryPeriod < 0 || c.LeaseDuration < time.Second || c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod*6/5 {
-		return c, fmt.Errorf("kctl: leader election: lease %s/%s: LeaseDuration (%v) must be greater than RenewDeadline (%v), "+
-			"RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v), durations must be positive and LeaseDuration at least 1s",
-			c.Namespace, c.Name, c.LeaseDuration, c.RenewDeadline, c.RenewDeadline, c.RetryPeriod)
+	negative := c.RetryPeriod < 0
+	tooShort := c.LeaseDuration < time.Second
+	leaseOK := c.LeaseDuration > c.RenewDeadline
+	renewOK := c.RenewDeadline > c.RetryPeriod*6/5
+	if negative || tooShort || !leaseOK || !renewOK {
+		return c, fmt.Errorf("kctl: leader election: lease %s/%s: "+
+			"LeaseDuration (%v) must be greater than RenewDeadline (%v), "+
+			"RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v), "+
+			"durations must be positive and LeaseDuration at least 1s",
+			c.Namespace, c.Name, c.LeaseDuration, c.RenewDeadline,
+			c.RenewDeadline, c.RetryPeriod)
 	}
 	return c, nil
 }
 
-// leaseStore reads and writes the Lease, updating obj from the answer; *Client[coordinationv1.Lease] is one.
+// leaseStore reads and writes the Lease, updating obj from the answer;
+// *Client[coordinationv1.Lease] is one.
 type leaseStore interface {
 	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
 	Create(ctx context.Context, obj *coordinationv1.Lease) error
 	Update(ctx context.Context, obj *coordinationv1.Lease) error
 }
 
-// elector is one replica's side of a LeaderElection. Call run once; its goroutine
-// owns the fields.
+// elector is one replica's side of a LeaderElection. Call run once; its
+// goroutine owns the fields.
 type elector struct {
-	cfg        LeaderElection // completed
-	store      leaseStore
-	log        *slog.Logger
-	onChange   func(leading bool)
-	releaseBy  func() time.Time      // the latest time for a release on shutdown (the Manager's); nil: RenewDeadline bounds it
-	observed   *coordinationv1.Lease // the lease as last read or written; nil before the first read
-	observedAt time.Time             // local (monotonic) time at which observed's spec last changed
-	reported   string                // the holder last logged
+	cfg      LeaderElection // completed
+	store    leaseStore
+	log      *slog.Logger
+	onChange func(leading bool)
+	// the latest time for a release on shutdown (the Manager's);
+	// nil: RenewDeadline bounds it
+	releaseBy func() time.Time
+	// the lease as last read or written; nil before the first read
+	observed *coordinationv1.Lease
+	// local (monotonic) time at which observed's spec last changed
+	observedAt time.Time
+	reported   string // the holder last logged
 }
 
 // ElectLeader makes controllers and runnables that need leadership run only
@@ -116,14 +144,17 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
 	if err != nil {
 		return err
 	}
-	e := newElectorFor(store, le, m.log, func(leading bool) { m.metrics.SetLeader(le.Name, leading) })
+	onChange := func(leading bool) { m.metrics.SetLeader(le.Name, leading) }
+	e := newElectorFor(store, le, m.log, onChange)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
 	case m.started:
-		return fmt.Errorf("kctl: ElectLeader(%q) after Start: turn leader election on before calling Start", le.Name)
+		return fmt.Errorf("kctl: ElectLeader(%q) after Start: "+
+			"turn leader election on before calling Start", le.Name)
 	case m.elect != nil:
-		return fmt.Errorf("kctl: ElectLeader(%q) called twice: a Manager holds one lease", le.Name)
+		return fmt.Errorf("kctl: ElectLeader(%q) called twice: "+
+			"a Manager holds one lease", le.Name)
 	}
 	e.releaseBy = m.shutdown.writesBy
 	m.elect = e.run
@@ -131,11 +162,17 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
 }
 
 // newElectorFor makes an elector on store; cfg must be completed.
-func newElectorFor(store leaseStore, cfg LeaderElection, log *slog.Logger, onChange func(leading bool)) *elector {
+func newElectorFor(
+	store leaseStore,
+	cfg LeaderElection,
+	log *slog.Logger,
+	onChange func(leading bool),
+) *elector {
 	if onChange == nil {
 		onChange = func(bool) {}
 	}
-	log = cmp.Or(log, slog.Default()).With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
+	log = cmp.Or(log, slog.Default())
+	log = log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 	return &elector{cfg: cfg, store: store, log: log, onChange: onChange}
 }
 
@@ -146,39 +183,61 @@ func newElectorFor(store leaseStore, cfg LeaderElection, log *slog.Logger, onCha
 // promptly, and run returns that error unless Recampaign. When ctx ends (or
 // lead returns), run renews until lead has returned, releases the lease and
 // returns nil. A Forbidden answer ends run with an error naming the permission.
-func (e *elector) run(ctx context.Context, lead func(leaderCtx, leaseCtx context.Context)) error {
+func (e *elector) run(
+	ctx context.Context,
+	lead func(leaderCtx, leaseCtx context.Context),
+) error {
 	e.log.Info("leader election: campaigning for the lease")
 	e.onChange(false) // a standby reports 0, not nothing
-	for wait := time.Duration(0); ; wait = e.cfg.RetryPeriod + mathrand.N(e.cfg.RetryPeriod/5+1) {
+	period := e.cfg.RetryPeriod
+	wait := time.Duration(0)
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		now := time.Now() // requests are not cancelled with ctx: a write must never succeed unseen
-		if ok, err := e.try(context.WithoutCancel(ctx), now, false, e.cfg.RetryPeriod); err != nil {
+		// Requests are not cancelled with ctx: a write must never succeed unseen.
+		now := time.Now()
+		reqCtx := context.WithoutCancel(ctx)
+		ok, err := e.try(reqCtx, now, false, period)
+		if err != nil {
 			return err
-		} else if ok {
-			if err := e.term(ctx, now, lead); err == nil || !e.cfg.Recampaign || !errors.Is(err, ErrLeaderLost) || ctx.Err() != nil {
+		}
+		if ok {
+			err = e.term(ctx, now, lead)
+			lost := errors.Is(err, ErrLeaderLost)
+			if !lost || !e.cfg.Recampaign || ctx.Err() != nil {
 				return err
 			}
 		}
+		jitter := mathrand.N(period/5 + 1)
+		wait = period + jitter
 	}
 }
 
-// try takes or (leading) renews the lease at now within timeout, and reports whether it
-// did. A standby takes it only if absent, free, ours or expired by our clock; a leader
-// writes over the lease it last saw. An error ends the term (ErrLeaderLost) or run (Forbidden).
-func (e *elector) try(ctx context.Context, now time.Time, leading bool, timeout time.Duration) (bool, error) {
+// try takes or (leading) renews the lease at now within timeout, and reports
+// whether it did. A standby takes it only if absent, free, ours or expired by
+// our clock; a leader writes over the lease it last saw. An error ends the
+// term (ErrLeaderLost) or run (Forbidden).
+func (e *elector) try(
+	ctx context.Context,
+	now time.Time,
+	leading bool,
+	timeout time.Duration,
+) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if leading {
 		l := e.observed.DeepCopy()
 		e.fill(&l.Spec, now, false)
-		if err := e.store.Update(ctx, l); err == nil {
+		err := e.store.Update(ctx, l)
+		if err == nil {
 			e.observe(l, now)
 			return true, nil
-		} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		}
+		stale := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+		if !stale {
 			return false, e.failed("update", err)
 		}
 	}
@@ -188,81 +247,111 @@ func (e *elector) try(ctx context.Context, now time.Time, leading bool, timeout 
 	case create && leading:
 		return false, e.lost("the lease was deleted")
 	case create:
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
-			Spec: coordinationv1.LeaseSpec{LeaseTransitions: new(int32(0))}}
+		meta := metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}
+		spec := coordinationv1.LeaseSpec{LeaseTransitions: new(int32(0))}
+		l = &coordinationv1.Lease{ObjectMeta: meta, Spec: spec}
 	case err != nil:
 		return false, e.failed("get", err)
 	default:
-		e.observe(l, time.Now()) // after the read: never earlier than the write it shows
+		// After the read: never earlier than the write it shows.
+		e.observe(l, time.Now())
 	}
 	holder := holderOf(l)
-	d := e.cfg.LeaseDuration // expired by our clock since we saw its spec change; its renewTime says nothing
+	ours := holder == e.cfg.Identity
+	other := holder != "" && !ours
+	// Expired by our clock since we saw its spec change, not by its renewTime.
+	d := e.cfg.LeaseDuration
 	if s := l.Spec.LeaseDurationSeconds; s != nil {
 		d = time.Duration(*s) * time.Second
 	}
-	if leading && holder != e.cfg.Identity {
-		return false, e.lost(fmt.Sprintf("%q holds it now", holder))
-	} else if holder != "" && holder != e.cfg.Identity && time.Since(e.observedAt) <= d {
+	if leading && !ours {
+		reason := fmt.Sprintf("%q holds it now", holder)
+		return false, e.lost(reason)
+	}
+	expired := time.Since(e.observedAt) > d
+	if other && !expired {
 		return false, nil
 	}
 	l = l.DeepCopy()
-	e.fill(&l.Spec, now, holder != e.cfg.Identity)
+	e.fill(&l.Spec, now, !ours)
 	write := e.store.Update
 	verb := "update"
 	if create {
 		write = e.store.Create
 		verb = "create"
-	} else if holder != e.cfg.Identity {
-		l.Spec.LeaseTransitions = new(*cmp.Or(l.Spec.LeaseTransitions, new(int32(0))) + 1)
+	} else if !ours {
+		was := *cmp.Or(l.Spec.LeaseTransitions, new(int32(0)))
+		l.Spec.LeaseTransitions = new(was + 1)
 	}
-	if err := write(ctx, l); err != nil {
+	err = write(ctx, l)
+	if err != nil {
 		return false, e.failed(verb, err)
 	}
-	if holder != "" && holder != e.cfg.Identity {
-		e.log.Info("leader election: took over the lease after it expired", "previous", holder)
+	if other {
+		e.log.Info("leader election: took over the lease after it expired",
+			"previous", holder)
 	}
 	e.observe(l, now)
 	return true, nil
 }
 
-// term runs lead and renews the lease from acquiredAt until lead has returned or the lease is lost (see run).
-func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(leaderCtx, leaseCtx context.Context)) error {
+// term runs lead and renews the lease from acquiredAt until lead has
+// returned or the lease is lost (see run).
+func (e *elector) term(
+	ctx context.Context,
+	acquiredAt time.Time,
+	lead func(leaderCtx, leaseCtx context.Context),
+) error {
 	e.log.Info("leader election: became leader")
 	e.onChange(true)
 	writeCtx := context.WithoutCancel(ctx) // renewals go on during shutdown
 	leaseCtx, loseLease := context.WithCancelCause(writeCtx)
 	leaderCtx, cancel := context.WithCancelCause(ctx)
-	defer func() { cancel(nil); loseLease(nil) }()
+	defer func() {
+		cancel(nil)
+		loseLease(nil)
+	}()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		lead(leaderCtx, leaseCtx)
 	}()
+	period := e.cfg.RetryPeriod
+	renewDeadline := e.cfg.RenewDeadline
 	lastRenew := acquiredAt
-	next := acquiredAt.Add(e.cfg.RetryPeriod)
+	next := acquiredAt.Add(period)
 	ctxDone := ctx.Done()
 	var ok bool
 	var err error
 	for err == nil {
-		deadline := lastRenew.Add(e.cfg.RenewDeadline)
+		deadline := lastRenew.Add(renewDeadline)
+		wait := min(time.Until(next), time.Until(deadline))
 		select {
 		case <-done:
 			e.onChange(false)
-			return e.release(writeCtx, ctx.Err() != nil)
-		case <-ctxDone: // leaderCtx has ended too; renew until lead returns
+			shuttingDown := ctx.Err() != nil
+			return e.release(writeCtx, shuttingDown)
+		case <-ctxDone:
+			// leaderCtx has ended too; renew until lead returns.
 			ctxDone = nil
-			e.log.Info("leader election: shutting down: renewing the lease until leader work has returned")
+			e.log.Info("leader election: shutting down: " +
+				"renewing the lease until leader work has returned")
 			continue
-		case <-time.After(min(time.Until(next), time.Until(deadline))):
+		case <-time.After(wait):
 		}
-		switch now := time.Now(); {
+		now := time.Now()
+		switch {
 		case !now.Before(deadline):
-			err = e.lost(fmt.Sprintf("not renewed for %v (RenewDeadline)", e.cfg.RenewDeadline))
+			reason := fmt.Sprintf("not renewed for %v (RenewDeadline)",
+				renewDeadline)
+			err = e.lost(reason)
 		case !now.Before(next):
-			next = now.Add(e.cfg.RetryPeriod)
-			ok, err = e.try(writeCtx, now, true, min(time.Until(deadline), e.cfg.RenewDeadline/2))
+			next = now.Add(period)
+			timeout := min(time.Until(deadline), renewDeadline/2)
+			ok, err = e.try(writeCtx, now, true, timeout)
 			if ok {
-				lastRenew = now // when the request was sent: no later than the server's write
+				// When the request was sent: no later than the server's write.
+				lastRenew = now
 			}
 		}
 	}
@@ -277,20 +366,24 @@ func (e *elector) term(ctx context.Context, acquiredAt time.Time, lead func(lead
 	cancel(cause)
 	loseLease(cause)
 	e.onChange(false)
-	e.log.Error("leader election: lost the lease; leader work cancelled", "err", err, "then", then)
+	e.log.Error("leader election: lost the lease; leader work cancelled",
+		"err", err, "then", then)
 	<-done
 	return err
 }
 
-// release hands the lease back (holder "", duration 1s) unless KeepOnShutdown, for standbys' next attempt.
-// It tries for RenewDeadline, and on shutdown at most until releaseBy.
+// release hands the lease back (holder "", duration 1s) unless
+// KeepOnShutdown, for standbys' next attempt. It tries for RenewDeadline, and
+// on shutdown at most until releaseBy.
 func (e *elector) release(ctx context.Context, shuttingDown bool) error {
 	if e.cfg.KeepOnShutdown {
-		e.log.Info("leader election: stopped leading; keeping the lease (KeepOnShutdown): a standby takes over after LeaseDuration")
+		e.log.Info("leader election: stopped leading; keeping the lease " +
+			"(KeepOnShutdown): a standby takes over after LeaseDuration")
 		return nil
 	}
 	deadline := time.Now().Add(e.cfg.RenewDeadline)
-	if shuttingDown && e.releaseBy != nil && e.releaseBy().Before(deadline) {
+	bounded := shuttingDown && e.releaseBy != nil
+	if bounded && e.releaseBy().Before(deadline) {
 		deadline = e.releaseBy()
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -300,52 +393,73 @@ func (e *elector) release(ctx context.Context, shuttingDown bool) error {
 	l.Spec.HolderIdentity = new("")
 	l.Spec.LeaseDurationSeconds = new(int32(1))
 	l.Spec.RenewTime = &now
-	if err := e.store.Update(ctx, l); err != nil {
-		return e.failed("update", err) // not released: a standby takes over after LeaseDuration
+	err := e.store.Update(ctx, l)
+	if err != nil {
+		// Not released: a standby takes over after LeaseDuration.
+		return e.failed("update", err)
 	}
 	e.log.Info("leader election: released the lease")
 	return nil
 }
 
-// fill makes spec say that we hold the lease, renewed (and if acquiring, acquired) at now.
-func (e *elector) fill(spec *coordinationv1.LeaseSpec, now time.Time, acquiring bool) {
+// fill makes spec say that we hold the lease, renewed (and if acquiring,
+// acquired) at now.
+func (e *elector) fill(
+	spec *coordinationv1.LeaseSpec,
+	now time.Time,
+	acquiring bool,
+) {
 	t := metav1.NewMicroTime(now)
+	// Whole seconds, rounded up.
+	seconds := (e.cfg.LeaseDuration + time.Second - 1) / time.Second
 	spec.HolderIdentity = new(e.cfg.Identity)
 	spec.RenewTime = &t
-	spec.LeaseDurationSeconds = new(int32((e.cfg.LeaseDuration + time.Second - 1) / time.Second)) // whole seconds, rounded up
+	spec.LeaseDurationSeconds = new(int32(seconds))
 	if acquiring {
 		spec.AcquireTime = &t
 	}
 }
 
-// observe records l, read (or our write of it sent) at at; observedAt moves only when the spec changed.
+// observe records l, read (or our write of it sent) at at; observedAt moves
+// only when the spec changed.
 func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
-	if e.observed == nil || !apiequality.Semantic.DeepEqual(l.Spec, e.observed.Spec) {
+	same := e.observed != nil &&
+		apiequality.Semantic.DeepEqual(l.Spec, e.observed.Spec)
+	if !same {
 		e.observedAt = at
 	}
 	e.observed = l
-	if h := holderOf(l); h != e.reported {
-		e.reported = h
-		if h != "" && h != e.cfg.Identity {
-			e.log.Info("leader election: new leader observed", "leader", h)
-		}
+	h := holderOf(l)
+	if h == e.reported {
+		return
+	}
+	e.reported = h
+	if h != "" && h != e.cfg.Identity {
+		e.log.Info("leader election: new leader observed", "leader", h)
 	}
 }
 
 // failed turns a Forbidden answer into run's error. It logs any other failure
 // but a lost race (conflict), and returns nil: the next attempt retries.
 func (e *elector) failed(verb string, err error) error {
+	ns := e.cfg.Namespace
 	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("kctl: leader election: not allowed to %s lease %s/%s: grant get, create, update on leases.coordination.k8s.io in namespace %s: %w",
-			verb, e.cfg.Namespace, e.cfg.Name, e.cfg.Namespace, unprefixed(err))
-	} else if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-		e.log.Warn("leader election: lease request failed", "verb", verb, "err", err)
+		return fmt.Errorf("kctl: leader election: "+
+			"not allowed to %s lease %s/%s: grant get, create, update "+
+			"on leases.coordination.k8s.io in namespace %s: %w",
+			verb, ns, e.cfg.Name, ns, unprefixed(err))
+	}
+	lostRace := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	if !lostRace {
+		e.log.Warn("leader election: lease request failed",
+			"verb", verb, "err", err)
 	}
 	return nil
 }
 
 func (e *elector) lost(reason string) error {
-	return fmt.Errorf("%w %s/%s: %s", ErrLeaderLost, e.cfg.Namespace, e.cfg.Name, reason)
+	return fmt.Errorf("%w %s/%s: %s",
+		ErrLeaderLost, e.cfg.Namespace, e.cfg.Name, reason)
 }
 
 func holderOf(l *coordinationv1.Lease) string {

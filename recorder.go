@@ -41,11 +41,15 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 		m.recorders = map[string]any{}
 	}
 	m.recorders[component] = r
-	// A runnable, not a loop over recorders in Start: programs without Events do not link them.
-	w := Runnable{Name: "events of " + component, Run: func(ctx context.Context) error {
-		r.deliver(ctx, m.shutdown.writesBy)
-		return nil
-	}}
+	// A runnable, not a loop over recorders in Start: programs without
+	// Events do not link them.
+	w := Runnable{
+		Name: "events of " + component,
+		Run: func(ctx context.Context) error {
+			r.deliver(ctx, m.shutdown.writesBy)
+			return nil
+		},
+	}
 	switch {
 	case m.ctx == nil:
 		m.writers = append(m.writers, w)
@@ -57,14 +61,21 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	return r
 }
 
-// The recorder's limits; the first three and the cache size are client-go's (tools/record).
+// The recorder's limits; the first three and the cache size are
+// client-go's (tools/record).
 const (
-	eventBurst       = 25               // Events per object and type before the limit applies
-	eventRefill      = 5 * time.Minute  // then one more Event per object and type per 5 minutes
-	eventMergeWindow = 10 * time.Minute // a repeat within 10 minutes of the last one is merged into it
-	eventBuffer      = 1000             // Events waiting to be written; more are dropped
-	eventCacheSize   = 4096             // objects and Events remembered for the limit and for merging
-	eventWriteTries  = 3                // attempts per write while the API server is unreachable
+	// Events per object and type before the limit applies
+	eventBurst = 25
+	// then one more Event per object and type per 5 minutes
+	eventRefill = 5 * time.Minute
+	// a repeat within 10 minutes of the last one is merged into it
+	eventMergeWindow = 10 * time.Minute
+	// Events waiting to be written; more are dropped
+	eventBuffer = 1000
+	// objects and Events remembered for the limit and for merging
+	eventCacheSize = 4096
+	// attempts per write while the API server is unreachable
+	eventWriteTries = 3
 )
 
 // EventRecorder writes Kubernetes Events (core/v1) about objects, the ones
@@ -89,35 +100,50 @@ type EventRecorder struct {
 	component, host string
 	log             *slog.Logger
 	sink            eventSink
-	queue           chan *corev1.Event // bounded, so Event never blocks; run names the Events
+	// bounded, so Event never blocks; run names the Events
+	queue chan *corev1.Event
 
-	mu     sync.Mutex                // guards limits
-	limits map[eventKey]*tokenBucket // by object and type; at most eventCacheSize
+	mu sync.Mutex // guards limits
+	// by object and type; at most eventCacheSize
+	limits map[eventKey]*tokenBucket
 
-	dropped    *atomic.Uint64          // Events not written; the Manager's kctl_events_dropped_total, shared by its recorders
-	limited    atomic.Uint64           // Events dropped by the flood limit (by design, as client-go's)
-	dropLogged atomic.Bool             // a drop (other than a failed write) has been logged
-	sendMu     sync.RWMutex            // guards stopped; held for reading while an Event is put in queue
-	stopped    bool                    // deliver has returned: an Event is dropped at once
-	seen       map[eventKey]*seenEvent // written Events, for merging; owned by deliver
-	lastName   int64                   // the time in the last Event's name, so names never repeat; owned by deliver
+	// Events not written; the Manager's kctl_events_dropped_total,
+	// shared by its recorders
+	dropped *atomic.Uint64
+	// Events dropped by the flood limit (by design, as client-go's)
+	limited atomic.Uint64
+	// a drop (other than a failed write) has been logged
+	dropLogged atomic.Bool
+	// guards stopped; held for reading while an Event is put in queue
+	sendMu sync.RWMutex
+	// deliver has returned: an Event is dropped at once
+	stopped bool
+
+	// Owned by deliver: the written Events, for merging, and the time in
+	// the last Event's name, so names never repeat.
+	seen     map[eventKey]*seenEvent
+	lastName int64
 }
 
-// eventSink writes Events: the API server, or a fake in unit tests.
+// eventSink writes Events: the API server, or a fake in unit tests. create
+// updates ev from the answer; patch sends a JSON merge patch.
 type eventSink interface {
-	create(ctx context.Context, ev *corev1.Event) error                    // ev is updated from the answer
-	patch(ctx context.Context, namespace, name string, patch []byte) error // a JSON merge patch
+	create(ctx context.Context, ev *corev1.Event) error
+	patch(ctx context.Context, namespace, name string, patch []byte) error
 }
 
 // eventKey identifies repeats of an Event; see eventKeyOf.
 type eventKey struct {
-	object               string // UID, or kind/namespace/name for an object without one
+	// UID, or kind/namespace/name for an object without one
+	object               string
 	typ, reason, message string
 }
 
 func eventKeyOf(e *corev1.Event) eventKey {
 	o := e.InvolvedObject
-	return eventKey{cmp.Or(string(o.UID), o.Kind+"/"+o.Namespace+"/"+o.Name), e.Type, e.Reason, e.Message}
+	path := o.Kind + "/" + o.Namespace + "/" + o.Name
+	object := cmp.Or(string(o.UID), path)
+	return eventKey{object, e.Type, e.Reason, e.Message}
 }
 
 // seenEvent is an Event on the server that repeats merge into.
@@ -129,11 +155,21 @@ type seenEvent struct {
 
 // newEventRecorder returns a recorder writing through conn as component (the
 // Event's source and reportingComponent). Nothing is written until run.
-func newEventRecorder(conn *Conn, component string, log *slog.Logger) *EventRecorder {
+func newEventRecorder(
+	conn *Conn,
+	component string,
+	log *slog.Logger,
+) *EventRecorder {
 	host, _ := os.Hostname()
-	r := &EventRecorder{component: component, host: host, log: cmp.Or(log, slog.Default()).With("component", component),
-		queue: make(chan *corev1.Event, eventBuffer), limits: map[eventKey]*tokenBucket{}, seen: map[eventKey]*seenEvent{},
-		dropped: new(atomic.Uint64)}
+	r := &EventRecorder{
+		component: component,
+		host:      host,
+		log:       cmp.Or(log, slog.Default()).With("component", component),
+		queue:     make(chan *corev1.Event, eventBuffer),
+		limits:    map[eventKey]*tokenBucket{},
+		seen:      map[eventKey]*seenEvent{},
+		dropped:   new(atomic.Uint64),
+	}
 	if conn != nil {
 		r.sink = clientSink{NewClient[corev1.Event](conn)}
 	}
@@ -144,26 +180,54 @@ func newEventRecorder(conn *Conn, component string, log *slog.Logger) *EventReco
 // EventTypeWarning) about obj. reason is a short UpperCamelCase word for
 // machines ("ScalingReplicaSet"); message is for humans. The object's kind
 // comes from its Go type (see ResourceOf), else from its TypeMeta.
-func (r *EventRecorder) Event(obj metav1.Object, eventType, reason, message string) {
-	if v := reflect.ValueOf(obj); r == nil || obj == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+func (r *EventRecorder) Event(
+	obj metav1.Object,
+	eventType, reason, message string,
+) {
+	v := reflect.ValueOf(obj)
+	nilPointer := v.Kind() == reflect.Pointer && v.IsNil()
+	if r == nil || obj == nil || nilPointer {
 		return
 	}
-	if eventType != corev1.EventTypeNormal && eventType != corev1.EventTypeWarning {
-		r.log.Error("kctl: dropped an Event with an unsupported type: use corev1.EventTypeNormal or EventTypeWarning",
-			"type", eventType, "reason", reason, "object", obj.GetNamespace()+"/"+obj.GetName())
+	normal := eventType == corev1.EventTypeNormal
+	warning := eventType == corev1.EventTypeWarning
+	if !normal && !warning {
+		r.log.Error("kctl: dropped an Event with an unsupported type: "+
+			"use corev1.EventTypeNormal or EventTypeWarning",
+			"type", eventType, "reason", reason,
+			"object", obj.GetNamespace()+"/"+obj.GetName())
 		return
 	}
-	ref := corev1.ObjectReference{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion()}
-	if res, _, err := apitype.OfType(reflect.Indirect(reflect.ValueOf(obj)).Type()); err == nil {
+	ref := corev1.ObjectReference{
+		Namespace:       obj.GetNamespace(),
+		Name:            obj.GetName(),
+		UID:             obj.GetUID(),
+		ResourceVersion: obj.GetResourceVersion(),
+	}
+	res, _, err := apitype.OfType(reflect.Indirect(v).Type())
+	if err == nil {
 		ref.APIVersion = res.APIVersion()
 		ref.Kind = res.Kind
 	} else if o, ok := obj.(interface{ GetObjectKind() schema.ObjectKind }); ok {
-		ref.APIVersion, ref.Kind = o.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+		gvk := o.GetObjectKind().GroupVersionKind()
+		ref.APIVersion, ref.Kind = gvk.ToAPIVersionAndKind()
 	}
 	now := metav1.Now()
-	e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: cmp.Or(ref.Namespace, metav1.NamespaceDefault)}, // default: cluster-scoped objects
-		InvolvedObject: ref, Type: eventType, Reason: reason, Message: message, FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		Source: corev1.EventSource{Component: r.component, Host: r.host}, ReportingController: r.component, ReportingInstance: r.host}
+	// The default namespace is for cluster-scoped objects.
+	ns := cmp.Or(ref.Namespace, metav1.NamespaceDefault)
+	e := &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: ns},
+		InvolvedObject:      ref,
+		Type:                eventType,
+		Reason:              reason,
+		Message:             message,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		Source:              corev1.EventSource{Component: r.component, Host: r.host},
+		ReportingController: r.component,
+		ReportingInstance:   r.host,
+	}
 	if !r.allow(eventKeyOf(e), now.Time) {
 		r.limited.Add(1)
 		return
@@ -181,19 +245,26 @@ func (r *EventRecorder) Event(obj metav1.Object, eventType, reason, message stri
 	r.sendMu.RUnlock()
 	switch {
 	case stopped:
-		r.drop(1, "kctl: Event recorded after the Manager stopped writing Events, dropping it and any later ones (logged once)", "reason", reason)
+		r.drop(1, "kctl: Event recorded after the Manager stopped writing "+
+			"Events, dropping it and any later ones (logged once)",
+			"reason", reason)
 	case !queued:
-		r.drop(1, "kctl: Event buffer full, dropping Events (logged once): the API server is slow or unreachable, or the Manager is not running",
+		r.drop(1, "kctl: Event buffer full, dropping Events (logged once): "+
+			"the API server is slow or unreachable, or the Manager is not running",
 			"buffer", eventBuffer, "reason", reason)
 	}
 }
 
-// drop counts n Events as dropped and logs msg with attrs, if no drop has been logged before.
+// drop counts n Events as dropped and logs msg with attrs, if no drop has
+// been logged before.
 func (r *EventRecorder) drop(n int, msg string, attrs ...any) {
 	total := r.dropped.Add(uint64(n))
-	if r.dropLogged.CompareAndSwap(false, true) {
-		r.log.Warn(msg, append(attrs, "dropped", n, "droppedTotal", total)...)
+	first := r.dropLogged.CompareAndSwap(false, true)
+	if !first {
+		return
 	}
+	attrs = append(attrs, "dropped", n, "droppedTotal", total)
+	r.log.Warn(msg, attrs...)
 }
 
 // stop makes every later Event count as dropped: nothing will write it.
@@ -204,7 +275,11 @@ func (r *EventRecorder) stop() {
 }
 
 // Eventf is Event with a message formatted by fmt.Sprintf.
-func (r *EventRecorder) Eventf(obj metav1.Object, eventType, reason, format string, args ...any) {
+func (r *EventRecorder) Eventf(
+	obj metav1.Object,
+	eventType, reason, format string,
+	args ...any,
+) {
 	r.Event(obj, eventType, reason, fmt.Sprintf(format, args...))
 }
 
@@ -215,8 +290,13 @@ func (r *EventRecorder) allow(key eventKey, now time.Time) bool {
 	defer r.mu.Unlock()
 	b := r.limits[key]
 	if b == nil {
-		if len(r.limits) >= eventCacheSize { // forget full buckets first
-			pruneLocked(r.limits, func(b *tokenBucket) bool { return float64(now.Sub(b.last))/float64(eventRefill) >= eventBurst-b.tokens })
+		// A bucket that has refilled by now is full: forget those first.
+		full := func(b *tokenBucket) bool {
+			gained := float64(now.Sub(b.last)) / float64(eventRefill)
+			return gained >= eventBurst-b.tokens
+		}
+		if len(r.limits) >= eventCacheSize {
+			pruneLocked(r.limits, full)
 		}
 		b = &tokenBucket{tokens: eventBurst, last: now}
 		r.limits[key] = b
@@ -232,7 +312,8 @@ type tokenBucket struct {
 
 func (b *tokenBucket) take(now time.Time) bool {
 	if now.After(b.last) {
-		b.tokens = min(eventBurst, b.tokens+float64(now.Sub(b.last))/float64(eventRefill))
+		gained := float64(now.Sub(b.last)) / float64(eventRefill)
+		b.tokens = min(eventBurst, b.tokens+gained)
 		b.last = now
 	}
 	if b.tokens < 1 {
@@ -246,7 +327,8 @@ func (b *tokenBucket) take(now time.Time) bool {
 // arbitrary ones until m is below eventCacheSize. The caller holds m's lock.
 func pruneLocked[K comparable, V any](m map[K]V, stale func(V) bool) {
 	maps.DeleteFunc(m, func(_ K, v V) bool { return stale(v) })
-	maps.DeleteFunc(m, func(K, V) bool { return len(m) >= eventCacheSize }) // len(m) falls as it deletes
+	tooMany := func(K, V) bool { return len(m) >= eventCacheSize }
+	maps.DeleteFunc(m, tooMany) // len(m) falls as it deletes
 }
 
 // deliver writes the buffered Events until ctx ends, finishing a write under
@@ -257,14 +339,16 @@ func pruneLocked[K comparable, V any](m map[K]V, stale func(V) bool) {
 // linker keeps a method of such a type that matches a method called through
 // an interface (the cache's run(ctx)), so every program would link Events.
 func (r *EventRecorder) deliver(ctx context.Context, flushBy func() time.Time) {
+	// Writes do not end with ctx: retries end after eventWriteTries.
+	writeCtx := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {
 		select {
 		case e := <-r.queue:
-			r.write(context.WithoutCancel(ctx), e) // retries end after eventWriteTries
+			r.write(writeCtx, e)
 		case <-ctx.Done():
 		}
 	}
-	flush, cancel := context.WithDeadline(context.WithoutCancel(ctx), flushBy())
+	flush, cancel := context.WithDeadline(writeCtx, flushBy())
 	defer cancel()
 	for flush.Err() == nil && len(r.queue) > 0 {
 		r.write(flush, <-r.queue)
@@ -276,7 +360,9 @@ func (r *EventRecorder) deliver(ctx context.Context, flushBy func() time.Time) {
 	}
 	if n > 0 {
 		r.dropped.Add(uint64(n))
-		r.log.Warn("kctl: shutdown: Events not written in time (dropped)", "dropped", n, "droppedTotal", r.dropped.Load())
+		r.log.Warn("kctl: shutdown: Events not written in time (dropped)",
+			"dropped", n,
+			"droppedTotal", r.dropped.Load())
 	}
 }
 
@@ -288,35 +374,61 @@ func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
 	ref := e.InvolvedObject
 	var err error
 	defer func() {
-		if level := slog.LevelError; err != nil {
-			if apierrors.IsAlreadyExists(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				level = slog.LevelDebug // a collision or a namespace going away: nothing to do
+		if err != nil {
+			// A collision or a namespace going away: nothing to do.
+			terminating := corev1.NamespaceTerminatingCause
+			quiet := apierrors.IsAlreadyExists(err) ||
+				apierrors.HasStatusCause(err, terminating)
+			level := slog.LevelError
+			if quiet {
+				level = slog.LevelDebug
 			}
 			r.dropped.Add(1)
-			r.log.Log(ctx, level, "kctl: could not write Event (dropped): check the API server and RBAC: create and patch on events",
-				"err", err, "object", strings.TrimPrefix(ref.Namespace+"/"+ref.Name, "/"), "kind", ref.Kind, "reason", e.Reason)
+			object := ref.Namespace + "/" + ref.Name
+			r.log.Log(ctx, level, "kctl: could not write Event (dropped): "+
+				"check the API server and RBAC: create and patch on events",
+				"err", err, "object", strings.TrimPrefix(object, "/"),
+				"kind", ref.Kind, "reason", e.Reason)
 		}
 	}()
-	if s := r.seen[key]; s != nil && at.Sub(s.last) < eventMergeWindow {
-		s.count++
-		s.last = at
-		patch, _ := json.Marshal(map[string]any{"count": s.count, "lastTimestamp": e.LastTimestamp})
-		// NotFound: the Event expired (the API server's --event-ttl), so write a new one.
-		err = r.retry(ctx, func() error { return r.sink.patch(ctx, s.namespace, s.name, patch) })
+	prev := r.seen[key]
+	if prev != nil && at.Sub(prev.last) < eventMergeWindow {
+		prev.count++
+		prev.last = at
+		change := map[string]any{
+			"count":         prev.count,
+			"lastTimestamp": e.LastTimestamp,
+		}
+		patch, _ := json.Marshal(change)
+		// NotFound: the Event expired (the API server's --event-ttl), so
+		// write a new one.
+		err = r.retry(ctx, func() error {
+			return r.sink.patch(ctx, prev.namespace, prev.name, patch)
+		})
 		if !apierrors.IsNotFound(err) {
 			return
 		}
 	}
-	r.lastName = max(at.UnixNano(), r.lastName+1) // two Events in one clock tick
+	// Two Events in one clock tick get names one nanosecond apart.
+	r.lastName = max(at.UnixNano(), r.lastName+1)
 	e.Name = fmt.Sprintf("%s.%x", ref.Name, r.lastName)
-	err = r.retry(ctx, func() error { return r.sink.create(ctx, e) })
+	create := func() error { return r.sink.create(ctx, e) }
+	err = r.retry(ctx, create)
 	if err != nil {
 		return
 	}
 	if len(r.seen) >= eventCacheSize {
-		pruneLocked(r.seen, func(s *seenEvent) bool { return at.Sub(s.last) >= eventMergeWindow })
+		expired := func(s *seenEvent) bool {
+			return at.Sub(s.last) >= eventMergeWindow
+		}
+		pruneLocked(r.seen, expired)
 	}
-	r.seen[key] = &seenEvent{namespace: e.Namespace, name: e.Name, count: 1, last: at}
+	r.seen[key] = &seenEvent{
+		namespace: e.Namespace,
+		name:      e.Name,
+		count:     1,
+		last:      at,
+	}
 }
 
 // retry calls write up to eventWriteTries times while the failure is
@@ -324,7 +436,10 @@ func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
 // 1s, then 2s between tries.
 func (r *EventRecorder) retry(ctx context.Context, write func() error) error {
 	err := write()
-	for try := 1; err != nil && try < eventWriteTries && transient(err); try++ {
+	for try := 1; try < eventWriteTries; try++ {
+		if err == nil || !transient(err) {
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return err
@@ -336,19 +451,30 @@ func (r *EventRecorder) retry(ctx context.Context, write func() error) error {
 }
 
 func transient(err error) bool {
-	if status := apierrors.APIStatus(nil); !errors.As(err, &status) {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		canceled := errors.Is(err, context.Canceled)
+		timedOut := errors.Is(err, context.DeadlineExceeded)
+		return !canceled && !timedOut
 	}
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err)
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsServiceUnavailable(err)
 }
 
 // clientSink writes through kctl's own client.
 type clientSink struct{ c *Client[corev1.Event] }
 
-func (s clientSink) create(ctx context.Context, e *corev1.Event) error { return s.c.Create(ctx, e) }
+func (s clientSink) create(ctx context.Context, e *corev1.Event) error {
+	return s.c.Create(ctx, e)
+}
 
-func (s clientSink) patch(ctx context.Context, namespace, name string, patch []byte) error {
-	_, err := s.c.patch(ctx, namespace, name, MergePatch, patch, PatchOptions{})
+func (s clientSink) patch(
+	ctx context.Context,
+	namespace, name string,
+	patch []byte,
+) error {
+	_, err := s.c.patch(ctx, namespace, name,
+		MergePatch, patch, PatchOptions{})
 	return err
 }

@@ -17,28 +17,46 @@ import (
 // while the Manager runs, for endpoints that enqueue keys or report state.
 // It logs to the Manager's logger (LoggerFrom of its context).
 func HTTPServer(name, addr string, h http.Handler) Runnable {
-	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, LoggerFrom(ctx)) }}
+	run := func(ctx context.Context) error {
+		return serve(ctx, name, addr, h, LoggerFrom(ctx))
+	}
+	return Runnable{Name: name, Run: run}
 }
 
 // server is HTTPServer logging to m's logger.
 func (m *Manager) server(name, addr string, h http.Handler) Runnable {
-	return Runnable{Name: name, Run: func(ctx context.Context) error { return serve(ctx, name, addr, h, m.log) }}
+	run := func(ctx context.Context) error {
+		return serve(ctx, name, addr, h, m.log)
+	}
+	return Runnable{Name: name, Run: run}
 }
 
 // serve runs an HTTP server on addr until ctx ends.
-func serve(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) error {
+func serve(
+	ctx context.Context,
+	name, addr string,
+	h http.Handler,
+	log *slog.Logger,
+) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("kctl: %s server cannot listen on %s: %w", name, addr, err)
+		return fmt.Errorf("kctl: %s server cannot listen on %s: %w",
+			name, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)} // not the log package's default logger
+	// not the log package's default logger
+	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelError)
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          errorLog,
+	}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
 	log.Info("serving "+name, "addr", ln.Addr().String())
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Serve(ln)
+	if !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("kctl: %s server on %s: %w", name, addr, err)
 	}
 	return nil
@@ -53,5 +71,6 @@ func (m *Manager) ServeMetrics(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return m.Add(m.server("metrics", addr, http.StripPrefix("/metrics", m.metrics.Handler())))
+	metrics := http.StripPrefix("/metrics", m.metrics.Handler())
+	return m.Add(m.server("metrics", addr, metrics))
 }
