@@ -182,7 +182,7 @@ func TestFromChannel_Closed_EndsTheSourceAndTheControllerGoesOn(t *testing.T) {
 		mgr.mu.Lock()
 		term := mgr.term
 		mgr.mu.Unlock()
-		for _, name := range term.stillRunning() {
+		for _, name := range term.Running() {
 			if name == source {
 				return true
 			}

@@ -49,10 +49,12 @@
 //  18. queue_delay.go: the keys waiting for a time, in a heap with one timer.
 //  19. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
 //     and AddRateLimited.
-//  20. runnable.go: Runnable, goroutine groups, leadership terms.
-//  21. controller.go: Controller[T]: its builder, sources and enqueue.
-//  22. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  23. manager.go: Manager: NewManager, ClientFor, NewController, Start.
+//  20. runnable.go: Runnable, and the two contexts of a leadership term.
+//  21. shutdown.go: the schedule of a graceful shutdown; SignalContext.
+//  22. controller.go: Controller[T]: its builder, sources and enqueue.
+//  23. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  23. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  24. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //

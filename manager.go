@@ -1,19 +1,15 @@
 package kctl
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/group"
 	"github.com/kctl-dev/kctl/internal/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -138,13 +134,13 @@ type Manager struct {
 	cancel context.CancelCauseFunc // ends ctx
 	// work runs the cache, runnables, the leader election or the leader
 	// work.
-	work *group
+	work *group.Group
 	// writeCtx is the Event writers'; it ends after the work has.
 	writeCtx   context.Context
-	writeGroup *group
+	writeGroup *group.Group
 	// term runs the current leadership term's runnables; nil while not
 	// leading.
-	term      *group
+	term      *group.Group
 	termCtx   context.Context // the current term's leader context
 	termLease context.Context // and its lease context
 }
@@ -338,164 +334,14 @@ func (m *Manager) addLocked(r Runnable) error {
 	case r.NeedLeader:
 		m.leaderOnly = append(m.leaderOnly, r)
 		if m.term != nil {
-			m.term.run(m.termCtx, r.inTerm(m.termLease))
+			runIn(m.term, m.termCtx, r.inTerm(m.termLease))
 		}
 	case m.ctx == nil:
 		m.runnables = append(m.runnables, r)
 	default:
-		m.work.run(m.ctx, r)
+		runIn(m.work, m.ctx, r)
 	}
 	return nil
-}
-
-// Start runs everything until ctx ends or a runnable fails, then shuts down
-// gracefully and returns. The order is:
-//  1. start the shared cache (the informers made so far, and any made later),
-//  2. start the runnables that do not need leadership, and the Event writers,
-//  3. campaign for the lease (ElectLeader), or lead at once without it: while
-//     leading, run the controllers and the leader-only runnables. Each
-//     controller waits for its own caches to sync, so one whose CRD is not
-//     installed holds back no other; /readyz names it, and it starts once its
-//     CRD appears.
-//
-// When ctx ends (see shutdown for the exact schedule): runnables' contexts
-// end at once; controllers stop taking keys and in-flight reconciles may
-// finish until ShutdownTimeout less a reserve (a fifth, at most 2 s), when
-// their context is cancelled. Work still running half the reserve later is
-// abandoned and named in an ERROR log (runnable, controller and keys); then
-// the lease is released and the Event writers write what is left. Start
-// returns at most ShutdownTimeout after ctx ended, even if some work ignores
-// its context: a reconcile abandoned so may still be running in this process
-// when a standby starts on the same object.
-//
-// Start returns nil after a clean shutdown (ctx cancelled or past its
-// deadline), or the first error of a runnable (the metrics and health servers
-// are runnables too) or of the leader election. Call it once.
-func (m *Manager) Start(ctx context.Context) error {
-	m.mu.Lock()
-	if m.started {
-		m.mu.Unlock()
-		return errors.New("kctl: Manager.Start called twice: " +
-			"a Manager runs once; make a new one to start again")
-	}
-	m.started = true
-	err := errors.Join(m.errs...)
-	if err != nil {
-		m.mu.Unlock()
-		return err
-	}
-	logCtx := context.WithValue(ctx, loggerKey{}, m.log)
-	ctx, cancel := context.WithCancelCause(logCtx)
-	defer cancel(nil)
-	detached := context.WithoutCancel(ctx)
-	writeCtx, stopWriters := context.WithCancel(detached)
-	defer stopWriters()
-	m.ctx = ctx
-	m.cancel = cancel
-	m.work = newGroup(cancel)
-	m.writeCtx = writeCtx
-	m.writeGroup = newGroup(cancel)
-	m.health.add("caches", true, m.notReady)
-
-	// 1. The shared cache.
-	runCache := func() error { return m.cache.Start(ctx) }
-	m.work.spawn(&task{name: "cache"}, runCache)
-	// 2. Runnables of every replica, and the Event writers.
-	for _, r := range m.runnables {
-		m.work.run(ctx, r)
-	}
-	for _, w := range m.writers {
-		m.writeGroup.run(writeCtx, w)
-	}
-	// 3. The leader work, on this replica while it leads (see lead).
-	if m.elect == nil {
-		lead := func() error {
-			m.lead(ctx, context.WithoutCancel(ctx))
-			return nil
-		}
-		m.work.spawn(&task{name: "leader work"}, lead)
-	} else {
-		elect := func() error { return m.elect(ctx, m.lead) }
-		m.work.spawn(&task{name: "leader election"}, elect)
-	}
-	m.mu.Unlock()
-
-	<-ctx.Done()
-	m.shutdown.begin()
-	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
-	// The work returns first: the leader work drains, giving up at abandonAt
-	// (lead logs what it abandons); then the lease is released.
-	m.work.wait(ctx, m.shutdown.abandonAt)
-	// The Event writers write what the work recorded, until writesBy.
-	stopWriters()
-	// Start returns when all that is done, or at the end of ShutdownTimeout.
-	abandoned := m.work.wait(ctx, m.shutdown.end)
-	stillWriting := m.writeGroup.wait(ctx, m.shutdown.end)
-	abandoned = append(abandoned, stillWriting...)
-	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: "+
-			"Start returns while these still run, ignoring their context",
-			"timeout", m.opts.ShutdownTimeout,
-			"abandoned", abandoned)
-	}
-	err = cmp.Or(m.work.firstErr(), m.writeGroup.firstErr())
-	cause := context.Cause(ctx)
-	cancelled := errors.Is(cause, context.Canceled)
-	expired := errors.Is(cause, context.DeadlineExceeded)
-	if err == nil && !cancelled && !expired {
-		err = cause
-	}
-	return err
-}
-
-// lead runs the leader work of one term (the whole run without
-// ElectLeader): every leader-only runnable and controller, including those
-// added during the term, until leaderCtx ends. It then waits for them; once
-// the Manager shuts down, only until the shutdown's abandonAt, so that the
-// lease is released in time even if some of them ignore their context.
-func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
-	m.log.Info("leading: starting controllers and leader-only runnables")
-	// A failing runnable stops the Manager.
-	term := newGroup(m.cancel)
-	m.mu.Lock()
-	m.term = term
-	m.termCtx = leaderCtx
-	m.termLease = leaseCtx
-	for _, r := range m.leaderOnly {
-		term.run(leaderCtx, r.inTerm(leaseCtx))
-	}
-	m.mu.Unlock()
-
-	<-leaderCtx.Done()
-	m.mu.Lock()
-	// Runnables added from now on wait for the next term.
-	m.term = nil
-	m.termCtx = nil
-	m.termLease = nil
-	m.mu.Unlock()
-	abandoned := term.wait(m.ctx, m.shutdown.abandonAt)
-	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: "+
-			"abandoning leader work that ignores its context; "+
-			"the lease is released, "+
-			"so another replica may start on the same objects",
-			"timeout", m.opts.ShutdownTimeout,
-			"abandoned", abandoned)
-	}
-}
-
-// notReady is the readiness check of the controllers' caches: nil once every
-// controller's caches have synced, else an error naming each controller that
-// waits, for which cache and why (e.g. its CRD is not installed).
-func (m *Manager) notReady(*http.Request) error {
-	m.mu.Lock()
-	controllers := slices.Clone(m.controllers)
-	m.mu.Unlock()
-	var errs []error
-	for _, c := range controllers {
-		errs = append(errs, c.waiting())
-	}
-	return errors.Join(errs...)
 }
 
 // AddReadyCheck adds a check to /readyz: the replica is ready only while
@@ -514,66 +360,4 @@ func (m *Manager) AddHealthCheck(
 	check func(r *http.Request) error,
 ) {
 	m.health.add(name, false, check)
-}
-
-// shutdownSchedule is the schedule of a Manager's graceful shutdown, so that
-// Start returns within ShutdownTimeout (T) even when some work ignores its
-// context. It is fixed by the first call of begin, when Start's context has
-// ended (t0), and keeps a reserve r = T/5 (at most 2 s) for what must happen
-// last:
-//
-//	t0          runnables' contexts end; controllers stop taking keys, in-flight reconciles go on
-//	drainBy     t0+T-r    in-flight reconciles' contexts are cancelled
-//	abandonAt   t0+T-r/2  leader work still running is abandoned (named in the log); the lease is released
-//	writesBy    t0+T-r/4  the lease release and the Event writers stop; unwritten Events are counted as dropped
-//	end         t0+T      Start returns, naming whatever still runs
-//
-// The zero value is not usable: set timeout. Safe for concurrent use.
-type shutdownSchedule struct {
-	timeout time.Duration
-	once    sync.Once
-	// t0 is set once, by begin.
-	t0 time.Time
-}
-
-// begin fixes the schedule at the first call (now) and returns t0.
-func (s *shutdownSchedule) begin() time.Time {
-	s.once.Do(func() { s.t0 = time.Now() })
-	return s.t0
-}
-
-func (s *shutdownSchedule) reserve() time.Duration {
-	return min(s.timeout/5, 2*time.Second)
-}
-
-func (s *shutdownSchedule) drainBy() time.Time {
-	return s.begin().Add(s.timeout - s.reserve())
-}
-
-func (s *shutdownSchedule) abandonAt() time.Time {
-	return s.begin().Add(s.timeout - s.reserve()/2)
-}
-
-func (s *shutdownSchedule) writesBy() time.Time {
-	return s.begin().Add(s.timeout - s.reserve()/4)
-}
-
-func (s *shutdownSchedule) end() time.Time {
-	return s.begin().Add(s.timeout)
-}
-
-// SignalContext returns a context that ends on the first SIGINT or SIGTERM.
-// A second signal exits the process at once with status 1: the one place kctl
-// exits, because you asked for it by calling this.
-func SignalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		cancel()
-		<-ch
-		os.Exit(1)
-	}()
-	return ctx
 }

@@ -56,7 +56,7 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	case m.ctx.Err() != nil:
 		r.stop() // shutting down: nothing will write its Events
 	default:
-		m.writeGroup.run(m.writeCtx, w)
+		runIn(m.writeGroup, m.writeCtx, w)
 	}
 	return r
 }

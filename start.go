@@ -1,0 +1,164 @@
+package kctl
+
+// How a Manager runs: Start, in the order it starts and stops things, and
+// lead, one leadership term; notReady is the readiness of its controllers.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/kctl-dev/kctl/internal/group"
+)
+
+// Start runs everything until ctx ends or a runnable fails, then shuts down
+// gracefully and returns. The order is:
+//  1. start the shared cache (the informers made so far, and any made later),
+//  2. start the runnables that do not need leadership, and the Event writers,
+//  3. campaign for the lease (ElectLeader), or lead at once without it: while
+//     leading, run the controllers and the leader-only runnables. Each
+//     controller waits for its own caches to sync, so one whose CRD is not
+//     installed holds back no other; /readyz names it, and it starts once its
+//     CRD appears.
+//
+// When ctx ends (see shutdown for the exact schedule): runnables' contexts
+// end at once; controllers stop taking keys and in-flight reconciles may
+// finish until ShutdownTimeout less a reserve (a fifth, at most 2 s), when
+// their context is cancelled. Work still running half the reserve later is
+// abandoned and named in an ERROR log (runnable, controller and keys); then
+// the lease is released and the Event writers write what is left. Start
+// returns at most ShutdownTimeout after ctx ended, even if some work ignores
+// its context: a reconcile abandoned so may still be running in this process
+// when a standby starts on the same object.
+//
+// Start returns nil after a clean shutdown (ctx cancelled or past its
+// deadline), or the first error of a runnable (the metrics and health servers
+// are runnables too) or of the leader election. Call it once.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return errors.New("kctl: Manager.Start called twice: " +
+			"a Manager runs once; make a new one to start again")
+	}
+	m.started = true
+	err := errors.Join(m.errs...)
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	logCtx := context.WithValue(ctx, loggerKey{}, m.log)
+	ctx, cancel := context.WithCancelCause(logCtx)
+	defer cancel(nil)
+	detached := context.WithoutCancel(ctx)
+	writeCtx, stopWriters := context.WithCancel(detached)
+	defer stopWriters()
+	m.ctx = ctx
+	m.cancel = cancel
+	m.work = group.New(cancel)
+	m.writeCtx = writeCtx
+	m.writeGroup = group.New(cancel)
+	m.health.add("caches", true, m.notReady)
+
+	// 1. The shared cache.
+	runCache := func() error { return m.cache.Start(ctx) }
+	m.work.Go("cache", nil, runCache)
+	// 2. Runnables of every replica, and the Event writers.
+	for _, r := range m.runnables {
+		runIn(m.work, ctx, r)
+	}
+	for _, w := range m.writers {
+		runIn(m.writeGroup, writeCtx, w)
+	}
+	// 3. The leader work, on this replica while it leads (see lead).
+	if m.elect == nil {
+		lead := func() error {
+			m.lead(ctx, context.WithoutCancel(ctx))
+			return nil
+		}
+		m.work.Go("leader work", nil, lead)
+	} else {
+		elect := func() error { return m.elect(ctx, m.lead) }
+		m.work.Go("leader election", nil, elect)
+	}
+	m.mu.Unlock()
+
+	<-ctx.Done()
+	m.shutdown.begin()
+	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
+	// The work returns first: the leader work drains, giving up at abandonAt
+	// (lead logs what it abandons); then the lease is released.
+	m.work.Wait(ctx, m.shutdown.abandonAt)
+	// The Event writers write what the work recorded, until writesBy.
+	stopWriters()
+	// Start returns when all that is done, or at the end of ShutdownTimeout.
+	abandoned := m.work.Wait(ctx, m.shutdown.end)
+	stillWriting := m.writeGroup.Wait(ctx, m.shutdown.end)
+	abandoned = append(abandoned, stillWriting...)
+	if len(abandoned) > 0 {
+		m.log.Error("kctl: shutdown timeout passed: "+
+			"Start returns while these still run, ignoring their context",
+			"timeout", m.opts.ShutdownTimeout,
+			"abandoned", abandoned)
+	}
+	err = cmp.Or(m.work.Err(), m.writeGroup.Err())
+	cause := context.Cause(ctx)
+	cancelled := errors.Is(cause, context.Canceled)
+	expired := errors.Is(cause, context.DeadlineExceeded)
+	if err == nil && !cancelled && !expired {
+		err = cause
+	}
+	return err
+}
+
+// lead runs the leader work of one term (the whole run without
+// ElectLeader): every leader-only runnable and controller, including those
+// added during the term, until leaderCtx ends. It then waits for them; once
+// the Manager shuts down, only until the shutdown's abandonAt, so that the
+// lease is released in time even if some of them ignore their context.
+func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
+	m.log.Info("leading: starting controllers and leader-only runnables")
+	// A failing runnable stops the Manager.
+	term := group.New(m.cancel)
+	m.mu.Lock()
+	m.term = term
+	m.termCtx = leaderCtx
+	m.termLease = leaseCtx
+	for _, r := range m.leaderOnly {
+		runIn(term, leaderCtx, r.inTerm(leaseCtx))
+	}
+	m.mu.Unlock()
+
+	<-leaderCtx.Done()
+	m.mu.Lock()
+	// Runnables added from now on wait for the next term.
+	m.term = nil
+	m.termCtx = nil
+	m.termLease = nil
+	m.mu.Unlock()
+	abandoned := term.Wait(m.ctx, m.shutdown.abandonAt)
+	if len(abandoned) > 0 {
+		m.log.Error("kctl: shutdown timeout passed: "+
+			"abandoning leader work that ignores its context; "+
+			"the lease is released, "+
+			"so another replica may start on the same objects",
+			"timeout", m.opts.ShutdownTimeout,
+			"abandoned", abandoned)
+	}
+}
+
+// notReady is the readiness check of the controllers' caches: nil once every
+// controller's caches have synced, else an error naming each controller that
+// waits, for which cache and why (e.g. its CRD is not installed).
+func (m *Manager) notReady(*http.Request) error {
+	m.mu.Lock()
+	controllers := slices.Clone(m.controllers)
+	m.mu.Unlock()
+	var errs []error
+	for _, c := range controllers {
+		errs = append(errs, c.waiting())
+	}
+	return errors.Join(errs...)
+}
