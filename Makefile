@@ -29,12 +29,12 @@ test: deps fmt vet benchbuild fuzz controlplane
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
 # A short coverage-guided run of each fuzz target beyond its committed seeds
-# (a target outside the root package is written package:Target)
 # (which plain go test already runs). FUZZTIME=1000000x for a longer one. A
 # count, not a duration: with a duration, Go 1.26's fuzz coordinator may fail
 # a target with a bare "context deadline exceeded" at the deadline when a
 # worker is mid-call (golang/go#75804, fixed in Go 1.27); seen here in CI.
 FUZZTIME ?= 20000x
+# A target outside the root package is written package:Target.
 FUZZ_TARGETS = FuzzQueue FuzzDecodeProtobufList FuzzSkipManagedFields FuzzDecodeJSONList FuzzDecodeProtobufWatch FuzzDecodeJSONWatch ./internal/protowire:FuzzNext
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

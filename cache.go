@@ -1,5 +1,9 @@
 package kctl
 
+// Cache: one informer per resource, in the scope configured for its type,
+// made on first use; and the cached reads of a Manager's Clients
+// (cachedReads).
+
 import (
 	"context"
 	"errors"
@@ -259,10 +263,10 @@ type cachedReads[T any, PT Object[T]] struct {
 	writes *writeTracker
 }
 
-// synced is the cache's informer for T, once synced. A resource the server
+// syncedInformer is the cache's informer for T, once synced. A resource the server
 // does not serve fails at once, after at most one discovery request (whose
 // answer is cached, see discovery), rather than when ctx ends.
-func (r cachedReads[T, PT]) synced(
+func (r cachedReads[T, PT]) syncedInformer(
 	ctx context.Context,
 ) (*Informer[T], error) {
 	inf, err := readInformer[T, PT](r.cache)
@@ -283,7 +287,7 @@ func (r cachedReads[T, PT]) get(
 	ctx context.Context,
 	namespace, name string,
 ) (*T, error) {
-	inf, err := r.synced(ctx)
+	inf, err := r.syncedInformer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +310,7 @@ func (r cachedReads[T, PT]) list(
 	ctx context.Context,
 	opts ListOptions,
 ) ([]*T, error) {
-	inf, err := r.synced(ctx)
+	inf, err := r.syncedInformer(ctx)
 	if err != nil {
 		return nil, err
 	}

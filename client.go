@@ -1,5 +1,10 @@
 package kctl
 
+// Client[T], one resource's typed requests: the path of a request, its
+// answer, and the server's errors made into kctl's (a declared type is
+// first checked against the server's discovery document). Its reads are in
+// client_reads.go, its writes in client_writes.go.
+
 import (
 	"bytes"
 	"cmp"

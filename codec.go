@@ -1,5 +1,9 @@
 package kctl
 
+// Codecs: how objects travel, and the watch stream. Built-in (k8s.io/api)
+// types travel as protobuf (the wire pieces read by hand are in
+// internal/protowire), declared types as JSON.
+
 import (
 	"encoding/binary"
 	"encoding/json"
@@ -14,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Codecs: how objects travel. Built-in (k8s.io/api) types travel as
+// Built-in (k8s.io/api) types travel as
 // protobuf: "k8s\x00" and a runtime.Unknown whose Raw is the object (a
 // list: field 1 the ListMeta, 2 each item); a watch is frames of a 4-byte
 // big-endian length and a metav1.WatchEvent holding an enveloped object.

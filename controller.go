@@ -17,9 +17,12 @@ import (
 	"time"
 )
 
-// host is what a Controller uses of the Manager that made it;
+// reconcileFunc is a controller's reconcile function.
+type reconcileFunc[T any] func(ctx context.Context, obj *T) (Result, error)
+
+// controllerHost is what a Controller uses of the Manager that made it;
 // NewController (manager.go) fills it in.
-type host struct {
+type controllerHost struct {
 	cache  *Cache
 	writes *writeTracker
 	// misuse records a builder mistake, which Manager.Start returns.
@@ -77,9 +80,9 @@ func Terminal(err error) error {
 // ErrTerminal matches every error made by Terminal.
 var ErrTerminal = errors.New("kctl: terminal error")
 
+// terminalError is Terminal's error. err is never nil when made by
+// Terminal.
 type terminalError struct{ err error }
-
-// err is never nil when made by Terminal
 
 func (e terminalError) Error() string {
 	if e.err == nil {
@@ -121,15 +124,18 @@ func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 // reports its Conflict as any other error.
 type Controller[T any] struct {
 	name      string
-	host      host
+	host      controllerHost
 	res       Resource
 	reconcile func(ctx context.Context, obj *T) (Result, error)
-	informer  *Informer[T]
-	client    *Client[T] // writes finalizers; uncached
-	log       *slog.Logger
-	replays   []func() // hand every cached object to its source's handler
-	connects  []func() // add the sources' handlers to their informers, at the first run
-	caches    []syncer // the informers of T and of every source; run waits for them
+	// around, if set, runs each reconcile in reconcile's place and calls
+	// it as next (finalizer.go sets it: the last Finalizer call wins).
+	around   func(ctx context.Context, obj *T, next reconcileFunc[T]) (Result, error)
+	informer *Informer[T]
+	client   *Client[T] // writes finalizers; uncached
+	log      *slog.Logger
+	replays  []func() // hand every cached object to its source's handler
+	connects []func() // add the sources' handlers to their informers, at the first run
+	caches   []syncer // the informers of T and of every source; run waits for them
 
 	observer controllerObserver // its metrics
 
@@ -155,9 +161,9 @@ type Controller[T any] struct {
 	// controller runs, for onDelete, until their key's reconcile takes it;
 	// emptied when a run ends. Empty while not running.
 	deleted map[Key]*T
-	// pending holds keys from Enqueue and FromChannel that arrived while the
+	// kept holds keys from Enqueue and FromChannel that arrived while the
 	// controller was not running; the next run queues them after its replay.
-	pending map[Key]Trigger
+	kept map[Key]Trigger
 }
 
 // hasStarted reports whether the controller's configuration is fixed.
@@ -201,10 +207,16 @@ func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
 
 // WithQueueOptions sets the options of the controller's queue: pacing
 // (Debounce, MinInterval), AgeLowPriorityAfter and RateLimiter (as
-// WithRateLimiter does). Observer is ignored: the controller's metrics
-// observe its queue. Defaults to QueueOptions[Key]{} (see Queue).
+// WithRateLimiter does; a nil RateLimiter keeps the one set before).
+// Observer is ignored: the controller's metrics observe its queue.
+// Defaults to QueueOptions[Key]{} (see Queue).
 func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] {
-	return c.configure("WithQueueOptions", func() { c.queueOpts = opts })
+	return c.configure("WithQueueOptions", func() {
+		if opts.RateLimiter == nil {
+			opts.RateLimiter = c.queueOpts.RateLimiter
+		}
+		c.queueOpts = opts
+	})
 }
 
 // WithPredicates filters the events of T itself: an event enqueues its key
@@ -410,7 +422,7 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
 	q := c.queue
 	if q == nil {
 		if how == asKept {
-			c.pending[k] = t
+			c.kept[k] = t
 		}
 		c.mu.Unlock()
 		return

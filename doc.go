@@ -53,8 +53,8 @@
 //  21. shutdown.go: the schedule of a graceful shutdown; SignalContext.
 //  22. controller.go: Controller[T]: its builder, sources and enqueue.
 //  23. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  23. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  24. start.go: Manager.Start, and lead, one leadership term.
+//  24. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  25. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //
@@ -116,7 +116,8 @@
 // finalizer.go (Finalizer wraps the reconcile function) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
-// apitype, protowire, discovery, pendingwrites, share, metrics and prom.
+// apitype, protowire, discovery, pendingwrites, share, metrics, prom and
+// group.
 // The metrics registry plugs into the core's observers (Conn's
 // requestObserver, controllerObserver) in NewManager.
 //

@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: Finalizer, which makes deletion wait for a controller's
+// cleanup, through the Controller's around hook.
+
 import (
 	"context"
 	"encoding/json"
@@ -25,28 +28,26 @@ func (c *Controller[T]) Finalizer(
 	cleanup func(ctx context.Context, obj *T) error,
 ) *Controller[T] {
 	return c.configure("Finalizer", func() {
-		f := &finalizer[T]{
-			c:       c,
-			name:    name,
-			cleanup: cleanup,
-			next:    c.reconcile,
-		}
-		c.reconcile = f.reconcile
+		f := &finalizer[T]{c: c, name: name, cleanup: cleanup}
+		c.around = f.reconcile
 	})
 }
 
-// finalizer wraps a controller's reconcile function (next) with the
-// handling of its finalizer: the Controller calls reconcile in next's place.
+// finalizer handles a controller's finalizer around its reconcile
+// function: the Controller's around hook.
 type finalizer[T any] struct {
 	c       *Controller[T]
 	name    string
 	cleanup func(ctx context.Context, obj *T) error
-	next    func(ctx context.Context, obj *T) (Result, error)
 }
 
-// reconcile is the reconcile function of a controller with a finalizer:
-// obj is the controller's copy of the cached object.
-func (f *finalizer[T]) reconcile(ctx context.Context, obj *T) (Result, error) {
+// reconcile runs in place of the reconcile function next of a controller
+// with a finalizer: obj is the controller's copy of the cached object.
+func (f *finalizer[T]) reconcile(
+	ctx context.Context,
+	obj *T,
+	next reconcileFunc[T],
+) (Result, error) {
 	c := f.c
 	m := metaOf(obj)
 	has := slices.Contains(m.GetFinalizers(), f.name)
@@ -82,7 +83,7 @@ func (f *finalizer[T]) reconcile(ctx context.Context, obj *T) (Result, error) {
 				f.name, unprefixed(err))
 		}
 	}
-	return f.next(ctx, obj)
+	return next(ctx, obj)
 }
 
 // patchFinalizers sets obj's finalizers to list on the server, and nothing

@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: ServeHealth, the /healthz and /readyz endpoints over the
+// Manager's health checks (manager.go).
+
 import (
 	"net/http"
 	"slices"
@@ -20,7 +23,7 @@ func (m *Manager) ServeHealth(addr string) error {
 
 // handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;
 // any other path is 404.
-func (h *health) handler() http.Handler {
+func (h *healthChecks) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := strings.TrimPrefix(r.URL.Path, "/")
 		endpoint, one, _ := strings.Cut(path, "/")

@@ -21,7 +21,7 @@ func healthProbe(t *testing.T, h http.Handler, path string) (int, string) {
 
 func TestHealth_Probes_ReportEveryCheckLikeKubeAPIServer(t *testing.T) {
 	var synced atomic.Bool
-	h := newHealth()
+	h := newHealthChecks()
 	h.add("ping", false, func(*http.Request) error { return nil })
 	h.add("cache-sync", true, func(*http.Request) error {
 		if !synced.Load() {
@@ -62,7 +62,7 @@ func TestHealth_Probes_ReportEveryCheckLikeKubeAPIServer(t *testing.T) {
 }
 
 func TestHealth_NoChecks_OK(t *testing.T) {
-	h := newHealth()
+	h := newHealthChecks()
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if code, body := healthProbe(t, h.handler(), path); code != 200 || body != "ok" {
 			t.Errorf("GET %s with no checks = %d %q, want 200 \"ok\"", path, code, body)
@@ -71,7 +71,7 @@ func TestHealth_NoChecks_OK(t *testing.T) {
 }
 
 func TestHealth_CheckThatAddsACheck_DoesNotDeadlock(t *testing.T) {
-	h := newHealth()
+	h := newHealthChecks()
 	h.add("adder", true, func(*http.Request) error { // checks run without h.mu held
 		h.add("late", true, func(*http.Request) error { return nil })
 		return nil

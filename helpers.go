@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: write helpers over a Client (CreateOrUpdate, CreateOrPatch,
+// SetControllerReference, RetryOnConflict), as controllerutil's.
+
 import (
 	"context"
 	"encoding/json"

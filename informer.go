@@ -1,5 +1,10 @@
 package kctl
 
+// Informer[T]: its state, and its read side: Get, List, ByIndex, the waits
+// (WaitForSync, WaitForResourceVersion, read-your-writes) and Stats, all
+// reading the store (store.go) under the informer's lock. list_watch.go is
+// its write side.
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: leader election on a coordination.k8s.io Lease
+// (ElectLeader), through the Manager's elect hook.
+
 import (
 	"cmp"
 	"context"
@@ -177,7 +180,8 @@ func newElectorFor(
 }
 
 // run campaigns until ctx ends. Each time it acquires the lease it calls
-// lead(leaderCtx) in a new goroutine and renews the lease while lead runs.
+// lead(leaderCtx, leaseCtx) in a new goroutine and renews the lease while
+// lead runs.
 // leaderCtx is cancelled at once (cause ErrLeaderLost) when renewals failed
 // for RenewDeadline or another replica holds the lease; lead must then return
 // promptly, and run returns that error unless Recampaign. When ctx ends (or
@@ -304,8 +308,8 @@ func (e *elector) term(
 ) error {
 	e.log.Info("leader election: became leader")
 	e.onChange(true)
-	writeCtx := context.WithoutCancel(ctx) // renewals go on during shutdown
-	leaseCtx, loseLease := context.WithCancelCause(writeCtx)
+	renewCtx := context.WithoutCancel(ctx) // renewals go on during shutdown
+	leaseCtx, loseLease := context.WithCancelCause(renewCtx)
 	leaderCtx, cancel := context.WithCancelCause(ctx)
 	defer func() {
 		cancel(nil)
@@ -330,7 +334,7 @@ func (e *elector) term(
 		case <-done:
 			e.onChange(false)
 			shuttingDown := ctx.Err() != nil
-			return e.release(writeCtx, shuttingDown)
+			return e.release(renewCtx, shuttingDown)
 		case <-ctxDone:
 			// leaderCtx has ended too; renew until lead returns.
 			ctxDone = nil
@@ -348,7 +352,7 @@ func (e *elector) term(
 		case !now.Before(next):
 			next = now.Add(period)
 			timeout := min(time.Until(deadline), renewDeadline/2)
-			ok, err = e.try(writeCtx, now, true, timeout)
+			ok, err = e.try(renewCtx, now, true, timeout)
 			if ok {
 				// When the request was sent: no later than the server's write.
 				lastRenew = now

@@ -1,5 +1,9 @@
 package kctl
 
+// Manager: its Options, NewManager, and what it makes and holds: the
+// shared cache, ClientFor, NewController, the runnables (Add) and the
+// health checks. How it runs is in start.go.
+
 import (
 	"context"
 	"fmt"
@@ -28,7 +32,7 @@ import (
 // it on loopback or a pod-internal address. The zero value is not usable;
 // call newHealth. It is safe for concurrent use. Checks run on the request's
 // goroutine, in the order added, without h.mu held; they must honour r.Context().
-type health struct {
+type healthChecks struct {
 	mu sync.Mutex
 	// checks are in the order added; names are unique.
 	checks []healthCheck
@@ -40,11 +44,11 @@ type healthCheck struct {
 	check     func(r *http.Request) error
 }
 
-func newHealth() *health { return &health{} }
+func newHealthChecks() *healthChecks { return &healthChecks{} }
 
 // add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
 // name again replaces the earlier check.
-func (h *health) add(
+func (h *healthChecks) add(
 	name string,
 	readiness bool,
 	check func(r *http.Request) error,
@@ -101,7 +105,7 @@ type Manager struct {
 	opts    Options
 	writes  *writeTracker
 	metrics *metrics.Registry
-	health  *health
+	health  *healthChecks
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
 	// leader election is linked only into programs that call ElectLeader.
@@ -123,11 +127,11 @@ type Manager struct {
 	recorders  map[string]any
 	runnables  []Runnable // run on every replica
 	leaderOnly []Runnable // run in every leadership term
-	// writers are the Event writers: run on every replica, stopped after
+	// eventWriters are the Event writers: run on every replica, stopped after
 	// the rest.
-	writers     []Runnable
-	controllers []interface{ waiting() error }
-	errs        []error // builder misuse, returned by Start
+	eventWriters []Runnable
+	controllers  []interface{ unsynced() error }
+	errs         []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
@@ -135,9 +139,9 @@ type Manager struct {
 	// work runs the cache, runnables, the leader election or the leader
 	// work.
 	work *group.Group
-	// writeCtx is the Event writers'; it ends after the work has.
-	writeCtx   context.Context
-	writeGroup *group.Group
+	// eventCtx is the Event writers'; it ends after the work has.
+	eventCtx   context.Context
+	eventGroup *group.Group
 	// term runs the current leadership term's runnables; nil while not
 	// leading.
 	term      *group.Group
@@ -179,7 +183,7 @@ func NewManager(opts Options) (*Manager, error) {
 		opts:     opts,
 		writes:   newWriteTracker(),
 		metrics:  metrics.New(),
-		health:   newHealth(),
+		health:   newHealthChecks(),
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
@@ -218,10 +222,10 @@ func NewController[T any, PT Object[T]](
 		client:    NewClient[T, PT](m.conn),
 		triggers:  map[Key]*Trigger{},
 		deleted:   map[Key]*T{},
-		pending:   map[Key]Trigger{},
+		kept:      map[Key]Trigger{},
 		active:    map[Key]time.Time{},
 	}
-	c.host = host{
+	c.host = controllerHost{
 		cache:           m.cache,
 		writes:          m.writes,
 		misuse:          m.misuse,
@@ -249,7 +253,7 @@ func NewController[T any, PT Object[T]](
 	c.caches = append(c.caches, c.informer)
 	// Record the finalizer writes.
 	c.client.afterWrite = func(obj metav1.Object) {
-		m.writes.Record(c.res.String(), obj)
+		m.writes.record(c.res, obj)
 	}
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 	runnable := Runnable{
@@ -257,6 +261,10 @@ func NewController[T any, PT Object[T]](
 		NeedLeader: true,
 		runTerm:    c.run,
 		busy:       c.busy,
+	}
+	// Run is what runTerm does outside a term, whose lease never ends.
+	runnable.Run = func(ctx context.Context) error {
+		return c.run(ctx, context.WithoutCancel(ctx))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -290,10 +298,10 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 		return c // every call returns c.err
 	}
 	c.afterWrite = func(obj metav1.Object) {
-		m.writes.Record(res.String(), obj)
+		m.writes.record(res, obj)
 	}
 	c.afterDelete = func(namespace, name string, uid types.UID) {
-		m.writes.RecordDelete(res.String(), namespace, name, uid)
+		m.writes.recordDelete(res, namespace, name, uid)
 	}
 	return c
 }

@@ -131,7 +131,7 @@ func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
 	cm.Worked(3 * time.Second)
 	cm.SetQueue(func() int { return 5 }, func() (int, time.Duration, time.Duration) { return 1, 1500 * time.Millisecond, time.Second })
 	if again := m.Controller("widgets", 4); again != cm {
-		t.Errorf("forController twice returned a new controllerMetrics")
+		t.Errorf("Controller twice returned a new metrics.Controller")
 	}
 	page := scrapeMetrics(t, m.Handler())
 	for _, line := range []string{

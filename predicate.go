@@ -1,5 +1,8 @@
 package kctl
 
+// What a source's events look like to a filter (ObjectEvent, Predicate and
+// the built-in predicates), and why a key is queued (Trigger).
+
 import (
 	"context"
 	"maps"

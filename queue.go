@@ -66,9 +66,9 @@ type Queue[K comparable] struct {
 	// A key may wait to be added while it is queued or processing; a key
 	// held (a wait without add) is neither.
 	waiting queueWaits[K]
-	// started holds when Get last handed out a key, for MinInterval
-	// only. Every key in started is processing or waiting.
-	started map[K]time.Time
+	// lastGet holds when Get last handed out a key, for MinInterval
+	// only. Every key in lastGet is processing or waiting.
+	lastGet map[K]time.Time
 
 	// shuttingDown is set once, by ShutDown. Then queued, dirty and
 	// waiting are empty and stay so.
@@ -136,7 +136,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 		queued:      map[K]queueEntry{},
 		processing:  map[K]time.Time{},
 		dirty:       map[K]bool{},
-		started:     map[K]time.Time{},
+		lastGet:     map[K]time.Time{},
 		drained:     make(chan struct{}),
 		debounce:    max(opts.Debounce, 0),
 		minInterval: max(opts.MinInterval, 0),
@@ -211,7 +211,7 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		}
 		return 0
 	}
-	start, ok := q.started[k]
+	start, ok := q.lastGet[k]
 	if ok && now.Before(start.Add(q.minInterval)) {
 		q.waitLocked(k, start.Add(q.minInterval), true, now)
 		return 0
@@ -228,7 +228,7 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 	}
 	q.queued[k] = e
 	// The next Get sets k's start.
-	delete(q.started, k)
+	delete(q.lastGet, k)
 	q.cond.Signal()
 	return 1
 }
@@ -301,7 +301,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	now := time.Now()
 	q.processing[k] = now
 	if q.minInterval > 0 {
-		q.started[k] = now
+		q.lastGet[k] = now
 	}
 	q.mu.Unlock()
 	if q.obs != nil {
@@ -376,7 +376,7 @@ func (q *Queue[K]) forgetLocked(k K) {
 	if _, ok := q.waiting.get(k); ok {
 		return
 	}
-	delete(q.started, k)
+	delete(q.lastGet, k)
 }
 
 // waitLocked makes k wait until at; with add, to be queued then, else
@@ -455,7 +455,7 @@ func (q *Queue[K]) shutDownLocked() {
 	q.lowReady.reset()
 	clear(q.dirty)
 	q.waiting.reset()
-	clear(q.started)
+	clear(q.lastGet)
 	if len(q.processing) == 0 {
 		close(q.drained)
 	}

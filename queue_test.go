@@ -149,15 +149,15 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 			t.Fatalf("%v is held, but queued=%v processing=%v", e.key, queued, processing)
 		}
 	}
-	for k := range q.started {
+	for k := range q.lastGet {
 		_, processing := q.processing[k]
 		_, waiting := w.byKey[k]
 		if !processing && !waiting {
 			t.Fatalf("the start of %v is kept, but it neither processes nor waits", k)
 		}
 	}
-	if q.minInterval == 0 && len(q.started) > 0 {
-		t.Fatalf("%d starts kept without MinInterval", len(q.started))
+	if q.minInterval == 0 && len(q.lastGet) > 0 {
+		t.Fatalf("%d starts kept without MinInterval", len(q.lastGet))
 	}
 	if w.len() > 0 && (!w.armed || w.armedAt.After(w.first().at)) {
 		t.Fatalf("timer armed=%v at %v, but the first wait ends at %v", w.armed, w.armedAt, w.first().at)
@@ -184,7 +184,7 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 func queueKeysKept[K comparable](q *Queue[K]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.len() + len(q.started)
+	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.len() + len(q.lastGet)
 }
 
 type queueScript struct {

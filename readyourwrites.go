@@ -10,6 +10,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/pendingwrites"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Read your writes. A Manager remembers every write its Clients make (those
@@ -43,14 +44,24 @@ const readYourWritesTimeout = 10 * time.Second
 // have not caught up with (internal/pendingwrites), by resource, and how
 // long a read waits for them.
 type writeTracker struct {
-	*pendingwrites.Tracker
+	pending *pendingwrites.Tracker
 	// timeout bounds a read's wait: readYourWritesTimeout, shorter in tests.
 	timeout time.Duration
 }
 
 func newWriteTracker() *writeTracker {
 	t := pendingwrites.New()
-	return &writeTracker{Tracker: t, timeout: readYourWritesTimeout}
+	return &writeTracker{pending: t, timeout: readYourWritesTimeout}
+}
+
+// record remembers obj, as a write of res returned it.
+func (w *writeTracker) record(res Resource, obj metav1.Object) {
+	w.pending.Record(res.String(), obj)
+}
+
+// recordDelete remembers the deletion of namespace/name (uid) of res.
+func (w *writeTracker) recordDelete(res Resource, namespace, name string, uid types.UID) {
+	w.pending.RecordDelete(res.String(), namespace, name, uid)
 }
 
 // trackable is what the tracker needs of an informer of any type.
@@ -66,21 +77,18 @@ type trackable interface {
 // calls it for each informer it makes. Calling it again does nothing.
 func (w *writeTracker) track(inf trackable) {
 	res := inf.resource().String()
-	if !w.Track(res, inf.holds) {
+	if !w.pending.Track(res, inf.holds) {
 		return
 	}
 	inf.onChange(func(obj metav1.Object, deleted bool) {
-		w.CaughtUp(res, obj, deleted)
+		w.pending.CaughtUp(res, obj, deleted)
 	})
 }
 
 // readYourWrites waits, at most w.timeout, until inf has caught
 // up with every write of w to namespace/name (see pendingwrites.Tracker.In); a nil w has none.
 func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T], namespace, name string) error {
-	if w == nil {
-		return nil
-	}
-	writes := w.In(inf.res.String(), namespace, name)
+	writes := w.pending.In(inf.res.String(), namespace, name)
 	if len(writes) == 0 {
 		return nil
 	}
@@ -97,7 +105,8 @@ func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T
 			err = inf.waitForObject(ctx, k.Namespace, k.Name, wr.RV)
 		}
 		if err != nil {
-			return fmt.Errorf("kctl: a cached read of %s waited %v for the cache to catch up with this Manager's write of %s: %w",
+			return fmt.Errorf("kctl: a cached read of %s waited %v "+
+				"for the cache to catch up with this Manager's write of %s: %w",
 				inf.res, w.timeout, k, unprefixed(err))
 		}
 	}

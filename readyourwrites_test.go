@@ -218,7 +218,7 @@ func TestClient_ReadYourWrites_CacheNeverCatchesUp_FailsAfterTheTimeoutNamingThe
 	if _, err := cms.Get(t.Context(), ns, "ahead"); err != nil {
 		t.Fatalf("Get of the object just created: %v", err)
 	}
-	mgr.writes.Record(cms.Resource().String(), &metav1.ObjectMeta{Namespace: ns, Name: "ahead", ResourceVersion: "999999999999"})
+	mgr.writes.record(cms.Resource(), &metav1.ObjectMeta{Namespace: ns, Name: "ahead", ResourceVersion: "999999999999"})
 	get := func() error {
 		_, err := cms.Get(t.Context(), ns, "ahead")
 		return err

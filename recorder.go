@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: EventRecorder, Kubernetes Events about objects, written in the
+// background as one of the Manager's event writers.
+
 import (
 	"cmp"
 	"context"
@@ -52,11 +55,11 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	}
 	switch {
 	case m.ctx == nil:
-		m.writers = append(m.writers, w)
+		m.eventWriters = append(m.eventWriters, w)
 	case m.ctx.Err() != nil:
 		r.stop() // shutting down: nothing will write its Events
 	default:
-		runIn(m.writeGroup, m.writeCtx, w)
+		runIn(m.eventGroup, m.eventCtx, w)
 	}
 	return r
 }

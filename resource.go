@@ -42,11 +42,13 @@ type Resource struct {
 }
 
 // APIVersion is "group/version", or "version" for the core group.
-func (r Resource) APIVersion() string { return strings.TrimPrefix(r.Group+"/"+r.Version, "/") }
+func (r Resource) APIVersion() string {
+	return apitype.Resource(r).APIVersion()
+}
 
 // String is "plural.group/version", e.g. "replicasets.apps/v1" or "pods/v1".
 func (r Resource) String() string {
-	return r.Plural + strings.TrimSuffix("."+r.Group, ".") + "/" + r.Version
+	return apitype.Resource(r).String()
 }
 
 // Declare registers a user's own type (a CRD), or overrides the derived Resource

@@ -1,8 +1,8 @@
 package kctl
 
 // Runnable, how one runs in a goroutine group (internal/group), and the
-// two contexts a leadership term hands its runnables. Add and the terms
-// themselves are the Manager's (manager.go).
+// two contexts a leadership term hands its runnables. Add is the
+// Manager's (manager.go), the terms themselves are lead's (start.go).
 
 import (
 	"context"
@@ -43,18 +43,18 @@ type Runnable struct {
 	runTerm func(leaderCtx, leaseCtx context.Context) error
 }
 
+// ErrLeaderLost, matched with errors.Is, is the cause of a leader context's cancellation
+// when the lease was lost, and what Manager.Start then returns unless Recampaign.
+var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
+
+// inTerm is r as run in a term whose lease context is leaseCtx.
+//
 // A leadership term hands its leader-only runnables two contexts.
 // leaderCtx ends when the term ends: the Manager shuts down, or the lease
 // is lost. leaseCtx ends only when the lease is lost, with the cause
 // ErrLeaderLost, so that work drained after a shutdown began may go on
 // while this replica still holds the lease. Without leader election
 // leaseCtx never ends.
-
-// ErrLeaderLost, matched with errors.Is, is the cause of a leader context's cancellation
-// when the lease was lost, and what Manager.Start then returns unless Recampaign.
-var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
-
-// inTerm is r as run in a term whose lease context is leaseCtx.
 func (r Runnable) inTerm(leaseCtx context.Context) Runnable {
 	run := r.runTerm
 	if run == nil {

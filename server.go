@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: the HTTP servers a Manager runs: HTTPServer runnables and
+// ServeMetrics.
+
 import (
 	"context"
 	"errors"
@@ -9,9 +12,6 @@ import (
 	"net/http"
 	"time"
 )
-
-// This file holds the HTTP servers a Manager runs: the metrics and health
-// endpoints, and HTTPServer runnables.
 
 // HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
 // while the Manager runs, for endpoints that enqueue keys or report state.

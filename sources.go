@@ -1,9 +1,9 @@
 package kctl
 
-// The sources of a controller besides its own type: objects it owns
-// (Owns: ownerKeys) and objects mapped to keys (Watches), whose informer
-// events become keys (live, replay). controller.go wires them to a
-// controller's queue.
+// The mechanics of a controller's sources besides its own type: the owner
+// key of an owned object (ownerKeys), and the informer events a source
+// passes on (live) or replays at each run (replay). The sources themselves
+// (Owns, Watches, FromChannel) are builder calls in controller.go.
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -53,13 +53,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
 	detached := context.WithoutCancel(ctx)
-	writeCtx, stopWriters := context.WithCancel(detached)
+	eventCtx, stopWriters := context.WithCancel(detached)
 	defer stopWriters()
 	m.ctx = ctx
 	m.cancel = cancel
 	m.work = group.New(cancel)
-	m.writeCtx = writeCtx
-	m.writeGroup = group.New(cancel)
+	m.eventCtx = eventCtx
+	m.eventGroup = group.New(cancel)
 	m.health.add("caches", true, m.notReady)
 
 	// 1. The shared cache.
@@ -69,8 +69,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	for _, r := range m.runnables {
 		runIn(m.work, ctx, r)
 	}
-	for _, w := range m.writers {
-		runIn(m.writeGroup, writeCtx, w)
+	for _, w := range m.eventWriters {
+		runIn(m.eventGroup, eventCtx, w)
 	}
 	// 3. The leader work, on this replica while it leads (see lead).
 	if m.elect == nil {
@@ -95,7 +95,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	stopWriters()
 	// Start returns when all that is done, or at the end of ShutdownTimeout.
 	abandoned := m.work.Wait(ctx, m.shutdown.end)
-	stillWriting := m.writeGroup.Wait(ctx, m.shutdown.end)
+	stillWriting := m.eventGroup.Wait(ctx, m.shutdown.end)
 	abandoned = append(abandoned, stillWriting...)
 	if len(abandoned) > 0 {
 		m.log.Error("kctl: shutdown timeout passed: "+
@@ -103,7 +103,7 @@ func (m *Manager) Start(ctx context.Context) error {
 			"timeout", m.opts.ShutdownTimeout,
 			"abandoned", abandoned)
 	}
-	err = cmp.Or(m.work.Err(), m.writeGroup.Err())
+	err = cmp.Or(m.work.Err(), m.eventGroup.Err())
 	cause := context.Cause(ctx)
 	cancelled := errors.Is(cause, context.Canceled)
 	expired := errors.Is(cause, context.DeadlineExceeded)
@@ -158,7 +158,7 @@ func (m *Manager) notReady(*http.Request) error {
 	m.mu.Unlock()
 	var errs []error
 	for _, c := range controllers {
-		errs = append(errs, c.waiting())
+		errs = append(errs, c.unsynced())
 	}
 	return errors.Join(errs...)
 }

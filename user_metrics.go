@@ -1,5 +1,8 @@
 package kctl
 
+// An extra: a program's own metrics (Manager.Metrics), shown on the page
+// that ServeMetrics serves next to kctl's (internal/metrics).
+
 import (
 	"fmt"
 	"log/slog"

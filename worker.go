@@ -20,7 +20,9 @@ import (
 
 // run is one term of work (the whole Manager run, or one leadership term):
 // once its caches have synced, a new queue filled with every cached key, then
-// the workers, until ctx ends.
+// the workers, until ctx ends. In-flight reconciles may then finish until
+// the shutdown's drainBy, unless leaseCtx ends first: the lease is lost,
+// and another replica may already reconcile the same keys.
 func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	if err := c.waitForCaches(ctx); err != nil {
 		return nil // ctx ended first; /readyz said what it waited for
@@ -35,8 +37,8 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	c.mu.Lock()
 	clear(c.triggers)
 	c.queue = q
-	pending := c.pending
-	c.pending = map[Key]Trigger{}
+	kept := c.kept
+	c.kept = map[Key]Trigger{}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -44,7 +46,7 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 		clear(c.deleted) // their keys are dropped with the queue
 		c.mu.Unlock()
 	}()
-	for k, t := range pending { // before the replay, so their cause is the one recorded
+	for k, t := range kept { // before the replay, so their cause is the one recorded
 		c.enqueue(k, t, asLive)
 	}
 	for _, replay := range c.replays {
@@ -94,7 +96,7 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 // still apply (a controller made after Manager.Start), and connects the
 // sources' handlers.
 func (c *Controller[T]) waitForCaches(ctx context.Context) error {
-	if c.waiting() != nil {
+	if c.unsynced() != nil {
 		c.log.Info("controller waiting for its caches to sync")
 	}
 	for {
@@ -125,10 +127,10 @@ func (c *Controller[T]) waitForCaches(ctx context.Context) error {
 	}
 }
 
-// waiting is nil once every cache of the controller has synced, else an
+// unsynced is nil once every cache of the controller has synced, else an
 // error naming the controller, the first cache it waits for and why (e.g.
 // its CRD is not installed). For the readiness check.
-func (c *Controller[T]) waiting() error {
+func (c *Controller[T]) unsynced() error {
 	c.mu.Lock()
 	caches := c.caches
 	c.mu.Unlock()
@@ -243,9 +245,10 @@ func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
 	add()
 }
 
-// reconcileKey fetches the latest state of k and calls the user's code:
-// onDelete when the object is gone, cleanup when it is being deleted
-// (finalizer), reconcile otherwise. A panic becomes an error.
+// reconcileKey fetches the latest state of k, once the cache has caught up
+// with this Manager's writes of it (readyourwrites.go), and calls the
+// user's code: onDelete when the object is gone, else reconcile (through
+// around, if an extra set it). A panic becomes an error.
 func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -272,5 +275,8 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 		return Result{}, nil
 	}
 	obj := deepCopy(cached)
+	if c.around != nil {
+		return c.around(ctx, obj, c.reconcile)
+	}
 	return c.reconcile(ctx, obj)
 }

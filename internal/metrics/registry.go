@@ -292,7 +292,7 @@ func newController(name string) *Controller {
 	return cm
 }
 
-// reconciled counts one Reconcile call and its duration. result is
+// Reconciled counts one Reconcile call and its duration. result is
 // "success", "error" (also counted in reconcile_errors_total), "requeue"
 // or "requeue_after"; any other value gets a series of its own, keeping
 // the caller's mistake visible.
@@ -309,7 +309,7 @@ func (cm *Controller) Reconciled(
 	n.(*atomic.Uint64).Add(1)
 }
 
-// conflicted counts a reconcile that returned a Conflict (its copy of an
+// Conflicted counts a reconcile that returned a Conflict (its copy of an
 // object was stale): kctl_reconcile_conflicts_total, and reconcile_total
 // with result "requeue", as it is retried without counting as an error.
 func (cm *Controller) Conflicted(took time.Duration) {
@@ -317,15 +317,15 @@ func (cm *Controller) Conflicted(took time.Duration) {
 	cm.Reconciled("requeue", took)
 }
 
-// workerStarted and workerStopped bracket each Reconcile call: call
-// workerStarted right before it and workerStopped right after, so that
+// WorkerStarted and WorkerStopped bracket each Reconcile call: call
+// WorkerStarted right before it and WorkerStopped right after, so that
 // controller_runtime_active_workers counts the workers busy in one, as
 // controller-runtime's does (0 on an idle controller).
 func (cm *Controller) WorkerStarted() { cm.active.Add(1) }
 
 func (cm *Controller) WorkerStopped() { cm.active.Add(-1) }
 
-// setQueue registers the queue's read-outs, called at scrape time for
+// SetQueue registers the queue's read-outs, called at scrape time for
 // workqueue_depth, _unfinished_work_seconds and
 // _longest_running_processor_seconds.
 func (cm *Controller) SetQueue(

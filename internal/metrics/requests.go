@@ -55,7 +55,7 @@ func newRequests() *Requests {
 	}
 }
 
-// answered counts one attempt to send a request: its answer's status
+// Answered counts one attempt to send a request: its answer's status
 // code, or "<error>" when none came (resp is nil).
 func (r *Requests) Answered(method, host string, resp *http.Response) {
 	if r == nil {
@@ -76,7 +76,7 @@ func (r *Requests) Answered(method, host string, resp *http.Response) {
 	n.Add(1)
 }
 
-// took records how long one request took, its retries included.
+// Took records how long one request took, its retries included.
 func (r *Requests) Took(verb, host string, d time.Duration) {
 	if r == nil {
 		return
@@ -92,7 +92,7 @@ func (r *Requests) Took(verb, host string, d time.Duration) {
 	h.Observe(d.Seconds())
 }
 
-// timeBody returns body, which records how long the request took since
+// TimeBody returns body, which records how long the request took since
 // start when it is first closed.
 func (r *Requests) TimeBody(body io.ReadCloser, verb, host string, start time.Time) io.ReadCloser {
 	if r == nil {
