@@ -60,8 +60,13 @@ func (w *writeTracker) record(res Resource, obj metav1.Object) {
 }
 
 // recordDelete remembers the deletion of namespace/name (uid) of res.
-func (w *writeTracker) recordDelete(res Resource, namespace, name string, uid types.UID) {
-	w.pending.RecordDelete(res.String(), namespace, name, uid)
+func (w *writeTracker) recordDelete(
+	res Resource,
+	namespace, name string,
+	uid types.UID,
+) {
+	r := res.String()
+	w.pending.RecordDelete(r, namespace, name, uid)
 }
 
 // trackable is what the tracker needs of an informer of any type.
@@ -87,7 +92,12 @@ func (w *writeTracker) track(inf trackable) {
 
 // readYourWrites waits, at most w.timeout, until inf has caught
 // up with every write of w to namespace/name (see pendingwrites.Tracker.In); a nil w has none.
-func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T], namespace, name string) error {
+func readYourWrites[T any](
+	ctx context.Context,
+	w *writeTracker,
+	inf *Informer[T],
+	namespace, name string,
+) error {
 	writes := w.pending.In(inf.res.String(), namespace, name)
 	if len(writes) == 0 {
 		return nil
@@ -97,7 +107,8 @@ func readYourWrites[T any](ctx context.Context, w *writeTracker, inf *Informer[T
 	for k, wr := range writes {
 		var err error
 		if wr.Deleted {
-			err = inf.wait(ctx, "drop deleted "+k.String(), func() bool {
+			what := "drop deleted " + k.String()
+			err = inf.wait(ctx, what, func() bool {
 				cur, ok := inf.store.get(k.Namespace, k.Name)
 				return !ok || metaOf(cur).GetUID() != wr.UID
 			})
