@@ -199,8 +199,64 @@ func TestInformerFault_ProtobufPages_OverlapAndRelistOnExpiry(t *testing.T) {
 	}
 }
 
+// While the first page is still being prepared for the store, the informer
+// has asked for at most two pages more: read-ahead is bounded.
+func TestInformerFault_ProtobufPages_ReadAheadIsBounded(t *testing.T) {
+	checkNoCacheLeaks(t)
+	const pages = 20
+	var asked atomic.Int32
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "watch" {
+			c.hang()
+			return
+		}
+		asked.Add(1)
+		n, _ := strconv.Atoi(c.param("continue"))
+		list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}
+		if n+1 < pages {
+			list.Continue = strconv.Itoa(n + 1)
+		}
+		for i := range 5 {
+			list.Items = append(list.Items, *realisticPod(n*5 + i))
+		}
+		raw, _ := list.Marshal()
+		c.w.Header().Set("Content-Type", mediaProtobuf)
+		c.w.Write(envelope("PodList", raw))
+	})
+	conn, err := NewConn(&rest.Config{Host: f.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(conn, CacheOptions{Logger: slog.New(slog.DiscardHandler)})
+	var first atomic.Bool
+	var askedWhileBlocked int32
+	if err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
+		if first.CompareAndSwap(false, true) {
+			for deadline := time.Now().Add(5 * time.Second); asked.Load() < 3 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // room for a fourth request, which must not come
+			askedWhileBlocked = asked.Load()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := InformerFor[corev1.Pod](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCache(t, c)
+	eventually(t, "the sync", pods.HasSynced)
+	if askedWhileBlocked != 3 {
+		t.Errorf("%d pages asked for while page 1 was prepared, want 3 (it and two ahead)", askedWhileBlocked)
+	}
+	if n, _ := pods.Stats(); n != pages*5 {
+		t.Errorf("%d Pods stored, want %d", n, pages*5)
+	}
+}
+
 // Stopping the cache while a paged list is under way ends the list: pages
-// asked for that end with the stop do not leave it waiting.
+// asked for early that end with the stop do not leave it waiting.
 func TestInformerFault_ProtobufPages_StopMidList(t *testing.T) {
 	checkNoCacheLeaks(t)
 	f := newFakeAPI(t, func(c fakeCall) {
@@ -225,7 +281,7 @@ func TestInformerFault_ProtobufPages_StopMidList(t *testing.T) {
 	if err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
 		if first.CompareAndSwap(false, true) { // page 1 waits here until the stop
 			cancel()
-			time.Sleep(300 * time.Millisecond) // a fetch of the next page sees the stop meanwhile
+			time.Sleep(300 * time.Millisecond) // the fetches asked for early see the stop meanwhile
 		}
 	}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -54,7 +55,7 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 	token := ""
 	restarts := 0
 	for {
-		items, meta, bad, err := c.listPage(ctx, opts, listPageSize, token)
+		items, meta, bad, err := c.listPage(ctx, opts, listPageSize, token, nil)
 		expired := err != nil && apierrors.IsResourceExpired(err)
 		canRestart := token != "" && restarts < listMaxRestarts
 		if expired && canRestart {
@@ -89,12 +90,15 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 
 // listPage is one List request (list_watch.go pages through it); limit 0
 // means none. Undecodable objects are left out of items, skipped naming
-// each; err is for the whole page.
+// each; err is for the whole page. If early is set, it gets the page's
+// ListMeta (a protobuf page's) as soon as the page is read, before its
+// objects are decoded: time to ask for the next.
 func (c *Client[T]) listPage(
 	ctx context.Context,
 	opts ListOptions,
 	limit int64,
 	continueToken string,
+	early func(metav1.ListMeta),
 ) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
 	q := opts.query()
 	if limit > 0 {
@@ -111,10 +115,31 @@ func (c *Client[T]) listPage(
 		query:     q,
 	}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
+		peeked, ok := peekListMeta(ct, body)
+		if early != nil && ok {
+			early(peeked)
+		}
 		items, meta, skipped, err = c.codec.decodeList(ct, body)
 		return err
 	})
 	return items, meta, skipped, err
+}
+
+// peekListMeta reads the ListMeta of a protobuf list body without decoding
+// its items (field 1 of the list in the envelope); ok is false for JSON.
+func peekListMeta(ct string, body []byte) (meta metav1.ListMeta, ok bool) {
+	if !isProto(ct) {
+		return meta, false
+	}
+	_, raw, err := protowire.Unwrap(body)
+	if err != nil {
+		return meta, false
+	}
+	m, err := protowire.Field(raw, 1)
+	if err != nil {
+		return meta, false
+	}
+	return meta, safeUnmarshal(&meta, m) == nil
 }
 
 // watch opens a watch from resourceVersion with bookmarks; the server ends

@@ -13,9 +13,11 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -105,30 +107,81 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 	}
 }
 
+// listedPage is one page of a list, fetched by listAhead.
+type listedPage[T any] struct {
+	objs    []*T
+	meta    metav1.ListMeta
+	skipped []error
+	err     error
+	// next is the next page, if it was asked for early.
+	next chan listedPage[T]
+}
+
 // list lists w's namespace in pages (so the response buffer stays small),
 // stores the result and tells the handlers what changed.
+//
+// Pages overlap: the next is asked for as soon as a page is read, while
+// it is decoded and the one before is readied for the store, so that the
+// API server's work and ours run side by side; at most two pages are
+// ahead of the one readied. It pays end to end: without it the initial
+// sync of 10,000 Pods took 1.41x as long (make bench, 7 alternating runs).
 func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
+	var fetches sync.WaitGroup
+	defer fetches.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	// Before Wait: a fetch of a page never used ends at once.
+	defer cancel()
+	// ahead holds a token per page asked for and not yet taken below.
+	ahead := make(chan struct{}, 2)
+	var fetch func(token string) chan listedPage[T]
+	fetch = func(token string) chan listedPage[T] {
+		ch := make(chan listedPage[T], 1)
+		fetches.Go(func() {
+			select {
+			case ahead <- struct{}{}:
+			case <-ctx.Done():
+				ch <- listedPage[T]{err: ctx.Err()}
+				return
+			}
+			var p listedPage[T]
+			early := func(m metav1.ListMeta) {
+				if m.Continue != "" {
+					p.next = fetch(m.Continue)
+				}
+			}
+			opts := w.opts
+			p.objs, p.meta, p.skipped, p.err = i.client.listPage(
+				ctx, opts, cachePageSize, token, early)
+			ch <- p
+		})
+		return ch
+	}
 	var all []*T
 	var bad []*decodeError
-	token := ""
+	p := <-fetch("")
 	for {
-		objs, meta, skipped, err := i.client.listPage(ctx, w.opts, cachePageSize, token)
-		if err != nil {
-			return err
+		if p.err != nil {
+			// A page that failed to start holds no place ahead.
+			return p.err
 		}
-		for _, err := range skipped {
+		<-ahead
+		for _, err := range p.skipped {
 			bad = append(bad, i.keyed(err))
 		}
-		for _, obj := range objs {
+		for _, obj := range p.objs {
 			i.transform(obj)
 			i.sharer.Share(obj)
 			all = append(all, obj)
 		}
-		token = meta.Continue
+		token := p.meta.Continue
 		if token == "" {
-			i.stored(w, all, bad, meta.ResourceVersion)
+			i.stored(w, all, bad, p.meta.ResourceVersion)
 			return nil
 		}
+		if p.next == nil { // not asked for early (a JSON page)
+			p.next = fetch(token)
+		}
+		p = <-p.next
 	}
 }
 
