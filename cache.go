@@ -221,7 +221,7 @@ func informerFor[T any, PT Object[T]](
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
 		store:     newStore[T](),
-		sharer:    share.New[T](),
+		sharer:    share.New((*T)(nil)),
 		transform: prepare,
 	}
 	// Not even decoded (protobuf).

@@ -94,7 +94,7 @@ type cacheReader[T any] interface {
 // NewClient returns an uncached client for T. If T has no Resource (see
 // ResourceOf), every call returns that error.
 func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
-	r, declared, err := apitype.Of[T]()
+	r, declared, err := apitype.Of((*T)(nil))
 	res := Resource(r)
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: "+

@@ -51,7 +51,7 @@ type Informer[T any] struct {
 	// transform readies a decoded object for the store.
 	transform func(obj *T)
 	// sharer then makes it share equal parts with stored objects.
-	sharer *share.Sharer[T]
+	sharer *share.Sharer
 	resync time.Duration
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.

@@ -68,7 +68,7 @@ func (r Resource) String() string {
 // does not serve fails with an error matching ErrNotInstalled that lists
 // what it serves there. kctl never uses the server's answer in place of r.
 func Declare[T any, PT Object[T]](r Resource) Resource {
-	declared := apitype.Declare[T](apitype.Resource(r))
+	declared := apitype.Declare((*T)(nil), apitype.Resource(r))
 	return Resource(declared)
 }
 
@@ -76,7 +76,7 @@ func Declare[T any, PT Object[T]](r Resource) Resource {
 // derived from its package (group, version), name (kind), plural rules
 // and tables (internal/apitype).
 func ResourceOf[T any]() (Resource, error) {
-	r, _, err := apitype.Of[T]()
+	r, _, err := apitype.Of((*T)(nil))
 	return Resource(r), err
 }
 

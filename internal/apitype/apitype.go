@@ -48,12 +48,14 @@ var registry = struct {
 	bad:      map[reflect.Type]error{},
 }
 
-// Declare registers T as r, with Plural defaulted to Kind's plural, and
-// returns it. Declaring T again the same way is harmless; differently, or
-// without Version or Kind, is a mistake that Of reports.
-func Declare[T any](r Resource) Resource {
+// Declare registers the Go type that sample points to (a *T, nil is
+// fine: (*T)(nil)) as r, with Plural defaulted to Kind's plural, and
+// returns it. Declaring a type again the same way is harmless;
+// differently, or without Version or Kind, is a mistake that Of reports.
+// kctl's generic Declare[T] calls it: nothing here is generic over T.
+func Declare(sample any, r Resource) Resource {
 	r.Plural = cmp.Or(r.Plural, Plural(r.Kind))
-	t := reflect.TypeFor[T]()
+	t := reflect.TypeOf(sample).Elem()
 	name := t.String()
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
@@ -74,9 +76,10 @@ func Declare[T any](r Resource) Resource {
 	return r
 }
 
-// Of returns T's Resource and whether it was declared.
-func Of[T any]() (r Resource, declared bool, err error) {
-	return OfType(reflect.TypeFor[T]())
+// Of returns the Resource of the Go type that sample points to (a *T, nil
+// is fine), and whether it was declared.
+func Of(sample any) (r Resource, declared bool, err error) {
+	return OfType(reflect.TypeOf(sample).Elem())
 }
 
 // OfType is Of for a reflect.Type.

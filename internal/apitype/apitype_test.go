@@ -170,7 +170,7 @@ func widget(g string) apitype.Resource {
 // wantOf checks that Of[T] returns want as declared.
 func wantOf[T any](t *testing.T, want apitype.Resource) {
 	t.Helper()
-	got, declared, err := apitype.Of[T]()
+	got, declared, err := apitype.Of((*T)(nil))
 	if err != nil || !declared || got != want {
 		t.Errorf("Of[%v]() = %+v, %v, %v, want %+v, true, nil",
 			reflect.TypeFor[T](), got, declared, err, want)
@@ -180,7 +180,7 @@ func wantOf[T any](t *testing.T, want apitype.Resource) {
 // wantOfErr checks that Of[T] fails with an error containing each of subs.
 func wantOfErr[T any](t *testing.T, subs ...string) {
 	t.Helper()
-	got, declared, err := apitype.Of[T]()
+	got, declared, err := apitype.Of((*T)(nil))
 	name := reflect.TypeFor[T]()
 	if err == nil {
 		t.Fatalf("Of[%v]() = %+v, %v, nil, want an error", name, got, declared)
@@ -198,7 +198,7 @@ func wantOfErr[T any](t *testing.T, subs ...string) {
 func TestDeclare_WithoutPlural_DefaultsItFromKind(t *testing.T) {
 	want := widget("defaults.example.com")
 	want.Plural = "widgets"
-	if got := apitype.Declare[defaultsPluralWidget](widget("defaults.example.com")); got != want {
+	if got := apitype.Declare((*defaultsPluralWidget)(nil), widget("defaults.example.com")); got != want {
 		t.Errorf("Declare[defaultsPluralWidget](...) = %+v, want %+v", got, want)
 	}
 	wantOf[defaultsPluralWidget](t, want)
@@ -207,7 +207,7 @@ func TestDeclare_WithoutPlural_DefaultsItFromKind(t *testing.T) {
 func TestDeclare_WithPlural_KeepsIt(t *testing.T) {
 	r := widget("explicit.example.com")
 	r.Plural = "widgetry"
-	if got := apitype.Declare[explicitPluralWidget](r); got != r {
+	if got := apitype.Declare((*explicitPluralWidget)(nil), r); got != r {
 		t.Errorf("Declare[explicitPluralWidget](%+v) = %+v, want it unchanged", r, got)
 	}
 	wantOf[explicitPluralWidget](t, r)
@@ -215,10 +215,10 @@ func TestDeclare_WithPlural_KeepsIt(t *testing.T) {
 
 func TestDeclare_SameTwice_IsHarmless(t *testing.T) {
 	r := widget("same.example.com")
-	first := apitype.Declare[sameTwiceWidget](r)
+	first := apitype.Declare((*sameTwiceWidget)(nil), r)
 	// Spelling out the default plural is the same declaration.
 	r.Plural = "widgets"
-	second := apitype.Declare[sameTwiceWidget](r)
+	second := apitype.Declare((*sameTwiceWidget)(nil), r)
 	if first != second {
 		t.Errorf("Declare[sameTwiceWidget] twice = %+v, then %+v, want equal", first, second)
 	}
@@ -226,8 +226,8 @@ func TestDeclare_SameTwice_IsHarmless(t *testing.T) {
 }
 
 func TestDeclare_ConflictingTwice_IsReportedByOf(t *testing.T) {
-	apitype.Declare[conflictWidget](widget("one.example.com"))
-	apitype.Declare[conflictWidget](widget("two.example.com"))
+	apitype.Declare((*conflictWidget)(nil), widget("one.example.com"))
+	apitype.Declare((*conflictWidget)(nil), widget("two.example.com"))
 	wantOfErr[conflictWidget](t, "apitype_test.conflictWidget", "declared twice",
 		"widgets.one.example.com/v1", "widgets.two.example.com/v1", "kctl.Declare")
 }
@@ -235,12 +235,12 @@ func TestDeclare_ConflictingTwice_IsReportedByOf(t *testing.T) {
 func TestDeclare_WithoutVersionOrKind_IsReportedByOf(t *testing.T) {
 	noVersion := widget("noversion.example.com")
 	noVersion.Version = ""
-	apitype.Declare[noVersionWidget](noVersion)
+	apitype.Declare((*noVersionWidget)(nil), noVersion)
 	wantOfErr[noVersionWidget](t, "Declare[apitype_test.noVersionWidget]", "Version and Kind")
 
 	noKind := widget("nokind.example.com")
 	noKind.Kind = ""
-	apitype.Declare[noKindWidget](noKind)
+	apitype.Declare((*noKindWidget)(nil), noKind)
 	wantOfErr[noKindWidget](t, "Declare[apitype_test.noKindWidget]", "Version and Kind")
 }
 
@@ -256,7 +256,7 @@ func TestOf_UndeclaredNonObject_Errs(t *testing.T) {
 
 func TestOf_UndeclaredK8sIOAPIType_IsDerived(t *testing.T) {
 	want := res("apps", "v1", "StatefulSet", "statefulsets", true)
-	got, declared, err := apitype.Of[appsv1.StatefulSet]()
+	got, declared, err := apitype.Of((*appsv1.StatefulSet)(nil))
 	if err != nil || declared || got != want {
 		t.Errorf("Of[appsv1.StatefulSet]() = %+v, %v, %v, want %+v, false, nil",
 			got, declared, err, want)
@@ -264,9 +264,9 @@ func TestOf_UndeclaredK8sIOAPIType_IsDerived(t *testing.T) {
 }
 
 func TestOfType_AgreesWithOf(t *testing.T) {
-	apitype.Declare[agreeWidget](widget("agree.example.com"))
-	apitype.Declare[agreeConflictWidget](widget("agree1.example.com"))
-	apitype.Declare[agreeConflictWidget](widget("agree2.example.com"))
+	apitype.Declare((*agreeWidget)(nil), widget("agree.example.com"))
+	apitype.Declare((*agreeConflictWidget)(nil), widget("agree1.example.com"))
+	apitype.Declare((*agreeConflictWidget)(nil), widget("agree2.example.com"))
 	type result struct {
 		r        apitype.Resource
 		declared bool
@@ -277,11 +277,11 @@ func TestOfType_AgreesWithOf(t *testing.T) {
 		typ reflect.Type
 		of  result
 	}{
-		{reflect.TypeFor[agreeWidget](), of(apitype.Of[agreeWidget]())},
-		{reflect.TypeFor[agreeConflictWidget](), of(apitype.Of[agreeConflictWidget]())},
-		{reflect.TypeFor[undeclaredWidget](), of(apitype.Of[undeclaredWidget]())},
-		{reflect.TypeFor[corev1.ConfigMap](), of(apitype.Of[corev1.ConfigMap]())},
-		{reflect.TypeFor[string](), of(apitype.Of[string]())},
+		{reflect.TypeFor[agreeWidget](), of(apitype.Of((*agreeWidget)(nil)))},
+		{reflect.TypeFor[agreeConflictWidget](), of(apitype.Of((*agreeConflictWidget)(nil)))},
+		{reflect.TypeFor[undeclaredWidget](), of(apitype.Of((*undeclaredWidget)(nil)))},
+		{reflect.TypeFor[corev1.ConfigMap](), of(apitype.Of((*corev1.ConfigMap)(nil)))},
+		{reflect.TypeFor[string](), of(apitype.Of((*string)(nil)))},
 	}
 	for _, tt := range tests {
 		got := of(apitype.OfType(tt.typ))
@@ -295,12 +295,12 @@ func TestOfType_AgreesWithOf(t *testing.T) {
 }
 
 func TestDeclared_ListsValidDeclarations(t *testing.T) {
-	w := apitype.Declare[listedWidget](widget("listed.example.com"))
-	g := apitype.Declare[listedGadget](apitype.Resource{
+	w := apitype.Declare((*listedWidget)(nil), widget("listed.example.com"))
+	g := apitype.Declare((*listedGadget)(nil), apitype.Resource{
 		Group: "listed.example.com", Version: "v2", Kind: "Gadget"})
 	bad := widget("unlisted.example.com")
 	bad.Version = ""
-	apitype.Declare[unlistedWidget](bad)
+	apitype.Declare((*unlistedWidget)(nil), bad)
 
 	found := map[apitype.Resource]bool{}
 	for _, r := range apitype.Declared() {
@@ -321,8 +321,8 @@ func TestDeclare_ConcurrentWithOf_IsSafe(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			apitype.Declare[concurrentWidget](r)
-			apitype.Of[concurrentWidget]()
+			apitype.Declare((*concurrentWidget)(nil), r)
+			apitype.Of((*concurrentWidget)(nil))
 			apitype.Declared()
 		})
 	}

@@ -18,7 +18,7 @@ import (
 // data) against a promised 8. The sharer keeps nothing alive: after churn,
 // what it holds is its own tables, under 1 MiB.
 func TestSharer_ChurnPinsNothing(t *testing.T) {
-	s := New[corev1.ConfigMap]()
+	s := New((*corev1.ConfigMap)(nil))
 	var current *corev1.ConfigMap // the cache keeps the latest version only
 	before := liveHeap()
 	for i := range 4000 {
@@ -62,7 +62,7 @@ type protoObject interface {
 func shareDecoded[T any, PT interface {
 	*T
 	protoObject
-}](t *testing.T, s *Sharer[T], obj PT) PT {
+}](t *testing.T, s *Sharer, obj PT) PT {
 	raw, err := obj.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func soakConfigMap(n, version int) *corev1.ConfigMap {
 func TestSharer_SoakStaysFlat(t *testing.T) {
 	const objects = 2000
 	const updates = 18000
-	s := New[corev1.ConfigMap]()
+	s := New((*corev1.ConfigMap)(nil))
 	cache := make(map[int]*corev1.ConfigMap, objects)
 	before := liveHeap()
 	var heaps []uint64
@@ -177,7 +177,7 @@ func fixturePod(i int) *corev1.Pod {
 }
 
 func retainedHeap(b *testing.B, pod func(i int) *corev1.Pod, n int, share bool) float64 {
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	kept := make([]*corev1.Pod, 0, n)
 	// What making a Pod sets up once (encoding/json's decoders for
 	// replicaPod) is not the cache's.

@@ -26,7 +26,7 @@ func BenchmarkSharer_Pods(b *testing.B) {
 		}
 		raws = append(raws, raw)
 	}
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	pods := make([]corev1.Pod, len(raws))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -76,7 +76,7 @@ func TestSharer_KeepsContentAndSharesMemory(t *testing.T) {
 		}
 		return p
 	}
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	shared := make(chan *corev1.Pod, n)
 	var readers sync.WaitGroup
 	// The reader reads every shared Pod, as handlers and Get callers do.

@@ -15,32 +15,46 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// A Sharer makes new objects of type T share equal parts with the objects
-// it saw before that are still alive (the package doc says how).
+// A Sharer makes new objects of one Go type share equal parts with the
+// objects it saw before that are still alive (the package doc says how).
 //
 // The zero Sharer shares nothing: get one from New. Most callers call
 // Share on each new object before they store it. Safe for concurrent use
 // (an informer's watches share one).
-type Sharer[T any] struct {
+type Sharer struct {
 	sharer
+	// ptr is the type of the pointers Share takes: *T.
+	ptr reflect.Type
 }
 
-// New returns a Sharer for T's objects. The first New of a type works out,
-// by reflection, where its shareable parts are.
-func New[T any]() *Sharer[T] {
-	s := &Sharer[T]{}
-	s.plan = planFor(reflect.TypeFor[T]())
+// New returns a Sharer for the objects of the type that sample points to
+// (a *T, nil is fine: (*T)(nil)). The first New of a type works out, by
+// reflection, where its shareable parts are. Nothing here is generic over
+// T: kctl's informers call it with their own type.
+func New(sample any) *Sharer {
+	ptr := reflect.TypeOf(sample)
+	s := &Sharer{ptr: ptr}
+	s.plan = planFor(ptr.Elem())
 	s.seed = maphash.MakeSeed()
 	s.seen = map[key]weak.Pointer[byte]{}
 	s.once = map[uint64]uint64{}
 	return s
 }
 
-// Share makes obj point at equal parts seen before. obj must be new: its
-// memory is changed in place, so call Share before anybody else holds any
-// of it. Do not modify obj afterwards: other objects hold its parts.
-func (s *Sharer[T]) Share(obj *T) {
-	s.share(unsafe.Pointer(obj))
+// Share makes obj, a *T of the Sharer's type, point at equal parts seen
+// before. obj must be new: its memory is changed in place, so call Share
+// before anybody else holds any of it. Do not modify obj afterwards: other
+// objects hold its parts. Share panics if obj is of another type.
+func (s *Sharer) Share(obj any) {
+	if s.ptr == nil {
+		return // the zero Sharer
+	}
+	v := reflect.ValueOf(obj)
+	if v.Type() != s.ptr {
+		panic("share: Share of a " + v.Type().String() +
+			" on a Sharer of " + s.ptr.String())
+	}
+	s.share(v.UnsafePointer())
 }
 
 // sharer is a Sharer's state, apart from T so that its code is compiled

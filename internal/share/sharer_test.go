@@ -50,14 +50,14 @@ func sameString(a, b string) bool {
 // shareWarm shares n objects made by mk, so that the parts they have in
 // common are remembered (a part is remembered when it is seen again, and a
 // part holding other parts only once those are shared).
-func shareWarm[T any](s *Sharer[T], n int, mk func() *T) {
+func shareWarm[T any](s *Sharer, n int, mk func() *T) {
 	for range n {
 		s.Share(mk())
 	}
 }
 
 func TestSharer_SharesEqualPartsOnly(t *testing.T) {
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	shareWarm(s, 4, func() *corev1.Pod {
 		return sharePod("pod-a", "web:1")
 	})
@@ -146,7 +146,7 @@ func TestSharer_QuantityPaddingDoesNotMatter(t *testing.T) {
 	if pad >= i.Offset+i.Type.Size() {
 		t.Skip("resource.Quantity has no padding after its scale in this version")
 	}
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	pod := func() *corev1.Pod { return sizeLimitPod("64Mi") }
 	shareWarm(s, 3, pod)
 	a := pod()
@@ -166,7 +166,7 @@ func TestSharer_QuantityPaddingDoesNotMatter(t *testing.T) {
 // A Quantity a reader would make its string for (String, Size) has it made
 // before it is shared, so no reader writes memory other objects hold.
 func TestSharer_QuantityStringMadeBeforeSharing(t *testing.T) {
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	// Not canonical: no cached string yet.
 	pod := func() *corev1.Pod { return sizeLimitPod("2000m") }
 	shareWarm(s, 3, pod)
@@ -209,7 +209,7 @@ func constantPod() *corev1.Pod {
 // string constant or a pointer to a variable); such parts share like any
 // other, and the constant and the variable are never written.
 func TestSharer_SharesConstantsAndVariables(t *testing.T) {
-	s := New[corev1.Pod]()
+	s := New((*corev1.Pod)(nil))
 	var pods []*corev1.Pod
 	for range 5 {
 		pods = append(pods, constantPod())
@@ -245,10 +245,10 @@ type shareNothing struct {
 }
 
 func TestSharer_RecursiveAndEmptyTypes(t *testing.T) {
-	if p := New[shareNothing]().plan; p != nil {
+	if p := New((*shareNothing)(nil)).plan; p != nil {
 		t.Errorf("a type without exported strings, maps, pointers or slices has a plan: %+v", p)
 	}
-	s := New[shareTree]()
+	s := New((*shareTree)(nil))
 	tree := func() *shareTree {
 		leaf := shareTree{Name: clone("leaf"), n: clone("hidden")}
 		return &shareTree{
@@ -293,7 +293,7 @@ func TestPlan_HolesAreThePadding(t *testing.T) {
 
 // The zero Sharer shares nothing, and leaves objects alone.
 func TestSharer_ZeroSharesNothing(t *testing.T) {
-	var s Sharer[corev1.Pod]
+	var s Sharer
 	a := sharePod("pod-a", "web:1")
 	b := sharePod("pod-a", "web:1")
 	for range 3 {
