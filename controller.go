@@ -17,45 +17,6 @@ import (
 	"time"
 )
 
-// reconcileFunc is a controller's reconcile function.
-type reconcileFunc[T any] func(ctx context.Context, obj *T) (Result, error)
-
-// controllerHost is what a Controller uses of the Manager that made it;
-// NewController (manager.go) fills it in.
-type controllerHost struct {
-	cache  *Cache
-	writes *writeTracker
-	// misuse records a builder mistake, which Manager.Start returns.
-	misuse func(err error)
-	// add runs a runnable with the Manager (FromChannel's reader).
-	add func(r Runnable) error
-	// drainBy is when a shutdown cancels in-flight reconciles.
-	drainBy func() time.Time
-	// shutdownTimeout is Options.ShutdownTimeout, for the log.
-	shutdownTimeout time.Duration
-	// observe makes the observer of a controller's metrics.
-	observe func(name string, workers int) controllerObserver
-}
-
-// controllerObserver sees what a controller does, for its metrics
-// (controller_runtime_* and workqueue_* series): its queue's events,
-// each reconcile's result, and the workers busy in a reconcile.
-type controllerObserver interface {
-	QueueObserver
-	Reconciled(result string, took time.Duration)
-	Conflicted(took time.Duration)
-	WorkerStarted() // a worker starts a reconcile
-	WorkerStopped() // and ends it
-	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
-}
-
-// syncer is what a controller needs of an Informer[T] of any T.
-type syncer interface {
-	HasSynced() bool
-	WaitForSync(ctx context.Context) error
-	Err() error
-}
-
 // Result tells the worker what to do after a successful reconcile.
 type Result struct {
 	// RequeueAfter > 0 reconciles the key again after this long, even if
@@ -164,6 +125,45 @@ type Controller[T any] struct {
 	// kept holds keys from Enqueue and FromChannel that arrived while the
 	// controller was not running; the next run queues them after its replay.
 	kept map[Key]Trigger
+}
+
+// reconcileFunc is a controller's reconcile function.
+type reconcileFunc[T any] func(ctx context.Context, obj *T) (Result, error)
+
+// controllerHost is what a Controller uses of the Manager that made it;
+// NewController (manager.go) fills it in.
+type controllerHost struct {
+	cache  *Cache
+	writes *writeTracker
+	// misuse records a builder mistake, which Manager.Start returns.
+	misuse func(err error)
+	// add runs a runnable with the Manager (FromChannel's reader).
+	add func(r Runnable) error
+	// drainBy is when a shutdown cancels in-flight reconciles.
+	drainBy func() time.Time
+	// shutdownTimeout is Options.ShutdownTimeout, for the log.
+	shutdownTimeout time.Duration
+	// observe makes the observer of a controller's metrics.
+	observe func(name string, workers int) controllerObserver
+}
+
+// controllerObserver sees what a controller does, for its metrics
+// (controller_runtime_* and workqueue_* series): its queue's events,
+// each reconcile's result, and the workers busy in a reconcile.
+type controllerObserver interface {
+	QueueObserver
+	Reconciled(result string, took time.Duration)
+	Conflicted(took time.Duration)
+	WorkerStarted() // a worker starts a reconcile
+	WorkerStopped() // and ends it
+	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
+}
+
+// syncer is what a controller needs of an Informer[T] of any T.
+type syncer interface {
+	HasSynced() bool
+	WaitForSync(ctx context.Context) error
+	Err() error
 }
 
 // hasStarted reports whether the controller's configuration is fixed.
