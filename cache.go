@@ -216,6 +216,7 @@ func informerFor[T any, PT Object[T]](
 	}
 	inf := &Informer[T]{
 		res:       res,
+		name:      res.String(),
 		client:    NewClient[T, PT](c.conn),
 		resync:    c.opts.Resync,
 		healthy:   healthyWatch,

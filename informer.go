@@ -46,7 +46,10 @@ import (
 // their labels, image and requests, which more than halves a Pod's memory
 // in the cache.
 type Informer[T any] struct {
-	res    Resource
+	res Resource
+	// name is res.String(), made once: read-your-writes looks up the
+	// pending writes by it on every cached read and reconcile.
+	name   string
 	client *Client[T]
 	// transform readies a decoded object for the store.
 	transform func(obj *T)

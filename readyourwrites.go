@@ -98,7 +98,7 @@ func readYourWrites[T any](
 	inf *Informer[T],
 	namespace, name string,
 ) error {
-	writes := w.pending.In(inf.res.String(), namespace, name)
+	writes := w.pending.In(inf.name, namespace, name)
 	if len(writes) == 0 {
 		return nil
 	}
