@@ -36,11 +36,16 @@
 //
 //	go run github.com/kctl-dev/kctl/hack/controlplane build
 //
-// The processes are stopped when the tests end (Main), and die with the test
-// binary however it ends: a panic, a timeout, os.Exit or Ctrl-C (they run in a
-// process group of their own, and on Linux the kernel kills them when the test
-// binary dies). Nothing is left listening. kctltest works on Linux and macOS
-// (on macOS a test binary killed with SIGKILL leaves them running), not Windows.
+// The processes are stopped, and their folder ($TMPDIR/kctl-controlplane-*:
+// etcd's data, the private keys, the tokens and the admin's kubeconfig)
+// removed, when the tests end (Main). However else the test binary ends (a
+// panic, t.Fatal, os.Exit, go test -timeout, SIGINT, SIGTERM, Ctrl-C, or a
+// SIGKILL), nothing of them outlives it: no process, no port, no file. They
+// run in a process group of their own; on Linux the kernel kills them when
+// the test binary dies; and a reaper (a copy of the test binary, in a
+// process group of its own, with no output, that waits for the test binary
+// to close a pipe) kills what is left and removes the folder. kctltest works
+// on Linux and macOS, not Windows.
 //
 // # Failures
 //

@@ -42,6 +42,9 @@ type Cluster struct {
 	Bin    string    // holds etcd and kube-apiserver
 	Detach bool      // processes outlive this one (hack/controlplane start)
 	Log    io.Writer // gets "ready in" lines; nil: none
+	// Reaper, if set, learns of every process started and stopped, to kill
+	// those left and remove Dir if this process dies (see Reaper).
+	Reaper *Reaper
 
 	EtcdURL string // etcd's client URL, set by Up
 	APIURL  string // kube-apiserver's URL, set by Up
@@ -169,6 +172,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 		return errors.New("kube-apiserver is not running")
 	}
 	StopPID(api.cmd.Process.Pid, api.exited, 0)
+	c.Reaper.Forget(api.cmd.Process.Pid)
 	return c.startAPIServer(ctx)
 }
 
@@ -180,6 +184,7 @@ func (c *Cluster) Down() {
 	for _, p := range []*proc{c.api, c.etcd} {
 		if p != nil {
 			StopPID(p.cmd.Process.Pid, p.exited, 5*time.Second)
+			c.Reaper.Forget(p.cmd.Process.Pid)
 		}
 	}
 	c.api = nil
@@ -209,6 +214,7 @@ func (c *Cluster) spawn(name string, args ...string) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", name, err)
 	}
+	c.Reaper.Watch(p.cmd.Process.Pid) // it leads its process group
 	go func() {
 		p.cmd.Wait()
 		close(p.done)

@@ -18,7 +18,8 @@ import (
 
 // shared is the control plane of this test binary: started by the first
 // Require, stopped by RunTests once the tests are done, or by a SIGINT or
-// SIGTERM, or by the kernel when the process dies any other way (Linux).
+// SIGTERM, or, when the process dies any other way, by the kernel (Linux)
+// and its reaper, which also removes its files (see Reaper).
 // Once start has run, c or err is set and never changes.
 var shared struct {
 	main    atomic.Bool     // RunTests is running the tests
@@ -27,6 +28,7 @@ var shared struct {
 	c       *Cluster
 	err     error
 	stopped sync.Once
+	reaper  *Reaper      // removes c.Dir if this process dies before stopShared
 	skipped atomic.Int32 // tests skipped for want of a control plane
 }
 
@@ -128,7 +130,14 @@ func startShared(deadline time.Time) {
 		shared.err = err
 		return
 	}
-	c := &Cluster{Dir: dir, Bin: bin}
+	reaper, err := StartReaper(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		shared.err = err
+		return
+	}
+	shared.reaper = reaper
+	c := &Cluster{Dir: dir, Bin: bin, Reaper: reaper}
 	err = os.WriteFile(filepath.Join(dir, "runner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if err == nil {
 		err = c.Up(ctx)
@@ -136,6 +145,7 @@ func startShared(deadline time.Time) {
 	if err != nil {
 		c.Down()
 		os.RemoveAll(dir)
+		reaper.Close()
 		shared.err = err
 		return
 	}
@@ -152,11 +162,13 @@ func stopShared() {
 			shared.c.Down()
 			os.RemoveAll(shared.c.Dir)
 		}
+		shared.reaper.Close()
 	})
 }
 
-// RemoveStale removes the folders of control planes whose process was killed
-// with SIGKILL, which leaves them behind (the kernel kills etcd and kube-apiserver).
+// RemoveStale removes the folders of control planes whose process died
+// and whose reaper did not remove them (it was killed too, or the machine
+// stopped).
 func RemoveStale() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "kctl-controlplane-*"))
 	for _, d := range dirs {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,10 +27,13 @@ func TestHelper(t *testing.T) {
 		t.Skip("runs only as a helper process")
 	}
 	c := Require(t)
+	fmt.Printf("pids: %d %d\n", c.PIDs()[0], c.PIDs()[1])
 	fmt.Printf("api-url: %s\n", c.APIURL)
 	os.Stdout.Sync()
 	switch mode {
 	case "return": // RunTests stops the control plane
+	case "fatal":
+		t.Fatal("helper fails")
 	case "panic":
 		panic("helper panics")
 	case "exit":
@@ -43,9 +47,17 @@ func TestHelper(t *testing.T) {
 // added to its environment, and returns it with its combined output.
 func helper(t *testing.T, mode string, env ...string) (*exec.Cmd, *output) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelper$", "-test.v")
+	return helperWith(t, mode, nil, env...)
+}
+
+// helperWith is helper with more arguments for the test binary, in a
+// process group of its own.
+func helperWith(t *testing.T, mode string, args []string, env ...string) (*exec.Cmd, *output) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelper$", "-test.v"}, args...)...)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
 	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &output{}
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -165,30 +177,98 @@ cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$ou
 	wantClosed(t, urlB)
 }
 
-// However the test binary ends, etcd and kube-apiserver end with it.
+// However the test binary ends, etcd and kube-apiserver end with it, and
+// its folder of etcd data and private keys goes too (its reaper removes it):
+// each helper has a TMPDIR of its own, which must be empty at the end.
+// "Ctrl-C" is a SIGINT to the helper's process group, as a terminal sends it
+// to go test and the test binary; "timeout" is go test -timeout.
 func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
 	Require(t)
-	for _, end := range []string{"return", "panic", "exit", "SIGINT", "SIGKILL"} {
+	ends := []string{"return", "fatal", "panic", "exit", "timeout", "SIGINT", "SIGTERM", "SIGKILL", "Ctrl-C"}
+	for _, end := range ends {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
+			tmp := t.TempDir()
 			mode := end
-			if strings.HasPrefix(end, "SIG") {
+			var args []string
+			switch {
+			case end == "timeout":
+				mode = "wait"
+				args = []string{"-test.timeout=45s"}
+			case strings.HasPrefix(end, "SIG") || end == "Ctrl-C":
 				mode = "wait"
 			}
-			cmd, out := helper(t, mode)
-			url := apiURL(t, out)
+			cmd, out := helperWith(t, mode, args, "TMPDIR="+tmp)
+			if end != "timeout" { // it may time out before it prints one
+				apiURL(t, out)
+			}
 			switch end {
 			case "SIGINT":
 				cmd.Process.Signal(syscall.SIGINT)
+			case "SIGTERM":
+				cmd.Process.Signal(syscall.SIGTERM)
 			case "SIGKILL":
 				cmd.Process.Kill()
+			case "Ctrl-C":
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 			}
 			err := cmd.Wait()
 			if end == "return" && err != nil {
 				t.Errorf("helper: %v\n%s", err, out)
 			}
-			wantClosed(t, url)
+			if url, ok := printedURL(out); ok {
+				wantClosed(t, url)
+			}
+			for _, pid := range printedPIDs(out) {
+				wantDead(t, pid)
+			}
+			wantEmpty(t, tmp, out)
 		})
+	}
+}
+
+// printedPIDs returns the PIDs the helper printed, if it did.
+func printedPIDs(out *output) []int {
+	var pids []int
+	for line := range strings.Lines(out.String()) {
+		if rest, ok := strings.CutPrefix(line, "pids: "); ok {
+			for _, f := range strings.Fields(rest) {
+				pid, _ := strconv.Atoi(f)
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// wantDead waits up to 15 s until pid no longer runs.
+func wantDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for Alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs 15 s after its test binary ended", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// wantEmpty waits up to 15 s until the folder dir holds nothing.
+func wantEmpty(t *testing.T, dir string, out *output) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds %s 15 s after its test binary ended\n%s", dir, entries[0].Name(), out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
