@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +34,7 @@ import (
 //	env.Apply(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ...})
 //
 // Bounds: 30 s for a CRD to be Established and served.
-func (e *Env) Apply(t testing.TB, manifests ...any) {
+func (e *Env) Apply(t TB, manifests ...any) {
 	t.Helper()
 	for _, obj := range e.objects(t, manifests) {
 		if err := e.apply(t.Context(), obj); err != nil {
@@ -47,7 +47,7 @@ func (e *Env) Apply(t testing.TB, manifests ...any) {
 // order, and returns once the API server has accepted each deletion; one that
 // does not exist is fine. An object with finalizers is only marked for
 // deletion: wait for it to go with WaitFor. Any failure fails t.
-func (e *Env) Delete(t testing.TB, manifests ...any) {
+func (e *Env) Delete(t TB, manifests ...any) {
 	t.Helper()
 	objs := e.objects(t, manifests)
 	for i := len(objs) - 1; i >= 0; i-- {
@@ -72,7 +72,7 @@ func (o object) String() string {
 }
 
 // objects decodes manifests, failing t on any error.
-func (e *Env) objects(t testing.TB, manifests []any) []object {
+func (e *Env) objects(t TB, manifests []any) []object {
 	t.Helper()
 	var objs []object
 	for i, m := range manifests {
@@ -185,7 +185,7 @@ func (e *Env) apply(ctx context.Context, obj object) error {
 	}
 	code, body, err := e.do(ctx, "PATCH", p+"?fieldManager=kctltest&force=true&fieldValidation=Strict", "application/apply-patch+yaml", string(obj.json))
 	if err == nil && code != http.StatusOK && code != http.StatusCreated {
-		err = fmt.Errorf("the API server answered %d: %s", code, body)
+		err = applyError(code, body)
 	}
 	if err != nil {
 		return fmt.Errorf("applying %s: %w", obj, err)
@@ -194,6 +194,29 @@ func (e *Env) apply(ctx context.Context, obj object) error {
 		return e.waitEstablished(ctx, obj, p)
 	}
 	return nil
+}
+
+// notDeclared finds the field in the API server's answer to an apply of a
+// field its schema lacks.
+var notDeclared = regexp.MustCompile(`(\S+): field not declared in schema`)
+
+// applyError says what an apply's failure answer means. An unknown field
+// comes back as a bare 500 (server-side apply cannot build its typed
+// patch), a duplicate one as a 400 (strict decoding).
+func applyError(code int, body []byte) error {
+	var st metav1.Status
+	json.Unmarshal(body, &st) // a non-Status answer leaves Message empty
+	msg := cmp.Or(st.Message, string(body))
+	if m := notDeclared.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("the manifest has a field the schema does not declare, %s, and strict field validation "+
+			"(server-side apply's, fieldValidation=Strict) refuses it: remove it, or add it to the schema "+
+			"(for a CRD, its openAPIV3Schema); the API server answered %d: %s", m[1], code, msg)
+	}
+	if strings.Contains(msg, "strict decoding") {
+		return fmt.Errorf("strict field validation (fieldValidation=Strict) refuses the manifest: "+
+			"a field given twice, or one unknown: fix the manifest; the API server answered %d: %s", code, msg)
+	}
+	return fmt.Errorf("the API server answered %d: %s", code, body)
 }
 
 // waitEstablished waits up to 30 s until the CRD at path p is Established

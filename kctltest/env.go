@@ -29,9 +29,61 @@ import (
 //
 //	func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
 //
+// Setup functions, if any, run once before the tests, in order, with the
+// control plane started: the place for what every test needs, such as
+// CRDs. Their t stands for the whole test binary: its cleanups run after
+// the last test, and a failure (t.Fatal, or an error returned) runs no test
+// and makes the exit code 1. When the control plane cannot start, setup
+// does not run and the tests skip or fail as Start says.
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(kctltest.Main(m, func(t kctltest.TB, env *kctltest.Env) error {
+//			env.Apply(t, "config/crd/bases")
+//			return nil
+//		}))
+//	}
+//
 // Start fails the tests of a package with no TestMain, or one that does not
 // call Main, with this line in the message.
-func Main(m *testing.M) int { return controlplane.RunTests(m) }
+func Main(m *testing.M, setup ...func(t TB, env *Env) error) int {
+	if len(setup) == 0 {
+		return controlplane.RunTests(m)
+	}
+	s := newSuite()
+	before := func() error {
+		for _, f := range setup {
+			err := s.run(f)
+			if s.skippedWhy() != "" {
+				return nil // the tests skip too
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return controlplane.RunTestsWith(m, before, s.close)
+}
+
+// TB is what kctltest needs of a test: *testing.T, *testing.B, testing.TB
+// and Ginkgo's GinkgoT() all have it, so that
+//
+//	env := kctltest.Start(GinkgoT())
+//
+// works in a Ginkgo suite as kctltest.Start(t) does in a test function (see
+// the package doc, With Ginkgo). Logger writes to the test's Output() when
+// it has one, else through Logf.
+type TB interface {
+	Helper()
+	Name() string
+	Context() context.Context
+	Cleanup(func())
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+}
 
 // Env is the control plane of a test binary: an etcd and a kube-apiserver
 // on loopback with token authentication, RBAC and a self-signed serving
@@ -71,7 +123,7 @@ var env struct {
 //
 // When it cannot start, t fails with the reason if $CI is true; otherwise t
 // is skipped, with one loud line on the terminal saying why and how to fix it.
-func Start(t testing.TB) *Env {
+func Start(t TB) *Env {
 	t.Helper()
 	c := controlplane.Require(t)
 	env.once.Do(func() { env.e, env.err = newEnv(c) })
@@ -110,7 +162,7 @@ func (e *Env) Config() *rest.Config { return rest.CopyConfig(e.cfg) }
 // failure fails t with that output.
 //
 //	env.Kubectl(t, "get", "widgets", "-n", ns, "-o", "yaml")
-func (e *Env) Kubectl(t testing.TB, args ...string) string {
+func (e *Env) Kubectl(t TB, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), filepath.Join(e.cluster.Bin, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
@@ -124,12 +176,16 @@ func (e *Env) Kubectl(t testing.TB, args ...string) string {
 // Namespace creates a namespace named after the test ("test-name-1a2b3c")
 // and returns its name. It is deleted at the end of the test; with no
 // controller-manager its objects stay in etcd, where nothing sees them.
-func (e *Env) Namespace(t testing.TB) string {
+func (e *Env) Namespace(t TB) string {
 	t.Helper()
 	suffix := make([]byte, 3)
 	rand.Read(suffix)
 	base := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	name := strings.Trim(base[:min(len(base), 50)], "-") + "-" + hex.EncodeToString(suffix)
+	base = strings.Trim(base[:min(len(base), 50)], "-")
+	if base == "" {
+		base = "test" // a Ginkgo BeforeSuite has no name
+	}
+	name := base + "-" + hex.EncodeToString(suffix)
 	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, name)
 	e.mustDo(t, http.StatusCreated, "POST", "/api/v1/namespaces", "application/json", body)
 	t.Cleanup(func() {
@@ -138,6 +194,19 @@ func (e *Env) Namespace(t testing.TB) string {
 		e.do(ctx, "DELETE", "/api/v1/namespaces/"+name, "", "")
 	})
 	return name
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL, as in a crash) and starts
+// a new one on the same address with the same etcd, so the same objects:
+// every client sees its connections and watches break, and must reconnect.
+// It returns once the new one is ready (at most 2 minutes); an error fails
+// t. The control plane is the test binary's: parallel tests see the
+// restart too.
+func (e *Env) RestartAPIServer(t TB) {
+	t.Helper()
+	if err := e.cluster.RestartAPIServer(t.Context()); err != nil {
+		t.Fatalf("kctltest: restarting kube-apiserver: %v", err)
+	}
 }
 
 // do sends one request as the admin and returns the status code and body.
@@ -160,7 +229,7 @@ func (e *Env) do(ctx context.Context, method, path, contentType, body string) (i
 }
 
 // mustDo is do that fails t unless the answer has status want.
-func (e *Env) mustDo(t testing.TB, want int, method, path, contentType, body string) []byte {
+func (e *Env) mustDo(t TB, want int, method, path, contentType, body string) []byte {
 	t.Helper()
 	code, b, err := e.do(t.Context(), method, path, contentType, body)
 	if err != nil {

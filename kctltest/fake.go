@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/kctl-dev/kctl"
@@ -71,7 +70,7 @@ type FakeClient[T any] struct {
 
 // NewFakeClient returns a FakeClient holding objs, created as by Create. T
 // must have a Resource (kctl.ResourceOf); any error fails t.
-func NewFakeClient[T any, PT kctl.Object[T]](t testing.TB, objs ...*T) *FakeClient[T] {
+func NewFakeClient[T any, PT kctl.Object[T]](t TB, objs ...*T) *FakeClient[T] {
 	t.Helper()
 	res, err := kctl.ResourceOf[T]()
 	if err != nil {

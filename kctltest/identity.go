@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -30,7 +29,7 @@ const identities = "kctltest-identities"
 //	cfg := env.Unprivileged(t, rbacv1.PolicyRule{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"configmaps"}})
 //
 // Bounds: 30 s for the rules to be in force.
-func (e *Env) Unprivileged(t testing.TB, rules ...rbacv1.PolicyRule) *rest.Config {
+func (e *Env) Unprivileged(t TB, rules ...rbacv1.PolicyRule) *rest.Config {
 	t.Helper()
 	e.ensureNamespace(t, identities)
 	name := "user-" + strings.ToLower(rand.Text()[:10])
@@ -65,7 +64,7 @@ func (e *Env) Unprivileged(t testing.TB, rules ...rbacv1.PolicyRule) *rest.Confi
 // namespace/name, which must exist (e.g. from an RBAC manifest the test
 // applied), with a 1-hour token from the TokenRequest API, as a Pod running
 // as it would.
-func (e *Env) ServiceAccount(t testing.TB, namespace, name string) *rest.Config {
+func (e *Env) ServiceAccount(t TB, namespace, name string) *rest.Config {
 	t.Helper()
 	path := fmt.Sprintf("/api/v1/namespaces/%s/serviceaccounts/%s/token", namespace, name)
 	body := `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":3600}}`
@@ -81,7 +80,7 @@ func (e *Env) ServiceAccount(t testing.TB, namespace, name string) *rest.Config 
 
 // waitAllowed waits until RBAC allows user the first verb of rule (the
 // API server's authorizer learns of new bindings through a watch).
-func (e *Env) waitAllowed(t testing.TB, user string, rule rbacv1.PolicyRule) {
+func (e *Env) waitAllowed(t TB, user string, rule rbacv1.PolicyRule) {
 	t.Helper()
 	attrs := &authorizationv1.ResourceAttributes{Verb: first(rule.Verbs)}
 	if len(rule.NonResourceURLs) == 0 {
@@ -120,7 +119,7 @@ func first(s []string) string {
 }
 
 // ensureNamespace creates namespace name unless it exists.
-func (e *Env) ensureNamespace(t testing.TB, name string) {
+func (e *Env) ensureNamespace(t TB, name string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, name)
 	code, b, err := e.do(t.Context(), "POST", "/api/v1/namespaces", "application/json", body)
@@ -130,7 +129,7 @@ func (e *Env) ensureNamespace(t testing.TB, name string) {
 }
 
 // create POSTs obj as JSON to path and fails t unless it is created.
-func (e *Env) create(t testing.TB, path string, obj any) {
+func (e *Env) create(t TB, path string, obj any) {
 	t.Helper()
 	b, err := json.Marshal(obj)
 	if err != nil {

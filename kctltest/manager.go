@@ -1,20 +1,27 @@
 package kctltest
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/kctl-dev/kctl"
+	"k8s.io/client-go/rest"
 )
 
 // Manager makes a kctl.Manager with opts, lets setup add controllers and
 // runnables to it (setup may be nil), starts it, and returns it running. At
 // the end of the test it is stopped, and t fails if Start returned an error
 // (at any time) or did not return within opts.ShutdownTimeout plus 30 s.
+// It is StartManager's Manager, for a setup that returns no error.
 //
 // opts.Config defaults to the admin's (Config), and opts.Logger to a logger
 // of this test alone, at debug level, whose lines show with the test's
@@ -24,7 +31,30 @@ import (
 //
 //	ns := env.Namespace(t)
 //	env.Manager(t, kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}, setup)
-func (e *Env) Manager(t testing.TB, opts kctl.Options, setup func(*kctl.Manager)) *kctl.Manager {
+func (e *Env) Manager(t TB, opts kctl.Options, setup func(*kctl.Manager)) *kctl.Manager {
+	t.Helper()
+	withErr := func(m *kctl.Manager) error {
+		if setup != nil {
+			setup(m)
+		}
+		return nil
+	}
+	return e.StartManager(t, opts, withErr).Manager()
+}
+
+// StartManager is Manager for a setup that returns an error (a scaffolded
+// SetupWithManager does), which fails t, and returns a handle that can stop
+// the Manager and start a new one with the same opts and setup, to test
+// what a controller does across a restart:
+//
+//	run := env.StartManager(t, opts, func(mgr *kctl.Manager) error { return SetupWithManager(mgr) })
+//	run.Stop(t)
+//	kctltest.Consistently(t, "nothing reconciled while stopped", ...)
+//	run.Start(t)
+//	kctltest.Eventually(t, "one reconcile after the restart", func() string { ... run.Reconciles(t, "widgets") ... })
+//
+// Each Manager serves its metrics on a free loopback port, for Reconciles.
+func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) error) *RunningManager {
 	t.Helper()
 	if opts.Config == nil {
 		opts.Config = e.Config()
@@ -32,43 +62,248 @@ func (e *Env) Manager(t testing.TB, opts kctl.Options, setup func(*kctl.Manager)
 	if opts.Logger == nil {
 		opts.Logger = Logger(t)
 	}
-	mgr, err := kctl.NewManager(opts)
+	r := &RunningManager{opts: opts, setup: setup}
+	t.Cleanup(func() { r.Stop(t) })
+	r.Start(t)
+	return r
+}
+
+// RunningManager is a kctl.Manager that StartManager started, which Stop
+// stops and Start replaces with a new one made the same way. Its methods
+// are for the test's goroutine (a Ginkgo spec's too).
+type RunningManager struct {
+	opts  kctl.Options
+	setup func(*kctl.Manager) error
+
+	mu      sync.Mutex
+	mgr     *kctl.Manager // the current one; nil before the first Start
+	metrics string        // its metrics page's URL
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when its Start returned; nil when stopped
+	err     error         // what its Start returned, once done
+}
+
+// Manager returns the Manager running, or the last one stopped.
+func (r *RunningManager) Manager() *kctl.Manager {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mgr
+}
+
+// Start makes a new Manager with the options and setup StartManager got,
+// starts it, and returns once its metrics page answers (at most 30 s); it
+// does nothing while one runs. Errors fail t.
+func (r *RunningManager) Start(t TB) {
+	t.Helper()
+	r.mu.Lock()
+	running := r.done != nil
+	r.mu.Unlock()
+	if running {
+		return
+	}
+	mgr, err := kctl.NewManager(r.opts)
 	if err != nil {
 		t.Fatalf("kctltest: kctl.NewManager: %v", err)
 	}
-	if setup != nil {
-		setup(mgr)
+	if r.setup != nil {
+		if err := r.setup(mgr); err != nil {
+			t.Fatalf("kctltest: the Manager's setup: %v", err)
+		}
+	}
+	addr, err := freeAddr()
+	if err == nil {
+		err = mgr.ServeMetrics(addr)
+	}
+	if err != nil {
+		t.Fatalf("kctltest: serving the Manager's metrics: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	r.mu.Lock()
+	r.mgr = mgr
+	r.metrics = "http://" + addr + "/metrics"
+	r.cancel = cancel
+	r.done = done
+	r.err = nil
+	r.mu.Unlock()
 	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("kctltest: Manager.Start returned: %v", err)
-		}
+		err := mgr.Start(ctx)
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
+		close(done)
 	}()
-	bound := opts.ShutdownTimeout
+	waitServing(t, "http://"+addr+"/metrics", done)
+}
+
+// waitServing waits up to 30 s until url answers, or done is closed.
+func waitServing(t TB, url string, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kctltest: the Manager's metrics page %s does not answer 30 s after its start: %v", url, err)
+		}
+		select {
+		case <-done:
+			return // Stop reports why
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops the Manager and waits for its Start to return, at most
+// opts.ShutdownTimeout plus 30 s. t fails if Start returned an error or did
+// not return in time. It does nothing when none runs.
+func (r *RunningManager) Stop(t TB) {
+	t.Helper()
+	r.mu.Lock()
+	cancel := r.cancel
+	done := r.done
+	r.mu.Unlock()
+	if done == nil {
+		return
+	}
+	bound := r.opts.ShutdownTimeout
 	if bound <= 0 {
 		bound = 30 * time.Second // kctl's default
 	}
 	bound += 30 * time.Second
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Errorf("kctltest: Manager.Start did not return %v after its context ended", bound)
+		return
+	}
+	r.mu.Lock()
+	err := r.err
+	r.done = nil
+	r.mu.Unlock()
+	if err != nil {
+		t.Errorf("kctltest: Manager.Start returned: %v", err)
+	}
+}
+
+// Reconciles returns how many reconciles the controller named controller
+// of the current Manager has finished since it started, by result: the
+// controller_runtime_reconcile_total series of its metrics page, e.g.
+// {"success": 2, "error": 1, "requeue_after": 0, "requeue": 0}. A
+// controller not (yet) on the page gives an empty map; a failed read fails t.
+func (r *RunningManager) Reconciles(t TB, controller string) map[string]int {
+	t.Helper()
+	r.mu.Lock()
+	url := r.metrics
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatalf("kctltest: reading the Manager's metrics: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("kctltest: reading the Manager's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("kctltest: reading the Manager's metrics: %v", err)
+	}
+	return reconcileCounts(string(page), controller)
+}
+
+// reconcileLine is one series of controller_runtime_reconcile_total.
+var reconcileLine = regexp.MustCompile(`(?m)^controller_runtime_reconcile_total\{([^}]*)\} (\S+)$`)
+
+// reconcileCounts reads controller's reconcile counts by result from a
+// metrics page.
+func reconcileCounts(page, controller string) map[string]int {
+	counts := map[string]int{}
+	for _, m := range reconcileLine.FindAllStringSubmatch(page, -1) {
+		labels := map[string]string{}
+		for _, l := range strings.Split(m[1], ",") {
+			k, v, _ := strings.Cut(l, "=")
+			labels[k] = strings.Trim(v, `"`)
+		}
+		if labels["controller"] != controller {
+			continue
+		}
+		n, err := strconv.ParseFloat(m[2], 64)
+		if err == nil {
+			counts[labels["result"]] = int(n)
+		}
+	}
+	return counts
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Context returns a context that ends with the test, whose kctl logger
+// (kctl.LoggerFrom) is Logger(t): for a unit test that calls a reconcile
+// function or a runnable directly, so that what it logs shows with the
+// test's output:
+//
+//	res, err := reconcile(kctltest.Context(t), widget)
+//
+// kctl puts its logger in a context only as a Manager runs, so this runs a
+// Manager of the test's own that contacts no server and runs nothing.
+func Context(t TB) context.Context {
+	t.Helper()
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"} // never contacted
+	mgr, err := kctl.NewManager(kctl.Options{Config: cfg, Logger: Logger(t), ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("kctltest: Context: %v", err)
+	}
+	got := make(chan context.Context, 1)
+	err = mgr.Add(kctl.Runnable{Name: "kctltest.Context", Run: func(ctx context.Context) error {
+		got <- ctx
+		<-ctx.Done()
+		return nil
+	}})
+	if err != nil {
+		t.Fatalf("kctltest: Context: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		mgr.Start(ctx)
+		close(done)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(bound):
-			t.Errorf("kctltest: Manager.Start did not return %v after its context ended", bound)
-		}
+		<-done // within ShutdownTimeout (5 s)
 	})
-	return mgr
+	select {
+	case ctx := <-got:
+		return ctx
+	case <-done:
+		t.Fatalf("kctltest: Context: the Manager that carries the logger stopped")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kctltest: Context: the Manager that carries the logger did not start in 30 s")
+	}
+	return nil
 }
 
 // Logger returns a logger at debug level whose lines go to t's output, as
 // t.Log's do (shown with go test -v, or when the test fails), and are
 // dropped once the test is over, so that a goroutine outliving it does not
 // make the test binary panic.
-func Logger(t testing.TB) *slog.Logger {
-	w := &testWriter{out: t.Output()}
+func Logger(t TB) *slog.Logger {
+	w := &testWriter{out: outputOf(t)}
 	t.Cleanup(w.close) // registered first, so it runs after every later cleanup
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
@@ -93,4 +328,22 @@ func (w *testWriter) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+}
+
+// outputOf is t's Output(), or, for a TB without one, a writer that passes
+// each line to t.Logf.
+func outputOf(t TB) io.Writer {
+	if o, ok := t.(interface{ Output() io.Writer }); ok {
+		return o.Output()
+	}
+	return logfWriter{t}
+}
+
+// logfWriter writes through t.Logf, one call per Write, without the
+// trailing newline (Logf adds one).
+type logfWriter struct{ t TB }
+
+func (w logfWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", bytes.TrimSuffix(p, []byte("\n")))
+	return len(p), nil
 }

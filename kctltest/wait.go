@@ -5,14 +5,42 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// WaitTimeout bounds WaitFor and Eventually.
+// WaitTimeout bounds WaitFor and Eventually unless a call passes Timeout.
 const WaitTimeout = 30 * time.Second
+
+// ConsistentlyFor is how long Consistently watches unless a call passes
+// Timeout.
+const ConsistentlyFor = 3 * time.Second
+
+// WaitOption changes one wait: see Timeout.
+type WaitOption func(*wait)
+
+// Timeout bounds one call of WaitFor or Eventually to d instead of
+// WaitTimeout, and makes Consistently watch for d instead of
+// ConsistentlyFor:
+//
+//	kctltest.WaitFor(t, widgets, ns, "hello", ready, kctltest.Timeout(2*time.Minute))
+func Timeout(d time.Duration) WaitOption {
+	return func(w *wait) { w.timeout = d }
+}
+
+// wait is the settings of one wait.
+type wait struct {
+	timeout time.Duration
+}
+
+func waitWith(def time.Duration, opts []WaitOption) wait {
+	w := wait{timeout: def}
+	for _, o := range opts {
+		o(&w)
+	}
+	return w
+}
 
 // Getter is the method of kctl.Client[T] (and FakeClient[T]) that WaitFor calls.
 type Getter[T any] interface {
@@ -25,11 +53,11 @@ type Getter[T any] interface {
 //
 //	kctltest.WaitFor(t, widgets, ns, "hello", func(w *Widget) bool { return w == nil })
 //
-// After WaitTimeout (30 s) t fails with the last state seen: the object as
+// After WaitTimeout (30 s, or Timeout's) t fails with the last state seen: the object as
 // JSON (without managedFields), or the last error. Pass an uncached client
 // (kctl.NewClient[T](env.Conn)): a Manager's client shows its cache. A
 // FakeClient works too.
-func WaitFor[T any](t testing.TB, c Getter[T], namespace, name string, cond func(obj *T) bool) *T {
+func WaitFor[T any](t TB, c Getter[T], namespace, name string, cond func(obj *T) bool, opts ...WaitOption) *T {
 	t.Helper()
 	var found *T
 	what := fmt.Sprintf("%s %s/%s to meet the condition", reflect.TypeFor[T]().Name(), namespace, name)
@@ -44,12 +72,12 @@ func WaitFor[T any](t testing.TB, c Getter[T], namespace, name string, cond func
 			return ""
 		}
 		return lastSeen(obj, err)
-	})
+	}, opts...)
 	return found
 }
 
 // Eventually calls check every 50 ms until it returns "" (the awaited state
-// holds), and after WaitTimeout (30 s) fails t with what and check's last
+// holds), and after WaitTimeout (30 s, or Timeout's) fails t with what and check's last
 // answer, which says what it saw instead:
 //
 //	kctltest.Eventually(t, "two ReplicaSets labelled", func() string {
@@ -59,21 +87,55 @@ func WaitFor[T any](t testing.TB, c Getter[T], namespace, name string, cond func
 //		}
 //		return ""
 //	})
-func Eventually(t testing.TB, what string, check func() (saw string)) {
+func Eventually(t TB, what string, check func() (saw string), opts ...WaitOption) {
 	t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
+	w := waitWith(WaitTimeout, opts)
+	deadline := time.Now().Add(w.timeout)
 	for {
 		saw := check()
 		if saw == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kctltest: waited %v for %s; last seen: %s", WaitTimeout, what, saw)
+			t.Fatalf("kctltest: waited %v for %s; last seen: %s", w.timeout, what, saw)
 		}
 		select {
 		case <-t.Context().Done():
 			t.Fatalf("kctltest: the test ended while waiting for %s; last seen: %s", what, saw)
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Consistently calls check every 50 ms for ConsistentlyFor (3 s, or
+// Timeout's), and fails t at once, with what and check's answer, the first
+// time check does not return "": that nothing happens, or that a state
+// holds. The first call is at once, the last at the end of the time.
+//
+//	kctltest.Consistently(t, "no Job while suspended", func() string {
+//		list, err := jobs.List(ctx, kctl.ListOptions{Namespace: ns})
+//		if err != nil || len(list) != 0 {
+//			return fmt.Sprintf("%d Jobs, %v", len(list), err)
+//		}
+//		return ""
+//	})
+func Consistently(t TB, what string, check func() (saw string), opts ...WaitOption) {
+	t.Helper()
+	w := waitWith(ConsistentlyFor, opts)
+	start := time.Now()
+	end := start.Add(w.timeout)
+	for {
+		saw := check()
+		if saw != "" {
+			t.Fatalf("kctltest: %s stopped holding after %v: %s", what, time.Since(start).Round(time.Millisecond), saw)
+		}
+		if time.Now().After(end) {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("kctltest: the test ended while checking that %s", what)
+		case <-time.After(min(50*time.Millisecond, time.Until(end)+time.Millisecond)):
 		}
 	}
 }

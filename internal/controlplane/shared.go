@@ -36,6 +36,14 @@ var shared struct {
 // and reports on the terminal how many tests were skipped for want of one.
 // It returns m.Run's exit code. Call it from TestMain.
 func RunTests(m *testing.M) int {
+	return RunTestsWith(m, nil, nil)
+}
+
+// RunTestsWith is RunTests that calls before (if not nil) before the tests,
+// and after (if not nil) once they are done, before the control plane
+// stops. If before returns an error, no test runs: it is printed on
+// standard error and the exit code is 1.
+func RunTestsWith(m *testing.M, before func() error, after func()) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	shared.ctx = ctx
 	shared.main.Store(true)
@@ -48,7 +56,19 @@ func RunTests(m *testing.M) int {
 		signal.Reset(s)
 		syscall.Kill(os.Getpid(), s.(syscall.Signal)) // die of it, as without this handler
 	}()
-	code := m.Run()
+	code := 1
+	err := error(nil)
+	if before != nil {
+		err = before()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kctl: the suite's setup failed, no test ran: %v\nFAIL\n", err)
+	} else {
+		code = m.Run()
+	}
+	if after != nil {
+		after()
+	}
 	stopShared()
 	if n := shared.skipped.Load(); n > 0 {
 		loud(fmt.Sprintf("\n*** kctl: SKIPPED %d INTEGRATION TESTS: no control plane: %v ***\n\n", n, shared.err))
@@ -56,11 +76,20 @@ func RunTests(m *testing.M) int {
 	return code
 }
 
+// T is what Require needs of a test: *testing.T has it, and so does
+// Ginkgo's GinkgoT().
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+}
+
 // Require returns this test binary's control plane, starting it on first use
 // (about 5 s; building the binaries first if need be, see Binaries). If it
 // cannot start, t fails with the reason when $CI is true, and is skipped
 // otherwise, after one loud line on the terminal saying why and how to fix it.
-func Require(t testing.TB) *Cluster {
+func Require(t T) *Cluster {
 	t.Helper()
 	if !shared.main.Load() {
 		t.Fatal("kctl: the control plane needs TestMain to stop it after the tests: add\n" +
@@ -84,7 +113,7 @@ func Require(t testing.TB) *Cluster {
 
 // deadlineOf is when t's test binary times out (go test -timeout, 10 minutes
 // by default); zero if it never does.
-func deadlineOf(t testing.TB) time.Time {
+func deadlineOf(t T) time.Time {
 	d, ok := t.(interface{ Deadline() (time.Time, bool) })
 	if !ok {
 		return time.Time{}
