@@ -18,15 +18,20 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # signals it passes on.
 CONTROLPLANE := .cache/bin/controlplane
 
-.PHONY: test deps fmt vet benchbuild fuzz controlplane demo FORCE
+.PHONY: test deps fmt vet benchbuild fuzz controlplane ginkgotest demo FORCE
 
 # The control plane's binaries are built first, where their progress shows
 # (go test shows a passing package's output only at its end). Each package's
 # test binary then starts a control plane of its own on first use, so packages
 # run in parallel. The fuzz runs come first so that the full test run's
 # summary is the last output.
-test: deps fmt vet benchbuild fuzz controlplane
+test: deps fmt vet benchbuild fuzz controlplane ginkgotest
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
+
+# kctltest in a Ginkgo suite (kctltest/ginkgotest, a module of its own, so
+# that Ginkgo never enters kctl's go.mod), as kctltest's doc says.
+ginkgotest: controlplane
+	cd kctltest/ginkgotest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # A short coverage-guided run of each fuzz target beyond its committed seeds
 # (which plain go test already runs). FUZZTIME=1000000x for a longer one. A

@@ -47,6 +47,60 @@
 // to close a pipe) kills what is left and removes the folder. kctltest works
 // on Linux and macOS, not Windows.
 //
+// # Helpers
+//
+// Eventually and WaitFor wait (30 s, or Timeout's) for a state; Consistently
+// checks that one holds, or that nothing happens, for a while (3 s, or
+// Timeout's). StartManager returns a RunningManager that can be stopped and
+// started again, and whose Reconciles counts a controller's reconciles by
+// result; its setup returns an error, as a scaffolded SetupWithManager
+// does. Env.RestartAPIServer restarts kube-apiserver on the same address
+// over the same etcd. Main takes setup functions run once before the tests
+// (CRDs, say). Context gives a unit test a context whose kctl.LoggerFrom
+// writes to the test.
+//
+// # With Ginkgo
+//
+// Every function that takes a test takes a TB, which Ginkgo's GinkgoT() is
+// as well as *testing.T. Keep the TestMain that calls Main (the control
+// plane must stop after the suite), run the specs from a test function,
+// start the Env in BeforeSuite, and pass GinkgoT() wherever a test goes:
+// what kctltest registers for cleanup runs after the spec (or the suite)
+// that registered it, and a Manager's logs go to the spec's GinkgoWriter.
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(kctltest.Main(m, func(t kctltest.TB, env *kctltest.Env) error {
+//			env.Apply(t, "config/crd/bases/widgets.yaml") // once, before the suite
+//			return nil
+//		}))
+//	}
+//
+//	func TestControllers(t *testing.T) {
+//		RegisterFailHandler(Fail)
+//		RunSpecs(t, "Controller Suite")
+//	}
+//
+//	var env *kctltest.Env
+//
+//	var _ = BeforeSuite(func() { env = kctltest.Start(GinkgoT()) })
+//
+//	var _ = Describe("the widget controller", func() {
+//		var ns string
+//		BeforeEach(func() {
+//			ns = env.Namespace(GinkgoT()) // deleted after the spec
+//			opts := kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}
+//			env.StartManager(GinkgoT(), opts, SetupWithManager) // stopped after the spec
+//		})
+//		It("marks a widget ready", func(ctx SpecContext) {
+//			widgets := kctl.NewClient[Widget](env.Conn)
+//			Expect(widgets.Create(ctx, &Widget{...})).To(Succeed())
+//			kctltest.WaitFor(GinkgoT(), widgets, ns, "hello", func(w *Widget) bool { return w != nil && w.Status.Ready })
+//		})
+//	})
+//
+// kctl's module never requires Ginkgo: kctltest/ginkgotest, a module of its
+// own that make test runs, is such a suite.
+//
 // # Failures
 //
 // When the control plane cannot start, a test that calls Start fails with
