@@ -1,7 +1,9 @@
 package kctl
 
 // An extra: Finalizer, which makes deletion wait for a controller's
-// cleanup, through the Controller's around hook.
+// cleanup, through the Controller's around hook; AddFinalizer and
+// RemoveFinalizer, the same writes for a reconcile that handles its
+// finalizer itself.
 
 import (
 	"context"
@@ -119,4 +121,79 @@ func (c *Controller[T]) patchFinalizers(
 	c.informer.transform(out)
 	*obj = *out
 	return nil
+}
+
+// AddFinalizer adds name to obj's finalizers on the server unless obj has
+// it, and reports whether it wrote. It writes as Finalizer does: a JSON
+// merge patch of metadata.finalizers alone carrying obj's resourceVersion
+// (Conflict if obj is stale), and obj becomes the server's answer. c may be
+// a *Client[T] or anything with its methods (ObjectClient), such as
+// kctltest's FakeClient.
+//
+//	if _, err := kctl.AddFinalizer(ctx, widgets, w, "example.com/cleanup"); err != nil {
+//		return kctl.Result{}, err
+//	}
+func AddFinalizer[T any](
+	ctx context.Context,
+	c ObjectClient[T],
+	obj *T,
+	name string,
+) (bool, error) {
+	list := metaOf(obj).GetFinalizers()
+	if slices.Contains(list, name) {
+		return false, nil
+	}
+	list = append(slices.Clone(list), name)
+	err := setFinalizers(ctx, c, obj, list)
+	if err != nil {
+		return false, fmt.Errorf("kctl: adding finalizer %s: %w",
+			name, unprefixed(err))
+	}
+	return true, nil
+}
+
+// RemoveFinalizer removes name from obj's finalizers on the server if obj
+// has it, and reports whether it wrote; see AddFinalizer. Once the last
+// finalizer of an object being deleted is removed, the object is gone.
+func RemoveFinalizer[T any](
+	ctx context.Context,
+	c ObjectClient[T],
+	obj *T,
+	name string,
+) (bool, error) {
+	list := metaOf(obj).GetFinalizers()
+	if !slices.Contains(list, name) {
+		return false, nil
+	}
+	ours := func(s string) bool { return s == name }
+	rest := slices.DeleteFunc(slices.Clone(list), ours)
+	err := setFinalizers(ctx, c, obj, rest)
+	if err != nil {
+		return false, fmt.Errorf("kctl: removing finalizer %s: %w",
+			name, unprefixed(err))
+	}
+	return true, nil
+}
+
+// setFinalizers is patchFinalizers through an ObjectClient.
+func setFinalizers[T any](
+	ctx context.Context,
+	c ObjectClient[T],
+	obj *T,
+	list []string,
+) error {
+	m := metaOf(obj)
+	// [] rather than null: the same on the server, clearer in audit logs
+	finalizers := append([]string{}, list...)
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": m.GetResourceVersion(),
+			"finalizers":      finalizers,
+		},
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
+	}
+	return c.Patch(ctx, obj, MergePatch, data, PatchOptions{})
 }

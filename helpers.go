@@ -1,7 +1,8 @@
 package kctl
 
 // An extra: write helpers over a Client (CreateOrUpdate, CreateOrPatch,
-// SetControllerReference, RetryOnConflict), as controllerutil's.
+// SetControllerReference, RetryOnConflict), as controllerutil's, and
+// ObjectClient, the part of a Client they use.
 
 import (
 	"context"
@@ -92,6 +93,24 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 	}
 }
 
+// ObjectClient is the part of *Client[T] that CreateOrUpdate,
+// CreateOrPatch, AddFinalizer and RemoveFinalizer use. kctltest's
+// FakeClient[T] has it too, so code that calls them can be unit tested
+// without an API server:
+//
+//	op, err := kctl.CreateOrUpdate(ctx, configMaps, cm, mutate) // a *kctl.Client or a *kctltest.FakeClient
+type ObjectClient[T any] interface {
+	Get(ctx context.Context, namespace, name string) (*T, error)
+	Create(ctx context.Context, obj *T) error
+	Patch(
+		ctx context.Context,
+		obj *T,
+		typ PatchType,
+		data []byte,
+		opts PatchOptions,
+	) error
+}
+
 // OperationResult says what CreateOrUpdate or CreateOrPatch did.
 type OperationResult string
 
@@ -120,7 +139,7 @@ const (
 // obj becomes the server's answer. RBAC: it needs get, create and patch.
 func CreateOrUpdate[T any](
 	ctx context.Context,
-	c *Client[T],
+	c ObjectClient[T],
 	obj *T,
 	mutate func(*T) error,
 ) (OperationResult, error) {
@@ -133,7 +152,7 @@ func CreateOrUpdate[T any](
 	patch, err := mergePatch(before, obj)
 	if err != nil {
 		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w",
-			c.res, keyOf(metaOf(obj)), err)
+			kindOf[T](), keyOf(metaOf(obj)), err)
 	}
 	meta, _ := patch["metadata"].(map[string]any)
 	if meta == nil {
@@ -167,7 +186,7 @@ func mergePatch[T any](before, after *T) (map[string]any, error) {
 // status through the status subresource.
 func CreateOrPatch[T any](
 	ctx context.Context,
-	c *Client[T],
+	c ObjectClient[T],
 	obj *T,
 	mutate func(*T) error,
 ) (OperationResult, error) {
@@ -178,7 +197,7 @@ func CreateOrPatch[T any](
 	change, err := mergePatch(before, obj)
 	if err != nil {
 		return res, fmt.Errorf("kctl: patch %s %s: %w",
-			c.res, keyOf(metaOf(obj)), err)
+			kindOf[T](), keyOf(metaOf(obj)), err)
 	}
 	// the object's change, then its status's
 	parts := [2]map[string]any{change}
@@ -214,7 +233,7 @@ func CreateOrPatch[T any](
 // It returns the object as read if the caller must write a change, else nil.
 func createOrGet[T any](
 	ctx context.Context,
-	c *Client[T],
+	c ObjectClient[T],
 	obj *T,
 	mutate func(*T) error,
 ) (*T, OperationResult, error) {
@@ -249,6 +268,15 @@ func createOrGet[T any](
 		return nil, OperationResultNone, err
 	}
 	return nil, OperationResultCreated, nil
+}
+
+// kindOf names T's resource in an error, or T when it has none.
+func kindOf[T any]() string {
+	res, err := ResourceOf[T]()
+	if err != nil {
+		return reflect.TypeFor[T]().Name()
+	}
+	return res.String()
 }
 
 // diff is the JSON merge patch (RFC 7386) that turns a into b.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/kctltest"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -179,14 +180,20 @@ func TestFakeClient_Scenario_IsWhatTheAPIServerDoes(t *testing.T) {
 
 func TestFakeClient_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 	f := kctltest.NewFakeClient[gadget](t, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
-	if err := f.Patch(t.Context(), &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}, kctl.JSONPatch, []byte(`[]`), kctl.PatchOptions{}); err == nil {
-		t.Error("a JSON patch succeeded, want an error naming Start")
+	named := func() *gadget { return &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}} }
+	cms := kctltest.NewFakeClient(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
+	for what, err := range map[string]error{
+		"a patch of an unknown type": f.Patch(t.Context(), named(), "application/x-unknown", []byte(`{}`), kctl.PatchOptions{}),
+		"a strategic merge patch directive": cms.Patch(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
+			kctl.StrategicMergePatch, []byte(`{"$patch":"replace","data":{"a":"b"}}`), kctl.PatchOptions{}),
+		"Apply of the status subresource": f.Patch(t.Context(), named(), kctl.ApplyPatch, []byte(`{}`), kctl.PatchOptions{FieldManager: "x", Subresource: "status"}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "Start") {
+			t.Errorf("%s: %v, want an error naming Start", what, err)
+		}
 	}
-	if err := f.Apply(t.Context(), &gadget{}, kctl.PatchOptions{FieldManager: "x"}); err == nil {
-		t.Error("Apply succeeded, want an error naming Start")
-	}
-	if _, err := f.List(t.Context(), kctl.ListOptions{Fields: "spec.size=1"}); err == nil {
-		t.Error("List with a field selector on spec.size succeeded, want an error")
+	if _, err := f.List(t.Context(), kctl.ListOptions{Fields: "spec.size=1"}); err == nil || !strings.Contains(err.Error(), "Start") {
+		t.Errorf("List with a field selector on spec.size: %v, want an error naming Start", err)
 	}
 }
 

@@ -1,0 +1,190 @@
+package kctltest
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// currentLocked returns the stored object key as a map. rv, unless "", must
+// be its resourceVersion; needRV makes "" an error.
+func (f *FakeClient[T]) currentLocked(key fakeKey, rv string, needRV bool) (map[string]any, error) {
+	b, ok := f.store.objs[key]
+	if !ok {
+		return nil, f.notFound(key.Name)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	stored, _ := metadata(doc)["resourceVersion"].(string)
+	switch {
+	case rv == "" && needRV:
+		return nil, apierrors.NewInvalid(f.groupKind(), key.Name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), "",
+			"must be specified for an update")})
+	case rv != "" && rv != stored:
+		return nil, apierrors.NewConflict(f.groupResource(), key.Name,
+			errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	return doc, nil
+}
+
+// merge returns what a write of next over old stores: with status, old with
+// next's status; else next with old's status (if modelled) and old's
+// server-owned metadata, and generation bumped if the rest changed.
+func (f *FakeClient[T]) merge(old, next map[string]any, status bool) map[string]any {
+	if status {
+		out := clone(old)
+		out["status"] = next["status"]
+		return out
+	}
+	out := clone(next)
+	if f.hasStatus {
+		out["status"] = old["status"]
+	}
+	meta := metadata(out)
+	oldMeta := metadata(old)
+	for _, k := range []string{"uid", "creationTimestamp", "generation", "deletionTimestamp", "namespace", "name", "resourceVersion"} {
+		meta[k] = oldMeta[k]
+	}
+	if !reflect.DeepEqual(spec(old), spec(out)) {
+		gen, _ := oldMeta["generation"].(float64)
+		meta["generation"] = gen + 1
+	}
+	return out
+}
+
+// storeLocked stores doc under key (or deletes it, if it is being deleted
+// and has no finalizer left) with a new resourceVersion, unless it is old
+// unchanged (the API server writes nothing then), and decodes the result
+// into obj. old is nil for a new object. The fields that changed become
+// manager's alone (see leaves); Apply records what it shares itself.
+func (f *FakeClient[T]) storeLocked(key fakeKey, old, doc map[string]any, obj *T, manager string) error {
+	f.own(key, old, doc, manager)
+	meta := metadata(doc)
+	doc["apiVersion"] = f.res.APIVersion()
+	doc["kind"] = f.res.Kind
+	if old == nil || !f.same(old, doc) {
+		f.store.rv++
+		meta["resourceVersion"] = strconv.FormatInt(f.store.rv, 10)
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	fin, _ := meta["finalizers"].([]any)
+	if meta["deletionTimestamp"] != nil && len(fin) == 0 {
+		f.forgetLocked(key)
+	} else {
+		f.store.objs[key] = b
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	*obj = out
+	return nil
+}
+
+// normal is doc as T holds it: fields T lacks dropped, as the API server
+// drops those its schema lacks, and zero values as T's JSON tags say.
+func (f *FakeClient[T]) normal(doc map[string]any) map[string]any {
+	b, _ := json.Marshal(doc) // decoded JSON: cannot fail
+	var obj T
+	if json.Unmarshal(b, &obj) != nil {
+		return doc
+	}
+	out, err := toMap(&obj)
+	if err != nil {
+		return doc
+	}
+	return out
+}
+
+// same tells whether a and b are the same object but for resourceVersion.
+func (f *FakeClient[T]) same(a, b map[string]any) bool {
+	na := f.normal(a)
+	nb := f.normal(b)
+	delete(metadata(na), "resourceVersion")
+	delete(metadata(nb), "resourceVersion")
+	return reflect.DeepEqual(na, nb)
+}
+
+func (f *FakeClient[T]) decode(b []byte) (*T, error) {
+	obj := new(T)
+	return obj, json.Unmarshal(b, obj)
+}
+
+func (f *FakeClient[T]) groupResource() schema.GroupResource {
+	return schema.GroupResource{Group: f.res.Group, Resource: f.res.Plural}
+}
+
+func (f *FakeClient[T]) groupKind() schema.GroupKind {
+	return schema.GroupKind{Group: f.res.Group, Kind: f.res.Kind}
+}
+
+func (f *FakeClient[T]) notFound(name string) error {
+	return apierrors.NewNotFound(f.groupResource(), name)
+}
+
+func toMap(obj any) (map[string]any, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	return doc, json.Unmarshal(b, &doc)
+}
+
+// metadata returns doc's metadata map, adding an empty one if it has none.
+func metadata(doc map[string]any) map[string]any {
+	meta, ok := doc["metadata"].(map[string]any)
+	if !ok {
+		meta = map[string]any{}
+		doc["metadata"] = meta
+	}
+	return meta
+}
+
+// spec is everything generation tracks: all but metadata and status.
+func spec(doc map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range doc {
+		if k != "metadata" && k != "status" && k != "apiVersion" && k != "kind" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func clone(doc map[string]any) map[string]any {
+	b, _ := json.Marshal(doc) // decoded JSON: cannot fail
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return out
+}
+
+// mergePatch applies an RFC 7386 merge patch to target.
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+		} else {
+			t[k] = mergePatch(t[k], v)
+		}
+	}
+	return t
+}
