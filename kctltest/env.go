@@ -43,12 +43,18 @@ import (
 //		}))
 //	}
 //
+// klog's lines (client-go's own log: request logs at -v=6, warnings) belong
+// to no test, since klog is process-wide and Go cannot tell which test made
+// a line: Main keeps them out of every test's output, and prints them (the
+// last MiB) on standard error after the last test, between two lines
+// "--- kctltest: klog's lines" and "--- kctltest: end of klog's lines", or,
+// with KCTLTEST_KLOG=FILE set, appends them to FILE. go test shows them
+// with -v or when the package fails, as it shows a test's log.
+//
 // Start fails the tests of a package with no TestMain, or one that does not
 // call Main, with this line in the message.
 func Main(m *testing.M, setup ...func(t TB, env *Env) error) int {
-	if len(setup) == 0 {
-		return controlplane.RunTests(m)
-	}
+	klogs := klogRoute()
 	s := newSuite()
 	before := func() error {
 		for _, f := range setup {
@@ -62,7 +68,11 @@ func Main(m *testing.M, setup ...func(t TB, env *Env) error) int {
 		}
 		return nil
 	}
-	return controlplane.RunTestsWith(m, before, s.close)
+	after := func() {
+		s.close()
+		klogs.flush(os.Stderr)
+	}
+	return controlplane.RunTestsWith(m, before, after)
 }
 
 // TB is what kctltest needs of a test: *testing.T, *testing.B, testing.TB
@@ -125,6 +135,7 @@ var env struct {
 // is skipped, with one loud line on the terminal saying why and how to fix it.
 func Start(t TB) *Env {
 	t.Helper()
+	klogRoute()
 	c := controlplane.Require(t)
 	env.once.Do(func() { env.e, env.err = newEnv(c) })
 	if env.err != nil {

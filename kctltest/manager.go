@@ -54,6 +54,8 @@ func (e *Env) Manager(t TB, opts kctl.Options, setup func(*kctl.Manager)) *kctl.
 //	kctltest.Eventually(t, "one reconcile after the restart", func() string { ... run.Reconciles(t, "widgets") ... })
 //
 // Each Manager serves its metrics on a free loopback port, for Reconciles.
+// opts.KlogToLogger is ignored: klog is process-wide, and its lines go
+// where Main says.
 func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) error) *RunningManager {
 	t.Helper()
 	if opts.Config == nil {
@@ -61,6 +63,11 @@ func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) er
 	}
 	if opts.Logger == nil {
 		opts.Logger = Logger(t)
+	}
+	if opts.KlogToLogger {
+		// klog is process-wide: the last Manager would take the lines of every test.
+		opts.KlogToLogger = false
+		opts.Logger.Info("kctltest: Options.KlogToLogger is ignored: klog's lines go where Main says")
 	}
 	r := &RunningManager{opts: opts, setup: setup}
 	t.Cleanup(func() { r.Stop(t) })
