@@ -137,7 +137,7 @@ func buildFits(deadline time.Time) error {
 	if left > expectedBuildTime()+time.Minute {
 		return nil
 	}
-	return fmt.Errorf("the control plane's binaries are not built yet, which takes about %.0f min on %d cores, "+
+	return fmt.Errorf("the control plane's binaries are not built yet, which takes about %.0f min on %d idle cores (longer on busy ones), "+
 		"and this test binary times out in %.0f s: build them once with\n\tgo run github.com/kctl-dev/kctl/hack/controlplane build\n"+
 		"or give go test a longer -timeout", expectedBuildTime().Minutes(), runtime.NumCPU(), left.Seconds())
 }

@@ -310,3 +310,14 @@ func TestBuildFits_TooLittleTimeBeforeTheTestTimeout_NamesTheCommandThatBuildsAh
 		t.Errorf("buildFits(no deadline) = %v, want nil", err)
 	}
 }
+
+// The first build's announcement says what its time depends on: the cores
+// and whether they are idle, and the Go build cache.
+func TestBuildTimeSays_NamesWhatTheTimeDependsOn(t *testing.T) {
+	says := buildTimeSays()
+	for _, want := range []string{"CPU-minutes", "idle cores", "busy", "empty Go build cache", "warm Go build cache", "download"} {
+		if !strings.Contains(says, want) {
+			t.Errorf("buildTimeSays() = %q, lacks %q", says, want)
+		}
+	}
+}
