@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,7 +185,7 @@ cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$ou
 // to go test and the test binary; "timeout" is go test -timeout.
 func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
 	Require(t)
-	ends := []string{"return", "fatal", "panic", "exit", "timeout", "SIGINT", "SIGTERM", "SIGKILL", "Ctrl-C"}
+	ends := []string{"return", "fatal", "panic", "exit", "timeout", "SIGINT", "SIGTERM", "SIGKILL", "Ctrl-C", "Ctrl-C to go test"}
 	for _, end := range ends {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
@@ -195,10 +196,16 @@ func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
 			case end == "timeout":
 				mode = "wait"
 				args = []string{"-test.timeout=45s"}
-			case strings.HasPrefix(end, "SIG") || end == "Ctrl-C":
+			case strings.HasPrefix(end, "SIG") || strings.HasPrefix(end, "Ctrl-C"):
 				mode = "wait"
 			}
-			cmd, out := helperWith(t, mode, args, "TMPDIR="+tmp)
+			var cmd *exec.Cmd
+			var out *output
+			if end == "Ctrl-C to go test" {
+				cmd, out = goTestHelper(t, mode, "TMPDIR="+tmp, "GOTMPDIR="+t.TempDir())
+			} else {
+				cmd, out = helperWith(t, mode, args, "TMPDIR="+tmp)
+			}
 			if end != "timeout" { // it may time out before it prints one
 				apiURL(t, out)
 			}
@@ -209,7 +216,7 @@ func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
 				cmd.Process.Signal(syscall.SIGTERM)
 			case "SIGKILL":
 				cmd.Process.Kill()
-			case "Ctrl-C":
+			case "Ctrl-C", "Ctrl-C to go test":
 				syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 			}
 			err := cmd.Wait()
@@ -225,6 +232,27 @@ func TestShared_ProcessesDieWithTheTestBinary(t *testing.T) {
 			wantEmpty(t, tmp, out)
 		})
 	}
+}
+
+// goTestHelper runs TestHelper through go test, as a terminal would: go
+// test and the test binary it builds are in one process group of their own.
+func goTestHelper(t *testing.T, mode string, env ...string) (*exec.Cmd, *output) {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goCmd, "test", "-count=1", "-v", "-run=^TestHelper$", ".")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &output{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }
 
 // printedPIDs returns the PIDs the helper printed, if it did.
