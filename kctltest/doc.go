@@ -110,7 +110,15 @@
 // # Unit tests without a server
 //
 // FakeClient is an in-memory stand-in for kctl.Client[T], for a reconcile
-// function that reads and writes through a small interface of its own. Its
-// documentation says what it models and what it does not (admission,
-// defaulting, garbage collection, server-side apply...): test those with Start.
+// function that reads and writes through a small interface of its own;
+// kctl's helpers that write through a client (CreateOrUpdate, CreateOrPatch,
+// AddFinalizer, RemoveFinalizer) take it too (kctl.ObjectClient). One Fake
+// serves the FakeClients of several types (FakeClientIn). It models merge,
+// JSON and strategic merge patches and server-side apply as far as its
+// documentation says; InjectError makes a verb fail as a test needs;
+// FakeRecorder stands in for kctl's EventRecorder; Context gives the
+// reconcile a logger that writes to the test. What it does not model
+// (admission, defaulting, garbage collection, watches...) is either
+// an error naming Start, or listed in its documentation: test those with
+// Start.
 package kctltest
