@@ -180,3 +180,17 @@ func TestFakeClient_StrategicMergePatch_IsWhatTheAPIServerDoes(t *testing.T) {
 		t.Errorf("API server Pod scenario:\n%s", diffLines(got, wantPodScenario))
 	}
 }
+
+// An Update without a resourceVersion, or a Create without a name, is
+// Invalid and names the field, as the API server's answer does.
+func TestFakeClient_Invalid_NamesTheField(t *testing.T) {
+	f := kctltest.NewFakeClient(t, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
+	err := f.Update(t.Context(), &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.resourceVersion") {
+		t.Errorf("Update without a resourceVersion = %v, want Invalid naming metadata.resourceVersion", err)
+	}
+	err = f.Create(t.Context(), &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.name") {
+		t.Errorf("Create without a name = %v, want Invalid naming metadata.name", err)
+	}
+}
