@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,5 +196,50 @@ func TestApply_UnknownField_SaysStrictFieldValidationRefusedIt(t *testing.T) {
 	msg := applyFailure(t, env, []byte(manifest))
 	if !strings.Contains(msg, "strict field validation") || !strings.Contains(msg, ".colour") || !strings.Contains(msg, "schema") {
 		t.Errorf("Apply of a ConfigMap with a field colour: failure %q, want it to name strict field validation and .colour", msg)
+	}
+}
+
+// recordTB records what Errorf and Fatalf say (Fatalf ends the goroutine)
+// and runs its cleanups when told.
+type recordTB struct {
+	testing.TB
+	mu       sync.Mutex
+	msgs     []string
+	cleanups []func()
+}
+
+func (r *recordTB) Helper() {}
+func (r *recordTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+}
+func (r *recordTB) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+func (r *recordTB) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *recordTB) cleanup() {
+	for _, f := range slices.Backward(r.cleanups) {
+		f()
+	}
+}
+
+// A Manager whose Start fails at once fails the test with why: at once, or
+// at the latest when it is stopped.
+func TestStartManager_StartFails_FailsTheTestWithWhy(t *testing.T) {
+	env := kctltest.Start(t)
+	tb := &recordTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer tb.cleanup()
+		env.StartManager(tb, kctl.Options{}, func(mgr *kctl.Manager) error {
+			return mgr.Add(kctl.Runnable{Name: "broken", Run: func(context.Context) error { return errors.New("broken on purpose") }})
+		})
+	}()
+	<-done
+	if msgs := strings.Join(tb.msgs, "\n"); !strings.Contains(msgs, "broken on purpose") {
+		t.Errorf("StartManager of a Manager whose runnable fails at once: failures %q, want its error", msgs)
 	}
 }

@@ -140,25 +140,32 @@ func (r *RunningManager) Start(t TB) {
 		r.mu.Unlock()
 		close(done)
 	}()
-	waitServing(t, "http://"+addr+"/metrics", done)
+	if !waitServing(t, "http://"+addr+"/metrics", done) {
+		r.mu.Lock()
+		err := r.err
+		r.done = nil
+		r.mu.Unlock()
+		t.Fatalf("kctltest: Manager.Start returned at once: %v", err)
+	}
 }
 
-// waitServing waits up to 30 s until url answers, or done is closed.
-func waitServing(t TB, url string, done <-chan struct{}) {
+// waitServing waits up to 30 s until url answers, and tells whether it did
+// before done was closed.
+func waitServing(t TB, url string, done <-chan struct{}) bool {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("kctltest: the Manager's metrics page %s does not answer 30 s after its start: %v", url, err)
 		}
 		select {
 		case <-done:
-			return // Stop reports why
+			return false
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
