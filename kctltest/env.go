@@ -128,8 +128,9 @@ var env struct {
 // $KCTL_CONTROLPLANE_BIN when set, else from the per-user cache
 // (os.UserCacheDir()/kctl/...), where the first use builds them with the Go
 // module proxy (several minutes: progress shows on the terminal; concurrent
-// test binaries wait for one build). The processes stop when the test binary
-// ends, also on a panic or Ctrl-C.
+// test binaries wait for one build). The processes stop, and their folder
+// (etcd's data, private keys) is removed, when the test binary ends, however
+// it ends: see the package doc. t may be GinkgoT() (see TB).
 //
 // When it cannot start, t fails with the reason if $CI is true; otherwise t
 // is skipped, with one loud line on the terminal saying why and how to fix it.
