@@ -1,10 +1,11 @@
 package kctl
 
 // An extra: the HTTP servers a Manager runs: HTTPServer runnables and
-// ServeMetrics.
+// ServeMetrics, and the timeouts every server of kctl's sets.
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,62 +16,105 @@ import (
 
 // HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
 // while the Manager runs, for endpoints that enqueue keys or report state.
-// It logs to the Manager's logger (LoggerFrom of its context).
+// It logs to the Manager's logger (LoggerFrom of its context). The server
+// allows 10 s for a request's headers, 30 s for the whole request, 1 min to
+// write the answer, and closes a connection idle for 90 s; an endpoint that
+// streams for longer needs a server of its own.
 func HTTPServer(name, addr string, h http.Handler) Runnable {
+	spec := serverSpec{
+		name:    name,
+		addr:    addr,
+		handler: h,
+		read:    30 * time.Second,
+		write:   time.Minute,
+	}
 	run := func(ctx context.Context) error {
-		return serve(ctx, name, addr, h, LoggerFrom(ctx))
+		return spec.serve(ctx, LoggerFrom(ctx))
 	}
 	return Runnable{Name: name, Run: run}
 }
 
-// server is HTTPServer logging to m's logger.
-func (m *Manager) server(name, addr string, h http.Handler) Runnable {
-	run := func(ctx context.Context) error {
-		return serve(ctx, name, addr, h, m.log)
-	}
-	return Runnable{Name: name, Run: run}
+// serverSpec is one server kctl runs: where, what, its timeouts for
+// reading a request and writing an answer, and its TLS (nil: plain HTTP).
+// Every server also has a 10 s ReadHeaderTimeout and a 90 s IdleTimeout.
+type serverSpec struct {
+	name, addr  string
+	handler     http.Handler
+	read, write time.Duration
+	tls         *tls.Config
 }
 
-// serve runs an HTTP server on addr until ctx ends.
-func serve(
-	ctx context.Context,
-	name, addr string,
-	h http.Handler,
-	log *slog.Logger,
-) error {
-	ln, err := net.Listen("tcp", addr)
+// runnable is s as a Runnable on every replica, logging to m's logger.
+func (m *Manager) runnable(s serverSpec) Runnable {
+	run := func(ctx context.Context) error {
+		return s.serve(ctx, m.log)
+	}
+	return Runnable{Name: s.name, Run: run}
+}
+
+// serve runs the server until ctx ends.
+func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("kctl: %s server cannot listen on %s: %w",
-			name, addr, err)
+			s.name, s.addr, err)
 	}
 	// not the log package's default logger
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelError)
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.read,
+		WriteTimeout:      s.write,
+		IdleTimeout:       90 * time.Second,
 		ErrorLog:          errorLog,
+		TLSConfig:         s.tls,
+	}
+	if s.tls != nil {
+		// HTTP/1.1 only, as controller-runtime serves by default: HTTP/2's
+		// stream resets let one client flood a server (CVE-2023-44487).
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
 	}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	log.Info("serving "+name, "addr", ln.Addr().String())
-	err = srv.Serve(ln)
+	log.Info("serving "+s.name, "addr", ln.Addr().String(),
+		"tls", s.tls != nil)
+	if s.tls != nil {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
 	if !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("kctl: %s server on %s: %w", name, addr, err)
+		return fmt.Errorf("kctl: %s server on %s: %w", s.name, s.addr, err)
 	}
 	return nil
 }
 
 // ServeMetrics serves Prometheus metrics at /metrics on addr while the
 // Manager runs, e.g. "127.0.0.1:8080" (":8080" listens on every interface:
-// ask for it only in a Pod). It is Add of a Runnable named "metrics", so call
-// it before Start; "" adds nothing, so that a flag can turn metrics off.
-// Metrics are off unless you call it.
+// ask for it only in a Pod, and prefer ServeSecureMetrics there). It is Add
+// of a Runnable named "metrics", so call it before Start; "" adds nothing,
+// so that a flag can turn metrics off. Metrics are off unless you call it.
+// Any other path is 404; a scrape has 30 s to be written.
 func (m *Manager) ServeMetrics(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	metrics := http.StripPrefix("/metrics", m.metrics.Handler())
-	return m.Add(m.server("metrics", addr, metrics))
+	return m.Add(m.runnable(m.metricsServer(addr)))
+}
+
+// metricsServer serves the page at /metrics only, over plain HTTP.
+func (m *Manager) metricsServer(addr string) serverSpec {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.metrics.Handler())
+	return serverSpec{
+		name:    "metrics",
+		addr:    addr,
+		handler: mux,
+		read:    10 * time.Second,
+		write:   30 * time.Second,
+	}
 }

@@ -56,7 +56,7 @@ func main() {
 	}
 	if err == nil {
 		setup(mgr)
-		// Until SIGINT or SIGTERM. Without the CRD, it warns and waits for it (/readyz says why).
+		// Until SIGINT or SIGTERM. Without the CRD, it warns and waits for it (/readyz?verbose says why).
 		err = mgr.Start(kctl.SignalContext())
 	}
 	if err != nil {
