@@ -35,13 +35,15 @@ func HTTPServer(name, addr string, h http.Handler) Runnable {
 }
 
 // serverSpec is one server kctl runs: where, what, its timeouts for
-// reading a request and writing an answer, and its TLS (nil: plain HTTP).
-// Every server also has a 10 s ReadHeaderTimeout and a 90 s IdleTimeout.
+// reading a request and writing an answer, and its TLS (nil: plain HTTP)
+// with connContext, http.Server's ConnContext (may be nil). Every server
+// also has a 10 s ReadHeaderTimeout and a 90 s IdleTimeout.
 type serverSpec struct {
 	name, addr  string
 	handler     http.Handler
 	read, write time.Duration
 	tls         *tls.Config
+	connContext func(context.Context, net.Conn) context.Context
 }
 
 // runnable is s as a Runnable on every replica, logging to m's logger.
@@ -69,6 +71,7 @@ func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
 		IdleTimeout:       90 * time.Second,
 		ErrorLog:          errorLog,
 		TLSConfig:         s.tls,
+		ConnContext:       s.connContext,
 	}
 	if s.tls != nil {
 		// HTTP/1.1 only, as controller-runtime serves by default: HTTP/2's

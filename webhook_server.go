@@ -35,6 +35,8 @@ import (
 //	/convert                            Convert, every CRD's
 type WebhookServer struct {
 	m *Manager
+	// certs serve the certificate; nil if addr was "".
+	certs *certwatch.Watcher
 	// mux routes a path to its webhook; a path is registered once.
 	mux *http.ServeMux
 
@@ -67,7 +69,10 @@ const maxReviewBytes = 7 << 20
 // again at each TLS handshake that follows a change to either file
 // (cert-manager's rotation, a Secret's update): connections and requests
 // in flight keep the old one, nothing restarts; a pair that does not load
-// (half written) is logged and the last good one goes on serving.
+// (half written) is logged and the last good one goes on serving. Each
+// request looks at the files too, and a connection made with an older
+// pair is closed once its answer is written, so that the API server's
+// next call makes a new one, with the new certificate.
 //
 // A request has 30 s to arrive and 40 s to be answered (the API server
 // waits at most 30 s for a webhook). It is Add of a Runnable named
@@ -95,6 +100,7 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 	certs.OnError = func(err error) {
 		m.log.Error("kctl: webhook server: " + err.Error())
 	}
+	ws.certs = certs
 	spec := serverSpec{
 		name:    "webhooks",
 		addr:    addr,
@@ -105,6 +111,7 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: certs.GetCertificate,
 		},
+		connContext: certs.ConnContext,
 	}
 	err = m.Add(m.runnable(spec))
 	if err != nil {
@@ -114,8 +121,9 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 }
 
 // handle registers h at path, measured as controller-runtime measures
-// webhooks, with LoggerFrom(ctx) naming the path. A path registered
-// before is a mistake, reported as misuse (see Manager.Start).
+// webhooks, with LoggerFrom(ctx) naming the path, closing a connection
+// of an older certificate after the answer. A path registered before is a
+// mistake, reported as misuse (see Manager.Start).
 func (ws *WebhookServer) handle(path string, h http.Handler) {
 	ws.mu.Lock()
 	taken := ws.paths[path]
@@ -129,6 +137,10 @@ func (ws *WebhookServer) handle(path string, h http.Handler) {
 	log := ws.m.log.With("webhook", path)
 	observed := ws.m.metrics.Webhook(path)
 	measured := func(w http.ResponseWriter, r *http.Request) {
+		stale := ws.certs != nil && ws.certs.Stale(r.Context())
+		if stale {
+			w.Header().Set("Connection", "close")
+		}
 		observed.Started()
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
