@@ -61,6 +61,27 @@ func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("kctl: %s server cannot listen on %s: %w",
 			s.name, s.addr, err)
 	}
+	srv := s.httpServer(log)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("serving "+s.name, "addr", ln.Addr().String(),
+		"tls", s.tls != nil,
+		"readTimeout", s.read, "writeTimeout", s.write)
+	if s.tls != nil {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("kctl: %s server on %s: %w", s.name, s.addr, err)
+	}
+	return nil
+}
+
+// httpServer is the http.Server of s, logging to log.
+func (s serverSpec) httpServer(log *slog.Logger) *http.Server {
 	// not the log package's default logger
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelError)
 	srv := &http.Server{
@@ -79,21 +100,7 @@ func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 	}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	log.Info("serving "+s.name, "addr", ln.Addr().String(),
-		"tls", s.tls != nil)
-	if s.tls != nil {
-		err = srv.ServeTLS(ln, "", "")
-	} else {
-		err = srv.Serve(ln)
-	}
-	if !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("kctl: %s server on %s: %w", s.name, s.addr, err)
-	}
-	return nil
+	return srv
 }
 
 // ServeMetrics serves Prometheus metrics at /metrics on addr while the

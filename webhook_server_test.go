@@ -2,6 +2,8 @@ package kctl
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"strings"
@@ -145,5 +147,39 @@ func TestWebhooks_BadReviews_Get4xx(t *testing.T) {
 		if !strings.Contains(page.String(), want) {
 			t.Errorf("the metrics page lacks %s", want)
 		}
+	}
+}
+
+// TestWebhooks_TLS12AndUp_CertificateRequired: ServeWebhooks fails without
+// a certificate, naming it; the server refuses TLS 1.1 and speaks 1.2 and
+// HTTP/1.1.
+func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
+	f := newWebhookFixture(t)
+	if _, err := f.mgr.ServeWebhooks(freeLoopbackAddr(t), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tls.crt") {
+		t.Errorf("ServeWebhooks without a certificate = %v, want an error naming tls.crt", err)
+	}
+	startManager(t, f.mgr)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.ca.PEM())
+	eventually(t, "the webhook server listening", func() bool {
+		c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: pool})
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil || !strings.Contains(err.Error(), "protocol version") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("a TLS 1.1 handshake: %v, want the server to refuse its protocol version", err)
+	}
+	c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatalf("a TLS 1.2 handshake: %v", err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Errorf("negotiated %q, want HTTP/1.1 only", p)
 	}
 }
