@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/testcerts"
+	"github.com/kctl-dev/kctl/internal/certs"
 )
 
 // TestManager_Servers_SetTimeoutsAndServeOnlyTheirPaths: every server kctl
@@ -33,7 +33,7 @@ func TestManager_Servers_SetTimeoutsAndServeOnlyTheirPaths(t *testing.T) {
 		}
 	}
 	certDir := t.TempDir()
-	ca, err := testcerts.NewCA("kctl server test")
+	ca, err := certs.NewCA("kctl server test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 	certs, err := certwatch.New(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("kctl: webhook server: %w; "+
-			"make it (cert-manager, or testcerts for a local run) "+
+			"make it (cert-manager, or certs for a local run) "+
 			"or pass the directory that holds it", err)
 	}
 	certs.OnError = func(err error) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kctl-dev/kctl/internal/testcerts"
+	"github.com/kctl-dev/kctl/internal/certs"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -73,7 +73,7 @@ func TestWebhooks_RealAPIServer_CertificateRotatedOnDisk(t *testing.T) {
 	// the API server's calls must fail once its open connections have
 	// each served one more call (at most 2 here, the held one's and the
 	// others').
-	other, err := testcerts.NewCA("untrusted")
+	other, err := certs.NewCA("untrusted")
 	if err != nil {
 		t.Fatal(err)
 	}

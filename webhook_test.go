@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/testcerts"
+	"github.com/kctl-dev/kctl/internal/certs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -63,7 +63,7 @@ type webhookFixture struct {
 	mgr     *Manager
 	hooks   *WebhookServer
 	addr    string
-	ca      *testcerts.CA
+	ca      *certs.CA
 	certDir string
 }
 
@@ -72,7 +72,7 @@ func newWebhookFixture(t *testing.T) *webhookFixture {
 	f := &webhookFixture{cfg: testConfig(t), addr: freeLoopbackAddr(t), certDir: t.TempDir()}
 	f.ns = testNamespace(t, f.cfg)
 	var err error
-	if f.ca, err = testcerts.NewCA("kctl webhook test"); err != nil {
+	if f.ca, err = certs.NewCA("kctl webhook test"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ca.WriteServing(f.certDir, "127.0.0.1"); err != nil {
@@ -174,7 +174,7 @@ func gadgetJSON(name, spec string) string {
 
 // servedSerial dials the webhook server as a TLS client trusting ca and
 // returns the serial number of the certificate it serves.
-func servedSerial(t *testing.T, addr string, ca *testcerts.CA) *big.Int {
+func servedSerial(t *testing.T, addr string, ca *certs.CA) *big.Int {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM())
@@ -187,7 +187,7 @@ func servedSerial(t *testing.T, addr string, ca *testcerts.CA) *big.Int {
 }
 
 // webhookClient is an HTTPS client trusting ca.
-func webhookClient(ca *testcerts.CA) *http.Client {
+func webhookClient(ca *certs.CA) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM())
 	return &http.Client{

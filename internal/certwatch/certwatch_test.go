@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kctl-dev/kctl/internal/testcerts"
+	"github.com/kctl-dev/kctl/internal/certs"
 )
 
 func serialOf(t *testing.T, w *Watcher) *big.Int {
@@ -31,7 +31,7 @@ func serialOf(t *testing.T, w *Watcher) *big.Int {
 
 func TestWatcher_ReloadsOnChange_KeepsLastGoodPair(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := testcerts.NewCA("test")
+	ca, err := certs.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestNew_FailsOnMissingFiles(t *testing.T) {
 // request handshakes with the new pair.
 func TestWatcher_Stale_ClosesConnectionsOfAnOlderPair(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := testcerts.NewCA("test")
+	ca, err := certs.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,16 @@
-// Package testcerts makes a certificate authority and serving
-// certificates for tests and local runs of webhooks, without cert-manager:
+// Package certs makes a certificate authority and serving certificates,
+// without cert-manager: for tests and local runs of webhooks, and for a
+// metrics server given no certificate (a self-signed one, as
+// controller-runtime makes):
 //
-//	ca, err := testcerts.NewCA("kctl test CA")
+//	ca, err := certs.NewCA("kctl test CA")
 //	err = ca.WriteServing(dir, "127.0.0.1", "localhost") // dir/tls.crt, dir/tls.key
 //	caBundle := ca.PEM() // the webhook configuration's caBundle
 //
 // Keys are ECDSA P-256; certificates are valid from an hour ago for a year.
-// Not for production: the CA's key lives only in memory.
-package testcerts
+// The CA's key lives only in memory, so its certificates cannot be
+// renewed: in production, use cert-manager or your own CA.
+package certs
 
 import (
 	"crypto/ecdsa"
@@ -122,7 +125,7 @@ func writeFile(path string, data []byte) error {
 	tmp := path + ".tmp"
 	err := os.WriteFile(tmp, data, 0o600)
 	if err != nil {
-		return fmt.Errorf("testcerts: %w", err)
+		return fmt.Errorf("certs: %w", err)
 	}
 	return os.Rename(tmp, path)
 }
