@@ -18,8 +18,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/certs"
 	"github.com/kctl-dev/kctl/internal/certwatch"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ServeSecureMetrics serves the metrics page at /metrics over HTTPS (TLS
@@ -62,23 +61,33 @@ func (m *Manager) ServeSecureMetrics(addr, certDir string) error {
 	if err != nil {
 		return err
 	}
+	Declare[tokenReview](Resource{
+		Group:   "authentication.k8s.io",
+		Version: "v1",
+		Kind:    "TokenReview",
+	})
+	Declare[accessReview](Resource{
+		Group:   "authorization.k8s.io",
+		Version: "v1",
+		Kind:    "SubjectAccessReview",
+	})
 	auth := &metricsAuth{
-		tokens: NewClient[authenticationv1.TokenReview](m.conn),
-		access: NewClient[authorizationv1.SubjectAccessReview](m.conn),
+		tokens: NewClient[tokenReview](m.conn),
+		access: NewClient[accessReview](m.conn),
 		log:    m.log,
 		ttl:    10 * time.Second,
 		cache:  map[[32]byte]verdict{},
 	}
 	spec := m.metricsServer(addr)
 	spec.handler = auth.wrap(spec.handler)
-	spec.tls = tlsConfig
+	spec.tls = serveTLS(tlsConfig)
 	return m.Add(m.runnable(spec))
 }
 
 // metricsTLS is the TLS of ServeSecureMetrics: certDir's pair, reloaded
 // on change, or a self-signed one if certDir is "".
 func (m *Manager) metricsTLS(certDir string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{}
 	if certDir != "" {
 		certFile := filepath.Join(certDir, "tls.crt")
 		keyFile := filepath.Join(certDir, "tls.key")
@@ -121,8 +130,8 @@ func selfSigned() (tls.Certificate, error) {
 // cached by the token's SHA-256 for ttl; an error of the API server is
 // not cached. It is safe for concurrent use.
 type metricsAuth struct {
-	tokens *Client[authenticationv1.TokenReview]
-	access *Client[authorizationv1.SubjectAccessReview]
+	tokens *Client[tokenReview]
+	access *Client[accessReview]
 	log    *slog.Logger
 	ttl    time.Duration
 
@@ -209,9 +218,8 @@ func (a *metricsAuth) remember(key [32]byte, v verdict, now time.Time) {
 // review asks the API server who token is (401 if nobody) and whether
 // they may get /metrics (403 if not); 200 lets the request through.
 func (a *metricsAuth) review(ctx context.Context, token string) (int, error) {
-	tr := &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token},
-	}
+	tr := &tokenReview{}
+	tr.Spec.Token = token
 	err := a.tokens.Create(ctx, tr)
 	if err != nil {
 		return 0, fmt.Errorf("reviewing a token: %w", unprefixed(err))
@@ -220,22 +228,13 @@ func (a *metricsAuth) review(ctx context.Context, token string) (int, error) {
 		return http.StatusUnauthorized, nil
 	}
 	user := tr.Status.User
-	extra := map[string]authorizationv1.ExtraValue{}
-	for k, v := range user.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
-	sar := &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   user.Username,
-			UID:    user.UID,
-			Groups: user.Groups,
-			Extra:  extra,
-			NonResourceAttributes: &authorizationv1.NonResourceAttributes{
-				Path: "/metrics",
-				Verb: "get",
-			},
-		},
-	}
+	sar := &accessReview{}
+	sar.Spec.User = user.Username
+	sar.Spec.UID = user.UID
+	sar.Spec.Groups = user.Groups
+	sar.Spec.Extra = user.Extra
+	sar.Spec.NonResourceAttributes.Path = "/metrics"
+	sar.Spec.NonResourceAttributes.Verb = "get"
 	err = a.access.Create(ctx, sar)
 	if err != nil {
 		return 0, fmt.Errorf("reviewing %s's access to /metrics: %w",
@@ -245,4 +244,39 @@ func (a *metricsAuth) review(ctx context.Context, token string) (int, error) {
 		return http.StatusForbidden, nil
 	}
 	return http.StatusOK, nil
+}
+
+// tokenReview is authentication.k8s.io/v1's TokenReview, the fields kctl
+// sends and reads. kctl does not import k8s.io/api/authentication/v1: an
+// API package's type registration links it into every program.
+type tokenReview struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Token string `json:"token"`
+	} `json:"spec"`
+	Status struct {
+		Authenticated bool     `json:"authenticated"`
+		User          UserInfo `json:"user"`
+	} `json:"status"`
+}
+
+// accessReview is authorization.k8s.io/v1's SubjectAccessReview of a
+// non-resource URL, the fields kctl sends and reads.
+type accessReview struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		NonResourceAttributes struct {
+			Path string `json:"path"`
+			Verb string `json:"verb"`
+		} `json:"nonResourceAttributes"`
+		User   string              `json:"user"`
+		UID    string              `json:"uid,omitempty"`
+		Groups []string            `json:"groups,omitempty"`
+		Extra  map[string][]string `json:"extra,omitempty"`
+	} `json:"spec"`
+	Status struct {
+		Allowed bool `json:"allowed"`
+	} `json:"status"`
 }

@@ -34,16 +34,30 @@ func HTTPServer(name, addr string, h http.Handler) Runnable {
 	return Runnable{Name: name, Run: run}
 }
 
-// serverSpec is one server kctl runs: where, what, its timeouts for
-// reading a request and writing an answer, and its TLS (nil: plain HTTP)
-// with connContext, http.Server's ConnContext (may be nil). Every server
-// also has a 10 s ReadHeaderTimeout and a 90 s IdleTimeout.
+// serverSpec is one server kctl runs: where, what, and its timeouts for
+// reading a request and writing an answer. Every server also has a 10 s
+// ReadHeaderTimeout and a 90 s IdleTimeout.
 type serverSpec struct {
 	name, addr  string
 	handler     http.Handler
 	read, write time.Duration
-	tls         *tls.Config
+	// tls, if set, wraps the listener to serve TLS (serveTLS). A func, not
+	// a *tls.Config, so that programs serving plain HTTP only do not link
+	// TLS's server side.
+	tls func(net.Listener) net.Listener
+	// connContext is http.Server's ConnContext; may be nil.
 	connContext func(context.Context, net.Conn) context.Context
+}
+
+// serveTLS is serverSpec.tls for cfg, which is made to speak TLS 1.2 or
+// later and HTTP/1.1 only, as controller-runtime serves by default:
+// HTTP/2's stream resets let one client flood a server (CVE-2023-44487).
+func serveTLS(cfg *tls.Config) func(net.Listener) net.Listener {
+	cfg.MinVersion = tls.VersionTLS12
+	cfg.NextProtos = []string{"http/1.1"}
+	return func(ln net.Listener) net.Listener {
+		return tls.NewListener(ln, cfg)
+	}
 }
 
 // runnable is s as a Runnable on every replica, logging to m's logger.
@@ -70,10 +84,9 @@ func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
 		"tls", s.tls != nil,
 		"readTimeout", s.read, "writeTimeout", s.write)
 	if s.tls != nil {
-		err = srv.ServeTLS(ln, "", "")
-	} else {
-		err = srv.Serve(ln)
+		ln = s.tls(ln)
 	}
+	err = srv.Serve(ln)
 	if !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("kctl: %s server on %s: %w", s.name, s.addr, err)
 	}
@@ -91,14 +104,7 @@ func (s serverSpec) httpServer(log *slog.Logger) *http.Server {
 		WriteTimeout:      s.write,
 		IdleTimeout:       90 * time.Second,
 		ErrorLog:          errorLog,
-		TLSConfig:         s.tls,
 		ConnContext:       s.connContext,
-	}
-	if s.tls != nil {
-		// HTTP/1.1 only, as controller-runtime serves by default: HTTP/2's
-		// stream resets let one client flood a server (CVE-2023-44487).
-		srv.Protocols = new(http.Protocols)
-		srv.Protocols.SetHTTP1(true)
 	}
 	return srv
 }
@@ -116,14 +122,22 @@ func (m *Manager) ServeMetrics(addr string) error {
 	return m.Add(m.runnable(m.metricsServer(addr)))
 }
 
-// metricsServer serves the page at /metrics only, over plain HTTP.
+// metricsServer serves the page at /metrics only, over plain HTTP. Not
+// an http.ServeMux: its pattern matching would link 40 KB into every
+// program serving metrics.
 func (m *Manager) metricsServer(addr string) serverSpec {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.metrics.Handler())
+	page := m.metrics.Handler()
+	only := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		page.ServeHTTP(w, r)
+	}
 	return serverSpec{
 		name:    "metrics",
 		addr:    addr,
-		handler: mux,
+		handler: http.HandlerFunc(only),
 		read:    10 * time.Second,
 		write:   30 * time.Second,
 	}

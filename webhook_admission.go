@@ -11,8 +11,6 @@ import (
 	"net/http"
 
 	"github.com/kctl-dev/kctl/internal/jsonpatch"
-	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,8 +19,9 @@ import (
 // AdmissionRequest is what the API server asks a validating webhook about
 // one object of type T.
 type AdmissionRequest[T any] struct {
-	// Operation is admissionv1.Create, Update, Delete or Connect.
-	Operation admissionv1.Operation
+	// Operation is "CREATE", "UPDATE", "DELETE" or "CONNECT" (the values
+	// of admissionv1.Operation).
+	Operation string
 	// Object is the object as it would be stored; nil on Delete.
 	Object *T
 	// OldObject is the object stored now, on Update and Delete; else nil.
@@ -36,9 +35,54 @@ type AdmissionRequest[T any] struct {
 	// effects must not make them (and must declare sideEffects: NoneOnDryRun).
 	DryRun bool
 	// UserInfo is who sent the request.
-	UserInfo authenticationv1.UserInfo
+	UserInfo UserInfo
 	// UID identifies the request, e.g. in a log line.
 	UID types.UID
+}
+
+// UserInfo is who sent a request, as the API server authenticated them:
+// authenticationv1.UserInfo's fields.
+type UserInfo struct {
+	Username string              `json:"username,omitempty"`
+	UID      string              `json:"uid,omitempty"`
+	Groups   []string            `json:"groups,omitempty"`
+	Extra    map[string][]string `json:"extra,omitempty"`
+}
+
+// admissionReview is admission.k8s.io/v1's AdmissionReview, the fields
+// kctl reads and writes. kctl does not import k8s.io/api/admission/v1:
+// an API package's type registration links it into every program.
+type admissionReview struct {
+	metav1.TypeMeta `json:",inline"`
+	Request         *admissionRequest  `json:"request,omitempty"`
+	Response        *admissionResponse `json:"response,omitempty"`
+}
+
+type admissionRequest struct {
+	UID         types.UID       `json:"uid"`
+	Operation   string          `json:"operation"`
+	Name        string          `json:"name,omitempty"`
+	Namespace   string          `json:"namespace,omitempty"`
+	SubResource string          `json:"subResource,omitempty"`
+	UserInfo    UserInfo        `json:"userInfo"`
+	Object      json.RawMessage `json:"object,omitempty"`
+	OldObject   json.RawMessage `json:"oldObject,omitempty"`
+	DryRun      *bool           `json:"dryRun,omitempty"`
+}
+
+type admissionResponse struct {
+	UID       types.UID      `json:"uid"`
+	Allowed   bool           `json:"allowed"`
+	Result    *metav1.Status `json:"status,omitempty"`
+	Patch     []byte         `json:"patch,omitempty"`
+	PatchType *string        `json:"patchType,omitempty"`
+	Warnings  []string       `json:"warnings,omitempty"`
+}
+
+// present says whether a review holds an object in raw (absent or null
+// is none).
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
 }
 
 // Validate serves validate as the validating webhook of T, at
@@ -73,7 +117,7 @@ func Validate[T any, PT Object[T]](
 		return
 	}
 	path := webhookPath("validate", res)
-	review := func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	review := func(ctx context.Context, req *admissionRequest) *admissionResponse {
 		typed, err := typedRequest[T](req)
 		if err != nil {
 			return deny(http.StatusBadRequest, err)
@@ -84,7 +128,7 @@ func Validate[T any, PT Object[T]](
 			resp.Warnings = warnings
 			return resp
 		}
-		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
+		return &admissionResponse{Allowed: true, Warnings: warnings}
 	}
 	ws.handle(path, admissionHandler(review))
 }
@@ -131,19 +175,19 @@ func Default[T any, PT Object[T]](
 		return
 	}
 	path := webhookPath("mutate", res)
-	review := func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-		mutates := req.Operation == admissionv1.Create ||
-			req.Operation == admissionv1.Update
+	review := func(ctx context.Context, req *admissionRequest) *admissionResponse {
+		mutates := req.Operation == "CREATE" ||
+			req.Operation == "UPDATE"
 		if !mutates {
-			return &admissionv1.AdmissionResponse{Allowed: true}
+			return &admissionResponse{Allowed: true}
 		}
-		patch, denial := defaultPatch(ctx, def, req.Object.Raw)
+		patch, denial := defaultPatch(ctx, def, req.Object)
 		if denial != nil {
 			return denial
 		}
-		resp := &admissionv1.AdmissionResponse{Allowed: true}
+		resp := &admissionResponse{Allowed: true}
 		if patch != nil {
-			patchType := admissionv1.PatchTypeJSONPatch
+			patchType := "JSONPatch"
 			resp.Patch = patch
 			resp.PatchType = &patchType
 		}
@@ -158,7 +202,7 @@ func defaultPatch[T any](
 	ctx context.Context,
 	def func(context.Context, *T) error,
 	raw []byte,
-) (patch []byte, denial *admissionv1.AdmissionResponse) {
+) (patch []byte, denial *admissionResponse) {
 	obj, err := decodeObject[T](raw, "object")
 	if err != nil {
 		return nil, deny(http.StatusBadRequest, err)
@@ -193,7 +237,7 @@ func callDefault[T any](
 }
 
 // typedRequest is req with its objects decoded into T.
-func typedRequest[T any](req *admissionv1.AdmissionRequest) (AdmissionRequest[T], error) {
+func typedRequest[T any](req *admissionRequest) (AdmissionRequest[T], error) {
 	typed := AdmissionRequest[T]{
 		Operation:   req.Operation,
 		Namespace:   req.Namespace,
@@ -204,14 +248,14 @@ func typedRequest[T any](req *admissionv1.AdmissionRequest) (AdmissionRequest[T]
 		UID:         req.UID,
 	}
 	var err error
-	if len(req.Object.Raw) > 0 {
-		typed.Object, err = decodeObject[T](req.Object.Raw, "object")
+	if present(req.Object) {
+		typed.Object, err = decodeObject[T](req.Object, "object")
 		if err != nil {
 			return typed, err
 		}
 	}
-	if len(req.OldObject.Raw) > 0 {
-		typed.OldObject, err = decodeObject[T](req.OldObject.Raw, "oldObject")
+	if present(req.OldObject) {
+		typed.OldObject, err = decodeObject[T](req.OldObject, "oldObject")
 	}
 	return typed, err
 }
@@ -219,10 +263,10 @@ func typedRequest[T any](req *admissionv1.AdmissionRequest) (AdmissionRequest[T]
 // admissionHandler serves AdmissionReview v1 with review, answering a
 // review it cannot read with a 4xx (readReview).
 func admissionHandler(
-	review func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse,
+	review func(context.Context, *admissionRequest) *admissionResponse,
 ) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var in admissionv1.AdmissionReview
+		var in admissionReview
 		ok := readReview(w, r, "AdmissionReview", func(data []byte) error {
 			return decodeAdmissionReview(data, &in)
 		})
@@ -231,7 +275,7 @@ func admissionHandler(
 		}
 		resp := review(r.Context(), in.Request)
 		resp.UID = in.Request.UID
-		out := admissionv1.AdmissionReview{
+		out := admissionReview{
 			TypeMeta: in.TypeMeta,
 			Response: resp,
 		}
@@ -241,7 +285,7 @@ func admissionHandler(
 
 // decodeAdmissionReview decodes data into review and checks that it is
 // a v1 request.
-func decodeAdmissionReview(data []byte, review *admissionv1.AdmissionReview) error {
+func decodeAdmissionReview(data []byte, review *admissionReview) error {
 	err := json.Unmarshal(data, review)
 	if err != nil {
 		return err
@@ -259,7 +303,7 @@ func decodeAdmissionReview(data []byte, review *admissionv1.AdmissionReview) err
 
 // denied is the answer that denies with err: its API status if it carries
 // one, code 500 for a panic, else code 403 and its message.
-func denied(err error) *admissionv1.AdmissionResponse {
+func denied(err error) *admissionResponse {
 	var status apierrors.APIStatus
 	var panicked panicError
 	if errors.As(err, &panicked) {
@@ -267,13 +311,13 @@ func denied(err error) *admissionv1.AdmissionResponse {
 	}
 	if errors.As(err, &status) {
 		s := status.Status()
-		return &admissionv1.AdmissionResponse{Result: &s}
+		return &admissionResponse{Result: &s}
 	}
 	return deny(http.StatusForbidden, err)
 }
 
 // deny is the answer that denies with code and err's message.
-func deny(code int, err error) *admissionv1.AdmissionResponse {
+func deny(code int, err error) *admissionResponse {
 	reason := metav1.StatusReasonForbidden
 	switch code {
 	case http.StatusBadRequest:
@@ -287,5 +331,5 @@ func deny(code int, err error) *admissionv1.AdmissionResponse {
 		Reason:  reason,
 		Message: err.Error(),
 	}
-	return &admissionv1.AdmissionResponse{Result: status}
+	return &admissionResponse{Result: status}
 }

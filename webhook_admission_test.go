@@ -25,10 +25,10 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 	var mu sync.Mutex
 	var defaulted []gadget // what Default got, in order
 	Validate(f.hooks, func(ctx context.Context, req AdmissionRequest[gadget]) ([]string, error) {
-		if req.Operation == admissionv1.Update && req.OldObject.Spec.Color == "locked" {
+		if req.Operation == string(admissionv1.Update) && req.OldObject.Spec.Color == "locked" {
 			return nil, fmt.Errorf("%s was locked (color %q), not %q", req.Name, req.OldObject.Spec.Color, req.Object.Spec.Color)
 		}
-		if req.Operation == admissionv1.Delete {
+		if req.Operation == string(admissionv1.Delete) {
 			if req.Object != nil || req.OldObject == nil {
 				return nil, errors.New("a DELETE review must have only the old object")
 			}

@@ -23,7 +23,7 @@ func FuzzAdmissionReview(f *testing.F) {
 		`"object":{"metadata":{"name":"a","labels":{"x":"y"}}},"oldObject":{"metadata":{"name":"a"}}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"3","operation":"DELETE","oldObject":{"data":7}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"4","operation":"CREATE","object":null}}`))
-	validate := admissionHandler(func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	validate := admissionHandler(func(ctx context.Context, req *admissionRequest) *admissionResponse {
 		typed, err := typedRequest[corev1.ConfigMap](req)
 		if err != nil {
 			return deny(http.StatusBadRequest, err)
@@ -31,17 +31,17 @@ func FuzzAdmissionReview(f *testing.F) {
 		if typed.Object != nil && typed.Object.Data["k"] == "deny" {
 			return denied(errors.New("denied"))
 		}
-		return &admissionv1.AdmissionResponse{Allowed: true}
+		return &admissionResponse{Allowed: true}
 	})
-	mutate := admissionHandler(func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	mutate := admissionHandler(func(ctx context.Context, req *admissionRequest) *admissionResponse {
 		patch, denial := defaultPatch(ctx, func(_ context.Context, cm *corev1.ConfigMap) error {
 			cm.Labels = map[string]string{"defaulted": "true"}
 			return nil
-		}, req.Object.Raw)
+		}, req.Object)
 		if denial != nil {
 			return denial
 		}
-		return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch}
+		return &admissionResponse{Allowed: true, Patch: patch}
 	})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, h := range []http.Handler{validate, mutate} {

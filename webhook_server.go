@@ -107,10 +107,9 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 		handler: ws.mux,
 		read:    30 * time.Second,
 		write:   40 * time.Second,
-		tls: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
+		tls: serveTLS(&tls.Config{
 			GetCertificate: certs.GetCertificate,
-		},
+		}),
 		connContext: certs.ConnContext,
 	}
 	err = m.Add(m.runnable(spec))
