@@ -44,8 +44,8 @@ type conversionResponse struct {
 //		func(src *v2.Widget, dst *v1.Widget) error { dst.Spec.Size = src.Spec.Replicas; return nil })
 //
 // A and B must be declared (Declare) with the same Group and Kind and
-// different Versions. Each function gets dst with the apiVersion and kind
-// of its version and the metadata of src, and fills the rest; an error
+// different Versions. Each function gets dst holding a copy of src's
+// metadata and fills the rest; kctl sets its apiVersion and kind. An error
 // fails the whole review, and the API server's request with it, with the
 // error's message. A list is converted in one review, object by object.
 //

@@ -91,16 +91,16 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 	}
 	certFile := filepath.Join(certDir, "tls.crt")
 	keyFile := filepath.Join(certDir, "tls.key")
-	certs, err := certwatch.New(certFile, keyFile)
+	watcher, err := certwatch.New(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("kctl: webhook server: %w; "+
-			"make it (cert-manager, or certs for a local run) "+
-			"or pass the directory that holds it", err)
+			"make it (cert-manager, or example/crd/gencert "+
+			"for a local run) or pass the directory that holds it", err)
 	}
-	certs.OnError = func(err error) {
+	watcher.OnError = func(err error) {
 		m.log.Error("kctl: webhook server: " + err.Error())
 	}
-	ws.certs = certs
+	ws.certs = watcher
 	spec := serverSpec{
 		name:    "webhooks",
 		addr:    addr,
@@ -108,9 +108,9 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 		read:    30 * time.Second,
 		write:   40 * time.Second,
 		tls: serveTLS(&tls.Config{
-			GetCertificate: certs.GetCertificate,
+			GetCertificate: watcher.GetCertificate,
 		}),
-		connContext: certs.ConnContext,
+		connContext: watcher.ConnContext,
 	}
 	err = m.Add(m.runnable(spec))
 	if err != nil {
