@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +96,13 @@ func TestCRD_Webhooks_ThroughTheAPIServer(t *testing.T) {
 	}
 	if good.Labels[managedBy] != "kctl-widgets" {
 		t.Errorf("labels %v, want %s=kctl-widgets from the defaulting webhook", good.Labels, managedBy)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, []byte("apiVersion: example.kctl.dev/v1\nkind: Widget\nmetadata: {name: empty}\nspec: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := env.Kubectl(t, "apply", "-n", ns, "-f", empty); !strings.Contains(out, "Warning: spec.data is empty: the Widget's ConfigMap will be too") {
+		t.Errorf("kubectl apply of a Widget without data printed %q, want the webhook's warning", out)
 	}
 	got, err := v2.Get(ctx, ns, "good")
 	if err != nil {
