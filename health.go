@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ServeHealth serves the probes /healthz and /readyz on addr while the
@@ -18,11 +19,21 @@ func (m *Manager) ServeHealth(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	return m.Add(m.server("health", addr, m.health.handler()))
+	spec := serverSpec{
+		name:    "health",
+		addr:    addr,
+		handler: m.health.handler(),
+		read:    5 * time.Second,
+		write:   10 * time.Second,
+	}
+	return m.Add(m.runnable(spec))
 }
 
 // handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;
-// any other path is 404.
+// any other path is 404. A failing check's error text is shown only with
+// ?verbose, as kube-apiserver and controller-runtime do: otherwise it reads
+// "[-]<check> failed: reason withheld", so that a probe endpoint reachable
+// from the network tells nothing of the cluster.
 func (h *healthChecks) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := strings.TrimPrefix(r.URL.Path, "/")
@@ -47,6 +58,7 @@ func (h *healthChecks) handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		q := r.URL.Query()
+		_, verbose := q["verbose"]
 		failed := false
 		b := ""
 		for _, c := range checks {
@@ -61,10 +73,12 @@ func (h *healthChecks) handler() http.Handler {
 				continue
 			}
 			failed = true
-			msg := strings.ReplaceAll(err.Error(), "\n", " ")
+			msg := "reason withheld"
+			if verbose {
+				msg = strings.ReplaceAll(err.Error(), "\n", " ")
+			}
 			b += "[-]" + c.name + " failed: " + msg + "\n"
 		}
-		_, verbose := q["verbose"]
 		switch {
 		case failed:
 			w.WriteHeader(http.StatusServiceUnavailable)

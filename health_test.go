@@ -40,16 +40,18 @@ func TestHealth_Probes_ReportEveryCheckLikeKubeAPIServer(t *testing.T) {
 		code int
 		body string
 	}{
-		{false, "/readyz", 503, "[-]cache-sync failed: widgets.example.com/v1 is not installed on the API server: apply its CRD\n[+]leader ok\nreadyz check failed\n"},
+		{false, "/readyz", 503, "[-]cache-sync failed: reason withheld\n[+]leader ok\nreadyz check failed\n"},
+		{false, "/readyz?verbose", 503, "[-]cache-sync failed: widgets.example.com/v1 is not installed on the API server: apply its CRD\n[+]leader ok\nreadyz check failed\n"},
 		{false, "/readyz?exclude=cache-sync", 200, "ok"},
 		{false, "/readyz?exclude=cache-sync&verbose", 200, "[+]cache-sync excluded: ok\n[+]leader ok\nreadyz check passed\n"},
 		{false, "/readyz/leader", 200, "ok"},
-		{false, "/readyz/cache-sync", 503, "[-]cache-sync failed: widgets.example.com/v1 is not installed on the API server: apply its CRD\n"},
+		{false, "/readyz/cache-sync", 503, "[-]cache-sync failed: reason withheld\n"},
+		{false, "/readyz/cache-sync?verbose", 503, "[-]cache-sync failed: widgets.example.com/v1 is not installed on the API server: apply its CRD\n"},
 		{false, "/readyz/nope", 404, "kctl: no check named nope\n"},
 		{false, "/readyz/ping", 404, "kctl: no check named ping\n"}, // a liveness check, not under /readyz
 		{true, "/readyz", 200, "ok"},
 		{true, "/readyz?verbose", 200, "[+]cache-sync ok\n[+]leader ok\nreadyz check passed\n"},
-		{true, "/healthz", 503, "[+]ping ok\n[-]stuck failed: worker stuck\n[+]ok-again ok\nhealthz check failed\n"},
+		{true, "/healthz", 503, "[+]ping ok\n[-]stuck failed: reason withheld\n[+]ok-again ok\nhealthz check failed\n"},
 		{true, "/healthz?exclude=stuck", 200, "ok"},
 		{true, "/healthz/ping", 200, "ok"},
 		{true, "/livez", 404, "404 page not found\n"},
@@ -113,7 +115,7 @@ func TestManager_Readyz_503NamingMissingCRDThen200AfterSync(t *testing.T) {
 	NewController[probeWidget](mgr, "probe-widgets", func(context.Context, *probeWidget) (Result, error) { return Result{}, nil })
 	startManager(t, mgr)
 
-	pollPage(t, healthAddr, "/readyz", "503 naming the missing CRD", func(code int, body string) bool {
+	pollPage(t, healthAddr, "/readyz?verbose", "503 naming the missing CRD", func(code int, body string) bool {
 		return code == 503 && strings.Contains(body, "probewidgets.probe.metricstest.kctl.dev/v1") && strings.Contains(body, "not installed")
 	})
 	if code, body := getPage(t, healthAddr, "/healthz"); code != 200 || body != "ok" {

@@ -214,7 +214,7 @@ func TestManager_ControllerOfMissingCRD_HoldsBackNoOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("ConfigMap cm")
-	pollPage(t, healthAddr, "/readyz", `503 naming controller "widgets" and its missing CRD`, func(code int, body string) bool {
+	pollPage(t, healthAddr, "/readyz?verbose", `503 naming controller "widgets" and its missing CRD`, func(code int, body string) bool {
 		return code == 503 && strings.Contains(body, `controller "widgets" waits for its cache of latewidgets.late.manager.kctl.dev/v1`) &&
 			strings.Contains(body, "not installed") && !strings.Contains(body, `controller "configmaps"`)
 	})

@@ -130,10 +130,16 @@ func waitForFamilies(t *testing.T, addr string, names []string) {
 // It is stopped, by its PID, when the test ends. It returns its address.
 func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
+	return startPrometheusWith(t, fmt.Sprintf("  - job_name: kctl\n    static_configs:\n      - targets: [%q]\n", target))
+}
+
+// startPrometheusWith is startPrometheus with scrapeConfigs, the YAML list
+// items of its scrape_configs (indented by two spaces).
+func startPrometheusWith(t *testing.T, scrapeConfigs string) string {
+	t.Helper()
 	bin := testBinary(t, "prometheus", "prometheus")
 	dir := t.TempDir()
-	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"+
-		"  - job_name: kctl\n    static_configs:\n      - targets: [%q]\n", target)
+	config := "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n" + scrapeConfigs
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,20 @@
 //	kubectl apply -f example/crd/crd.yaml
 //	go run ./example/crd --kubeconfig ~/.kube/config
 //	kubectl apply -f example/crd/widget.yaml && kubectl get widgets,configmaps
+//
+// With --webhook-cert-path it also serves Widget webhooks (webhooks.go): a
+// validating one, a defaulting one, and the conversion between v1 and v2.
+// In a cluster, without cert-manager (gencert makes the certificate and
+// fills in the caBundles):
+//
+//	go run ./example/crd/gencert -dir /tmp/widgets-certs -host widgets-webhook.kctl-crd.svc
+//	kubectl -n kctl-crd create secret tls widgets-webhook --cert=/tmp/widgets-certs/tls.crt --key=/tmp/widgets-certs/tls.key
+//	sed "s|# caBundle: CA_BUNDLE.*|caBundle: $(cat /tmp/widgets-certs/ca.base64)|" example/crd/crd.yaml example/crd/webhook.yaml | kubectl apply -f -
+//	kubectl apply -f example/crd/rbac.yaml -f example/crd/deployment.yaml
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -41,28 +50,67 @@ type Widget struct {
 var _ = kctl.Declare[Widget](kctl.Resource{Group: "example.kctl.dev", Version: "v1", Kind: "Widget", Namespaced: true})
 
 func main() {
+	// kubebuilder's flags, so that its manifests and habits carry over.
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
-	metricsAddr := flag.String("metrics-addr", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8080" in a Pod)`)
-	healthAddr := flag.String("health-addr", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
+	metricsAddr := flag.String("metrics-bind-address", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8443" with --metrics-secure in a Pod)`)
+	metricsSecure := flag.Bool("metrics-secure", false, "serve /metrics over HTTPS to scrapers whose token may get /metrics (see rbac.yaml)")
+	metricsCerts := flag.String("metrics-cert-path", "", "directory of tls.crt and tls.key for --metrics-secure; default: a self-signed certificate")
+	healthAddr := flag.String("health-probe-bind-address", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
 	leaderElect := flag.Bool("leader-elect", false, "reconcile only on the replica holding the Lease widgets (in the Pod's namespace)")
+	webhookCerts := flag.String("webhook-cert-path", "", `serve the webhooks on :9443 with tls.crt and tls.key of this directory ("" turns them off)`)
+	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
+	logFormat := flag.String("log-format", "text", "text or json")
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log, err := newLogger(*logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
+	if err == nil && *metricsSecure {
+		err = mgr.ServeSecureMetrics(*metricsAddr, *metricsCerts) // "" leaves it off
+	} else if err == nil {
+		err = mgr.ServeMetrics(*metricsAddr)
+	}
 	if err == nil {
-		err = errors.Join(mgr.ServeMetrics(*metricsAddr), mgr.ServeHealth(*healthAddr)) // "" leaves a server off
+		err = mgr.ServeHealth(*healthAddr)
 	}
 	if err == nil && *leaderElect {
 		err = mgr.ElectLeader(kctl.LeaderElection{Name: "widgets"})
 	}
+	if err == nil && *webhookCerts != "" {
+		var hooks *kctl.WebhookServer
+		hooks, err = mgr.ServeWebhooks(":9443", *webhookCerts) // on every replica, leader or not
+		if err == nil {
+			setupWebhooks(hooks)
+		}
+	}
 	if err == nil {
 		setup(mgr)
-		// Until SIGINT or SIGTERM. Without the CRD, it warns and waits for it (/readyz says why).
+		// Until SIGINT or SIGTERM. Without the CRD, it warns and waits for it (/readyz?verbose says why).
 		err = mgr.Start(kctl.SignalContext())
 	}
 	if err != nil {
 		log.Error("crd stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// newLogger is the logger --log-level and --log-format ask for.
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(level))
+	if err != nil {
+		return nil, fmt.Errorf("--log-level=%s: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format=%s: want text or json", format)
 }
 
 // setup adds the widgets controller to mgr; the tests call it too.

@@ -2,13 +2,17 @@ package main
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/internal/certs"
 	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -132,8 +136,27 @@ func TestCRD_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
 func TestCRD_Manifests_PassServerDryRun(t *testing.T) {
 	env := kctltest.Start(t)
 	env.Apply(t, "crd.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: kctl-crd}")) // the manifests' namespace
-	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "crd.yaml", "-f", "rbac.yaml", "-f", "deployment.yaml")
+	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "crd.yaml", "-f", "rbac.yaml", "-f", "deployment.yaml", "-f", "webhook.yaml")
 	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-n", env.Namespace(t), "-f", "widget.yaml")
+
+	// With the caBundle filled in as main.go's sed line does.
+	ca, err := certs.NewCA("dry run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := regexp.MustCompile(`# caBundle: CA_BUNDLE.*`)
+	for _, name := range []string{"crd.yaml", "webhook.yaml"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filled := fill.ReplaceAll(b, []byte("caBundle: "+base64.StdEncoding.EncodeToString(ca.PEM())))
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, filled, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", path)
+	}
 }
 
 // clients returns uncached clients for the test's own reads and writes.

@@ -19,6 +19,7 @@
 //	workqueue_{queue,work}_duration_seconds{controller,name}
 //	  histograms, 1e-8s .. 1000s
 //	leader_election_master_status{name}  gauge, 1 while leading
+//	controller_runtime_webhook_* (webhook.go), once a webhook is served
 //
 // and kctl's own:
 //
@@ -96,6 +97,9 @@ type Registry struct {
 	events *atomic.Uint64
 	// undecodable are the caches' counts, by resource.
 	undecodable map[string]func() int
+	// webhooks are the webhooks' series, by path (webhook.go); nil
+	// until the first.
+	webhooks map[string]*Webhook
 	// Requests are the Manager's Conn's; never nil.
 	Requests *Requests
 	// User are the program's own metrics (kctl's user_metrics.go).
@@ -183,6 +187,7 @@ func (m *Registry) Page() *prom.Page {
 	leaders := maps.Clone(m.leaders)
 	events := m.events
 	undecodable := maps.Clone(m.undecodable)
+	webhooks := slices.Collect(maps.Values(m.webhooks))
 	m.mu.Unlock()
 	p := &prom.Page{}
 	if events != nil {
@@ -208,6 +213,9 @@ func (m *Registry) Page() *prom.Page {
 	}
 	for lease, leading := range leaders {
 		collectLeader(p, lease, leading)
+	}
+	for _, w := range webhooks {
+		w.collect(p)
 	}
 	prom.CollectGoRuntime(p)
 	prom.CollectProcess(p)

@@ -1,0 +1,185 @@
+package kctl
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kctl-dev/kctl/internal/certs"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestWebhooks_RealAPIServer_CertificateRotatedOnDisk: the serving
+// certificate is replaced on disk mid-run. No request fails, one in flight
+// at the rotation completes, and the API server's calls move to the new
+// certificate within its open connections' next call (shown by rotating
+// to one it does not trust, then back).
+func TestWebhooks_RealAPIServer_CertificateRotatedOnDisk(t *testing.T) {
+	f := newWebhookFixture(t)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	Validate(f.hooks, func(ctx context.Context, req AdmissionRequest[corev1.ConfigMap]) ([]string, error) {
+		switch {
+		case strings.HasPrefix(req.Name, "deny-"):
+			return nil, fmt.Errorf("denied by name")
+		case req.Name == "held":
+			close(entered)
+			<-release
+		}
+		return nil, nil
+	})
+	startManager(t, f.mgr)
+	w := webhookConfig{name: "rotate.kctl.dev", url: "https://" + f.addr + "/validate--v1-configmap",
+		caBundle: f.ca.PEM(), ns: f.ns, resource: "configmaps", failurePolicy: "Fail", timeout: 10}
+	defer applyWebhooks(t, f.cfg, "Validating", w.name, w)()
+	untilDenied(t, f, f.ns)
+	configmaps := "/api/v1/namespaces/" + f.ns + "/configmaps"
+	create := func(name string) apiResponse {
+		return testRequest(t, f.cfg, "POST", configmaps, fmt.Sprintf(`{"metadata":{"name":%q}}`, name))
+	}
+	held := make(chan apiResponse, 1)
+	go func() { held <- create("held") }()
+	<-entered
+	n := 0
+	createMany := func(count int) {
+		t.Helper()
+		for range count {
+			n++
+			if r := create(fmt.Sprintf("cm-%d", n)); r.code != 201 {
+				t.Fatalf("create cm-%d = %d %s, want 201: no request may fail across a rotation", n, r.code, r.body)
+			}
+		}
+	}
+	createMany(10)
+	rotated, err := f.ca.WriteServing(f.certDir, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	createMany(10)
+	close(release)
+	if r := <-held; r.code != 201 {
+		t.Fatalf("the request in flight at the rotation = %d %s, want 201", r.code, r.body)
+	}
+	createMany(10)
+	if sn := servedSerial(t, f.addr, f.ca); sn.Cmp(rotated) != 0 {
+		t.Fatalf("a new connection gets serial %v, want the rotated %v", sn, rotated)
+	}
+
+	// Rotate to a certificate of a CA the configuration does not trust:
+	// the API server's calls must fail once its open connections have
+	// each served one more call (at most 2 here, the held one's and the
+	// others').
+	other, err := certs.NewCA("untrusted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.WriteServing(f.certDir, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	failedAt := 0
+	for i := 1; i <= 3 && failedAt == 0; i++ {
+		r := create(fmt.Sprintf("untrusted-%d", i))
+		if r.code != 201 {
+			failedAt = i
+			if msg := r.status(t).Message; !strings.Contains(msg, "x509") && !strings.Contains(msg, "certificate") {
+				t.Errorf("call %d with an untrusted certificate failed with %q, want a certificate error", i, msg)
+			}
+		}
+	}
+	if failedAt == 0 {
+		t.Fatal("3 calls after a rotation to an untrusted certificate all succeeded: the API server still uses the old one")
+	}
+	if _, err := f.ca.WriteServing(f.certDir, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := create("trusted-again"); r.code != 201 {
+		t.Fatalf("the first call after rotating back to a trusted certificate = %d %s, want 201", r.code, r.body)
+	}
+}
+
+// TestWebhooks_BadReviews_Get4xx: what is not a review is refused with a
+// 4xx saying why, and counted; a review of 10 MiB is refused unread.
+func TestWebhooks_BadReviews_Get4xx(t *testing.T) {
+	f := newWebhookFixture(t)
+	Validate(f.hooks, func(context.Context, AdmissionRequest[corev1.ConfigMap]) ([]string, error) { return nil, nil })
+	Convert(f.hooks, func(*sprocket, *sprocketV2) error { return nil }, func(*sprocketV2, *sprocket) error { return nil })
+	startManager(t, f.mgr)
+	client := webhookClient(f.ca)
+	big := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","object":{"data":"` + strings.Repeat("x", 10<<20) + `"}}}`
+	for _, tc := range []struct {
+		name, method, path, contentType, body string
+		code                                  int
+		message                               string
+	}{
+		{"GET", "GET", "/validate--v1-configmap", "", "", 405, "is POSTed"},
+		{"not JSON", "POST", "/validate--v1-configmap", "text/plain", "{}", 415, "application/json"},
+		{"malformed", "POST", "/validate--v1-configmap", "application/json", `{"apiVersion":`, 400, "does not decode"},
+		{"v1beta1", "POST", "/validate--v1-configmap", "application/json", `{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1"}}`, 400, `admissionReviewVersions: ["v1"]`},
+		{"no request", "POST", "/validate--v1-configmap", "application/json", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, 400, "no request"},
+		{"10 MiB", "POST", "/validate--v1-configmap", "application/json", big, 413, "longer than"},
+		{"conversion v1beta1", "POST", "/convert", "application/json", `{"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"ConversionReview","request":{"uid":"1"}}`, 400, `conversionReviewVersions: ["v1"]`},
+		{"conversion malformed", "POST", "/convert", "application/json", `[`, 400, "does not decode"},
+		{"unknown path", "POST", "/validate--v1-secret", "application/json", "{}", 404, ""},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, "https://"+f.addr+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", tc.contentType)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body := make([]byte, 4096)
+		n, _ := resp.Body.Read(body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(body[:n]), tc.message) {
+			t.Errorf("%s: %d %q, want %d containing %q", tc.name, resp.StatusCode, body[:n], tc.code, tc.message)
+		}
+	}
+	var page strings.Builder
+	f.mgr.metrics.Page().WriteTo(&page)
+	for _, want := range []string{
+		`controller_runtime_webhook_requests_total{code="413",webhook="/validate--v1-configmap"} 1`,
+		`controller_runtime_webhook_requests_total{code="400",webhook="/convert"} 2`,
+	} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the metrics page lacks %s", want)
+		}
+	}
+}
+
+// TestWebhooks_TLS12AndUp_CertificateRequired: ServeWebhooks fails without
+// a certificate, naming it; the server refuses TLS 1.1 and speaks 1.2 and
+// HTTP/1.1.
+func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
+	f := newWebhookFixture(t)
+	if _, err := f.mgr.ServeWebhooks(freeLoopbackAddr(t), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tls.crt") {
+		t.Errorf("ServeWebhooks without a certificate = %v, want an error naming tls.crt", err)
+	}
+	startManager(t, f.mgr)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.ca.PEM())
+	eventually(t, "the webhook server listening", func() bool {
+		c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: pool})
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil || !strings.Contains(err.Error(), "protocol version") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("a TLS 1.1 handshake: %v, want the server to refuse its protocol version", err)
+	}
+	c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatalf("a TLS 1.2 handshake: %v", err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Errorf("negotiated %q, want HTTP/1.1 only", p)
+	}
+}
