@@ -118,6 +118,9 @@ type Controller[T any] struct {
 	// every cached key (replays), so nothing that happened meanwhile is lost.
 	queue    *Queue[Key]
 	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
+	// later holds why each key that waits (retry, requeue-after) comes
+	// back; an event that queues the key first wins over it (triggers).
+	later map[Key]*Trigger
 	// deleted holds the last known state of objects deleted while the
 	// controller runs, for onDelete, until their key's reconcile takes it;
 	// emptied when a run ends. Empty while not running.

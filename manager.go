@@ -177,6 +177,7 @@ func NewController[T any, PT Object[T]](
 		log:       m.log.With("controller", name),
 		client:    NewClient[T, PT](m.conn),
 		triggers:  map[Key]*Trigger{},
+		later:     map[Key]*Trigger{},
 		deleted:   map[Key]*T{},
 		kept:      map[Key]Trigger{},
 		active:    map[Key]time.Time{},

@@ -99,6 +99,8 @@ type Trigger struct {
 	// resync, owned (a child of type Owns changed), mapped (Watches), channel
 	// (FromChannel), manual (Enqueue), requeue-after, retry, or delayed (a
 	// retry or requeue-after whose key an event had already brought back).
+	// An event that queues a key while it waits for a retry or a
+	// requeue-after is the cause of the next reconcile, not the wait.
 	Cause string
 	// Detail adds what changed: for updated the kinds of change ("spec
 	// labels"), for owned and mapped the object ("Pod ns/web-1 Updated"), for
@@ -106,7 +108,8 @@ type Trigger struct {
 	Detail string
 	// Merged counts further causes that arrived while the key was queued.
 	Merged int
-	// Waited is the time from the first cause to the start of this reconcile.
+	// Waited is the time from the first cause to the start of this
+	// reconcile; for retry and requeue-after, from when it was asked for.
 	Waited time.Duration
 	// Attempt is 1, or 1 + the key's consecutive failures.
 	Attempt int

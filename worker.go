@@ -36,6 +36,7 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	c.observer.SetQueue(q.Len, q.InFlight)
 	c.mu.Lock()
 	clear(c.triggers)
+	clear(c.later)
 	c.queue = q
 	kept := c.kept
 	c.kept = map[Key]Trigger{}
@@ -175,6 +176,10 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	c.mu.Lock()
 	t := c.triggers[k]
 	delete(c.triggers, k)
+	if t == nil { // no event since the requeue: the wait ended
+		t = c.later[k]
+	}
+	delete(c.later, k)
 	c.active[k] = time.Now()
 	c.mu.Unlock()
 	defer func() {
@@ -182,7 +187,7 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 		delete(c.active, k)
 		c.mu.Unlock()
 	}()
-	if t == nil { // a delayed add (retry, requeue-after) that an event had already served
+	if t == nil { // a wait (retry, requeue-after) whose key an event had brought back
 		t = &Trigger{Cause: "delayed", queued: time.Now()}
 	}
 	t.Waited = time.Since(t.queued)
@@ -234,13 +239,13 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 // catching up, or the reconcile writes from a copy it did not just read.
 const quietConflicts = 5
 
-// requeue records why k comes back (unless an event already queued it) and adds it.
+// requeue records why k comes back when its wait ends, and adds it. An
+// event that queues k before then is the cause of its next reconcile
+// (processNext), which drops this one.
 func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
 	c.mu.Lock()
-	if _, ok := c.triggers[k]; !ok {
-		t.queued = time.Now()
-		c.triggers[k] = &t
-	}
+	t.queued = time.Now()
+	c.later[k] = &t
 	c.mu.Unlock()
 	add()
 }
