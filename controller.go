@@ -101,6 +101,7 @@ type Controller[T any] struct {
 	observer controllerObserver // its metrics
 
 	workers    int
+	timeout    time.Duration // of each reconcile; 0: none
 	predicates []Predicate // own events only
 	filters    []Predicate // every object source
 	onDelete   func(ctx context.Context, obj *T)
@@ -157,6 +158,7 @@ type controllerObserver interface {
 	QueueObserver
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
+	TimedOut() // a reconcile ran past its timeout
 	WorkerStarted() // a worker starts a reconcile
 	WorkerStopped() // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
@@ -198,6 +200,27 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 		return c
 	}
 	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
+}
+
+// WithReconcileTimeout bounds each reconcile: its context ends d after it
+// starts, as controller-runtime's ReconciliationTimeout does.
+//
+//	c.WithReconcileTimeout(30 * time.Second)
+//
+// A reconcile still running when d passes is counted in
+// controller_runtime_reconcile_timeouts_total{controller}, and its result
+// is an error (wrapping context.DeadlineExceeded and the error it
+// returned, if any) retried with the key's backoff; a Terminal error it
+// returned stays terminal. A reconcile that ignores its context still
+// holds its worker until it returns. Defaults to 0: no bound.
+func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
+	if d < 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"WithReconcileTimeout(%v) must not be negative "+
+			"(0 means no timeout)", c.name, d))
+		return c
+	}
+	return c.configure("WithReconcileTimeout", func() { c.timeout = d })
 }
 
 // WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:

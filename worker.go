@@ -202,7 +202,7 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
 	c.observer.WorkerStarted() // busy in a reconcile
-	res, err := c.reconcileKey(ctx, k)
+	res, err := c.reconcileTimed(ctx, k)
 	c.observer.WorkerStopped()
 	took := time.Since(start)
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
@@ -249,6 +249,34 @@ func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
 	c.mu.Unlock()
 	add()
 }
+
+// reconcileTimed is reconcileKey bounded by the controller's timeout, if
+// any (WithReconcileTimeout): a reconcile that is still running when the
+// timeout passes is counted, and its result is an error.
+func (c *Controller[T]) reconcileTimed(ctx context.Context, k Key) (Result, error) {
+	if c.timeout <= 0 {
+		return c.reconcileKey(ctx, k)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
+	defer cancel()
+	res, err := c.reconcileKey(ctx, k)
+	if !errors.Is(context.Cause(ctx), errTimedOut) {
+		return res, err
+	}
+	c.observer.TimedOut()
+	msg := fmt.Sprintf("kctl: reconcile of %s %s "+
+		"ran past its timeout of %v (WithReconcileTimeout)",
+		c.res.Kind, k, c.timeout)
+	if err == nil {
+		return Result{}, fmt.Errorf("%s: %w", msg, errTimedOut)
+	}
+	return Result{}, fmt.Errorf("%s: %w; it returned: %w",
+		msg, errTimedOut, unprefixed(err))
+}
+
+// errTimedOut ends the context of a reconcile at its timeout.
+var errTimedOut = fmt.Errorf("reconcile timed out: %w",
+	context.DeadlineExceeded)
 
 // reconcileKey fetches the latest state of k, once the cache has caught up
 // with this Manager's writes of it (readyourwrites.go), and calls the
