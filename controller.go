@@ -102,8 +102,8 @@ type Controller[T any] struct {
 
 	workers    int
 	timeout    time.Duration // of each reconcile; 0: none
-	predicates []Predicate // own events only
-	filters    []Predicate // every object source
+	predicates []Predicate   // own events only
+	filters    []Predicate   // every object source
 	onDelete   func(ctx context.Context, obj *T)
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
@@ -158,7 +158,7 @@ type controllerObserver interface {
 	QueueObserver
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
-	TimedOut() // a reconcile ran past its timeout
+	TimedOut()      // a reconcile ran past its timeout
 	WorkerStarted() // a worker starts a reconcile
 	WorkerStopped() // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
