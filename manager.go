@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +58,7 @@ type Options struct {
 // does not link its code (the linker drops it), so it pays nothing for it.
 type Manager struct {
 	conn    *Conn
+	config  *rest.Config // as loaded; Config hands out copies
 	cache   *Cache
 	log     *slog.Logger
 	opts    Options
@@ -87,6 +90,9 @@ type Manager struct {
 	// the rest.
 	eventWriters []Runnable
 	controllers  []interface{ unsynced() error }
+	// names holds, by controller name, what made it ("ConfigMap, made at
+	// main.go:42"): a name is taken once per Manager.
+	names map[string]string
 	errs         []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
@@ -135,11 +141,13 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		conn:     conn,
+		config:   rest.CopyConfig(cfg),
 		log:      opts.Logger,
 		opts:     opts,
 		writes:   newWriteTracker(),
 		metrics:  metrics.New(),
 		health:   newHealthChecks(),
+		names:    map[string]string{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
@@ -153,6 +161,17 @@ func NewManager(opts Options) (*Manager, error) {
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
+
+// Config returns a copy of the Manager's rest.Config (Options.Config, or
+// the one loaded from the kubeconfig), for code that needs a client of
+// its own, e.g. a clientset or a discovery client:
+//
+//	cs, err := kubernetes.NewForConfig(mgr.Config())
+//
+// Changing the copy changes nothing in the Manager. It is the
+// configuration as given: kctl's own defaults (user agent, rate limit)
+// are set on its connection only.
+func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
 
 // Cache returns the Manager's shared cache, e.g. to scope one type before
 // its first use:
@@ -223,14 +242,35 @@ func NewController[T any, PT Object[T]](
 	runnable.Run = func(ctx context.Context) error {
 		return c.run(ctx, context.WithoutCancel(ctx))
 	}
+	made := res.Kind + ", made at " + caller()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	first, taken := m.names[name]
+	if taken {
+		m.misuseLocked(fmt.Errorf("kctl: two controllers are named %q: "+
+			"one of %s, and one of %s; "+
+			"give each a name of its own "+
+			"(metrics and logs are keyed by it)",
+			name, first, made))
+		return c
+	}
+	m.names[name] = made
 	m.controllers = append(m.controllers, c)
 	err = m.addLocked(runnable)
 	if err != nil {
 		c.log.Error(err.Error())
 	}
 	return c
+}
+
+// caller names the file and line that called NewController, e.g.
+// "main.go:42".
+func caller() string {
+	_, file, line, ok := runtime.Caller(2)
+	if !ok {
+		return "an unknown place"
+	}
+	return fmt.Sprintf("%s:%d", filepath.Base(file), line)
 }
 
 // ClientFor returns a client for T whose reads come from the manager's shared
@@ -268,6 +308,11 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 func (m *Manager) misuse(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.misuseLocked(err)
+}
+
+// misuseLocked is misuse with m.mu held.
+func (m *Manager) misuseLocked(err error) {
 	if m.started {
 		m.log.Error(err.Error() +
 			" (made after Manager.Start, so it is not returned by Start)")
