@@ -93,7 +93,7 @@ type Manager struct {
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
 	names map[string]string
-	errs         []error // builder misuse, returned by Start
+	errs  []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
