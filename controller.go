@@ -100,10 +100,15 @@ type Controller[T any] struct {
 
 	observer controllerObserver // its metrics
 
-	workers    int
-	timeout    time.Duration // of each reconcile; 0: none
-	predicates []Predicate   // own events only
-	filters    []Predicate   // every object source
+	workers int
+	timeout time.Duration // of each reconcile; 0: none
+	// everyReplica runs the controller on every replica (NeedLeader).
+	everyReplica bool
+	// channels counts FromChannel sources, whose readers run where
+	// the controller runs.
+	channels   int
+	predicates []Predicate // own events only
+	filters    []Predicate // every object source
 	onDelete   func(ctx context.Context, obj *T)
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
@@ -223,6 +228,30 @@ func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
 	return c.configure("WithReconcileTimeout", func() { c.timeout = d })
 }
 
+// NeedLeader(false) runs the controller on every replica, whether it
+// leads or not, as Runnable.NeedLeader does for a runnable: for work that
+// each replica does for itself (e.g. state held in the process).
+//
+//	c.NeedLeader(false) // reconciles on every replica
+//
+// Call it before FromChannel, whose reader runs where the controller runs;
+// a call after one is an error from Manager.Start. Defaults to true: the
+// controller runs only while this replica leads (see ElectLeader; without
+// leader election every Manager leads).
+func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
+	c.mu.Lock()
+	channels := c.channels
+	c.mu.Unlock()
+	if channels > 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"NeedLeader after FromChannel: its reader "+
+			"already runs where the controller did; "+
+			"call NeedLeader first", c.name))
+		return c
+	}
+	return c.configure("NeedLeader", func() { c.everyReplica = !need })
+}
+
 // WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
 // the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
 // token bucket over all the controller's keys (10 per second, burst 100), that
@@ -332,7 +361,11 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 // all) enqueues the keys toKeys returns. The channel is read while the
 // Manager runs; closing it ends the source.
 func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
-	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
+	c.mu.Lock()
+	c.channels++
+	needLeader := !c.everyReplica
+	c.mu.Unlock()
+	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():

@@ -6,6 +6,7 @@ package kctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -232,15 +233,22 @@ func NewController[T any, PT Object[T]](
 		m.writes.record(c.res, obj)
 	}
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+	// Two runnables: which one runs the controller is fixed when its
+	// caches have synced (NeedLeader); the other then returns.
 	runnable := Runnable{
 		Name:       "controller " + name,
 		NeedLeader: true,
-		runTerm:    c.run,
+		runTerm:    c.runLed,
 		busy:       c.busy,
 	}
 	// Run is what runTerm does outside a term, whose lease never ends.
 	runnable.Run = func(ctx context.Context) error {
-		return c.run(ctx, context.WithoutCancel(ctx))
+		return c.runLed(ctx, context.WithoutCancel(ctx))
+	}
+	everywhere := Runnable{
+		Name: "controller " + name + " (every replica)",
+		Run:  c.runEverywhere,
+		busy: c.busy,
 	}
 	made := res.Kind + ", made at " + caller()
 	m.mu.Lock()
@@ -256,7 +264,10 @@ func NewController[T any, PT Object[T]](
 	}
 	m.names[name] = made
 	m.controllers = append(m.controllers, c)
-	err = m.addLocked(runnable)
+	err = errors.Join(
+		m.addLocked(runnable),
+		m.addLocked(everywhere),
+	)
 	if err != nil {
 		c.log.Error(err.Error())
 	}

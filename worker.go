@@ -18,6 +18,39 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
+// runLed is the run of a controller that needs leadership (the
+// default), in each term. One that runs on every replica (NeedLeader)
+// returns once its caches have synced, which fixes that choice.
+func (c *Controller[T]) runLed(ctx, leaseCtx context.Context) error {
+	if c.waitForCaches(ctx) != nil {
+		return nil
+	}
+	if c.runsEverywhere() {
+		return nil
+	}
+	return c.run(ctx, leaseCtx)
+}
+
+// runEverywhere is the run of a controller on every replica, for the
+// whole Manager run; it returns once its caches have synced unless the
+// controller runs on every replica (NeedLeader).
+func (c *Controller[T]) runEverywhere(ctx context.Context) error {
+	if c.waitForCaches(ctx) != nil {
+		return nil
+	}
+	if !c.runsEverywhere() {
+		return nil
+	}
+	return c.run(ctx, context.WithoutCancel(ctx))
+}
+
+// runsEverywhere reports whether the controller runs on every replica.
+func (c *Controller[T]) runsEverywhere() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.everyReplica
+}
+
 // run is one term of work (the whole Manager run, or one leadership term):
 // once its caches have synced, a new queue filled with every cached key, then
 // the workers, until ctx ends. In-flight reconciles may then finish until
