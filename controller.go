@@ -90,7 +90,11 @@ type Controller[T any] struct {
 	reconcile func(ctx context.Context, obj *T) (Result, error)
 	// around, if set, runs each reconcile in reconcile's place and calls
 	// it as next (finalizer.go sets it: the last Finalizer call wins).
-	around   func(ctx context.Context, obj *T, next reconcileFunc[T]) (Result, error)
+	around func(ctx context.Context, obj *T, next reconcileFunc[T]) (Result, error)
+	// byKey, if set, reconciles each key in reconcile's place, whether
+	// or not it names an object: a controller made by NewKeyController,
+	// which has no informer, client or type of its own.
+	byKey    func(ctx context.Context, k Key) (Result, error)
 	informer *Informer[T]
 	client   *Client[T] // writes finalizers; uncached
 	log      *slog.Logger
@@ -176,6 +180,9 @@ type syncer interface {
 	Err() error
 }
 
+// logError logs msg as an error of the controller.
+func (c *Controller[T]) logError(msg string) { c.log.Error(msg) }
+
 // hasStarted reports whether the controller's configuration is fixed.
 func (c *Controller[T]) hasStarted() bool {
 	c.mu.Lock()
@@ -205,51 +212,6 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 		return c
 	}
 	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
-}
-
-// WithReconcileTimeout bounds each reconcile: its context ends d after it
-// starts, as controller-runtime's ReconciliationTimeout does.
-//
-//	c.WithReconcileTimeout(30 * time.Second)
-//
-// A reconcile still running when d passes is counted in
-// controller_runtime_reconcile_timeouts_total{controller}, and its result
-// is an error (wrapping context.DeadlineExceeded and the error it
-// returned, if any) retried with the key's backoff; a Terminal error it
-// returned stays terminal. A reconcile that ignores its context still
-// holds its worker until it returns. Defaults to 0: no bound.
-func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
-	if d < 0 {
-		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
-			"WithReconcileTimeout(%v) must not be negative "+
-			"(0 means no timeout)", c.name, d))
-		return c
-	}
-	return c.configure("WithReconcileTimeout", func() { c.timeout = d })
-}
-
-// NeedLeader(false) runs the controller on every replica, whether it
-// leads or not, as Runnable.NeedLeader does for a runnable: for work that
-// each replica does for itself (e.g. state held in the process).
-//
-//	c.NeedLeader(false) // reconciles on every replica
-//
-// Call it before FromChannel, whose reader runs where the controller runs;
-// a call after one is an error from Manager.Start. Defaults to true: the
-// controller runs only while this replica leads (see ElectLeader; without
-// leader election every Manager leads).
-func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
-	c.mu.Lock()
-	channels := c.channels
-	c.mu.Unlock()
-	if channels > 0 {
-		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
-			"NeedLeader after FromChannel: its reader "+
-			"already runs where the controller did; "+
-			"call NeedLeader first", c.name))
-		return c
-	}
-	return c.configure("NeedLeader", func() { c.everyReplica = !need })
 }
 
 // WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
@@ -310,6 +272,14 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 // child whose owner reference says example.com/v1beta1 still enqueues its
 // owner after the controller moves to example.com/v1, as in controller-runtime.
 func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
+	if c.byKey != nil {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: Owns on a "+
+			"controller of keys (NewKeyController), whose keys have "+
+			"no kind for an owner reference to match; use "+
+			"Watches with a mapping that reads the owner references",
+			c.name))
+		return c
+	}
 	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
 }
 

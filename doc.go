@@ -113,7 +113,9 @@
 // completely without them: leader.go (ElectLeader, through the Manager's
 // elect hook), recorder.go (EventRecorder), user_metrics.go (your own
 // metrics), server.go (ServeMetrics, HTTPServer), health.go (ServeHealth),
-// finalizer.go (Finalizer wraps the reconcile function) and helpers.go
+// finalizer.go (Finalizer wraps the reconcile function), keycontroller.go
+// (NewKeyController, through the byKey hook), controller_options.go
+// (WithReconcileTimeout, NeedLeader) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
 // apitype, protowire, discovery, pendingwrites, share, metrics, prom and

@@ -190,29 +190,9 @@ func NewController[T any, PT Object[T]](
 	name string,
 	reconcile func(ctx context.Context, obj *T) (Result, error),
 ) *Controller[T] {
-	c := &Controller[T]{
-		name:      name,
-		reconcile: reconcile,
-		workers:   1,
-		log:       m.log.With("controller", name),
-		client:    NewClient[T, PT](m.conn),
-		triggers:  map[Key]*Trigger{},
-		later:     map[Key]*Trigger{},
-		deleted:   map[Key]*T{},
-		kept:      map[Key]Trigger{},
-		active:    map[Key]time.Time{},
-	}
-	c.host = controllerHost{
-		cache:           m.cache,
-		writes:          m.writes,
-		misuse:          m.misuse,
-		add:             m.Add,
-		drainBy:         m.shutdown.drainBy,
-		shutdownTimeout: m.opts.ShutdownTimeout,
-		observe: func(name string, workers int) controllerObserver {
-			return m.metrics.Controller(name, workers)
-		},
-	}
+	c := newController[T](m, name)
+	c.reconcile = reconcile
+	c.client = NewClient[T, PT](m.conn)
 	res, err := ResourceOf[T]()
 	if err != nil {
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
@@ -233,6 +213,50 @@ func NewController[T any, PT Object[T]](
 		m.writes.record(c.res, obj)
 	}
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+	m.register(c, name, res.Kind+", made at "+caller())
+	return c
+}
+
+// newController makes the parts of a controller that do not depend on
+// what it reconciles.
+func newController[T any](m *Manager, name string) *Controller[T] {
+	c := &Controller[T]{
+		name:     name,
+		workers:  1,
+		log:      m.log.With("controller", name),
+		triggers: map[Key]*Trigger{},
+		later:    map[Key]*Trigger{},
+		deleted:  map[Key]*T{},
+		kept:     map[Key]Trigger{},
+		active:   map[Key]time.Time{},
+	}
+	c.host = controllerHost{
+		cache:           m.cache,
+		writes:          m.writes,
+		misuse:          m.misuse,
+		add:             m.Add,
+		drainBy:         m.shutdown.drainBy,
+		shutdownTimeout: m.opts.ShutdownTimeout,
+		observe: func(name string, workers int) controllerObserver {
+			return m.metrics.Controller(name, workers)
+		},
+	}
+	return c
+}
+
+// register adds controller c, named name, to the Manager, unless the
+// name is taken; made says what made it, for that error.
+func (m *Manager) register(
+	c interface {
+		unsynced() error
+		runLed(ctx, leaseCtx context.Context) error
+		runEverywhere(ctx context.Context) error
+		busy() string
+		logError(msg string)
+	},
+	name string,
+	made string,
+) {
 	// Two runnables: which one runs the controller is fixed when its
 	// caches have synced (NeedLeader); the other then returns.
 	runnable := Runnable{
@@ -250,7 +274,6 @@ func NewController[T any, PT Object[T]](
 		Run:  c.runEverywhere,
 		busy: c.busy,
 	}
-	made := res.Kind + ", made at " + caller()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	first, taken := m.names[name]
@@ -260,18 +283,17 @@ func NewController[T any, PT Object[T]](
 			"give each a name of its own "+
 			"(metrics and logs are keyed by it)",
 			name, first, made))
-		return c
+		return
 	}
 	m.names[name] = made
 	m.controllers = append(m.controllers, c)
-	err = errors.Join(
+	err := errors.Join(
 		m.addLocked(runnable),
 		m.addLocked(everywhere),
 	)
 	if err != nil {
-		c.log.Error(err.Error())
+		c.logError(err.Error())
 	}
-	return c
 }
 
 // caller names the file and line that called NewController, e.g.

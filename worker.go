@@ -321,6 +321,9 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()
+	if c.byKey != nil {
+		return c.byKey(ctx, k)
+	}
 	if err := readYourWrites(ctx, c.host.writes, c.informer, k.Namespace, k.Name); err != nil {
 		return Result{}, err
 	}

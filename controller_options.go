@@ -1,0 +1,55 @@
+package kctl
+
+// An extra: the Controller's options that only set how the core runs it
+// (a reconcile's timeout, where it runs). Its other builder calls are in
+// controller.go.
+
+import (
+	"fmt"
+	"time"
+)
+
+// WithReconcileTimeout bounds each reconcile: its context ends d after it
+// starts, as controller-runtime's ReconciliationTimeout does.
+//
+//	c.WithReconcileTimeout(30 * time.Second)
+//
+// A reconcile still running when d passes is counted in
+// controller_runtime_reconcile_timeouts_total{controller}, and its result
+// is an error (wrapping context.DeadlineExceeded and the error it
+// returned, if any) retried with the key's backoff; a Terminal error it
+// returned stays terminal. A reconcile that ignores its context still
+// holds its worker until it returns. Defaults to 0: no bound.
+func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
+	if d < 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"WithReconcileTimeout(%v) must not be negative "+
+			"(0 means no timeout)", c.name, d))
+		return c
+	}
+	return c.configure("WithReconcileTimeout", func() { c.timeout = d })
+}
+
+// NeedLeader(false) runs the controller on every replica, whether it
+// leads or not, as Runnable.NeedLeader does for a runnable: for work that
+// each replica does for itself (e.g. state held in the process).
+//
+//	c.NeedLeader(false) // reconciles on every replica
+//
+// Call it before FromChannel, whose reader runs where the controller runs;
+// a call after one is an error from Manager.Start. Defaults to true: the
+// controller runs only while this replica leads (see ElectLeader; without
+// leader election every Manager leads).
+func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
+	c.mu.Lock()
+	channels := c.channels
+	c.mu.Unlock()
+	if channels > 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"NeedLeader after FromChannel: its reader "+
+			"already runs where the controller did; "+
+			"call NeedLeader first", c.name))
+		return c
+	}
+	return c.configure("NeedLeader", func() { c.everyReplica = !need })
+}
