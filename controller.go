@@ -110,7 +110,10 @@ type Controller[T any] struct {
 	everyReplica bool
 	// channels counts FromChannel sources, whose readers run where
 	// the controller runs.
-	channels   int
+	channels int
+	// priority, if set, chooses the priority of an object source's
+	// keys (WithPriority); nil: the default of modeOf.
+	priority   func(ObjectEvent) Priority
 	predicates []Predicate // own events only
 	filters    []Predicate // every object source
 	onDelete   func(ctx context.Context, obj *T)
@@ -303,17 +306,19 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		kind = r.Kind
 	}
 	handle := func(ev Event[O]) {
-		if !c.pass(objectEvent(ev), preds) {
+		oe := objectEvent(ev)
+		if !c.pass(oe, preds) {
 			return
 		}
+		how := c.modeOf(oe)
 		m := metaOf(ev.Object)
 		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
 		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, enqueueModeOf(ev))
+			c.enqueue(k, t, how)
 		}
 		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
 			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, enqueueModeOf(ev))
+				c.enqueue(k, t, how)
 			}
 		}
 	}
@@ -372,7 +377,8 @@ func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, 
 func (c *Controller[T]) onEvent(ev Event[T]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
-	if !c.pass(objectEvent(ev), c.predicates) {
+	oe := objectEvent(ev)
+	if !c.pass(oe, c.predicates) {
 		return
 	}
 	t := Trigger{Cause: "created"}
@@ -391,7 +397,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, enqueueModeOf(ev))
+	c.enqueue(k, t, c.modeOf(oe))
 }
 
 // keepDeleted keeps obj, the last state of the deleted object k, for the
@@ -433,10 +439,15 @@ const (
 	asKept
 )
 
-// enqueueModeOf is how an event's keys are queued: asKnown for those of an
-// initial list, a replay and a periodic resync, else asLive.
-func enqueueModeOf[O any](ev Event[O]) enqueueMode {
-	if ev.Initial || ev.Resync {
+// modeOf is how an event's keys are queued: as WithPriority chooses, if
+// set; else asKnown for those of an initial list, a replay and a
+// periodic resync, and asLive for the rest.
+func (c *Controller[T]) modeOf(ev ObjectEvent) enqueueMode {
+	low := ev.Initial || ev.Resync
+	if c.priority != nil {
+		low = c.priority(ev) == PriorityLow
+	}
+	if low {
 		return asKnown
 	}
 	return asLive
@@ -445,7 +456,8 @@ func enqueueModeOf[O any](ev Event[O]) enqueueMode {
 // enqueue remembers why k is queued (the first cause since the last run
 // wins) and adds it to the queue of the current run. While the controller is
 // not running, keys are dropped (the next run replays every cached object)
-// or, asKept, kept for the next run.
+// or, asKept, kept for the next run. It queues k at low priority asKnown
+// or if t.low.
 func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
 	c.mu.Lock()
 	q := c.queue
@@ -463,7 +475,7 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
 		c.triggers[k] = &t
 	}
 	c.mu.Unlock()
-	if how == asKnown {
+	if how == asKnown || t.low {
 		q.AddLowPriority(k)
 	} else {
 		q.Add(k)

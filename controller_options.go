@@ -1,8 +1,8 @@
 package kctl
 
 // An extra: the Controller's options that only set how the core runs it
-// (a reconcile's timeout, where it runs). Its other builder calls are in
-// controller.go.
+// (a reconcile's timeout, where it runs, the priority of its keys). Its
+// other builder calls are in controller.go.
 
 import (
 	"fmt"
@@ -52,4 +52,31 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 		return c
 	}
 	return c.configure("NeedLeader", func() { c.everyReplica = !need })
+}
+
+// WithPriority chooses the priority of the keys of every object source's
+// events (T, Owns and Watches) that pass the predicates: a low key is
+// handed to a worker after the normal ones, until it has waited the
+// queue's AgeLowPriorityAfter (see WithQueueOptions), so neither starves.
+//
+//	c.WithPriority(func(e kctl.ObjectEvent) kctl.Priority {
+//		if _, ok := e.Object.(*corev1.Pod); ok {
+//			return kctl.PriorityLow // Pods change often; the rest goes first
+//		}
+//		return kctl.PriorityNormal
+//	})
+//
+// A key keeps its priority when it is requeued (retry, RequeueAfter).
+// Defaults to nil: low for the events of an initial list, a replay and a
+// periodic resync, normal for the rest (ObjectEvent's Initial and Resync).
+func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[T] {
+	return c.configure("WithPriority", func() { c.priority = fn })
+}
+
+// EnqueueWithPriority is Enqueue at priority p:
+//
+//	c.EnqueueWithPriority(k, kctl.PriorityLow) // after live changes
+func (c *Controller[T]) EnqueueWithPriority(k Key, p Priority) {
+	t := Trigger{Cause: "manual", low: p == PriorityLow}
+	c.enqueue(k, t, asKept)
 }

@@ -1,7 +1,8 @@
 package kctl
 
 // What a source's events look like to a filter (ObjectEvent, Predicate and
-// the built-in predicates), and why a key is queued (Trigger).
+// the built-in predicates), a key's Priority, and why a key is queued
+// (Trigger).
 
 import (
 	"context"
@@ -93,6 +94,19 @@ func Or(preds ...Predicate) Predicate {
 	}
 }
 
+// Priority is the priority a key is queued with: a low key is handed to
+// a worker after the normal ones, until it has waited
+// AgeLowPriorityAfter (see Queue). The zero value is PriorityNormal.
+type Priority int
+
+const (
+	// PriorityNormal is a live change's priority.
+	PriorityNormal Priority = iota
+	// PriorityLow is for work that may wait behind live changes: by
+	// default, the keys of an initial list, a replay and a resync.
+	PriorityLow
+)
+
 // Trigger says why a reconcile runs. TriggerFrom(ctx) returns it inside reconcile.
 type Trigger struct {
 	// Cause is one of: initial (the first list), created, updated, deleted,
@@ -114,6 +128,8 @@ type Trigger struct {
 	// Attempt is 1, or 1 + the key's consecutive failures.
 	Attempt int
 	queued  time.Time
+	// low queues the key at low priority (EnqueueWithPriority).
+	low bool
 }
 
 type triggerKey struct{}
