@@ -68,9 +68,20 @@ type CacheOptions struct {
 	// keys of a resync at the low priority of the initial list, behind live
 	// changes. Defaults to never.
 	Resync time.Duration
+	// ReaderFailOnMissingInformer makes a cached read (a ClientFor
+	// client's Get or List) of a type the cache does not watch yet an
+	// error matching ErrNotCached, as controller-runtime's option of that
+	// name does, instead of a warning and a new informer of that type.
+	// The cache watches a type once a controller or a source uses it, or
+	// InformerFor makes its informer. Defaults to false.
+	ReaderFailOnMissingInformer bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// ErrNotCached matches (with errors.Is) the error of a cached read of a
+// type the cache does not watch, with ReaderFailOnMissingInformer.
+var ErrNotCached = errors.New("kctl: type not cached")
 
 // Scope selects which objects of a type the cache holds. The zero Scope is
 // every object in the cluster.
@@ -198,6 +209,9 @@ func informerFor[T any, PT Object[T]](
 		byFields := scope.Fields != ""
 		scoped = byNamespace || byLabels || byFields
 	}
+	if read && c.opts.ReaderFailOnMissingInformer {
+		return nil, notCached(res)
+	}
 	if read && !scoped {
 		msg := "kctl: a client read started caching every " +
 			res.String() + " in the cluster; " +
@@ -252,6 +266,15 @@ func informerFor[T any, PT Object[T]](
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// notCached is the error of a cached read of res, which the cache does
+// not watch, with ReaderFailOnMissingInformer.
+func notCached(res Resource) error {
+	return fmt.Errorf("kctl: a cached read of %s, which the cache does "+
+		"not watch (CacheOptions.ReaderFailOnMissingInformer): "+
+		"watch it first (kctl.InformerFor, Owns, Watches), "+
+		"or read with Uncached(): %w", res, unprefixed(ErrNotCached))
 }
 
 // cachedReads serves the Get and List of a Manager's Client (ClientFor)
