@@ -115,7 +115,8 @@
 // metrics), server.go (ServeMetrics, HTTPServer), health.go (ServeHealth),
 // finalizer.go (Finalizer wraps the reconcile function), keycontroller.go
 // (NewKeyController, through the byKey hook), controller_options.go
-// (WithReconcileTimeout, NeedLeader) and helpers.go
+// (WithReconcileTimeout, NeedLeader, WithPriority), index.go (IndexField,
+// MatchingField) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
 // apitype, protowire, discovery, pendingwrites, share, metrics, prom and
