@@ -270,20 +270,32 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 }
 
 // Owns makes changes to objects of type C enqueue their controller owner of
-// type T (the owner reference with controller: true, see SetControllerReference).
+// type T (the owner reference with controller: true, see SetControllerReference;
+// OwnsEveryOwner follows the others too).
 // An owner reference matches T by group and kind, whatever its version: a
 // child whose owner reference says example.com/v1beta1 still enqueues its
 // owner after the controller moves to example.com/v1, as in controller-runtime.
 func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
-	if c.byKey != nil {
-		c.host.misuse(fmt.Errorf("kctl: controller %q: Owns on a "+
-			"controller of keys (NewKeyController), whose keys have "+
-			"no kind for an owner reference to match; use "+
-			"Watches with a mapping that reads the owner references",
-			c.name))
+	if c.keysOnly("Owns") {
 		return c
 	}
-	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
+	keys := func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) }
+	return watchSource[C, PC](c, "owned", preds, keys)
+}
+
+// keysOnly reports whether c is a controller of keys (NewKeyController),
+// whose keys have no kind for an owner reference to match, and records
+// call on it as a builder mistake.
+func (c *Controller[T]) keysOnly(call string) bool {
+	if c.byKey == nil {
+		return false
+	}
+	c.host.misuse(fmt.Errorf("kctl: controller %q: %s on a "+
+		"controller of keys (NewKeyController), whose keys have "+
+		"no kind for an owner reference to match; use Watches "+
+		"with a mapping that reads the owner references",
+		c.name, call))
+	return true
 }
 
 // Watches makes changes to objects of type O enqueue the keys mapFn returns,
