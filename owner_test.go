@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 func TestSetOwnerReference_AddsOnceKeepsControllerAndRefusesBadOwners(t *testing.T) {
@@ -28,7 +27,8 @@ func TestSetOwnerReference_AddsOnceKeepsControllerAndRefusesBadOwners(t *testing
 		t.Error("SetOwnerReference made the owner the controller")
 	}
 	// An existing controller reference to the same owner stays one.
-	child.OwnerReferences[0].Controller = ptr.To(true)
+	controller := true
+	child.OwnerReferences[0].Controller = &controller
 	if err := SetOwnerReference(owner, child); err != nil {
 		t.Fatal(err)
 	}
