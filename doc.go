@@ -116,8 +116,8 @@
 // finalizer.go (Finalizer wraps the reconcile function), keycontroller.go
 // (NewKeyController, through the byKey hook), controller_options.go
 // (WithReconcileTimeout, NeedLeader, WithPriority), index.go (IndexField,
-// MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference) and
-// helpers.go
+// MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference),
+// reference.go (ObjectReferenceOf) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
 // apitype, protowire, discovery, pendingwrites, share, metrics, prom and

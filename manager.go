@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -94,7 +95,9 @@ type Manager struct {
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
 	names map[string]string
-	errs  []error // builder misuse, returned by Start
+	// enqueue holds, by controller name, its Enqueue.
+	enqueue map[string]func(k Key)
+	errs    []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
@@ -149,6 +152,7 @@ func NewManager(opts Options) (*Manager, error) {
 		metrics:  metrics.New(),
 		health:   newHealthChecks(),
 		names:    map[string]string{},
+		enqueue:  map[string]func(Key){},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
@@ -253,6 +257,7 @@ func (m *Manager) register(
 		runEverywhere(ctx context.Context) error
 		busy() string
 		logError(msg string)
+		Enqueue(k Key)
 	},
 	name string,
 	made string,
@@ -286,6 +291,7 @@ func (m *Manager) register(
 		return
 	}
 	m.names[name] = made
+	m.enqueue[name] = c.Enqueue
 	m.controllers = append(m.controllers, c)
 	err := errors.Join(
 		m.addLocked(runnable),
@@ -294,6 +300,26 @@ func (m *Manager) register(
 	if err != nil {
 		c.logError(err.Error())
 	}
+}
+
+// Enqueue asks the controller named name for a reconcile of k, as its
+// Enqueue does, from code that does not hold the controller (e.g. an
+// HTTP handler set up elsewhere):
+//
+//	err := mgr.Enqueue("podcount", kctl.Key{Namespace: "shop", Name: "web"})
+//
+// It fails, naming the controllers there are, if none is named name.
+func (m *Manager) Enqueue(name string, k Key) error {
+	m.mu.Lock()
+	enqueue, ok := m.enqueue[name]
+	names := slices.Sorted(maps.Keys(m.enqueue))
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("kctl: Enqueue(%q, %s): no controller "+
+			"of that name; the Manager has %q", name, k, names)
+	}
+	enqueue(k)
+	return nil
 }
 
 // caller names the file and line that called NewController, e.g.
