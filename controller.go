@@ -103,6 +103,8 @@ type Controller[T any] struct {
 	caches   []syncer // the informers of T and of every source; run waits for them
 
 	observer controllerObserver // its metrics
+	// hist keeps the per-key history; nil while off. Set by run, under mu.
+	hist historian
 
 	workers int
 	timeout time.Duration // of each reconcile; 0: none
@@ -161,6 +163,19 @@ type controllerHost struct {
 	shutdownTimeout time.Duration
 	// observe makes the observer of a controller's metrics.
 	observe func(name string, workers int) controllerObserver
+	// history returns the controller's historian, or nil while the
+	// Manager keeps no history (history.go's KeepHistory).
+	history func(name string) historian
+}
+
+// historian keeps a controller's per-key history (history.go): each
+// reconcile's outcome, and the predicate that dropped an event of T.
+// Its methods are called without the controller's lock; they must be
+// fast and goroutine-safe.
+type historian interface {
+	reconciled(k Key, t Trigger, start time.Time,
+		took time.Duration, res Result, err error)
+	dropped(k Key, by string)
 }
 
 // controllerObserver sees what a controller does, for its metrics
@@ -207,38 +222,6 @@ func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 	return c
 }
 
-// MaxConcurrentReconciles sets how many workers reconcile different keys at
-// once. Defaults to 1.
-func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
-	if n < 1 {
-		c.host.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
-		return c
-	}
-	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
-}
-
-// WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
-// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
-// token bucket over all the controller's keys (10 per second, burst 100), that
-// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
-func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
-	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
-}
-
-// WithQueueOptions sets the options of the controller's queue: pacing
-// (Debounce, MinInterval), AgeLowPriorityAfter and RateLimiter (as
-// WithRateLimiter does; a nil RateLimiter keeps the one set before).
-// Observer is ignored: the controller's metrics observe its queue.
-// Defaults to QueueOptions[Key]{} (see Queue).
-func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] {
-	return c.configure("WithQueueOptions", func() {
-		if opts.RateLimiter == nil {
-			opts.RateLimiter = c.queueOpts.RateLimiter
-		}
-		c.queueOpts = opts
-	})
-}
-
 // WithPredicates filters the events of T itself: an event enqueues its key
 // only if every predicate returns true.
 func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
@@ -249,24 +232,6 @@ func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
 // Watches): an event enqueues keys only if every predicate returns true.
 func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
-}
-
-// OnDelete sets a hook called, instead of reconcile, with the last known state
-// of an object that is gone:
-//
-//	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { metrics.Forget(cm.Name) })
-//
-// It is a notification, not a guarantee. It runs on the replica that leads
-// (whose controller runs), for the deletes its cache sees while it leads,
-// once per delete unless the object comes back first. A delete is never
-// seen by OnDelete if it happens while no replica leads: while the process is
-// down, before its cache syncs, during a leader change (a replica that does
-// not lead keeps nothing for deletes, and a new leader does not run OnDelete
-// for deletes made before it led), or if a leader loses its lease before the
-// key is reconciled. Use Finalizer for cleanup that must happen: the object
-// stays until cleanup succeeds, whichever replica leads.
-func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
-	return c.configure("OnDelete", func() { c.onDelete = fn })
 }
 
 // Owns makes changes to objects of type C enqueue their controller owner of
@@ -391,6 +356,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	k := Key{m.GetNamespace(), m.GetName()}
 	oe := objectEvent(ev)
 	if !c.pass(oe, c.predicates) {
+		c.noteDrop(k, oe)
 		return
 	}
 	t := Trigger{Cause: "created"}
@@ -435,6 +401,22 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 		}
 	}
 	return true
+}
+
+// noteDrop tells the historian, if any, which predicate dropped ev, an
+// event of T for key k: "WithEventFilter #i" or "WithPredicates #i".
+func (c *Controller[T]) noteDrop(k Key, ev ObjectEvent) {
+	c.mu.Lock()
+	hist := c.hist
+	c.mu.Unlock()
+	if hist == nil {
+		return
+	}
+	by := dropper(ev, "WithEventFilter", c.filters)
+	if by == "" {
+		by = dropper(ev, "WithPredicates", c.predicates)
+	}
+	hist.dropped(k, by)
 }
 
 // enqueueMode says how enqueue adds a key.

@@ -1,13 +1,65 @@
 package kctl
 
 // An extra: the Controller's options that only set how the core runs it
-// (a reconcile's timeout, where it runs, the priority of its keys). Its
-// other builder calls are in controller.go.
+// (workers, backoff, queue, a reconcile's timeout, where it runs, the
+// priority of its keys) and OnDelete. Its sources and filters are in
+// controller.go.
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
+
+// MaxConcurrentReconciles sets how many workers reconcile different keys at
+// once. Defaults to 1.
+func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
+	if n < 1 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
+		return c
+	}
+	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
+}
+
+// WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
+// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
+// token bucket over all the controller's keys (10 per second, burst 100), that
+// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
+func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
+	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
+}
+
+// WithQueueOptions sets the options of the controller's queue: pacing
+// (Debounce, MinInterval), AgeLowPriorityAfter and RateLimiter (as
+// WithRateLimiter does; a nil RateLimiter keeps the one set before).
+// Observer is ignored: the controller's metrics observe its queue.
+// Defaults to QueueOptions[Key]{} (see Queue).
+func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] {
+	return c.configure("WithQueueOptions", func() {
+		if opts.RateLimiter == nil {
+			opts.RateLimiter = c.queueOpts.RateLimiter
+		}
+		c.queueOpts = opts
+	})
+}
+
+// OnDelete sets a hook called, instead of reconcile, with the last known state
+// of an object that is gone:
+//
+//	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { metrics.Forget(cm.Name) })
+//
+// It is a notification, not a guarantee. It runs on the replica that leads
+// (whose controller runs), for the deletes its cache sees while it leads,
+// once per delete unless the object comes back first. A delete is never
+// seen by OnDelete if it happens while no replica leads: while the process is
+// down, before its cache syncs, during a leader change (a replica that does
+// not lead keeps nothing for deletes, and a new leader does not run OnDelete
+// for deletes made before it led), or if a leader loses its lease before the
+// key is reconciled. Use Finalizer for cleanup that must happen: the object
+// stays until cleanup succeeds, whichever replica leads.
+func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
+	return c.configure("OnDelete", func() { c.onDelete = fn })
+}
 
 // WithReconcileTimeout bounds each reconcile: its context ends d after it
 // starts, as controller-runtime's ReconciliationTimeout does.

@@ -117,7 +117,9 @@
 // (NewKeyController, through the byKey hook), controller_options.go
 // (WithReconcileTimeout, NeedLeader, WithPriority), index.go (IndexField,
 // MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference),
-// reference.go (ObjectReferenceOf) and helpers.go
+// port.go (ObjectReferenceOf, Manager.Enqueue), history.go (KeepHistory,
+// History, through the Manager's history hook and the controller's
+// historian), debug.go (ServeDebug) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
 // apitype, protowire, discovery, pendingwrites, share, metrics, prom and

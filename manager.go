@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -95,8 +94,11 @@ type Manager struct {
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
 	names map[string]string
-	// enqueue holds, by controller name, its Enqueue.
-	enqueue map[string]func(k Key)
+	// byName holds every controller registered, by name.
+	byName map[string]namedController
+	// history, if set, returns a controller's historian (history.go's
+	// KeepHistory sets it); nil keeps no history.
+	history func(name string) historian
 	errs    []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
@@ -152,7 +154,7 @@ func NewManager(opts Options) (*Manager, error) {
 		metrics:  metrics.New(),
 		health:   newHealthChecks(),
 		names:    map[string]string{},
-		enqueue:  map[string]func(Key){},
+		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
@@ -244,21 +246,38 @@ func newController[T any](m *Manager, name string) *Controller[T] {
 		observe: func(name string, workers int) controllerObserver {
 			return m.metrics.Controller(name, workers)
 		},
+		history: m.historyOf,
 	}
 	return c
+}
+
+// historyOf is the historian of controller name, or nil while the
+// Manager keeps no history.
+func (m *Manager) historyOf(name string) historian {
+	m.mu.Lock()
+	hook := m.history
+	m.mu.Unlock()
+	if hook == nil {
+		return nil
+	}
+	return hook(name)
+}
+
+// namedController is what the Manager uses of a Controller[T] of any T.
+type namedController interface {
+	unsynced() error
+	runLed(ctx, leaseCtx context.Context) error
+	runEverywhere(ctx context.Context) error
+	busy() string
+	logError(msg string)
+	Enqueue(k Key)
+	stateOf(k Key) keyState
 }
 
 // register adds controller c, named name, to the Manager, unless the
 // name is taken; made says what made it, for that error.
 func (m *Manager) register(
-	c interface {
-		unsynced() error
-		runLed(ctx, leaseCtx context.Context) error
-		runEverywhere(ctx context.Context) error
-		busy() string
-		logError(msg string)
-		Enqueue(k Key)
-	},
+	c namedController,
 	name string,
 	made string,
 ) {
@@ -291,7 +310,7 @@ func (m *Manager) register(
 		return
 	}
 	m.names[name] = made
-	m.enqueue[name] = c.Enqueue
+	m.byName[name] = c
 	m.controllers = append(m.controllers, c)
 	err := errors.Join(
 		m.addLocked(runnable),
@@ -300,26 +319,6 @@ func (m *Manager) register(
 	if err != nil {
 		c.logError(err.Error())
 	}
-}
-
-// Enqueue asks the controller named name for a reconcile of k, as its
-// Enqueue does, from code that does not hold the controller (e.g. an
-// HTTP handler set up elsewhere):
-//
-//	err := mgr.Enqueue("podcount", kctl.Key{Namespace: "shop", Name: "web"})
-//
-// It fails, naming the controllers there are, if none is named name.
-func (m *Manager) Enqueue(name string, k Key) error {
-	m.mu.Lock()
-	enqueue, ok := m.enqueue[name]
-	names := slices.Sorted(maps.Keys(m.enqueue))
-	m.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("kctl: Enqueue(%q, %s): no controller "+
-			"of that name; the Manager has %q", name, k, names)
-	}
-	enqueue(k)
-	return nil
 }
 
 // caller names the file and line that called NewController, e.g.

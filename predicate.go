@@ -6,6 +6,7 @@ package kctl
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -106,6 +107,17 @@ const (
 	// default, the keys of an initial list, a replay and a resync.
 	PriorityLow
 )
+
+// dropper names the first of preds that drops ev, e.g.
+// "WithPredicates #2"; "" if none does.
+func dropper(ev ObjectEvent, call string, preds []Predicate) string {
+	for i, p := range preds {
+		if !p(ev) {
+			return fmt.Sprintf("%s #%d", call, i+1)
+		}
+	}
+	return ""
+}
 
 // Trigger says why a reconcile runs. TriggerFrom(ctx) returns it inside reconcile.
 type Trigger struct {

@@ -434,6 +434,18 @@ func (q *Queue[K]) fire() {
 	q.unlockAdded(added)
 }
 
+// WaitingUntil reports when k's wait to be added ends, if k waits
+// (AddAfter, AddRateLimited, Debounce, MinInterval).
+func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w, ok := q.waiting.get(k)
+	if !ok || !w.add {
+		return time.Time{}, false
+	}
+	return w.at, true
+}
+
 // Len is the number of queued keys (not waiting, not processing), for metrics.
 func (q *Queue[K]) Len() int {
 	q.mu.Lock()

@@ -63,11 +63,13 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	if c.observer == nil {
 		c.observer = c.host.observe(c.name, c.workers)
 	}
+	hist := c.host.history(c.name)
 	opts := c.queueOpts
 	opts.Observer = c.observer
 	q := NewQueue(opts)
 	c.observer.SetQueue(q.Len, q.InFlight)
 	c.mu.Lock()
+	c.hist = hist
 	clear(c.triggers)
 	clear(c.later)
 	c.queue = q
@@ -238,6 +240,9 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	res, err := c.reconcileTimed(ctx, k)
 	c.observer.WorkerStopped()
 	took := time.Since(start)
+	if c.hist != nil {
+		c.hist.reconciled(k, t, start, took, res, err)
+	}
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
 	if t.Detail != "" {
 		attrs = append(attrs, "detail", t.Detail)
@@ -265,6 +270,37 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 		c.observer.Reconciled("success", took)
 		q.Forget(k)
 	}
+}
+
+// keyState is where a key is now, for its history.
+type keyState struct {
+	queued   *Trigger  // why it is queued; nil if not
+	waiting  *Trigger  // why a wait brings it back; nil if none
+	due      time.Time // when that wait ends
+	failures int       // its consecutive failures
+	since    time.Time // in flight since; zero if not
+}
+
+// stateOf is where k is now.
+func (c *Controller[T]) stateOf(k Key) keyState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s keyState
+	if t := c.triggers[k]; t != nil {
+		queued := *t
+		s.queued = &queued
+	}
+	if t := c.later[k]; t != nil {
+		waiting := *t
+		s.waiting = &waiting
+	}
+	s.since = c.active[k]
+	q := c.queue
+	if q != nil {
+		s.due, _ = q.WaitingUntil(k)
+		s.failures = q.NumRequeues(k)
+	}
+	return s
 }
 
 // quietConflicts is the attempt at which a Conflict, which is retried
