@@ -105,6 +105,9 @@ type Controller[T any] struct {
 	observer controllerObserver // its metrics
 	// hist keeps the per-key history; nil while off. Set by run, under mu.
 	hist historian
+	// failed, if set, sees each reconcile that returns an error, with
+	// its attempt (failure_events.go's WarnAfterFailures sets it).
+	failed func(k Key, attempt int, err error)
 
 	workers int
 	timeout time.Duration // of each reconcile; 0: none

@@ -119,7 +119,8 @@
 // MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference),
 // port.go (ObjectReferenceOf, Manager.Enqueue), history.go (KeepHistory,
 // History, through the Manager's history hook and the controller's
-// historian), debug.go (ServeDebug) and helpers.go
+// historian), debug.go (ServeDebug), failure_events.go
+// (WarnAfterFailures, through the controller's failed hook) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
 // apitype, protowire, discovery, pendingwrites, share, metrics, prom and

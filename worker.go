@@ -243,6 +243,9 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	if c.hist != nil {
 		c.hist.reconciled(k, t, start, took, res, err)
 	}
+	if err != nil && c.failed != nil {
+		c.failed(k, t.Attempt, err)
+	}
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
 	if t.Detail != "" {
 		attrs = append(attrs, "detail", t.Detail)
