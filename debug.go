@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -69,11 +70,10 @@ func (m *Manager) debugControllers(w http.ResponseWriter, r *http.Request) {
 	}
 	var b strings.Builder
 	b.WriteString(pageHead("kctl controllers"))
-	b.WriteString("<table><tr><th>controller</th><th>keys with a history</th></tr>\n")
+	header(&b, "controller", "keys with a history")
 	for _, name := range names {
-		link := "controllers/" + html.EscapeString(name)
-		fmt.Fprintf(&b, "<tr><td><a href=\"%s\">%s</a></td><td>%d</td></tr>\n",
-			link, html.EscapeString(name), counts[name])
+		link := "controllers/" + name
+		row(&b, anchor(link, name), fmt.Sprint(counts[name]))
 	}
 	b.WriteString("</table></body></html>\n")
 	writeHTML(w, b.String())
@@ -94,7 +94,11 @@ func (m *Manager) debugController(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		line := debugKeyLine{Key: k, Reconciles: len(h.Reconciles), Dropped: h.State.LastDropped}
+		line := debugKeyLine{
+			Key:        k,
+			Reconciles: len(h.Reconciles),
+			Dropped:    h.State.LastDropped,
+		}
 		if n := len(h.Reconciles); n > 0 {
 			line.LastResult = h.Reconciles[n-1].Result
 			line.LastError = h.Reconciles[n-1].Error
@@ -107,13 +111,17 @@ func (m *Manager) debugController(w http.ResponseWriter, r *http.Request) {
 	}
 	var b strings.Builder
 	b.WriteString(pageHead("kctl controller " + name))
-	b.WriteString("<table><tr><th>key</th><th>reconciles</th><th>last result</th><th>last error</th><th>last dropped by</th></tr>\n")
+	header(&b, "key", "reconciles", "last result",
+		"last error", "last dropped by")
 	for _, l := range lines {
-		link := fmt.Sprintf("%s?namespace=%s&name=%s", html.EscapeString(name),
-			html.EscapeString(l.Key.Namespace), html.EscapeString(l.Key.Name))
-		fmt.Fprintf(&b, "<tr><td><a href=\"%s\">%s</a></td><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-			link, html.EscapeString(l.Key.String()), l.Reconciles, l.LastResult,
-			html.EscapeString(l.LastError), html.EscapeString(l.Dropped))
+		q := url.Values{}
+		q.Set("namespace", l.Key.Namespace)
+		q.Set("name", l.Key.Name)
+		link := name + "?" + q.Encode()
+		key := anchor(link, l.Key.String())
+		n := fmt.Sprint(l.Reconciles)
+		row(&b, key, n, esc(l.LastResult),
+			esc(l.LastError), esc(l.Dropped))
 	}
 	b.WriteString("</table></body></html>\n")
 	writeHTML(w, b.String())
@@ -136,12 +144,19 @@ func (m *Manager) debugKey(w http.ResponseWriter, r *http.Request, name string, 
 		fmt.Fprintf(&b, "<li>%s</li>\n", html.EscapeString(line))
 	}
 	b.WriteString("</ul><h2>last reconciles, newest first</h2>\n")
-	b.WriteString("<table><tr><th>start</th><th>trigger</th><th>waited</th><th>took</th><th>attempt</th><th>result</th><th>requeue after</th><th>error</th></tr>\n")
+	header(&b, "start", "trigger", "waited", "took",
+		"attempt", "result", "requeue after", "error")
 	for _, e := range slices.Backward(h.Reconciles) {
-		trigger := strings.TrimSpace(e.Trigger + " " + e.Detail)
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%v</td><td>%v</td><td>%d</td><td>%s</td><td>%v</td><td>%s</td></tr>\n",
-			e.Start.Format(time.RFC3339Nano), html.EscapeString(trigger), e.Waited, e.Took,
-			e.Attempt, e.Result, e.RequeueAfter, html.EscapeString(e.Error))
+		trigger := e.Trigger + " " + e.Detail
+		row(&b,
+			e.Start.Format(time.RFC3339Nano),
+			esc(strings.TrimSpace(trigger)),
+			e.Waited.String(),
+			e.Took.String(),
+			fmt.Sprint(e.Attempt),
+			esc(e.Result),
+			e.RequeueAfter.String(),
+			esc(e.Error))
 	}
 	b.WriteString("</table></body></html>\n")
 	writeHTML(w, b.String())
@@ -172,6 +187,31 @@ func stateLines(s KeyState) []string {
 	}
 	return out
 }
+
+// header starts a table with a row of column names.
+func header(b *strings.Builder, names ...string) {
+	b.WriteString("<table><tr>")
+	for _, n := range names {
+		b.WriteString("<th>" + esc(n) + "</th>")
+	}
+	b.WriteString("</tr>\n")
+}
+
+// row writes a table row of cells, which are HTML already.
+func row(b *strings.Builder, cells ...string) {
+	b.WriteString("<tr>")
+	for _, c := range cells {
+		b.WriteString("<td>" + c + "</td>")
+	}
+	b.WriteString("</tr>\n")
+}
+
+// anchor is a link to href showing text.
+func anchor(href, text string) string {
+	return "<a href=\"" + esc(href) + "\">" + esc(text) + "</a>"
+}
+
+func esc(s string) string { return html.EscapeString(s) }
 
 func wantsJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "json" }
 
