@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -37,7 +38,9 @@ type Cache struct {
 	scopes map[Resource]Scope
 	// transforms holds a func(*T) for the resource's type T.
 	transforms map[Resource]any
-	informers  map[Resource]runner
+	// resyncs holds the resync periods set by ResyncFor.
+	resyncs   map[Resource]time.Duration
+	informers map[Resource]runner
 	// made, if set, is called once per informer, when it is made, under mu
 	// and before it runs: the Manager's cache shows each of its informers on
 	// the metrics page and tracks the Manager's writes in it.
@@ -66,11 +69,24 @@ type CacheOptions struct {
 	// Resync, if positive, re-delivers every object to the handlers every
 	// Resync, as an Updated event with Resync set. A controller queues the
 	// keys of a resync at the low priority of the initial list, behind live
-	// changes. Defaults to never.
+	// changes. Each informer's period is stretched by a random 0-10 %
+	// (jitter), so that types, and replicas, with one period do not resync
+	// at once. ResyncFor sets it per type. Defaults to never.
 	Resync time.Duration
+	// ReaderFailOnMissingInformer makes a cached read (a ClientFor
+	// client's Get or List) of a type the cache does not watch yet an
+	// error matching ErrNotCached, as controller-runtime's option of that
+	// name does, instead of a warning and a new informer of that type.
+	// The cache watches a type once a controller or a source uses it, or
+	// InformerFor makes its informer. Defaults to false.
+	ReaderFailOnMissingInformer bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// ErrNotCached matches (with errors.Is) the error of a cached read of a
+// type the cache does not watch, with ReaderFailOnMissingInformer.
+var ErrNotCached = errors.New("kctl: type not cached")
 
 // Scope selects which objects of a type the cache holds. The zero Scope is
 // every object in the cluster.
@@ -94,6 +110,7 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 		opts:       opts,
 		scopes:     map[Resource]Scope{},
 		transforms: map[Resource]any{},
+		resyncs:    map[Resource]time.Duration{},
 		informers:  map[Resource]runner{},
 	}
 }
@@ -140,6 +157,26 @@ func ScopeFor[T any, PT Object[T]](c *Cache, s Scope) error {
 // Call it before T's informer is made.
 func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 	return configure[T](c, func(res Resource) { c.transforms[res] = fn })
+}
+
+// ResyncFor sets the resync period of T's informer (see
+// CacheOptions.Resync, whose default it replaces for T; 0: never), as
+// client-go's informers have one per handler:
+//
+//	kctl.ResyncFor[corev1.ConfigMap](mgr.Cache(), 10*time.Minute)
+//
+// The period is stretched by a random 0-10 % per informer. Call it before
+// T's informer is made.
+func ResyncFor[T any, PT Object[T]](c *Cache, every time.Duration) error {
+	return configure[T](c, func(res Resource) { c.resyncs[res] = max(every, 0) })
+}
+
+// jittered is d stretched by a random 0-10 %.
+func jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + rand.N(d/10+1)
 }
 
 func configure[T any](c *Cache, set func(res Resource)) error {
@@ -198,11 +235,18 @@ func informerFor[T any, PT Object[T]](
 		byFields := scope.Fields != ""
 		scoped = byNamespace || byLabels || byFields
 	}
+	if read && c.opts.ReaderFailOnMissingInformer {
+		return nil, notCached(res)
+	}
 	if read && !scoped {
 		msg := "kctl: a client read started caching every " +
 			res.String() + " in the cluster; " +
 			"scope it with kctl.ScopeFor, or read with Uncached()"
 		c.opts.Logger.Warn(msg, "resource", res.String())
+	}
+	resync, ok := c.resyncs[res]
+	if !ok {
+		resync = c.opts.Resync
 	}
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
@@ -218,7 +262,7 @@ func informerFor[T any, PT Object[T]](
 		res:       res,
 		name:      res.String(),
 		client:    NewClient[T, PT](c.conn),
-		resync:    c.opts.Resync,
+		resync:    jittered(resync),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
 		store:     newStore[T](),
@@ -252,6 +296,15 @@ func informerFor[T any, PT Object[T]](
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// notCached is the error of a cached read of res, which the cache does
+// not watch, with ReaderFailOnMissingInformer.
+func notCached(res Resource) error {
+	return fmt.Errorf("kctl: a cached read of %s, which the cache does "+
+		"not watch (CacheOptions.ReaderFailOnMissingInformer): "+
+		"watch it first (kctl.InformerFor, Owns, Watches), "+
+		"or read with Uncached(): %w", res, unprefixed(ErrNotCached))
 }
 
 // cachedReads serves the Get and List of a Manager's Client (ClientFor)

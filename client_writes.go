@@ -165,6 +165,72 @@ func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error 
 	return c.Patch(ctx, obj, ApplyPatch, data, opts)
 }
 
+// ApplyConfig is server-side apply of config, a client-go apply
+// configuration or any value that marshals to the JSON of the object's
+// fields this manager owns, as the field manager opts.FieldManager; it
+// returns the object as the server answered. Unlike Apply's typed struct,
+// config sends only the fields it sets:
+//
+//	cm := corev1ac.ConfigMap("settings", "default").WithData(map[string]string{"mode": "fast"})
+//	got, err := configMaps.ApplyConfig(ctx, cm, kctl.PatchOptions{FieldManager: "my-controller"})
+//
+// config must name the object (metadata.name, and metadata.namespace if
+// T is namespaced); apiVersion and kind are set from T when it leaves
+// them out, and must be T's when it does not.
+func (c *Client[T]) ApplyConfig(
+	ctx context.Context,
+	config any,
+	opts PatchOptions,
+) (*T, error) {
+	data, err := json.Marshal(config)
+	if err != nil {
+		return nil, fmt.Errorf("kctl: apply %s: encoding the "+
+			"apply configuration %T: %w", c.res, config, err)
+	}
+	var fields map[string]json.RawMessage
+	err = json.Unmarshal(data, &fields)
+	if err != nil || fields == nil {
+		return nil, fmt.Errorf("kctl: apply %s: the apply "+
+			"configuration %T is not a JSON object", c.res, config)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	err = json.Unmarshal(data, &head)
+	if err != nil {
+		return nil, fmt.Errorf("kctl: apply %s: reading the "+
+			"apply configuration: %w", c.res, err)
+	}
+	apiVersion := c.res.APIVersion()
+	wrongVersion := head.APIVersion != "" &&
+		head.APIVersion != apiVersion
+	wrongKind := head.Kind != "" && head.Kind != c.res.Kind
+	if wrongVersion || wrongKind {
+		return nil, fmt.Errorf("kctl: apply %s: the apply "+
+			"configuration is of %s %s: apply it with a "+
+			"client of that type", c.res,
+			head.APIVersion, head.Kind)
+	}
+	if head.APIVersion == "" {
+		fields["apiVersion"], _ = json.Marshal(apiVersion)
+	}
+	if head.Kind == "" {
+		fields["kind"], _ = json.Marshal(c.res.Kind)
+	}
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	ns := head.Metadata.Namespace
+	name := head.Metadata.Name
+	return c.patch(ctx, ns, name, ApplyPatch, body, opts)
+}
+
 // DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
 // unconditional delete with the server's default propagation.
 type DeleteOptions struct {

@@ -90,7 +90,11 @@ type Controller[T any] struct {
 	reconcile func(ctx context.Context, obj *T) (Result, error)
 	// around, if set, runs each reconcile in reconcile's place and calls
 	// it as next (finalizer.go sets it: the last Finalizer call wins).
-	around   func(ctx context.Context, obj *T, next reconcileFunc[T]) (Result, error)
+	around func(ctx context.Context, obj *T, next reconcileFunc[T]) (Result, error)
+	// byKey, if set, reconciles each key in reconcile's place, whether
+	// or not it names an object: a controller made by NewKeyController,
+	// which has no informer, client or type of its own.
+	byKey    func(ctx context.Context, k Key) (Result, error)
 	informer *Informer[T]
 	client   *Client[T] // writes finalizers; uncached
 	log      *slog.Logger
@@ -99,8 +103,22 @@ type Controller[T any] struct {
 	caches   []syncer // the informers of T and of every source; run waits for them
 
 	observer controllerObserver // its metrics
+	// hist keeps the per-key history; nil while off. Set by run, under mu.
+	hist historian
+	// failed, if set, sees each reconcile that returns an error, with
+	// its attempt (failure_events.go's WarnAfterFailures sets it).
+	failed func(k Key, attempt int, err error)
 
-	workers    int
+	workers int
+	timeout time.Duration // of each reconcile; 0: none
+	// everyReplica runs the controller on every replica (NeedLeader).
+	everyReplica bool
+	// channels counts FromChannel sources, whose readers run where
+	// the controller runs.
+	channels int
+	// priority, if set, chooses the priority of an object source's
+	// keys (WithPriority); nil: the default of modeOf.
+	priority   func(ObjectEvent) Priority
 	predicates []Predicate // own events only
 	filters    []Predicate // every object source
 	onDelete   func(ctx context.Context, obj *T)
@@ -118,6 +136,9 @@ type Controller[T any] struct {
 	// every cached key (replays), so nothing that happened meanwhile is lost.
 	queue    *Queue[Key]
 	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
+	// later holds why each key that waits (retry, requeue-after) comes
+	// back; an event that queues the key first wins over it (triggers).
+	later map[Key]*Trigger
 	// deleted holds the last known state of objects deleted while the
 	// controller runs, for onDelete, until their key's reconcile takes it;
 	// emptied when a run ends. Empty while not running.
@@ -145,6 +166,19 @@ type controllerHost struct {
 	shutdownTimeout time.Duration
 	// observe makes the observer of a controller's metrics.
 	observe func(name string, workers int) controllerObserver
+	// history returns the controller's historian, or nil while the
+	// Manager keeps no history (history.go's KeepHistory).
+	history func(name string) historian
+}
+
+// historian keeps a controller's per-key history (history.go): each
+// reconcile's outcome, and the predicate that dropped an event of T.
+// Its methods are called without the controller's lock; they must be
+// fast and goroutine-safe.
+type historian interface {
+	reconciled(k Key, t Trigger, start time.Time,
+		took time.Duration, res Result, err error)
+	dropped(k Key, by string)
 }
 
 // controllerObserver sees what a controller does, for its metrics
@@ -154,6 +188,7 @@ type controllerObserver interface {
 	QueueObserver
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
+	TimedOut()      // a reconcile ran past its timeout
 	WorkerStarted() // a worker starts a reconcile
 	WorkerStopped() // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
@@ -165,6 +200,9 @@ type syncer interface {
 	WaitForSync(ctx context.Context) error
 	Err() error
 }
+
+// logError logs msg as an error of the controller.
+func (c *Controller[T]) logError(msg string) { c.log.Error(msg) }
 
 // hasStarted reports whether the controller's configuration is fixed.
 func (c *Controller[T]) hasStarted() bool {
@@ -187,38 +225,6 @@ func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 	return c
 }
 
-// MaxConcurrentReconciles sets how many workers reconcile different keys at
-// once. Defaults to 1.
-func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
-	if n < 1 {
-		c.host.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
-		return c
-	}
-	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
-}
-
-// WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
-// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
-// token bucket over all the controller's keys (10 per second, burst 100), that
-// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
-func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
-	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
-}
-
-// WithQueueOptions sets the options of the controller's queue: pacing
-// (Debounce, MinInterval), AgeLowPriorityAfter and RateLimiter (as
-// WithRateLimiter does; a nil RateLimiter keeps the one set before).
-// Observer is ignored: the controller's metrics observe its queue.
-// Defaults to QueueOptions[Key]{} (see Queue).
-func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] {
-	return c.configure("WithQueueOptions", func() {
-		if opts.RateLimiter == nil {
-			opts.RateLimiter = c.queueOpts.RateLimiter
-		}
-		c.queueOpts = opts
-	})
-}
-
 // WithPredicates filters the events of T itself: an event enqueues its key
 // only if every predicate returns true.
 func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
@@ -231,31 +237,33 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
 }
 
-// OnDelete sets a hook called, instead of reconcile, with the last known state
-// of an object that is gone:
-//
-//	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { metrics.Forget(cm.Name) })
-//
-// It is a notification, not a guarantee. It runs on the replica that leads
-// (whose controller runs), for the deletes its cache sees while it leads,
-// once per delete unless the object comes back first. A delete is never
-// seen by OnDelete if it happens while no replica leads: while the process is
-// down, before its cache syncs, during a leader change (a replica that does
-// not lead keeps nothing for deletes, and a new leader does not run OnDelete
-// for deletes made before it led), or if a leader loses its lease before the
-// key is reconciled. Use Finalizer for cleanup that must happen: the object
-// stays until cleanup succeeds, whichever replica leads.
-func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
-	return c.configure("OnDelete", func() { c.onDelete = fn })
-}
-
 // Owns makes changes to objects of type C enqueue their controller owner of
-// type T (the owner reference with controller: true, see SetControllerReference).
+// type T (the owner reference with controller: true, see SetControllerReference;
+// OwnsEveryOwner follows the others too).
 // An owner reference matches T by group and kind, whatever its version: a
 // child whose owner reference says example.com/v1beta1 still enqueues its
 // owner after the controller moves to example.com/v1, as in controller-runtime.
 func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
-	return watchSource[C, PC](c, "owned", preds, func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) })
+	if c.keysOnly("Owns") {
+		return c
+	}
+	keys := func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) }
+	return watchSource[C, PC](c, "owned", preds, keys)
+}
+
+// keysOnly reports whether c is a controller of keys (NewKeyController),
+// whose keys have no kind for an owner reference to match, and records
+// call on it as a builder mistake.
+func (c *Controller[T]) keysOnly(call string) bool {
+	if c.byKey == nil {
+		return false
+	}
+	c.host.misuse(fmt.Errorf("kctl: controller %q: %s on a "+
+		"controller of keys (NewKeyController), whose keys have "+
+		"no kind for an owner reference to match; use Watches "+
+		"with a mapping that reads the owner references",
+		c.name, call))
+	return true
 }
 
 // Watches makes changes to objects of type O enqueue the keys mapFn returns,
@@ -278,17 +286,19 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 		kind = r.Kind
 	}
 	handle := func(ev Event[O]) {
-		if !c.pass(objectEvent(ev), preds) {
+		oe := objectEvent(ev)
+		if !c.pass(oe, preds) {
 			return
 		}
+		how := c.modeOf(oe)
 		m := metaOf(ev.Object)
 		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
 		for _, k := range keys(ev.Object) {
-			c.enqueue(k, t, enqueueModeOf(ev))
+			c.enqueue(k, t, how)
 		}
 		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
 			for _, k := range keys(ev.Old) {
-				c.enqueue(k, t, enqueueModeOf(ev))
+				c.enqueue(k, t, how)
 			}
 		}
 	}
@@ -306,7 +316,11 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 // all) enqueues the keys toKeys returns. The channel is read while the
 // Manager runs; closing it ends the source.
 func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
-	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: true, Run: func(ctx context.Context) error {
+	c.mu.Lock()
+	c.channels++
+	needLeader := !c.everyReplica
+	c.mu.Unlock()
+	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():
@@ -343,7 +357,9 @@ func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, 
 func (c *Controller[T]) onEvent(ev Event[T]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
-	if !c.pass(objectEvent(ev), c.predicates) {
+	oe := objectEvent(ev)
+	if !c.pass(oe, c.predicates) {
+		c.noteDrop(k, oe)
 		return
 	}
 	t := Trigger{Cause: "created"}
@@ -362,7 +378,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, enqueueModeOf(ev))
+	c.enqueue(k, t, c.modeOf(oe))
 }
 
 // keepDeleted keeps obj, the last state of the deleted object k, for the
@@ -390,6 +406,22 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 	return true
 }
 
+// noteDrop tells the historian, if any, which predicate dropped ev, an
+// event of T for key k: "WithEventFilter #i" or "WithPredicates #i".
+func (c *Controller[T]) noteDrop(k Key, ev ObjectEvent) {
+	c.mu.Lock()
+	hist := c.hist
+	c.mu.Unlock()
+	if hist == nil {
+		return
+	}
+	by := dropper(ev, "WithEventFilter", c.filters)
+	if by == "" {
+		by = dropper(ev, "WithPredicates", c.predicates)
+	}
+	hist.dropped(k, by)
+}
+
 // enqueueMode says how enqueue adds a key.
 type enqueueMode int
 
@@ -404,10 +436,15 @@ const (
 	asKept
 )
 
-// enqueueModeOf is how an event's keys are queued: asKnown for those of an
-// initial list, a replay and a periodic resync, else asLive.
-func enqueueModeOf[O any](ev Event[O]) enqueueMode {
-	if ev.Initial || ev.Resync {
+// modeOf is how an event's keys are queued: as WithPriority chooses, if
+// set; else asKnown for those of an initial list, a replay and a
+// periodic resync, and asLive for the rest.
+func (c *Controller[T]) modeOf(ev ObjectEvent) enqueueMode {
+	low := ev.Initial || ev.Resync
+	if c.priority != nil {
+		low = c.priority(ev) == PriorityLow
+	}
+	if low {
 		return asKnown
 	}
 	return asLive
@@ -416,7 +453,8 @@ func enqueueModeOf[O any](ev Event[O]) enqueueMode {
 // enqueue remembers why k is queued (the first cause since the last run
 // wins) and adds it to the queue of the current run. While the controller is
 // not running, keys are dropped (the next run replays every cached object)
-// or, asKept, kept for the next run.
+// or, asKept, kept for the next run. It queues k at low priority asKnown
+// or if t.low.
 func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
 	c.mu.Lock()
 	q := c.queue
@@ -434,7 +472,7 @@ func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
 		c.triggers[k] = &t
 	}
 	c.mu.Unlock()
-	if how == asKnown {
+	if how == asKnown || t.low {
 		q.AddLowPriority(k)
 	} else {
 		q.Add(k)

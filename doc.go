@@ -113,13 +113,41 @@
 // completely without them: leader.go (ElectLeader, through the Manager's
 // elect hook), recorder.go (EventRecorder), user_metrics.go (your own
 // metrics), server.go (ServeMetrics, HTTPServer), health.go (ServeHealth),
-// finalizer.go (Finalizer wraps the reconcile function) and helpers.go
+// finalizer.go (Finalizer wraps the reconcile function), keycontroller.go
+// (NewKeyController, through the byKey hook), controller_options.go
+// (WithReconcileTimeout, NeedLeader, WithPriority), index.go (IndexField,
+// MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference),
+// port.go (ObjectReferenceOf, Manager.Enqueue), history.go (KeepHistory,
+// History, through the Manager's history hook and the controller's
+// historian), debug.go (ServeDebug), failure_events.go
+// (WarnAfterFailures, through the controller's failed hook) and helpers.go
 // (CreateOrUpdate, CreateOrPatch, SetControllerReference,
 // RetryOnConflict). Leaves that need no kctl type live in internal/:
 // apitype, protowire, discovery, pendingwrites, share, metrics, prom and
 // group.
 // The metrics registry plugs into the core's observers (Conn's
 // requestObserver, controllerObserver) in NewManager.
+//
+// # Options and their defaults
+//
+// Of a controller (builder calls right after NewController):
+// MaxConcurrentReconciles (1), WithReconcileTimeout (none), NeedLeader
+// (true: only the leader runs it), WithRateLimiter (5 ms doubling to
+// 1000 s per key, 10/s burst 100), WithQueueOptions (no pacing;
+// AgeLowPriorityAfter a minute), WithPriority (low for initial lists,
+// replays and resyncs), WithPredicates and WithEventFilter (none),
+// OnDelete (none), WarnAfterFailures (none), Owns (the controller owner
+// reference only; OwnsEveryOwner for every one). A controller of keys
+// that name no object: NewKeyController.
+//
+// Of a Manager (Options, and calls before Start): ShutdownTimeout (30 s),
+// Logger (slog.Default()), KlogToLogger (false), Cache.DefaultScope
+// (everything), Cache.Resync (never; ResyncFor per type, each period
+// stretched by a random 0-10 %), Cache.KeepManagedFields (false),
+// Cache.ReaderFailOnMissingInformer (false), IndexField (none),
+// KeepHistory (off; 10 entries for 1000 keys per controller),
+// ServeMetrics, ServeHealth, ServeDebug, ElectLeader (off). A controller
+// name is taken once per Manager; Config returns its rest.Config.
 //
 // # Memory and performance
 //

@@ -297,3 +297,20 @@ func (b *logBuffer) lines(substr string) []string {
 	}
 	return out
 }
+
+// Issue 25, item 4: a controller name is taken once per Manager.
+func TestManager_TwoControllersWithOneName_StartNamesBoth(t *testing.T) {
+	cfg := testConfig(t)
+	mgr := testManager(t, cfg, "default", Options{})
+	NewController(mgr, "same", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	NewController(mgr, "same", func(ctx context.Context, s *corev1.Secret) (Result, error) { return Result{}, nil })
+	err := mgr.Start(t.Context())
+	if err == nil {
+		t.Fatal("Start succeeded with two controllers named \"same\"")
+	}
+	for _, want := range []string{`two controllers are named "same"`, "one of ConfigMap, made at kctl_test.go:", "one of Secret, made at kctl_test.go:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start's error %q does not mention %q", err, want)
+		}
+	}
+}

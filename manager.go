@@ -6,9 +6,12 @@ package kctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +59,7 @@ type Options struct {
 // does not link its code (the linker drops it), so it pays nothing for it.
 type Manager struct {
 	conn    *Conn
+	config  *rest.Config // as loaded; Config hands out copies
 	cache   *Cache
 	log     *slog.Logger
 	opts    Options
@@ -87,7 +91,15 @@ type Manager struct {
 	// the rest.
 	eventWriters []Runnable
 	controllers  []interface{ unsynced() error }
-	errs         []error // builder misuse, returned by Start
+	// names holds, by controller name, what made it ("ConfigMap, made at
+	// main.go:42"): a name is taken once per Manager.
+	names map[string]string
+	// byName holds every controller registered, by name.
+	byName map[string]namedController
+	// history, if set, returns a controller's historian (history.go's
+	// KeepHistory sets it); nil keeps no history.
+	history func(name string) historian
+	errs    []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
@@ -135,11 +147,14 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		conn:     conn,
+		config:   rest.CopyConfig(cfg),
 		log:      opts.Logger,
 		opts:     opts,
 		writes:   newWriteTracker(),
 		metrics:  metrics.New(),
 		health:   newHealthChecks(),
+		names:    map[string]string{},
+		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
@@ -153,6 +168,17 @@ func NewManager(opts Options) (*Manager, error) {
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
+
+// Config returns a copy of the Manager's rest.Config (Options.Config, or
+// the one loaded from the kubeconfig), for code that needs a client of
+// its own, e.g. a clientset or a discovery client:
+//
+//	cs, err := kubernetes.NewForConfig(mgr.Config())
+//
+// Changing the copy changes nothing in the Manager. It is the
+// configuration as given: kctl's own defaults (user agent, rate limit)
+// are set on its connection only.
+func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
 
 // Cache returns the Manager's shared cache, e.g. to scope one type before
 // its first use:
@@ -170,28 +196,9 @@ func NewController[T any, PT Object[T]](
 	name string,
 	reconcile func(ctx context.Context, obj *T) (Result, error),
 ) *Controller[T] {
-	c := &Controller[T]{
-		name:      name,
-		reconcile: reconcile,
-		workers:   1,
-		log:       m.log.With("controller", name),
-		client:    NewClient[T, PT](m.conn),
-		triggers:  map[Key]*Trigger{},
-		deleted:   map[Key]*T{},
-		kept:      map[Key]Trigger{},
-		active:    map[Key]time.Time{},
-	}
-	c.host = controllerHost{
-		cache:           m.cache,
-		writes:          m.writes,
-		misuse:          m.misuse,
-		add:             m.Add,
-		drainBy:         m.shutdown.drainBy,
-		shutdownTimeout: m.opts.ShutdownTimeout,
-		observe: func(name string, workers int) controllerObserver {
-			return m.metrics.Controller(name, workers)
-		},
-	}
+	c := newController[T](m, name)
+	c.reconcile = reconcile
+	c.client = NewClient[T, PT](m.conn)
 	res, err := ResourceOf[T]()
 	if err != nil {
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
@@ -212,24 +219,116 @@ func NewController[T any, PT Object[T]](
 		m.writes.record(c.res, obj)
 	}
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+	m.register(c, name, res.Kind+", made at "+caller())
+	return c
+}
+
+// newController makes the parts of a controller that do not depend on
+// what it reconciles.
+func newController[T any](m *Manager, name string) *Controller[T] {
+	c := &Controller[T]{
+		name:     name,
+		workers:  1,
+		log:      m.log.With("controller", name),
+		triggers: map[Key]*Trigger{},
+		later:    map[Key]*Trigger{},
+		deleted:  map[Key]*T{},
+		kept:     map[Key]Trigger{},
+		active:   map[Key]time.Time{},
+	}
+	c.host = controllerHost{
+		cache:           m.cache,
+		writes:          m.writes,
+		misuse:          m.misuse,
+		add:             m.Add,
+		drainBy:         m.shutdown.drainBy,
+		shutdownTimeout: m.opts.ShutdownTimeout,
+		observe: func(name string, workers int) controllerObserver {
+			return m.metrics.Controller(name, workers)
+		},
+		history: m.historyOf,
+	}
+	return c
+}
+
+// historyOf is the historian of controller name, or nil while the
+// Manager keeps no history.
+func (m *Manager) historyOf(name string) historian {
+	m.mu.Lock()
+	hook := m.history
+	m.mu.Unlock()
+	if hook == nil {
+		return nil
+	}
+	return hook(name)
+}
+
+// namedController is what the Manager uses of a Controller[T] of any T.
+type namedController interface {
+	unsynced() error
+	runLed(ctx, leaseCtx context.Context) error
+	runEverywhere(ctx context.Context) error
+	busy() string
+	logError(msg string)
+	Enqueue(k Key)
+	stateOf(k Key) keyState
+}
+
+// register adds controller c, named name, to the Manager, unless the
+// name is taken; made says what made it, for that error.
+func (m *Manager) register(
+	c namedController,
+	name string,
+	made string,
+) {
+	// Two runnables: which one runs the controller is fixed when its
+	// caches have synced (NeedLeader); the other then returns.
 	runnable := Runnable{
 		Name:       "controller " + name,
 		NeedLeader: true,
-		runTerm:    c.run,
+		runTerm:    c.runLed,
 		busy:       c.busy,
 	}
 	// Run is what runTerm does outside a term, whose lease never ends.
 	runnable.Run = func(ctx context.Context) error {
-		return c.run(ctx, context.WithoutCancel(ctx))
+		return c.runLed(ctx, context.WithoutCancel(ctx))
+	}
+	everywhere := Runnable{
+		Name: "controller " + name + " (every replica)",
+		Run:  c.runEverywhere,
+		busy: c.busy,
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.controllers = append(m.controllers, c)
-	err = m.addLocked(runnable)
-	if err != nil {
-		c.log.Error(err.Error())
+	first, taken := m.names[name]
+	if taken {
+		m.misuseLocked(fmt.Errorf("kctl: two controllers are named %q: "+
+			"one of %s, and one of %s; "+
+			"give each a name of its own "+
+			"(metrics and logs are keyed by it)",
+			name, first, made))
+		return
 	}
-	return c
+	m.names[name] = made
+	m.byName[name] = c
+	m.controllers = append(m.controllers, c)
+	err := errors.Join(
+		m.addLocked(runnable),
+		m.addLocked(everywhere),
+	)
+	if err != nil {
+		c.logError(err.Error())
+	}
+}
+
+// caller names the file and line that called NewController, e.g.
+// "main.go:42".
+func caller() string {
+	_, file, line, ok := runtime.Caller(2)
+	if !ok {
+		return "an unknown place"
+	}
+	return fmt.Sprintf("%s:%d", filepath.Base(file), line)
 }
 
 // ClientFor returns a client for T whose reads come from the manager's shared
@@ -267,6 +366,11 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 func (m *Manager) misuse(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.misuseLocked(err)
+}
+
+// misuseLocked is misuse with m.mu held.
+func (m *Manager) misuseLocked(err error) {
 	if m.started {
 		m.log.Error(err.Error() +
 			" (made after Manager.Start, so it is not returned by Start)")

@@ -1,10 +1,12 @@
 package kctl
 
 // What a source's events look like to a filter (ObjectEvent, Predicate and
-// the built-in predicates), and why a key is queued (Trigger).
+// the built-in predicates), a key's Priority, and why a key is queued
+// (Trigger).
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -93,12 +95,38 @@ func Or(preds ...Predicate) Predicate {
 	}
 }
 
+// Priority is the priority a key is queued with: a low key is handed to
+// a worker after the normal ones, until it has waited
+// AgeLowPriorityAfter (see Queue). The zero value is PriorityNormal.
+type Priority int
+
+const (
+	// PriorityNormal is a live change's priority.
+	PriorityNormal Priority = iota
+	// PriorityLow is for work that may wait behind live changes: by
+	// default, the keys of an initial list, a replay and a resync.
+	PriorityLow
+)
+
+// dropper names the first of preds that drops ev, e.g.
+// "WithPredicates #2"; "" if none does.
+func dropper(ev ObjectEvent, call string, preds []Predicate) string {
+	for i, p := range preds {
+		if !p(ev) {
+			return fmt.Sprintf("%s #%d", call, i+1)
+		}
+	}
+	return ""
+}
+
 // Trigger says why a reconcile runs. TriggerFrom(ctx) returns it inside reconcile.
 type Trigger struct {
 	// Cause is one of: initial (the first list), created, updated, deleted,
 	// resync, owned (a child of type Owns changed), mapped (Watches), channel
 	// (FromChannel), manual (Enqueue), requeue-after, retry, or delayed (a
 	// retry or requeue-after whose key an event had already brought back).
+	// An event that queues a key while it waits for a retry or a
+	// requeue-after is the cause of the next reconcile, not the wait.
 	Cause string
 	// Detail adds what changed: for updated the kinds of change ("spec
 	// labels"), for owned and mapped the object ("Pod ns/web-1 Updated"), for
@@ -106,11 +134,14 @@ type Trigger struct {
 	Detail string
 	// Merged counts further causes that arrived while the key was queued.
 	Merged int
-	// Waited is the time from the first cause to the start of this reconcile.
+	// Waited is the time from the first cause to the start of this
+	// reconcile; for retry and requeue-after, from when it was asked for.
 	Waited time.Duration
 	// Attempt is 1, or 1 + the key's consecutive failures.
 	Attempt int
 	queued  time.Time
+	// low queues the key at low priority (EnqueueWithPriority).
+	low bool
 }
 
 type triggerKey struct{}

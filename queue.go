@@ -57,6 +57,11 @@ type Queue[K comparable] struct {
 	// processing holds every key handed out by Get and not yet Done,
 	// with when Get handed it out.
 	processing map[K]time.Time
+	// heldLow holds the processing keys Get took from lowReady: an
+	// AddAfter or AddRateLimited of one while it is processing (a
+	// requeue) waits to be queued at low priority again. Every key in
+	// heldLow is in processing.
+	heldLow map[K]bool
 	// dirty holds the keys added while processing, to be queued again at
 	// Done; true if every add since Get was low. Every key in dirty is in
 	// processing.
@@ -135,6 +140,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	q := &Queue[K]{
 		queued:      map[K]queueEntry{},
 		processing:  map[K]time.Time{},
+		heldLow:     map[K]bool{},
 		dirty:       map[K]bool{},
 		lastGet:     map[K]time.Time{},
 		drained:     make(chan struct{}),
@@ -164,6 +170,9 @@ func (q *Queue[K]) AddLowPriority(k K) {
 // never later, and stops waiting when it is queued at normal priority (by Add,
 // or at Done after one), which is earlier. A key queued already when AddAfter
 // is called is added again when due (which does nothing if it is still queued).
+// A requeue keeps the key's priority: AddAfter (d > 0) of a key that Get
+// handed out at low priority, while it is processing, adds it at low
+// priority; so does AddRateLimited.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 	q.add(k, d, false)
 }
@@ -183,11 +192,14 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		return
 	}
 	now := time.Now()
+	// A requeue keeps the priority Get handed k out with.
+	waitLow := q.heldLow[k]
 	if d <= 0 && !low && !queued {
 		d = q.debounce
+		waitLow = false
 	}
 	if d > 0 {
-		q.waitLocked(k, now.Add(d), true, now)
+		q.waitLocked(k, now.Add(d), true, waitLow, now)
 		q.mu.Unlock()
 		return
 	}
@@ -213,7 +225,7 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 	}
 	start, ok := q.lastGet[k]
 	if ok && now.Before(start.Add(q.minInterval)) {
-		q.waitLocked(k, start.Add(q.minInterval), true, now)
+		q.waitLocked(k, start.Add(q.minInterval), true, low, now)
 		return 0
 	}
 	e := queueEntry{since: now, low: low}
@@ -297,6 +309,9 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	}
 	k = q.popLocked()
 	since := q.queued[k].since
+	if q.queued[k].low {
+		q.heldLow[k] = true
+	}
 	delete(q.queued, k)
 	now := time.Now()
 	q.processing[k] = now
@@ -347,6 +362,7 @@ func (q *Queue[K]) Done(k K) {
 	}
 	now := time.Now()
 	delete(q.processing, k)
+	delete(q.heldLow, k)
 	low, dirty := q.dirty[k]
 	delete(q.dirty, k)
 	added := 0
@@ -355,7 +371,7 @@ func (q *Queue[K]) Done(k K) {
 		added = q.readyLocked(k, low, now)
 	} else if !q.shuttingDown && now.Before(next) {
 		// A hold: it keeps k's start for the next add.
-		q.waitLocked(k, next, false, now)
+		q.waitLocked(k, next, false, false, now)
 	}
 	if q.shuttingDown && len(q.processing) == 0 {
 		close(q.drained)
@@ -379,14 +395,21 @@ func (q *Queue[K]) forgetLocked(k K) {
 	delete(q.lastGet, k)
 }
 
-// waitLocked makes k wait until at; with add, to be queued then, else
-// only held. A wait to add never moves later, nor becomes a hold.
-func (q *Queue[K]) waitLocked(k K, at time.Time, add bool, now time.Time) {
+// waitLocked makes k wait until at; with add, to be queued then (at low
+// priority if low), else only held. A wait to add never moves later, nor
+// becomes a hold; a wait at normal priority never becomes low.
+func (q *Queue[K]) waitLocked(k K, at time.Time, add, low bool, now time.Time) {
 	w, ok := q.waiting.get(k)
 	if ok && w.add && (!add || !at.Before(w.at)) {
+		if add && !low {
+			q.waiting.raise(k)
+		}
 		return
 	}
-	q.waiting.set(k, at, add, now)
+	if ok && w.add && !w.low {
+		low = false
+	}
+	q.waiting.set(k, at, add, low, now)
 }
 
 // fire runs on the timer: it ends the waits that are due, in order, and
@@ -404,11 +427,23 @@ func (q *Queue[K]) fire() {
 		}
 		q.waiting.remove(w.key)
 		if w.add {
-			added += q.readyLocked(w.key, false, now)
+			added += q.readyLocked(w.key, w.low, now)
 		}
 		q.forgetLocked(w.key)
 	}
 	q.unlockAdded(added)
+}
+
+// WaitingUntil reports when k's wait to be added ends, if k waits
+// (AddAfter, AddRateLimited, Debounce, MinInterval).
+func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w, ok := q.waiting.get(k)
+	if !ok || !w.add {
+		return time.Time{}, false
+	}
+	return w.at, true
 }
 
 // Len is the number of queued keys (not waiting, not processing), for metrics.

@@ -21,6 +21,8 @@ type queueWait[K comparable] struct {
 	// add says to queue the key when the wait ends. A wait without add is
 	// a hold: it only keeps the key's last start until MinInterval passed.
 	add bool
+	// low queues the key at low priority when the wait ends (add only).
+	low bool
 	// index is the wait's position in the heap, kept by Swap.
 	index int
 }
@@ -68,10 +70,11 @@ func (w *queueWaits[K]) get(k K) (queueWait[K], bool) {
 	return *e, true
 }
 
-// set makes k wait until at, replacing the wait k had, and arms the
+// set makes k wait until at (to be queued at low priority, if low),
+// replacing the wait k had, and arms the
 // timer for it. It orders k after every wait set before that ends at
 // the same time.
-func (w *queueWaits[K]) set(k K, at time.Time, add bool, now time.Time) {
+func (w *queueWaits[K]) set(k K, at time.Time, add, low bool, now time.Time) {
 	if w.byKey == nil {
 		w.byKey = map[K]*queueWait[K]{}
 	}
@@ -81,13 +84,22 @@ func (w *queueWaits[K]) set(k K, at time.Time, add bool, now time.Time) {
 		e.at = at
 		e.seq = w.seq
 		e.add = add
+		e.low = low
 		heap.Fix(&w.heap, e.index)
 	} else {
-		e = &queueWait[K]{key: k, at: at, seq: w.seq, add: add}
+		e = &queueWait[K]{key: k, at: at, seq: w.seq, add: add, low: low}
 		heap.Push(&w.heap, e)
 		w.byKey[k] = e
 	}
 	w.arm(at, now)
+}
+
+// raise makes k's wait queue it at normal priority, keeping its place.
+func (w *queueWaits[K]) raise(k K) {
+	e, ok := w.byKey[k]
+	if ok {
+		e.low = false
+	}
 }
 
 // arm makes the timer call due at at, unless it does so earlier.

@@ -22,6 +22,8 @@ type modelKey struct {
 	processing      bool
 	dirty, dirtyLow bool // added while processing (dirtyLow: by low adds only)
 	waiting         bool // to be added at waitAt
+	waitLow         bool // at low priority
+	heldLow         bool // handed out from the low line: a requeue while processing is low
 	waitAt          int64
 	waitSeq         int
 	started         bool // handed out at startedAt
@@ -50,22 +52,26 @@ func (m *queueModel) ready(k int, low bool) {
 			s.low, s.joinAt, s.seq = false, m.now, m.next()
 		}
 	case s.started && m.now < s.startedAt+m.minInterval:
-		m.waitUntil(k, s.startedAt+m.minInterval)
+		m.waitUntil(k, s.startedAt+m.minInterval, low)
 	default: // queued at normal priority, it no longer waits
 		s.queued, s.low, s.joinAt, s.seq = true, low, m.now, m.next()
 		s.waiting = s.waiting && low
 	}
 }
 
-func (m *queueModel) waitUntil(k int, at int64) {
-	if s := &m.keys[k]; !s.waiting || at < s.waitAt {
-		s.waiting, s.waitAt, s.waitSeq = true, at, m.next()
+func (m *queueModel) waitUntil(k int, at int64, low bool) {
+	s := &m.keys[k]
+	if s.waiting && at >= s.waitAt {
+		s.waitLow = s.waitLow && low // a normal wait never becomes low
+		return
 	}
+	s.waitLow = low && (!s.waiting || s.waitLow)
+	s.waiting, s.waitAt, s.waitSeq = true, at, m.next()
 }
 
 func (m *queueModel) add(k int, low bool) {
 	if m.debounce > 0 && !low && !m.keys[k].queued && !m.shutdown {
-		m.waitUntil(k, m.now+m.debounce)
+		m.waitUntil(k, m.now+m.debounce, false)
 	} else {
 		m.ready(k, low)
 	}
@@ -75,7 +81,8 @@ func (m *queueModel) addAfter(k int, d time.Duration) {
 	if d <= 0 {
 		m.add(k, false)
 	} else if !m.shutdown {
-		m.waitUntil(k, m.now+int64(d))
+		s := &m.keys[k]
+		m.waitUntil(k, m.now+int64(d), s.processing && s.heldLow)
 	}
 }
 
@@ -95,7 +102,7 @@ func (m *queueModel) advance(d time.Duration) {
 		}
 		m.now = m.keys[next].waitAt
 		m.keys[next].waiting = false
-		m.ready(next, false)
+		m.ready(next, m.keys[next].waitLow)
 	}
 	m.now = end
 }
@@ -133,6 +140,7 @@ func (m *queueModel) get() int {
 	if best >= 0 {
 		s := &m.keys[best]
 		s.queued, s.processing, s.started, s.startedAt = false, true, true, m.now
+		s.heldLow = s.low
 	}
 	return best
 }
@@ -143,6 +151,7 @@ func (m *queueModel) done(k int) {
 		return
 	}
 	s.processing = false
+	s.heldLow = false
 	if s.dirty {
 		s.dirty = false
 		m.ready(k, s.dirtyLow)

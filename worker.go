@@ -18,6 +18,39 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
+// runLed is the run of a controller that needs leadership (the
+// default), in each term. One that runs on every replica (NeedLeader)
+// returns once its caches have synced, which fixes that choice.
+func (c *Controller[T]) runLed(ctx, leaseCtx context.Context) error {
+	if c.waitForCaches(ctx) != nil {
+		return nil
+	}
+	if c.runsEverywhere() {
+		return nil
+	}
+	return c.run(ctx, leaseCtx)
+}
+
+// runEverywhere is the run of a controller on every replica, for the
+// whole Manager run; it returns once its caches have synced unless the
+// controller runs on every replica (NeedLeader).
+func (c *Controller[T]) runEverywhere(ctx context.Context) error {
+	if c.waitForCaches(ctx) != nil {
+		return nil
+	}
+	if !c.runsEverywhere() {
+		return nil
+	}
+	return c.run(ctx, context.WithoutCancel(ctx))
+}
+
+// runsEverywhere reports whether the controller runs on every replica.
+func (c *Controller[T]) runsEverywhere() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.everyReplica
+}
+
 // run is one term of work (the whole Manager run, or one leadership term):
 // once its caches have synced, a new queue filled with every cached key, then
 // the workers, until ctx ends. In-flight reconciles may then finish until
@@ -30,12 +63,15 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 	if c.observer == nil {
 		c.observer = c.host.observe(c.name, c.workers)
 	}
+	hist := c.host.history(c.name)
 	opts := c.queueOpts
 	opts.Observer = c.observer
 	q := NewQueue(opts)
 	c.observer.SetQueue(q.Len, q.InFlight)
 	c.mu.Lock()
+	c.hist = hist
 	clear(c.triggers)
+	clear(c.later)
 	c.queue = q
 	kept := c.kept
 	c.kept = map[Key]Trigger{}
@@ -175,6 +211,10 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	c.mu.Lock()
 	t := c.triggers[k]
 	delete(c.triggers, k)
+	if t == nil { // no event since the requeue: the wait ended
+		t = c.later[k]
+	}
+	delete(c.later, k)
 	c.active[k] = time.Now()
 	c.mu.Unlock()
 	defer func() {
@@ -182,7 +222,7 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 		delete(c.active, k)
 		c.mu.Unlock()
 	}()
-	if t == nil { // a delayed add (retry, requeue-after) that an event had already served
+	if t == nil { // a wait (retry, requeue-after) whose key an event had brought back
 		t = &Trigger{Cause: "delayed", queued: time.Now()}
 	}
 	t.Waited = time.Since(t.queued)
@@ -197,9 +237,15 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
 	c.observer.WorkerStarted() // busy in a reconcile
-	res, err := c.reconcileKey(ctx, k)
+	res, err := c.reconcileTimed(ctx, k)
 	c.observer.WorkerStopped()
 	took := time.Since(start)
+	if c.hist != nil {
+		c.hist.reconciled(k, t, start, took, res, err)
+	}
+	if err != nil && c.failed != nil {
+		c.failed(k, t.Attempt, err)
+	}
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
 	if t.Detail != "" {
 		attrs = append(attrs, "detail", t.Detail)
@@ -229,21 +275,80 @@ func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	}
 }
 
+// keyState is where a key is now, for its history.
+type keyState struct {
+	queued   *Trigger  // why it is queued; nil if not
+	waiting  *Trigger  // why a wait brings it back; nil if none
+	due      time.Time // when that wait ends
+	failures int       // its consecutive failures
+	since    time.Time // in flight since; zero if not
+}
+
+// stateOf is where k is now.
+func (c *Controller[T]) stateOf(k Key) keyState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s keyState
+	if t := c.triggers[k]; t != nil {
+		queued := *t
+		s.queued = &queued
+	}
+	if t := c.later[k]; t != nil {
+		waiting := *t
+		s.waiting = &waiting
+	}
+	s.since = c.active[k]
+	q := c.queue
+	if q != nil {
+		s.due, _ = q.WaitingUntil(k)
+		s.failures = q.NumRequeues(k)
+	}
+	return s
+}
+
 // quietConflicts is the attempt at which a Conflict, which is retried
 // quietly, is logged and counted as an error after all: the cache is not
 // catching up, or the reconcile writes from a copy it did not just read.
 const quietConflicts = 5
 
-// requeue records why k comes back (unless an event already queued it) and adds it.
+// requeue records why k comes back when its wait ends, and adds it. An
+// event that queues k before then is the cause of its next reconcile
+// (processNext), which drops this one.
 func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
 	c.mu.Lock()
-	if _, ok := c.triggers[k]; !ok {
-		t.queued = time.Now()
-		c.triggers[k] = &t
-	}
+	t.queued = time.Now()
+	c.later[k] = &t
 	c.mu.Unlock()
 	add()
 }
+
+// reconcileTimed is reconcileKey bounded by the controller's timeout, if
+// any (WithReconcileTimeout): a reconcile that is still running when the
+// timeout passes is counted, and its result is an error.
+func (c *Controller[T]) reconcileTimed(ctx context.Context, k Key) (Result, error) {
+	if c.timeout <= 0 {
+		return c.reconcileKey(ctx, k)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
+	defer cancel()
+	res, err := c.reconcileKey(ctx, k)
+	if !errors.Is(context.Cause(ctx), errTimedOut) {
+		return res, err
+	}
+	c.observer.TimedOut()
+	msg := fmt.Sprintf("kctl: reconcile of %s %s "+
+		"ran past its timeout of %v (WithReconcileTimeout)",
+		c.res.Kind, k, c.timeout)
+	if err == nil {
+		return Result{}, fmt.Errorf("%s: %w", msg, errTimedOut)
+	}
+	return Result{}, fmt.Errorf("%s: %w; it returned: %w",
+		msg, errTimedOut, unprefixed(err))
+}
+
+// errTimedOut ends the context of a reconcile at its timeout.
+var errTimedOut = fmt.Errorf("reconcile timed out: %w",
+	context.DeadlineExceeded)
 
 // reconcileKey fetches the latest state of k, once the cache has caught up
 // with this Manager's writes of it (readyourwrites.go), and calls the
@@ -255,6 +360,9 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()
+	if c.byKey != nil {
+		return c.byKey(ctx, k)
+	}
 	if err := readYourWrites(ctx, c.host.writes, c.informer, k.Namespace, k.Name); err != nil {
 		return Result{}, err
 	}

@@ -7,6 +7,7 @@
 //	controller_runtime_reconcile_total{controller,result}
 //	  counter, result = error|requeue|requeue_after|success
 //	controller_runtime_reconcile_errors_total{controller}  counter
+//	controller_runtime_reconcile_timeouts_total{controller}  counter
 //	controller_runtime_reconcile_time_seconds{controller}
 //	  histogram, 0.005s .. 60s
 //	controller_runtime_max_concurrent_reconciles{controller}  gauge
@@ -271,6 +272,7 @@ type Controller struct {
 	adds      atomic.Uint64
 	retries   atomic.Uint64
 	conflicts atomic.Uint64
+	timeouts  atomic.Uint64
 	// results count Reconciles by result label; it holds
 	// *atomic.Uint64 values, and always "error", "requeue",
 	// "requeue_after" and "success".
@@ -325,6 +327,11 @@ func (cm *Controller) Conflicted(took time.Duration) {
 	cm.Reconciled("requeue", took)
 }
 
+// TimedOut counts a Reconcile that ran past its controller's timeout:
+// controller_runtime_reconcile_timeouts_total. Its result is counted by
+// Reconciled as well.
+func (cm *Controller) TimedOut() { cm.timeouts.Add(1) }
+
 // WorkerStarted and WorkerStopped bracket each Reconcile call: call
 // WorkerStarted right before it and WorkerStopped right after, so that
 // controller_runtime_active_workers counts the workers busy in one, as
@@ -374,6 +381,10 @@ func (cm *Controller) collect(p *prom.Page) {
 		"Total number of reconciliation errors per "+
 			"controller",
 		float64(errs.(*atomic.Uint64).Load()), c...)
+	p.Counter("controller_runtime_reconcile_timeouts_total",
+		"Total number of reconciliation timeouts per "+
+			"controller",
+		float64(cm.timeouts.Load()), c...)
 	p.Histogram("controller_runtime_reconcile_time_seconds",
 		"Length of time per reconciliation per "+
 			"controller",

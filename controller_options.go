@@ -1,0 +1,134 @@
+package kctl
+
+// An extra: the Controller's options that only set how the core runs it
+// (workers, backoff, queue, a reconcile's timeout, where it runs, the
+// priority of its keys) and OnDelete. Its sources and filters are in
+// controller.go.
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxConcurrentReconciles sets how many workers reconcile different keys at
+// once. Defaults to 1.
+func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
+	if n < 1 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: MaxConcurrentReconciles(%d) must be at least 1", c.name, n))
+		return c
+	}
+	return c.configure("MaxConcurrentReconciles", func() { c.workers = n })
+}
+
+// WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
+// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
+// token bucket over all the controller's keys (10 per second, burst 100), that
+// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
+func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
+	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
+}
+
+// WithQueueOptions sets the options of the controller's queue: pacing
+// (Debounce, MinInterval), AgeLowPriorityAfter and RateLimiter (as
+// WithRateLimiter does; a nil RateLimiter keeps the one set before).
+// Observer is ignored: the controller's metrics observe its queue.
+// Defaults to QueueOptions[Key]{} (see Queue).
+func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] {
+	return c.configure("WithQueueOptions", func() {
+		if opts.RateLimiter == nil {
+			opts.RateLimiter = c.queueOpts.RateLimiter
+		}
+		c.queueOpts = opts
+	})
+}
+
+// OnDelete sets a hook called, instead of reconcile, with the last known state
+// of an object that is gone:
+//
+//	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) { metrics.Forget(cm.Name) })
+//
+// It is a notification, not a guarantee. It runs on the replica that leads
+// (whose controller runs), for the deletes its cache sees while it leads,
+// once per delete unless the object comes back first. A delete is never
+// seen by OnDelete if it happens while no replica leads: while the process is
+// down, before its cache syncs, during a leader change (a replica that does
+// not lead keeps nothing for deletes, and a new leader does not run OnDelete
+// for deletes made before it led), or if a leader loses its lease before the
+// key is reconciled. Use Finalizer for cleanup that must happen: the object
+// stays until cleanup succeeds, whichever replica leads.
+func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
+	return c.configure("OnDelete", func() { c.onDelete = fn })
+}
+
+// WithReconcileTimeout bounds each reconcile: its context ends d after it
+// starts, as controller-runtime's ReconciliationTimeout does.
+//
+//	c.WithReconcileTimeout(30 * time.Second)
+//
+// A reconcile still running when d passes is counted in
+// controller_runtime_reconcile_timeouts_total{controller}, and its result
+// is an error (wrapping context.DeadlineExceeded and the error it
+// returned, if any) retried with the key's backoff; a Terminal error it
+// returned stays terminal. A reconcile that ignores its context still
+// holds its worker until it returns. Defaults to 0: no bound.
+func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
+	if d < 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"WithReconcileTimeout(%v) must not be negative "+
+			"(0 means no timeout)", c.name, d))
+		return c
+	}
+	return c.configure("WithReconcileTimeout", func() { c.timeout = d })
+}
+
+// NeedLeader(false) runs the controller on every replica, whether it
+// leads or not, as Runnable.NeedLeader does for a runnable: for work that
+// each replica does for itself (e.g. state held in the process).
+//
+//	c.NeedLeader(false) // reconciles on every replica
+//
+// Call it before FromChannel, whose reader runs where the controller runs;
+// a call after one is an error from Manager.Start. Defaults to true: the
+// controller runs only while this replica leads (see ElectLeader; without
+// leader election every Manager leads).
+func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
+	c.mu.Lock()
+	channels := c.channels
+	c.mu.Unlock()
+	if channels > 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"NeedLeader after FromChannel: its reader "+
+			"already runs where the controller did; "+
+			"call NeedLeader first", c.name))
+		return c
+	}
+	return c.configure("NeedLeader", func() { c.everyReplica = !need })
+}
+
+// WithPriority chooses the priority of the keys of every object source's
+// events (T, Owns and Watches) that pass the predicates: a low key is
+// handed to a worker after the normal ones, until it has waited the
+// queue's AgeLowPriorityAfter (see WithQueueOptions), so neither starves.
+//
+//	c.WithPriority(func(e kctl.ObjectEvent) kctl.Priority {
+//		if _, ok := e.Object.(*corev1.Pod); ok {
+//			return kctl.PriorityLow // Pods change often; the rest goes first
+//		}
+//		return kctl.PriorityNormal
+//	})
+//
+// A key keeps its priority when it is requeued (retry, RequeueAfter).
+// Defaults to nil: low for the events of an initial list, a replay and a
+// periodic resync, normal for the rest (ObjectEvent's Initial and Resync).
+func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[T] {
+	return c.configure("WithPriority", func() { c.priority = fn })
+}
+
+// EnqueueWithPriority is Enqueue at priority p:
+//
+//	c.EnqueueWithPriority(k, kctl.PriorityLow) // after live changes
+func (c *Controller[T]) EnqueueWithPriority(k Key, p Priority) {
+	t := Trigger{Cause: "manual", low: p == PriorityLow}
+	c.enqueue(k, t, asKept)
+}

@@ -1,0 +1,232 @@
+package kctl
+
+// An extra: ServeDebug, the reconcile history (history.go) over HTTP, as
+// JSON and as a plain HTML page.
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ServeDebug serves each controller's reconcile history on addr while
+// the Manager runs, and turns KeepHistory on (with its defaults, unless
+// called before):
+//
+//	GET /debug/kctl/controllers                  the controllers and their keys
+//	GET /debug/kctl/controllers/NAME             one controller's keys, last result first
+//	GET /debug/kctl/controllers/NAME?namespace=N&name=K  one key: its reconciles and state
+//
+// as an HTML page, or JSON with ?format=json. addr defaults to loopback:
+// "" serves on "127.0.0.1:8082". It shows error texts and object names,
+// so keep it on loopback or a Pod-internal address. Off unless you call
+// it; call it before Start.
+func (m *Manager) ServeDebug(addr string) error {
+	if addr == "" {
+		addr = "127.0.0.1:8082"
+	}
+	m.KeepHistory(HistoryOptions{})
+	return m.Add(m.server("debug", addr, m.debugHandler()))
+}
+
+// debugHandler serves the pages ServeDebug lists.
+func (m *Manager) debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	const root = "/debug/kctl/controllers"
+	mux.HandleFunc(root, m.debugControllers)
+	mux.HandleFunc(root+"/{name}", m.debugController)
+	return mux
+}
+
+// debugKeyLine is one key in a controller's list.
+type debugKeyLine struct {
+	Key        Key    `json:"key"`
+	Reconciles int    `json:"reconciles"`
+	LastResult string `json:"lastResult,omitempty"`
+	LastError  string `json:"lastError,omitempty"`
+	Dropped    string `json:"lastDropped,omitempty"`
+}
+
+func (m *Manager) debugControllers(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.byName))
+	for name := range m.byName {
+		names = append(names, name)
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	counts := map[string]int{}
+	for _, name := range names {
+		counts[name] = len(m.historyKeys(name))
+	}
+	if wantsJSON(r) {
+		writeJSON(w, counts)
+		return
+	}
+	var b strings.Builder
+	b.WriteString(pageHead("kctl controllers"))
+	header(&b, "controller", "keys with a history")
+	for _, name := range names {
+		link := "controllers/" + name
+		row(&b, anchor(link, name), fmt.Sprint(counts[name]))
+	}
+	b.WriteString("</table></body></html>\n")
+	writeHTML(w, b.String())
+}
+
+func (m *Manager) debugController(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	q := r.URL.Query()
+	if q.Has("name") {
+		k := Key{Namespace: q.Get("namespace"), Name: q.Get("name")}
+		m.debugKey(w, r, name, k)
+		return
+	}
+	var lines []debugKeyLine
+	for _, k := range m.historyKeys(name) {
+		h, err := m.History(name, k)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		line := debugKeyLine{
+			Key:        k,
+			Reconciles: len(h.Reconciles),
+			Dropped:    h.State.LastDropped,
+		}
+		if n := len(h.Reconciles); n > 0 {
+			line.LastResult = h.Reconciles[n-1].Result
+			line.LastError = h.Reconciles[n-1].Error
+		}
+		lines = append(lines, line)
+	}
+	if wantsJSON(r) {
+		writeJSON(w, lines)
+		return
+	}
+	var b strings.Builder
+	b.WriteString(pageHead("kctl controller " + name))
+	header(&b, "key", "reconciles", "last result",
+		"last error", "last dropped by")
+	for _, l := range lines {
+		q := url.Values{}
+		q.Set("namespace", l.Key.Namespace)
+		q.Set("name", l.Key.Name)
+		link := name + "?" + q.Encode()
+		key := anchor(link, l.Key.String())
+		n := fmt.Sprint(l.Reconciles)
+		row(&b, key, n, esc(l.LastResult),
+			esc(l.LastError), esc(l.Dropped))
+	}
+	b.WriteString("</table></body></html>\n")
+	writeHTML(w, b.String())
+}
+
+func (m *Manager) debugKey(w http.ResponseWriter, r *http.Request, name string, k Key) {
+	h, err := m.History(name, k)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, h)
+		return
+	}
+	var b strings.Builder
+	b.WriteString(pageHead("kctl " + name + " " + k.String()))
+	b.WriteString("<h2>now</h2><ul>\n")
+	for _, line := range stateLines(h.State) {
+		fmt.Fprintf(&b, "<li>%s</li>\n", html.EscapeString(line))
+	}
+	b.WriteString("</ul><h2>last reconciles, newest first</h2>\n")
+	header(&b, "start", "trigger", "waited", "took",
+		"attempt", "result", "requeue after", "error")
+	for _, e := range slices.Backward(h.Reconciles) {
+		trigger := e.Trigger + " " + e.Detail
+		row(&b,
+			e.Start.Format(time.RFC3339Nano),
+			esc(strings.TrimSpace(trigger)),
+			e.Waited.String(),
+			e.Took.String(),
+			fmt.Sprint(e.Attempt),
+			esc(e.Result),
+			e.RequeueAfter.String(),
+			esc(e.Error))
+	}
+	b.WriteString("</table></body></html>\n")
+	writeHTML(w, b.String())
+}
+
+// stateLines says where a key is now, one fact a line.
+func stateLines(s KeyState) []string {
+	var out []string
+	if s.Queued {
+		out = append(out, "queued ("+s.QueuedBy+")")
+	}
+	if !s.WaitingUntil.IsZero() {
+		out = append(out, fmt.Sprintf("waiting until %s (%s)",
+			s.WaitingUntil.Format(time.RFC3339Nano), s.WaitingFor))
+	}
+	if s.BackoffAttempt > 0 {
+		out = append(out, fmt.Sprintf("in backoff, attempt %d", s.BackoffAttempt+1))
+	}
+	if !s.InFlightSince.IsZero() {
+		out = append(out, "in flight since "+s.InFlightSince.Format(time.RFC3339Nano))
+	}
+	if s.LastDropped != "" {
+		out = append(out, fmt.Sprintf("last event dropped by %s at %s",
+			s.LastDropped, s.LastDroppedAt.Format(time.RFC3339Nano)))
+	}
+	if len(out) == 0 {
+		out = append(out, "idle")
+	}
+	return out
+}
+
+// header starts a table with a row of column names.
+func header(b *strings.Builder, names ...string) {
+	b.WriteString("<table><tr>")
+	for _, n := range names {
+		b.WriteString("<th>" + esc(n) + "</th>")
+	}
+	b.WriteString("</tr>\n")
+}
+
+// row writes a table row of cells, which are HTML already.
+func row(b *strings.Builder, cells ...string) {
+	b.WriteString("<tr>")
+	for _, c := range cells {
+		b.WriteString("<td>" + c + "</td>")
+	}
+	b.WriteString("</tr>\n")
+}
+
+// anchor is a link to href showing text.
+func anchor(href, text string) string {
+	return "<a href=\"" + esc(href) + "\">" + esc(text) + "</a>"
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+func wantsJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "json" }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeHTML(w http.ResponseWriter, page string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, page)
+}
+
+func pageHead(title string) string {
+	t := html.EscapeString(title)
+	return "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>" + t +
+		"</title></head><body><h1>" + t + "</h1>\n"
+}

@@ -1,0 +1,188 @@
+package kctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Issue 25, item 15: the history shows a success, a filtered event, a
+// backoff, a terminal error and a timeout, from Go and on the debug page.
+func TestHistory_ShowsEachOutcomeFromGoAndOnThePage(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	if err := mgr.ServeDebug("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	c := NewController(mgr, "history", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		switch cm.Name {
+		case "fails":
+			return Result{}, errors.New("the disk is full")
+		case "terminal":
+			return Result{}, Terminal(errors.New("bad spec"))
+		case "slow":
+			<-ctx.Done()
+			return Result{}, nil
+		}
+		return Result{}, nil
+	})
+	c.WithPredicates(GenerationChanged)
+	c.WithReconcileTimeout(200 * time.Millisecond)
+	c.WithRateLimiter(NewRateLimiter[Key](time.Hour, time.Hour, 10, 100)) // one failure, then a long wait
+	startManager(t, mgr)
+	ctx := t.Context()
+	for _, name := range []string{"ok", "fails", "terminal", "slow"} {
+		if err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := func(name string) KeyHistory {
+		t.Helper()
+		h, err := mgr.History("history", Key{Namespace: ns, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	last := func(name string) ReconcileEntry {
+		h := history(name)
+		if len(h.Reconciles) == 0 {
+			return ReconcileEntry{}
+		}
+		return h.Reconciles[len(h.Reconciles)-1]
+	}
+	eventually(t, "each key reconciled once", func() bool {
+		for _, name := range []string{"ok", "fails", "terminal", "slow"} {
+			if last(name).Result == "" {
+				return false
+			}
+		}
+		return true
+	})
+	for name, want := range map[string]string{"ok": "success", "fails": "error", "terminal": "terminal", "slow": "timeout"} {
+		if got := last(name); got.Result != want || got.Trigger == "" || got.Attempt != 1 {
+			t.Errorf("last reconcile of %s = %+v, want result %s, a trigger and attempt 1", name, got, want)
+		}
+	}
+	if got := last("fails").Error; got != "the disk is full" {
+		t.Errorf("error text of fails = %q", got)
+	}
+	fails := history("fails").State
+	if fails.WaitingFor != "retry" || time.Until(fails.WaitingUntil) < 50*time.Minute || fails.BackoffAttempt != 1 {
+		t.Errorf("state of fails = %+v, want waiting about an hour for a retry, backoff attempt 1", fails)
+	}
+	// A label change fails GenerationChanged: dropped, not reconciled.
+	ok := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ok"}}
+	if err := cms.Patch(ctx, ok, MergePatch, []byte(`{"metadata":{"labels":{"a":"b"}}}`), PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the label change dropped", func() bool { return history("ok").State.LastDropped == "WithPredicates #1" })
+	if n := len(history("ok").Reconciles); n != 1 {
+		t.Errorf("ok has %d reconciles after a dropped event, want 1", n)
+	}
+
+	h := mgr.debugHandler()
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != 200 {
+			t.Fatalf("GET %s = %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	page := get("/debug/kctl/controllers/history?namespace=" + ns + "&name=fails")
+	for _, want := range []string{"waiting until", "(retry)", "in backoff, attempt 2", "the disk is full", "<td>error</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page of fails lacks %q:\n%s", want, page)
+		}
+	}
+	if page := get("/debug/kctl/controllers/history?namespace=" + ns + "&name=ok"); !strings.Contains(page, "last event dropped by WithPredicates #1") {
+		t.Errorf("the page of ok does not name the predicate that dropped its event:\n%s", page)
+	}
+	list := get("/debug/kctl/controllers/history?format=json")
+	for _, want := range []string{`"lastResult":"timeout"`, `"lastResult":"terminal"`, `"lastResult":"success"`} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the controller's JSON lacks %s:\n%s", want, list)
+		}
+	}
+	if all := get("/debug/kctl/controllers?format=json"); !strings.Contains(all, `"history":4`) {
+		t.Errorf("the controllers' JSON = %s, want history with 4 keys", all)
+	}
+}
+
+func TestHistory_OffUnlessAsked(t *testing.T) {
+	cfg := testConfig(t)
+	mgr := testManager(t, cfg, "default", Options{})
+	NewController(mgr, "quiet", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	if _, err := mgr.History("quiet", Key{Name: "x"}); err == nil || !strings.Contains(err.Error(), "KeepHistory") {
+		t.Errorf("History with history off = %v, want an error naming KeepHistory", err)
+	}
+	if h := mgr.historyOf("quiet"); h != nil {
+		t.Errorf("a controller has a historian with history off")
+	}
+}
+
+// The bound holds with 100,000 keys: the book keeps Keys keys, PerKey
+// entries each, and its heap stays within the stated size.
+func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
+	opts := HistoryOptions{PerKey: 10, Keys: 1000}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	books := &historyBooks{opts: opts, byName: map[string]*keyBook{}}
+	book := books.of("c").(*keyBook)
+	start := time.Now()
+	pad := strings.Repeat("x", 90)
+	for i := range 100_000 {
+		k := Key{Namespace: "ns", Name: fmt.Sprint("key-", i)}
+		for j := range 12 {
+			t := Trigger{Cause: "updated", Detail: "spec labels", Attempt: 1, queued: start}
+			failure := fmt.Errorf("%s %6d %3d", pad, i, j) // 101 bytes, its own
+			book.reconciled(k, t, start, time.Millisecond, Result{}, failure)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := len(book.keys()); n != opts.Keys {
+		t.Errorf("the book holds %d keys, want %d", n, opts.Keys)
+	}
+	for _, k := range book.keys()[:10] {
+		if n := len(book.get(k).Reconciles); n != opts.PerKey {
+			t.Errorf("key %s holds %d entries, want %d", k, n, opts.PerKey)
+		}
+	}
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	perEntry := grew / int64(opts.Keys*opts.PerKey)
+	t.Logf("history of %d keys x %d entries (101-byte errors): %d bytes, %d per entry", opts.Keys, opts.PerKey, grew, perEntry)
+	// Stated in KeepHistory: at most 350 bytes per entry plus its error text.
+	if limit := int64(opts.Keys*opts.PerKey) * (350 + 112); grew > limit {
+		t.Errorf("the history takes %d bytes, over the stated bound %d", grew, limit)
+	}
+	runtime.KeepAlive(book)
+}
+
+// BenchmarkHistory_Reconciled is the cost a reconcile pays with history on.
+func BenchmarkHistory_Reconciled(b *testing.B) {
+	books := &historyBooks{opts: HistoryOptions{PerKey: 10, Keys: 1000}, byName: map[string]*keyBook{}}
+	book := books.of("c").(*keyBook)
+	keys := make([]Key, 2000)
+	for i := range keys {
+		keys[i] = Key{Namespace: "ns", Name: fmt.Sprint("key-", i)}
+	}
+	now := time.Now()
+	t := Trigger{Cause: "updated", Detail: "spec", Attempt: 1, queued: now}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		book.reconciled(keys[i%len(keys)], t, now, time.Millisecond, Result{}, nil)
+	}
+}

@@ -1,0 +1,101 @@
+package kctl
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSetOwnerReference_AddsOnceKeepsControllerAndRefusesBadOwners(t *testing.T) {
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", UID: "u1"}}
+	child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	if err := SetOwnerReference(owner, child); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetOwnerReference(owner, child); err != nil {
+		t.Fatal(err)
+	}
+	want := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "o", UID: "u1"}
+	if refs := child.OwnerReferences; len(refs) != 1 || refs[0] != want {
+		t.Fatalf("owner references = %+v, want one %+v", refs, want)
+	}
+	if metav1.GetControllerOf(child) != nil {
+		t.Error("SetOwnerReference made the owner the controller")
+	}
+	// An existing controller reference to the same owner stays one.
+	controller := true
+	child.OwnerReferences[0].Controller = &controller
+	if err := SetOwnerReference(owner, child); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(child); ref == nil || ref.UID != "u1" {
+		t.Errorf("SetOwnerReference dropped the controller flag: %+v", child.OwnerReferences)
+	}
+	second := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u2"}}
+	if err := SetOwnerReference(second, child); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(child.OwnerReferences); n != 2 {
+		t.Errorf("a second owner gave %d references, want 2", n)
+	}
+	for _, tc := range []struct {
+		owner *corev1.ConfigMap
+		want  string
+	}{
+		{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new"}}, "no UID yet"},
+		{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "o", UID: "u3"}}, "in its dependent's namespace"},
+	} {
+		before := len(child.OwnerReferences)
+		err := SetOwnerReference(tc.owner, child)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("SetOwnerReference(%s/%s) = %v, want %q", tc.owner.Namespace, tc.owner.Name, err, tc.want)
+		}
+		if len(child.OwnerReferences) != before {
+			t.Errorf("a failed SetOwnerReference changed the references")
+		}
+	}
+}
+
+// Issue 25, item 6: OwnsEveryOwner enqueues every owner of type T.
+func TestOwnsEveryOwner_EnqueuesEachOwnerNotOnlyTheController(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	secrets := ClientFor[corev1.Secret](mgr)
+	var mu sync.Mutex
+	owned := map[string]int{}
+	c := NewController(mgr, "every-owner", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		if tr, _ := TriggerFrom(ctx); tr.Cause == "owned" {
+			mu.Lock()
+			owned[cm.Name]++
+			mu.Unlock()
+		}
+		return Result{}, nil
+	})
+	OwnsEveryOwner[corev1.Secret](c)
+	startManager(t, mgr)
+	ctx := t.Context()
+	child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"}}
+	for _, name := range []string{"a", "b"} {
+		owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := cms.Create(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetOwnerReference(owner, child); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := secrets.Create(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both owners reconciled for their shared Secret", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return owned["a"] > 0 && owned["b"] > 0
+	})
+}
