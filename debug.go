@@ -4,7 +4,6 @@ package kctl
 // JSON and as a plain HTML page.
 
 import (
-	"encoding/json"
 	"fmt"
 	"html"
 	"net/http"
@@ -31,7 +30,14 @@ func (m *Manager) ServeDebug(addr string) error {
 		addr = "127.0.0.1:8082"
 	}
 	m.KeepHistory(HistoryOptions{})
-	return m.Add(m.server("debug", addr, m.debugHandler()))
+	spec := serverSpec{
+		name:    "debug",
+		addr:    addr,
+		handler: m.debugHandler(),
+		read:    30 * time.Second,
+		write:   time.Minute,
+	}
+	return m.Add(m.runnable(spec))
 }
 
 // debugHandler serves the pages ServeDebug lists.
@@ -214,11 +220,6 @@ func anchor(href, text string) string {
 func esc(s string) string { return html.EscapeString(s) }
 
 func wantsJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "json" }
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
-}
 
 func writeHTML(w http.ResponseWriter, page string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
