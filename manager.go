@@ -55,7 +55,8 @@ type Options struct {
 // when this replica leads). Its methods are safe for concurrent use.
 //
 // The optional parts are turned on by a call before Start: ServeMetrics,
-// ServeHealth, ElectLeader, EventRecorder. A program that does not call one
+// ServeSecureMetrics, ServeHealth, ServeWebhooks, ServePprof, ServeDebug,
+// KeepHistory, ElectLeader, EventRecorder. A program that does not call one
 // does not link its code (the linker drops it), so it pays nothing for it.
 type Manager struct {
 	conn    *Conn
@@ -437,8 +438,9 @@ func (m *Manager) AddHealthCheck(
 //	GET /readyz/<check>  one check: 200 "ok", or 503 with its error
 //	?exclude=<check>     skip a check (repeatable)
 //
-// and the same under /healthz for liveness checks. Errors are shown, so serve
-// it on loopback or a pod-internal address. The zero value is not usable;
+// and the same under /healthz for liveness checks. A failing check's error
+// text is shown only with ?verbose (else "reason withheld"), as
+// kube-apiserver does; serve it on loopback or a pod-internal address. The zero value is not usable;
 // call newHealth. It is safe for concurrent use. Checks run on the request's
 // goroutine, in the order added, without h.mu held; they must honour r.Context().
 type healthChecks struct {

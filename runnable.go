@@ -25,6 +25,13 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 
 type loggerKey struct{}
 
+// WithLogger returns a copy of ctx whose LoggerFrom is l: for code that
+// calls a reconcile function or a runnable itself, a unit test above all
+// (kctltest.Context does it), so that what it logs goes where l writes.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
 // Runnable is a long-running part of a program that the Manager starts and
 // stops with everything else, e.g. an HTTP endpoint that enqueues keys.
 type Runnable struct {

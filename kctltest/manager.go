@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl"
-	"k8s.io/client-go/rest"
 )
 
 // Manager makes a kctl.Manager with opts, lets setup add controllers and
@@ -272,44 +271,11 @@ func freeAddr() (string, error) {
 // test's output:
 //
 //	res, err := reconcile(kctltest.Context(t), widget)
-//
-// kctl puts its logger in a context only as a Manager runs, so this runs a
-// Manager of the test's own that contacts no server and runs nothing.
 func Context(t TB) context.Context {
 	t.Helper()
-	cfg := &rest.Config{Host: "https://127.0.0.1:1"} // never contacted
-	mgr, err := kctl.NewManager(kctl.Options{Config: cfg, Logger: Logger(t), ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("kctltest: Context: %v", err)
-	}
-	got := make(chan context.Context, 1)
-	err = mgr.Add(kctl.Runnable{Name: "kctltest.Context", Run: func(ctx context.Context) error {
-		got <- ctx
-		<-ctx.Done()
-		return nil
-	}})
-	if err != nil {
-		t.Fatalf("kctltest: Context: %v", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		mgr.Start(ctx)
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done // within ShutdownTimeout (5 s)
-	})
-	select {
-	case ctx := <-got:
-		return ctx
-	case <-done:
-		t.Fatalf("kctltest: Context: the Manager that carries the logger stopped")
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kctltest: Context: the Manager that carries the logger did not start in 30 s")
-	}
-	return nil
+	t.Cleanup(cancel)
+	return kctl.WithLogger(ctx, Logger(t))
 }
 
 // Logger returns a logger at debug level whose lines go to t's output, as
