@@ -134,7 +134,7 @@ with_progress "building example/podcount" go build -o "$BIN/podcount" ./example/
 METRICS=127.0.0.1:$(free_port)
 HEALTH=127.0.0.1:$(free_port)
 step "4/8 running podcount in the background (metrics $METRICS, probes $HEALTH, log $LOG)"
-"$BIN/podcount" --kubeconfig "$CP_DIR/kubeconfig" --metrics-addr "$METRICS" --health-addr "$HEALTH" >"$LOG" 2>&1 &
+"$BIN/podcount" --kubeconfig "$CP_DIR/kubeconfig" --metrics-bind-address "$METRICS" --health-probe-bind-address "$HEALTH" >"$LOG" 2>&1 &
 PODCOUNT_PID=$!
 echo "    pid $PODCOUNT_PID"
 deadline=$((SECONDS + TIMEOUT))

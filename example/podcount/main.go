@@ -8,35 +8,30 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
-	metricsAddr := flag.String("metrics-addr", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8080" in a Pod)`)
-	healthAddr := flag.String("health-addr", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
-	leaderElect := flag.Bool("leader-elect", false, "run the controller only on the replica holding the Lease podcount")
-	leaseNamespace := flag.String("leader-elect-namespace", "", "namespace of the Lease; default: the Pod's namespace")
+	f := newFlags(flag.CommandLine)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-
-	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
+	log, err := f.Logger(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: f.Kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
 	if err == nil {
 		// Metrics, probes and leader election are off unless turned on; "" leaves a server off.
-		err = errors.Join(mgr.ServeMetrics(*metricsAddr), mgr.ServeHealth(*healthAddr))
-	}
-	if err == nil && *leaderElect {
-		err = mgr.ElectLeader(kctl.LeaderElection{Name: "podcount", Namespace: *leaseNamespace})
+		err = f.Serve(mgr, kctl.LeaderElection{Name: "podcount", Namespace: f.leaseNamespace})
 	}
 	if err != nil {
 		log.Error("cannot make the manager", "err", err)
@@ -49,6 +44,20 @@ func main() {
 		log.Error("podcount stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// flags are podcount's command-line flags: kubebuilder's, so that its
+// manifests and habits carry over, and the namespace of the Lease.
+type flags struct {
+	*kbflags.Flags
+	leaseNamespace string
+}
+
+// newFlags defines podcount's flags on fs; main and the tests call it.
+func newFlags(fs *flag.FlagSet) *flags {
+	f := &flags{Flags: kbflags.Register(fs, "run the controller only on the replica holding the Lease podcount")}
+	fs.StringVar(&f.leaseNamespace, "leader-elect-namespace", "", "namespace of the Lease; default: the Pod's namespace")
+	return f
 }
 
 // setup adds the podcount controller to mgr; the tests call it too.

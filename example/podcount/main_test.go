@@ -2,12 +2,15 @@ package main
 
 import (
 	"crypto/rand"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	"github.com/kctl-dev/kctl/kctltest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +76,23 @@ func TestPodcount_LabelsFollowTheReplicaSetsPods(t *testing.T) {
 		}
 	}
 	wantCounts("one web pod deleted, two db pods added", map[string]string{"web": "2", "db": "3"})
+}
+
+// TestPodcount_DeploymentArgs_AreItsFlags parses deployment.yaml's args with
+// podcount's own flags: a renamed flag fails here, not in the cluster, and
+// the logger they ask for can be made.
+func TestPodcount_DeploymentArgs_AreItsFlags(t *testing.T) {
+	fs := flag.NewFlagSet("podcount", flag.ContinueOnError)
+	f := newFlags(fs)
+	if err := kbflags.ParseDeploymentArgs(fs, "deployment.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Logger(io.Discard); err != nil {
+		t.Error(err)
+	}
+	if !f.MetricsSecure || f.MetricsAddr != ":8443" || f.HealthAddr != ":8081" || !f.LeaderElect || f.LogFormat != "json" {
+		t.Errorf("deployment.yaml's flags = %+v, want secure metrics on :8443, probes on :8081, leader election, JSON logs", *f.Flags)
+	}
 }
 
 // kubectl apply --dry-run=server: the API server validates every field

@@ -14,38 +14,36 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
-	metricsAddr := flag.String("metrics-addr", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8080" in a Pod)`)
-	healthAddr := flag.String("health-addr", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
-	httpAddr := flag.String("http-addr", "127.0.0.1:8082", "serve POST /trigger here")
-	namespace := flag.String("namespace", "default", "write ConfigMap mirror in this namespace")
-	source := flag.String("source", "https://example.com/", "URL of the page to mirror")
-	every := flag.Duration("every", time.Minute, "look for a change of the page this often")
+	f := newFlags(flag.CommandLine)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log,
-		Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{*namespace}}}}) // cache one namespace's ConfigMaps
+	log, err := f.Logger(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: f.Kubeconfig, Logger: log,
+		Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{f.namespace}}}}) // cache one namespace's ConfigMaps
 	if err == nil {
-		err = errors.Join(mgr.ServeMetrics(*metricsAddr), mgr.ServeHealth(*healthAddr)) // "" leaves a server off
+		err = f.Serve(mgr, kctl.LeaderElection{Name: "trigger"}) // metrics, probes, leader election as asked
 	}
 	var ln net.Listener
 	if err == nil {
-		ln, err = net.Listen("tcp", *httpAddr)
+		ln, err = net.Listen("tcp", f.httpAddr)
 	}
 	if err == nil {
-		err = setup(mgr, *namespace, *source, ln, time.NewTicker(*every).C)
+		err = setup(mgr, f.namespace, f.source, ln, time.NewTicker(f.every).C)
 	}
 	if err == nil {
 		err = mgr.Start(kctl.SignalContext()) // until SIGINT or SIGTERM
@@ -54,6 +52,26 @@ func main() {
 		log.Error("trigger stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// flags are trigger's command-line flags: kubebuilder's, so that its
+// manifests and habits carry over, and those of the page and the endpoint.
+type flags struct {
+	*kbflags.Flags
+	httpAddr  string
+	namespace string
+	source    string
+	every     time.Duration
+}
+
+// newFlags defines trigger's flags on fs; main and the tests call it.
+func newFlags(fs *flag.FlagSet) *flags {
+	f := &flags{Flags: kbflags.Register(fs, "run the controller, the ticker and /trigger only on the replica holding the Lease trigger")}
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8082", "serve POST /trigger here")
+	fs.StringVar(&f.namespace, "namespace", "default", "write ConfigMap mirror in this namespace")
+	fs.StringVar(&f.source, "source", "https://example.com/", "URL of the page to mirror")
+	fs.DurationVar(&f.every, "every", time.Minute, "look for a change of the page this often")
+	return f
 }
 
 // setup adds the trigger controller and its endpoint on ln to mgr; the tests call it too.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -137,6 +140,23 @@ func TestChanges_PassesOnlyTicksOnWhichThePageChanged(t *testing.T) {
 		if got := filter(time.Now()); got != step.passes {
 			t.Errorf("step %d: page %q: filter(tick) = %v, want %v", i, step.body, got, step.passes)
 		}
+	}
+}
+
+// TestTrigger_DeploymentArgs_AreItsFlags parses deployment.yaml's args with
+// trigger's own flags: a renamed flag fails here, not in the cluster, and
+// the logger they ask for can be made.
+func TestTrigger_DeploymentArgs_AreItsFlags(t *testing.T) {
+	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
+	f := newFlags(fs)
+	if err := kbflags.ParseDeploymentArgs(fs, "deployment.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Logger(io.Discard); err != nil {
+		t.Error(err)
+	}
+	if !f.MetricsSecure || f.MetricsAddr != ":8443" || f.HealthAddr != ":8081" || f.LeaderElect || f.LogFormat != "json" || f.namespace != "kctl-trigger" {
+		t.Errorf("deployment.yaml's flags = %+v %+v, want secure metrics on :8443, probes on :8081, no leader election (rbac.yaml grants no Lease), JSON logs, namespace kctl-trigger", *f.Flags, *f)
 	}
 }
 
