@@ -120,11 +120,17 @@
 // port.go (ObjectReferenceOf, Manager.Enqueue), history.go (KeepHistory,
 // History, through the Manager's history hook and the controller's
 // historian), debug.go (ServeDebug), failure_events.go
-// (WarnAfterFailures, through the controller's failed hook) and helpers.go
-// (CreateOrUpdate, CreateOrPatch, SetControllerReference,
-// RetryOnConflict). Leaves that need no kctl type live in internal/:
-// apitype, protowire, discovery, pendingwrites, share, metrics, prom and
-// group.
+// (WarnAfterFailures, through the controller's failed hook),
+// webhook_server.go (ServeWebhooks: one HTTPS server on every replica),
+// webhook_admission.go (Validate, Default), webhook_conversion.go
+// (Convert), metrics_auth.go (ServeSecureMetrics: TokenReview and
+// SubjectAccessReview through kctl's own client), pprof.go (ServePprof)
+// and helpers.go (CreateOrUpdate, CreateOrPatch, AddFinalizer,
+// RemoveFinalizer, SetControllerReference, RetryOnConflict). Leaves that
+// need no kctl type live in internal/: apitype, protowire, discovery,
+// pendingwrites, share, metrics, prom, group, jsonpatch (a defaulting
+// webhook's patch), certwatch (a serving certificate reloaded from disk)
+// and certs (a self-signed certificate).
 // The metrics registry plugs into the core's observers (Conn's
 // requestObserver, controllerObserver) in NewManager.
 //
@@ -146,7 +152,8 @@
 // stretched by a random 0-10 %), Cache.KeepManagedFields (false),
 // Cache.ReaderFailOnMissingInformer (false), IndexField (none),
 // KeepHistory (off; 10 entries for 1000 keys per controller),
-// ServeMetrics, ServeHealth, ServeDebug, ElectLeader (off). A controller
+// ServeMetrics, ServeSecureMetrics, ServeHealth, ServeWebhooks,
+// ServePprof, ServeDebug, ElectLeader (each off unless called). A controller
 // name is taken once per Manager; Config returns its rest.Config.
 //
 // # Memory and performance
