@@ -113,7 +113,8 @@
 // completely without them: leader.go (ElectLeader, through the Manager's
 // elect hook), recorder.go (EventRecorder), user_metrics.go (your own
 // metrics), server.go (ServeMetrics, HTTPServer), health.go (ServeHealth),
-// finalizer.go (Finalizer wraps the reconcile function), keycontroller.go
+// finalizer.go (Finalizer wraps the reconcile function; AddFinalizer,
+// RemoveFinalizer), keycontroller.go
 // (NewKeyController, through the byKey hook), controller_options.go
 // (WithReconcileTimeout, NeedLeader, WithPriority), index.go (IndexField,
 // MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference),
@@ -125,8 +126,8 @@
 // webhook_admission.go (Validate, Default), webhook_conversion.go
 // (Convert), metrics_auth.go (ServeSecureMetrics: TokenReview and
 // SubjectAccessReview through kctl's own client), pprof.go (ServePprof)
-// and helpers.go (CreateOrUpdate, CreateOrPatch, AddFinalizer,
-// RemoveFinalizer, SetControllerReference, RetryOnConflict). Leaves that
+// and helpers.go (CreateOrUpdate, CreateOrPatch, SetControllerReference,
+// RetryOnConflict). Leaves that
 // need no kctl type live in internal/: apitype, protowire, discovery,
 // pendingwrites, share, metrics, prom, group, jsonpatch (a defaulting
 // webhook's patch), certwatch (a serving certificate reloaded from disk)
