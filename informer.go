@@ -59,7 +59,10 @@ type Informer[T any] struct {
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.
 	healthy time.Duration
-	log     *slog.Logger
+	// watchFor is how long a watch asks to last: 0 means 5 to 10
+	// minutes at random; set in tests.
+	watchFor time.Duration
+	log      *slog.Logger
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.

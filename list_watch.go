@@ -222,7 +222,11 @@ func (i *Informer[T]) stored(w *watchState, all []*T, bad []*decodeError, rv str
 
 // watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
-	stream, err := i.client.watch(ctx, w.opts, w.rv, 5*time.Minute+rand.N(5*time.Minute))
+	timeout := i.watchFor
+	if timeout == 0 {
+		timeout = 5*time.Minute + rand.N(5*time.Minute)
+	}
+	stream, err := i.client.watch(ctx, w.opts, w.rv, timeout)
 	if err != nil {
 		return err
 	}
