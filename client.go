@@ -404,11 +404,7 @@ func (c *Client[T]) call(
 	defer resp.Body.Close()
 	buf := bodies.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			bodies.Put(buf)
-		}
-	}()
+	defer putBody(buf)
 	n := resp.ContentLength
 	unknown := resp.ContentLength < 0
 	if unknown {

@@ -5,6 +5,7 @@ package kctl
 // internal/protowire), declared types as JSON.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -326,16 +327,18 @@ type watchEvent[T any] struct {
 	Err error
 }
 
+// bigEvent is the size of a JSON watch event after which the stream's
+// decoder, whose buffer only grows, is made again.
+const bigEvent = 16 << 10
+
 // watchStream reads one watch response. Close may be called concurrently
 // with Next (it unblocks Next); Next is not for concurrent use.
 type watchStream[T any] struct {
 	c     codec[T]
 	body  io.ReadCloser
 	proto bool
-	// dec decodes JSON watches.
+	// dec decodes JSON watches; it is made again after a bigEvent.
 	dec *json.Decoder
-	// buf is the protobuf frame buffer, reused.
-	buf []byte
 }
 
 func newWatchStream[T any](
@@ -358,29 +361,26 @@ func newWatchStream[T any](
 // cleanly). An event whose object cannot be decoded has Err set.
 func (w *watchStream[T]) Next() (watchEvent[T], error) {
 	if !w.proto {
-		var ev struct {
-			Type   string          `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
-		if err := w.dec.Decode(&ev); err != nil {
-			return watchEvent[T]{}, w.broke(err)
-		}
-		return w.c.event(ev.Type, ev.Object, mediaJSON), nil
+		return w.nextJSON()
 	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
 		return watchEvent[T]{}, w.broke(err)
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := int(binary.BigEndian.Uint32(hdr[:]))
 	if n > maxFrame {
 		err := fmt.Errorf("frame of %d bytes is over the %d limit",
 			n, maxFrame)
 		return watchEvent[T]{}, w.broke(err)
 	}
-	if cap(w.buf) < int(n) {
-		w.buf = make([]byte, n)
-	}
-	frame := w.buf[:n]
+	// A buffer of the pool (conn.go), given back once the event is
+	// decoded: a watch that kept its own would hold one as large as the
+	// largest event it has carried, namespaces x largest object in all.
+	buf := bodies.Get().(*bytes.Buffer)
+	defer putBody(buf)
+	buf.Reset()
+	buf.Grow(n)
+	frame := buf.AvailableBuffer()[:n]
 	if _, err := io.ReadFull(w.body, frame); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -399,6 +399,24 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 		return watchEvent[T]{Err: err}, nil
 	}
 	return w.c.event(string(typ), object, mediaProtobuf), nil
+}
+
+// nextJSON is Next of a JSON watch.
+func (w *watchStream[T]) nextJSON() (watchEvent[T], error) {
+	var ev struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := w.dec.Decode(&ev); err != nil {
+		return watchEvent[T]{}, w.broke(err)
+	}
+	if len(ev.Object) > bigEvent {
+		// what it read ahead, then the rest
+		ahead := w.dec.Buffered()
+		rest := io.MultiReader(ahead, w.body)
+		w.dec = json.NewDecoder(rest)
+	}
+	return w.c.event(ev.Type, ev.Object, mediaJSON), nil
 }
 
 // broke is the error that ends a stream: io.EOF for a clean end.

@@ -323,3 +323,10 @@ func (c *Conn) retrying(
 var bodies = sync.Pool{
 	New: func() any { return new(bytes.Buffer) },
 }
+
+// putBody gives buf back to bodies, unless it is too large to keep.
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBody {
+		bodies.Put(buf)
+	}
+}
