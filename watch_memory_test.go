@@ -90,4 +90,3 @@ func TestInformer_ChurnOf64KiBObjectsIn200Namespaces_HeapReturns(t *testing.T) {
 		t.Errorf("after the churn the live heap stayed %.1f MiB above where it started, want at most %.1f", grew, limit)
 	}
 }
-
