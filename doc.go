@@ -39,28 +39,30 @@
 //  8. handler.go: Event[T], and how events reach a handler.
 //  9. store.go: the informer's objects, indexes and field selectors.
 //  10. informer.go: Informer[T]: its state and reads (Get, List, waits).
-//  11. list_watch.go: the informer's write side: list, watch, relist, backoff.
-//  12. readyourwrites.go: cached reads wait for this Manager's own writes.
-//  13. cache.go: Cache, one informer per resource, and cached Client reads.
-//  14. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
-//  15. sources.go: events of owned and watched objects turned into keys.
-//  16. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
-//  17. queue_line.go: the first-in, first-out line of queued keys.
-//  18. queue_delay.go: the keys waiting for a time, in a heap with one timer.
-//  19. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
+//  11. apply.go: how a list's result and a watch's events reach the store.
+//  12. list_watch.go: the informer's write side: list, watch, relist, backoff.
+//  13. readyourwrites.go: cached reads wait for this Manager's own writes.
+//  14. cache.go: Cache, one informer per resource, and cached Client reads.
+//  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
+//  16. sources.go: events of owned and watched objects turned into keys.
+//  17. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
+//  18. queue_line.go: the first-in, first-out line of queued keys.
+//  19. queue_delay.go: the keys waiting for a time, in a heap with one timer.
+//  20. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
 //     and AddRateLimited.
-//  20. runnable.go: Runnable, and the two contexts of a leadership term.
-//  21. shutdown.go: the schedule of a graceful shutdown; SignalContext.
-//  22. controller.go: Controller[T]: its builder, sources and enqueue.
-//  23. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  24. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  25. start.go: Manager.Start, and lead, one leadership term.
+//  21. runnable.go: Runnable, and the two contexts of a leadership term.
+//  22. shutdown.go: the schedule of a graceful shutdown; SignalContext.
+//  23. controller.go: Controller[T]: its builder, sources and enqueue.
+//  24. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  25. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  26. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //
 // An object travels: conn.go (Conn.do sends the request) → codec.go
 // (decodeList, watchStream.Next decode it into *T) → list_watch.go
-// (Informer.list and apply store it in store.go and emit an Event) →
+// (Informer.list or the watch-list stream, then apply.go: stored and
+// apply store it in store.go and emit an Event) →
 // handler.go (the handler's goroutine) → controller.go (onEvent: the
 // predicates pass it, enqueue queues its Key) → queue.go (Add, then a
 // worker's Get) → worker.go (processNext, handle, reconcileKey: a copy of

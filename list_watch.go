@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -185,41 +184,6 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	}
 }
 
-// keyed is the decodeError of an object a list could not decode. One
-// without a key (not even its metadata decoded) is logged: the list then
-// deletes no object from the cache, as any might be that one.
-func (i *Informer[T]) keyed(err error) *decodeError {
-	de, ok := errors.AsType[*decodeError](err)
-	if ok && de.Name != "" {
-		return de
-	}
-	i.log.Warn("kctl: cache could not decode an object, not even its metadata: "+
-		"this list deletes no object from the cache",
-		"resource", i.res.String(), "err", err)
-	return &decodeError{err: err}
-}
-
-// stored makes the store's objects of w's namespace a list's result,
-// listed at resourceVersion rv, and tells the handlers what changed.
-func (i *Informer[T]) stored(w *watchState, all []*T, bad []*decodeError, rv string) {
-	i.mu.Lock()
-	initial := !w.synced
-	before := maps.Clone(i.store.bad)
-	i.store.replace(w.opts.Namespace, all, bad, func(t EventType, obj, old *T) {
-		e := Event[T]{Type: t, Object: obj, Old: old}
-		e.Initial = initial
-		e.Relisted = !initial
-		i.emitLocked(e)
-	})
-	report := i.badChangesLocked(before)
-	w.rv = rv
-	w.synced = true
-	w.err = nil
-	i.notifyLocked()
-	i.mu.Unlock()
-	report()
-}
-
 // watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 	timeout := i.watchFor
@@ -243,119 +207,6 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 		return nil
 	}
 	return err
-}
-
-// apply stores one watch event and tells the handlers; an ERROR event is
-// returned. An object that does not decode is applied by applyUndecodable if
-// its key is known; an event without a key or of unknown type is logged and skipped.
-func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
-	if e.Type == "ERROR" && e.Status != nil {
-		return fmt.Errorf("kctl: the watch of %s ended with an error: %w", i.res, &apierrors.StatusError{ErrStatus: *e.Status})
-	}
-	bad, isBad := errors.AsType[*decodeError](e.Err)
-	if isBad && bad.Name != "" && (e.Type == "ADDED" || e.Type == "MODIFIED" || e.Type == "DELETED") {
-		i.applyUndecodable(w, e.Type, bad)
-		return nil
-	}
-	bookmark := e.Type == "BOOKMARK"
-	if e.Err != nil || e.Object == nil || !bookmark && metaOf(e.Object).GetName() == "" ||
-		!bookmark && e.Type != "ADDED" && e.Type != "MODIFIED" && e.Type != "DELETED" {
-		i.log.Warn("kctl: cache skipped a watch event it could not decode or of unknown type",
-			"resource", i.res.String(), "event", e.Type, "err", e.Err)
-		return nil
-	}
-	obj := e.Object
-	m := metaOf(e.Object)
-	if !bookmark {
-		i.transform(obj)
-	}
-	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
-		i.sharer.Share(obj)
-	}
-	k := objKey{m.GetNamespace(), m.GetName()}
-	wasBad := false
-	i.mu.Lock()
-	switch {
-	case bookmark:
-	case e.Type == "DELETED":
-		if i.store.remove(k.namespace, k.name) {
-			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
-		}
-	default:
-		_, wasBad = i.store.bad[k]
-		if t, old, changed := i.store.put(obj); changed { // else a duplicate
-			i.emitLocked(Event[T]{Type: t, Object: obj, Old: old})
-		}
-	}
-	if rv := m.GetResourceVersion(); rv != "" {
-		w.rv = rv
-	}
-	i.notifyLocked()
-	i.mu.Unlock()
-	if wasBad {
-		i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", keyOf(m))
-	}
-	return nil
-}
-
-// applyUndecodable applies a watch event whose object does not decode into
-// T but whose key is known. A delete removes the object's last good copy,
-// if any, and tells the handlers (Deleted, with that copy); an add or update
-// keeps it and marks the object undecodable, logged once per object.
-func (i *Informer[T]) applyUndecodable(w *watchState, typ string, bad *decodeError) {
-	k := objKey{bad.Namespace, bad.Name}
-	first := false
-	i.mu.Lock()
-	if typ == "DELETED" {
-		last, ok := i.store.get(k.namespace, k.name)
-		i.store.remove(k.namespace, k.name)
-		if ok {
-			i.emitLocked(Event[T]{Type: Deleted, Object: last})
-		}
-	} else {
-		first = i.store.markBad(k, bad)
-	}
-	if bad.ResourceVersion != "" {
-		w.rv = bad.ResourceVersion
-	}
-	i.notifyLocked()
-	i.mu.Unlock()
-	if first {
-		i.logUndecodable(bad)
-	}
-}
-
-// badChangesLocked compares the undecodable objects before a list with
-// the store's now, and returns a function that logs, once per object, each
-// one that stopped decoding or decodes again. Call it after unlocking mu.
-func (i *Informer[T]) badChangesLocked(before map[objKey]error) (report func()) {
-	var stopped []error
-	var again []string
-	for k, err := range i.store.bad {
-		if _, was := before[k]; !was {
-			stopped = append(stopped, err)
-		}
-	}
-	for k := range before {
-		_, still := i.store.bad[k]
-		if _, stored := i.store.get(k.namespace, k.name); !still && stored {
-			again = append(again, nsKey(k.namespace, k.name))
-		}
-	}
-	return func() {
-		for _, err := range stopped {
-			i.logUndecodable(err)
-		}
-		for _, key := range again {
-			i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", key)
-		}
-	}
-}
-
-// logUndecodable logs that an object does not decode into T (err names it).
-func (i *Informer[T]) logUndecodable(err error) {
-	i.log.Warn("kctl: cache could not decode an object: it keeps the object's last good copy, if any, "+
-		"until the object decodes again or is deleted; fix the object or the Go type", "resource", i.res.String(), "err", err)
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.
