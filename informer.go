@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/share"
@@ -63,6 +64,9 @@ type Informer[T any] struct {
 	// minutes at random; set in tests.
 	watchFor time.Duration
 	log      *slog.Logger
+	// paged: list in pages, not with the watch-list stream (the server
+	// refused it, or $KUBE_FEATURE_WatchListClient is false).
+	paged atomic.Bool
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +31,9 @@ const (
 
 // run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
 func (i *Informer[T]) run(ctx context.Context) {
+	if !watchListClient() {
+		i.paged.Store(true)
+	}
 	i.mu.Lock()
 	i.ctx = ctx
 	for _, h := range i.handlers {
@@ -48,6 +53,15 @@ func (i *Informer[T]) run(ctx context.Context) {
 	i.mu.Unlock()
 	i.wg.Wait()
 }
+
+// watchListClient reports whether informers first sync with the
+// watch-list stream: unless $KUBE_FEATURE_WatchListClient, client-go's
+// switch for the same, is false.
+var watchListClient = sync.OnceValue(func() bool {
+	env := os.Getenv("KUBE_FEATURE_WatchListClient")
+	on, err := strconv.ParseBool(env)
+	return on || err != nil
+})
 
 // resyncEvery re-delivers every object as an Updated event with Resync set.
 func (i *Informer[T]) resyncEvery(ctx context.Context) {
@@ -70,13 +84,16 @@ func (i *Informer[T]) resyncEvery(ctx context.Context) {
 }
 
 // listWatch keeps the store equal to the server's objects in w's namespace
-// until ctx ends; it lists again only when the watch's resourceVersion is gone.
+// until ctx ends; it lists again only when the watch's resourceVersion is
+// gone. A list is the watch-list stream (watchList) unless the server
+// refused it (then i.paged): a list in pages, then a watch.
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 	fails := 0
 	relist := true
 	for ctx.Err() == nil {
 		listed := relist
-		if relist {
+		streamed := relist && !i.paged.Load()
+		if relist && !streamed {
 			if err := i.list(ctx, w); err != nil {
 				fails++
 				i.retry(ctx, w, "list", err, fails)
@@ -85,7 +102,24 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 			relist = false
 		}
 		start := time.Now()
-		err := i.watchOnce(ctx, w)
+		var err error
+		if streamed {
+			var synced bool
+			synced, err = i.watchList(ctx, w)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case !synced && i.refused(err):
+				continue // at once, in pages
+			case !synced:
+				fails++
+				i.retry(ctx, w, "list", err, fails)
+				continue
+			}
+			relist = false
+		} else {
+			err = i.watchOnce(ctx, w)
+		}
 		healthy := time.Since(start) >= i.healthy
 		switch {
 		case ctx.Err() != nil:
@@ -184,18 +218,31 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	}
 }
 
-// watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
+// watchOnce applies the events of one watch from w.rv: nil if the server
+// ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
-	timeout := i.watchFor
-	if timeout == 0 {
-		timeout = 5*time.Minute + rand.N(5*time.Minute)
-	}
+	timeout := i.watchTimeout()
 	stream, err := i.client.watch(ctx, w.opts, w.rv, timeout)
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
 	i.setErr(w, nil)
+	return i.follow(w, stream)
+}
+
+// watchTimeout is how long a watch asks the server to last.
+func (i *Informer[T]) watchTimeout() time.Duration {
+	if i.watchFor > 0 {
+		return i.watchFor
+	}
+	return 5*time.Minute + rand.N(5*time.Minute)
+}
+
+// follow applies the events of stream until it ends: nil if the server
+// ended it cleanly.
+func (i *Informer[T]) follow(w *watchState, stream *watchStream[T]) error {
+	var err error
 	for err == nil {
 		var e watchEvent[T]
 		e, err = stream.Next()
@@ -207,6 +254,93 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 		return nil
 	}
 	return err
+}
+
+// watchList is a list and a watch in one request, the watch-list stream
+// (Client.watchList): it collects the initial events as list does its
+// pages, stores them as a list's result once the bookmark that ends them
+// comes (synced), then follows the changes as watchOnce does. It holds no
+// list page: each object is decoded, readied and shared as it comes.
+// Before synced, err may be the server refusing the stream (refused).
+func (i *Informer[T]) watchList(
+	ctx context.Context,
+	w *watchState,
+) (synced bool, err error) {
+	timeout := i.watchTimeout()
+	start := time.Now()
+	stream, err := i.client.watchList(ctx, w.opts, timeout)
+	if err != nil {
+		return false, err
+	}
+	defer stream.Close()
+	var all []*T
+	var bad []*decodeError
+	for {
+		e, err := stream.Next()
+		if err == io.EOF && time.Since(start) >= timeout {
+			err = errNoInitialEventsEnd
+		}
+		if err != nil {
+			return false, err
+		}
+		obj := e.Object
+		switch {
+		case e.Type == "ERROR" && e.Status != nil:
+			return false, i.apply(w, e)
+		case e.Type == "BOOKMARK" && initialEventsEnd(obj):
+			rv := metaOf(obj).GetResourceVersion()
+			i.stored(w, all, bad, rv)
+			all = nil
+			return true, i.follow(w, stream)
+		case e.Type == "BOOKMARK":
+		case e.Type == "ADDED" && e.Err == nil:
+			i.transform(obj)
+			i.sharer.Share(obj)
+			all = append(all, obj)
+		case e.Type == "ADDED":
+			bad = append(bad, i.keyed(e.Err))
+		default:
+			return false, fmt.Errorf("kctl: the watch-list "+
+				"stream of %s sent a %s event before "+
+				"the end of its initial events", i.res, e.Type)
+		}
+	}
+}
+
+// errNoInitialEventsEnd: a watch-list stream lasted its whole timeout
+// without the bookmark that ends the initial events. The server ignores
+// sendInitialEvents (older than Kubernetes 1.27): refused.
+var errNoInitialEventsEnd = errors.New("kctl: the watch-list stream " +
+	"ended at its timeout without the bookmark that ends " +
+	"its initial events: the server ignores sendInitialEvents")
+
+// initialEventsEnd reports whether obj, a bookmark's, marks the end of a
+// watch-list stream's initial events.
+func initialEventsEnd[T any](obj *T) bool {
+	if obj == nil {
+		return false
+	}
+	a := metaOf(obj).GetAnnotations()
+	return a[metav1.InitialEventsAnnotationKey] == "true"
+}
+
+// refused reports whether err is the server refusing the watch-list
+// stream: 422 Invalid or 400 Bad Request when its WatchList feature is
+// off, or errNoInitialEventsEnd. The informer then lists in pages from
+// now on, and logs it once.
+func (i *Informer[T]) refused(err error) bool {
+	isRefusal := apierrors.IsInvalid(err) ||
+		apierrors.IsBadRequest(err) ||
+		errors.Is(err, errNoInitialEventsEnd)
+	if !isRefusal {
+		return false
+	}
+	if i.paged.CompareAndSwap(false, true) {
+		msg := "kctl: the API server refused the watch-list " +
+			"stream; the cache lists in pages instead"
+		i.log.Info(msg, "resource", i.name, "err", err)
+	}
+	return true
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.

@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,9 +23,17 @@ func TestInformer_ChurnOf64KiBObjectsIn200Namespaces_HeapReturns(t *testing.T) {
 	checkNoCacheLeaks(t)
 	cfg := testConfig(t)
 	const namespaces = 200
+	// one random name, numbered: 200 of testNamespace's could collide
+	base := testNamespace(t, cfg)
 	var nss []string
-	for range namespaces {
-		nss = append(nss, testNamespace(t, cfg))
+	for n := range namespaces {
+		ns := fmt.Sprint(base, "-", n)
+		body := fmt.Sprintf(`{"metadata":{"name":%q}}`, ns)
+		code, resp := testRawRequest(t, cfg, "POST", "/api/v1/namespaces", body)
+		if code != http.StatusCreated {
+			t.Fatalf("creating namespace %s: %d %s", ns, code, resp)
+		}
+		nss = append(nss, ns)
 	}
 	conn := mustConn(t, cfg)
 	c := NewCache(conn, CacheOptions{})

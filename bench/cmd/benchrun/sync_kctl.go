@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/kctl-dev/kctl"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,15 @@ func init() {
 	syncers["kctl"] = syncKctl(kctl.CacheOptions{})
 	// kctl with managedFields kept, as the other stacks keep them by default.
 	syncers["kctl-keep-managedfields"] = syncKctl(kctl.CacheOptions{KeepManagedFields: true})
+	// kctl's first sync as a list in pages then a watch, not the watch-list
+	// stream (client-go's switch, which kctl reads too).
+	paged := syncKctl(kctl.CacheOptions{})
+	syncers["kctl-paged"] = func(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+		if err := os.Setenv("KUBE_FEATURE_WatchListClient", "false"); err != nil {
+			return nil, err
+		}
+		return paged(ctx, cfg, added)
+	}
 }
 
 func syncKctl(opts kctl.CacheOptions) syncer {
