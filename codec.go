@@ -50,7 +50,19 @@ type codec[T any] struct {
 	// skipManagedFields: leave managedFields out of protobuf objects (the
 	// cache's default).
 	skipManagedFields bool
+	// metadata: T is metav1.PartialObjectMetadata, the metadata of res's
+	// objects, which the server sends as such (asMetadata), in protobuf
+	// whatever res's own encoding.
+	metadata bool
 }
+
+// asMetadata, after a media type, asks the server for objects as
+// metav1.PartialObjectMetadata, and lists as PartialObjectMetadataList.
+const (
+	asMetadata     = ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+	asMetadataList = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+	metadataKind   = "PartialObjectMetadata"
+)
 
 func newCodec[T any](res Resource, builtin bool) codec[T] {
 	_, ok := any(new(T)).(protoObject)
@@ -62,9 +74,29 @@ func newCodec[T any](res Resource, builtin bool) codec[T] {
 	}
 }
 
-// accept is the Accept header of a request, or of a watch.
-func (c codec[T]) accept(watch bool) string {
+// newMetadataCodec is the codec of the metadata of res's objects;
+// builtin: res is a k8s.io/api type's.
+func newMetadataCodec(
+	res Resource,
+	builtin bool,
+) codec[metav1.PartialObjectMetadata] {
+	return codec[metav1.PartialObjectMetadata]{
+		res:        res,
+		apiVersion: res.APIVersion(),
+		builtin:    builtin,
+		proto:      true,
+		metadata:   true,
+	}
+}
+
+// accept is the Accept header of a request, of a list (a list read), or
+// of a watch.
+func (c codec[T]) accept(watch, list bool) string {
 	switch {
+	case c.metadata && list && !watch:
+		return mediaProtobuf + asMetadataList
+	case c.metadata:
+		return mediaProtobuf + asMetadata
 	case !c.proto:
 		return mediaJSON
 	case watch:
@@ -118,10 +150,14 @@ func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 		return c.decodeItem(body, false)
 	}
 	kind, raw, err := protowire.Unwrap(body)
-	otherKind := len(kind) > 0 && string(kind) != c.res.Kind
+	want := c.res.Kind
+	if c.metadata {
+		want = metadataKind
+	}
+	otherKind := len(kind) > 0 && string(kind) != want
 	if err == nil && otherKind {
 		err = fmt.Errorf("the server sent a %s, want a %s",
-			kind, c.res.Kind)
+			kind, want)
 	}
 	if err != nil {
 		return nil, fmt.Errorf(
