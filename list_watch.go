@@ -272,11 +272,14 @@ func (i *Informer[T]) watchList(
 	if err != nil {
 		return false, err
 	}
-	defer stream.Close()
+	events, stop := readAhead(stream)
+	defer stop()
 	var all []*T
 	var bad []*decodeError
 	for {
-		e, err := stream.Next()
+		r := <-events
+		e := r.event
+		err := r.err
 		if err == io.EOF && time.Since(start) >= timeout {
 			err = errNoInitialEventsEnd
 		}
@@ -305,6 +308,50 @@ func (i *Informer[T]) watchList(
 				"the end of its initial events", i.res, e.Type)
 		}
 	}
+}
+
+// readEvent is one event read ahead, or the error that ended the stream.
+type readEvent[T any] struct {
+	event watchEvent[T]
+	err   error
+}
+
+// readAhead reads and decodes the initial events of a watch-list stream
+// in a goroutine of its own, up to 64 ahead of the caller, so that the
+// objects of one are decoded while those before are readied (as list's
+// pages are). It stops after an error or an event that ends the initial
+// ones. stop closes the stream and waits for the goroutine: call it once
+// done with the stream; the stream is the caller's once that event came.
+func readAhead[T any](
+	stream *watchStream[T],
+) (events <-chan readEvent[T], stop func()) {
+	ch := make(chan readEvent[T], 64)
+	done := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		for {
+			var r readEvent[T]
+			r.event, r.err = stream.Next()
+			select {
+			case ch <- r:
+			case <-done:
+				return
+			}
+			typ := r.event.Type
+			more := typ == "ADDED" ||
+				typ == "BOOKMARK" &&
+					!initialEventsEnd(r.event.Object)
+			if r.err != nil || !more {
+				return
+			}
+		}
+	})
+	stop = func() {
+		close(done)
+		stream.Close()
+		reader.Wait()
+	}
+	return ch, stop
 }
 
 // errNoInitialEventsEnd: a watch-list stream lasted its whole timeout
