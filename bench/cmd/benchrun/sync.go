@@ -46,7 +46,8 @@ var syncers = map[string]syncer{
 // syncStacks is the order of the sync table: the podcount stacks, kctl and
 // controller-runtime each followed by its variant with the other's
 // managedFields policy when the other is measured too, and kctl by
-// kctl-paged (its first sync in pages, not the watch-list stream).
+// kctl-paged (its first sync in pages, not the watch-list stream) and
+// kctl-metadata (the Pods' metadata only).
 func syncStacks(stacks []string) []string {
 	variant := map[string][2]string{"kctl": {"kctl-keep-managedfields", "controller-runtime"},
 		"controller-runtime": {"controller-runtime-strip-managedfields", "kctl"}}
@@ -54,7 +55,7 @@ func syncStacks(stacks []string) []string {
 	for _, s := range stacks {
 		out = append(out, s)
 		if s == "kctl" {
-			out = append(out, "kctl-paged")
+			out = append(out, "kctl-paged", "kctl-metadata")
 		}
 		if v, ok := variant[s]; ok && slices.Contains(stacks, v[1]) {
 			out = append(out, v[0])
@@ -320,6 +321,11 @@ func syncTable(env *env, res map[string][]syncResult) (string, []target) {
 		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), ratio(k[3], o[3]), "")
 	}
 	for _, base := range []string{"kctl-paged", "kctl-base"} {
+		if len(res["kctl-metadata"]) > 0 && base == "kctl-paged" {
+			m := med["kctl-metadata"]
+			k := med["kctl"]
+			t.add("kctl-metadata / kctl", ratio(m[0], k[0]), ratio(m[1], k[1]), ratio(m[2], k[2]), ratio(m[3], k[3]), "")
+		}
 		if len(res["kctl"]) > 0 && len(res[base]) > 0 {
 			k, b := sums["kctl"], sums[base]
 			t.add("kctl / "+base, versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), versus(k[3], b[3]), "")
@@ -331,6 +337,9 @@ func syncTable(env *env, res map[string][]syncResult) (string, []target) {
 	ts = append(ts,
 		target{"sync: peak RSS of the watch-list stream vs kctl's paged list", "<= 0.6x", ratio(k[3], paged[3]), streamed && k[3] <= 0.6*paged[3], streamed},
 		target{"sync: time to synced of the watch-list stream vs kctl's paged list", "<= 1.0x", ratio(k[0], paged[0]), streamed && k[0] <= paged[0], streamed})
+	m := med["kctl-metadata"]
+	metaKnown := len(res["kctl"]) > 0 && len(res["kctl-metadata"]) > 0
+	ts = append(ts, target{"sync: retained heap of the Pods' metadata vs whole Pods", "<= 0.2x", ratio(m[1], k[1]), metaKnown && m[1] <= 0.2*k[1], metaKnown})
 	known := len(res["kctl"]) > 0 && len(res["controller-runtime"]) > 0
 	ts = append(ts,
 		target{"sync: retained heap vs controller-runtime", "<= 0.5x", ratio(k[1], cr[1]), known && k[1] <= 0.5*cr[1], known},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kctl-dev/kctl"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -16,6 +17,7 @@ func init() {
 	syncers["kctl-keep-managedfields"] = syncKctl(kctl.CacheOptions{KeepManagedFields: true})
 	// kctl's first sync as a list in pages then a watch, not the watch-list
 	// stream (client-go's switch, which kctl reads too).
+	syncers["kctl-metadata"] = syncKctlMetadata
 	paged := syncKctl(kctl.CacheOptions{})
 	syncers["kctl-paged"] = func(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
 		if err := os.Setenv("KUBE_FEATURE_WatchListClient", "false"); err != nil {
@@ -23,6 +25,31 @@ func init() {
 		}
 		return paged(ctx, cfg, added)
 	}
+}
+
+// syncKctlMetadata is kctl caching the Pods' metadata only
+// (MetadataInformerFor), as a controller that Owns them to find their
+// owner and count them needs.
+func syncKctlMetadata(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+	conn, err := kctl.NewConn(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := kctl.NewCache(conn, kctl.CacheOptions{})
+	inf, err := kctl.MetadataInformerFor[corev1.Pod](c)
+	if err != nil {
+		return nil, err
+	}
+	inf.AddHandler(func(ev kctl.Event[metav1.PartialObjectMetadata]) {
+		if ev.Type == kctl.Added {
+			added()
+		}
+	})
+	go c.Start(ctx)
+	if err := inf.WaitForSync(ctx); err != nil {
+		return nil, fmt.Errorf("kctl metadata cache did not sync: %w", err)
+	}
+	return func() int { n, _ := inf.Stats(); return n }, nil
 }
 
 func syncKctl(opts kctl.CacheOptions) syncer {
