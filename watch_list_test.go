@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -185,5 +186,72 @@ func TestInformer_WatchListRefused_ListsInPagesWithOneLogLine(t *testing.T) {
 	}
 	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "configmaps/v1") }) {
 		t.Errorf("the log line does not name the resource: %q", lines)
+	}
+}
+
+// A server that ignores sendInitialEvents (older than Kubernetes 1.27; a
+// fake here, as the real one knows it) answers the stream as a plain watch:
+// objects as ADDED events, never the bookmark that ends them, until its
+// timeout. The informer takes that for a refusal, lists in pages and
+// watches; the same server's failure mid-stream would only be retried.
+func TestInformerFault_ServerIgnoresSendInitialEvents_ListsInPages(t *testing.T) {
+	checkNoCacheLeaks(t)
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fakeDiscovery(w, r) {
+			return
+		}
+		c := fakeCall{w: w, r: r}
+		q := r.URL.Query()
+		mu.Lock()
+		got = append(got, fmt.Sprintf("watch=%s sendInitialEvents=%s", q.Get("watch"), q.Get("sendInitialEvents")))
+		mu.Unlock()
+		switch {
+		case q.Get("watch") != "true":
+			c.list("5", "", cacheWidgetAt("a", "4", 0))
+		case isWatchList(q):
+			w.Header().Set("Content-Type", "application/json")
+			c.send("ADDED", cacheWidgetAt("a", "4", 0))
+			// ends at the timeout it was given, with no bookmark
+			seconds, _ := strconv.Atoi(q.Get("timeoutSeconds"))
+			select {
+			case <-time.After(time.Duration(seconds) * time.Second):
+			case <-r.Context().Done():
+			}
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			c.hang()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	logs, logger := newCacheLogs()
+	c := NewCache(mustConn(t, &rest.Config{Host: srv.URL}), CacheOptions{Logger: logger})
+	inf, err := InformerFor[cacheWidget](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf.watchFor = time.Second // the timeout the fake keeps to
+	startCache(t, c)
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := inf.Get("default", "a"); !ok {
+		t.Error("widget a is not in the cache")
+	}
+	lines := logs.linesEventually(t, "refused the watch-list", 1)
+	if !strings.Contains(lines[0], "ignores sendInitialEvents") {
+		t.Errorf("log line %q does not say why", lines[0])
+	}
+	eventually(t, "the watch after the list", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"watch=true sendInitialEvents=true", "watch= sendInitialEvents=", "watch=true sendInitialEvents="}
+	if !slices.Equal(got[:3], want) {
+		t.Errorf("requests %q, want %q", got, want)
 	}
 }
