@@ -98,6 +98,9 @@ func newFakeAPI(t *testing.T, handle func(c fakeCall)) *fakeAPI {
 		if fakeDiscovery(w, r) {
 			return
 		}
+		if fakeRefusesWatchList(w, r) {
+			return
+		}
 		kind := "list"
 		if r.URL.Query().Get("watch") == "true" {
 			kind = "watch"

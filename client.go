@@ -112,6 +112,27 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	}
 }
 
+// newMetadataClient is an uncached client of the metadata of T's objects,
+// for reads only: the server sends them as metav1.PartialObjectMetadata,
+// with apiVersion and kind those of T's resource.
+func newMetadataClient[T any](
+	conn *Conn,
+) *Client[metav1.PartialObjectMetadata] {
+	r, declared, err := apitype.Of((*T)(nil))
+	res := Resource(r)
+	if err == nil && conn == nil {
+		err = fmt.Errorf("kctl: a metadata client of %s "+
+			"got a nil Conn", typeName[T]())
+	}
+	return &Client[metav1.PartialObjectMetadata]{
+		conn:     conn,
+		res:      res,
+		codec:    newMetadataCodec(res, !declared),
+		err:      err,
+		lastBody: new(atomic.Int64),
+	}
+}
+
 // Uncached returns a handle on the same resource whose Get and List always
 // read from the API server: use it when an answer must be fresh.
 func (c *Client[T]) Uncached() *Client[T] {
@@ -172,7 +193,8 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 	if r.sub != "" {
 		r.path += "/" + r.sub
 	}
-	r.accept = c.codec.accept(r.query.Has("watch"))
+	watch := r.query.Has("watch")
+	r.accept = c.codec.accept(watch, listRead)
 	resp, err := c.conn.do(ctx, r)
 	if err != nil || resp.StatusCode/100 == 2 {
 		return resp, err
@@ -404,11 +426,7 @@ func (c *Client[T]) call(
 	defer resp.Body.Close()
 	buf := bodies.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			bodies.Put(buf)
-		}
-	}()
+	defer putBody(buf)
 	n := resp.ContentLength
 	unknown := resp.ContentLength < 0
 	if unknown {

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -143,7 +145,9 @@ func peekListMeta(ct string, body []byte) (meta metav1.ListMeta, ok bool) {
 }
 
 // watch opens a watch from resourceVersion with bookmarks; the server ends
-// it after timeout (rounded to seconds; 0 leaves the server's default).
+// it after timeout (rounded to seconds, at least 1 s). The client ends it
+// at watchBound(timeout) if the server has not: a silent connection (a
+// network blackhole over HTTP/1.1) then breaks the stream.
 func (c *Client[T]) watch(
 	ctx context.Context,
 	opts ListOptions,
@@ -151,26 +155,92 @@ func (c *Client[T]) watch(
 	timeout time.Duration,
 ) (*watchStream[T], error) {
 	q := opts.query()
-	q.Set("watch", "true")
-	q.Set("allowWatchBookmarks", "true")
 	if resourceVersion != "" {
 		q.Set("resourceVersion", resourceVersion)
 	}
-	if timeout > 0 {
-		seconds := max(1, int(timeout.Seconds()))
-		q.Set("timeoutSeconds", strconv.Itoa(seconds))
-	}
+	return c.openWatch(ctx, opts.Namespace, q, timeout)
+}
+
+// watchList opens the watch-list stream (KEP-3157): an ADDED event for
+// each object in opts as of now, then a BOOKMARK whose annotation
+// metav1.InitialEventsAnnotationKey marks the end of them (at the list's
+// resourceVersion), then the changes, as watch's. A server without the
+// WatchList feature refuses it: 422 Invalid.
+func (c *Client[T]) watchList(
+	ctx context.Context,
+	opts ListOptions,
+	timeout time.Duration,
+) (*watchStream[T], error) {
+	q := opts.query()
+	q.Set("sendInitialEvents", "true")
+	q.Set("resourceVersionMatch", "NotOlderThan")
+	return c.openWatch(ctx, opts.Namespace, q, timeout)
+}
+
+// openWatch opens a watch with bookmarks of namespace, asking with q.
+func (c *Client[T]) openWatch(
+	ctx context.Context,
+	namespace string,
+	q url.Values,
+	timeout time.Duration,
+) (*watchStream[T], error) {
+	seconds := max(1, int(timeout.Seconds()))
+	timeout = time.Duration(seconds) * time.Second
+	q.Set("watch", "true")
+	q.Set("allowWatchBookmarks", "true")
+	q.Set("timeoutSeconds", strconv.Itoa(seconds))
 	r := request{
 		verb:      "watch",
 		method:    http.MethodGet,
-		namespace: opts.Namespace,
+		namespace: namespace,
 		list:      true,
 		query:     q,
 	}
+	bound := watchBound(timeout)
+	silent := fmt.Errorf("kctl: the watch of %s asked "+
+		"the server to end it after %v, and %v later "+
+		"the connection was still silent", c.what(r), timeout,
+		bound-timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, silent)
 	resp, err := c.send(ctx, r)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	ct := resp.Header.Get("Content-Type")
-	return newWatchStream(c.codec, ct, resp.Body), nil
+	body := &watchBody{
+		ReadCloser: resp.Body,
+		ctx:        ctx,
+		cancel:     cancel,
+	}
+	return newWatchStream(c.codec, ct, body), nil
+}
+
+// watchBound is how long the client lets a watch run that asked the
+// server to end it after timeout: 10% more, at most 30 s, and 1 s.
+func watchBound(timeout time.Duration) time.Duration {
+	grace := min(timeout/10, 30*time.Second)
+	return timeout + grace + time.Second
+}
+
+// watchBody is a watch's answer, read under the watch's deadline (ctx):
+// a read cut by it fails with the deadline's cause. Close releases it.
+type watchBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *watchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	ended := b.ctx.Err() != nil
+	if err != nil && err != io.EOF && ended {
+		err = context.Cause(b.ctx)
+	}
+	return n, err
+}
+
+func (b *watchBody) Close() error {
+	b.cancel()
+	return b.ReadCloser.Close()
 }

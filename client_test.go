@@ -23,7 +23,7 @@ import (
 func fakeServer(t *testing.T, handler http.HandlerFunc) *Conn {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !fakeDiscovery(w, r) {
+		if !fakeDiscovery(w, r) && !fakeRefusesWatchList(w, r) {
 			handler(w, r)
 		}
 	}))
@@ -33,6 +33,20 @@ func fakeServer(t *testing.T, handler http.HandlerFunc) *Conn {
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// fakeRefusesWatchList answers a request for the watch-list stream as a
+// server without the WatchList feature does (422), and reports whether r
+// was one: the fakes script the faults of a paged list and a watch.
+func fakeRefusesWatchList(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Query().Get("sendInitialEvents") != "true" {
+		return false
+	}
+	c := fakeCall{w: w, r: r}
+	c.status(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+		"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "+
+			"sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")
+	return true
 }
 
 func clientTestConn(t *testing.T, cfg *rest.Config) *Conn {

@@ -5,11 +5,9 @@ package kctl
 // internal/protowire), declared types as JSON.
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -49,7 +47,19 @@ type codec[T any] struct {
 	// skipManagedFields: leave managedFields out of protobuf objects (the
 	// cache's default).
 	skipManagedFields bool
+	// metadata: T is metav1.PartialObjectMetadata, the metadata of res's
+	// objects, which the server sends as such (asMetadata), in protobuf
+	// whatever res's own encoding.
+	metadata bool
 }
+
+// asMetadata, after a media type, asks the server for objects as
+// metav1.PartialObjectMetadata, and lists as PartialObjectMetadataList.
+const (
+	asMetadata     = ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+	asMetadataList = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+	metadataKind   = "PartialObjectMetadata"
+)
 
 func newCodec[T any](res Resource, builtin bool) codec[T] {
 	_, ok := any(new(T)).(protoObject)
@@ -61,9 +71,29 @@ func newCodec[T any](res Resource, builtin bool) codec[T] {
 	}
 }
 
-// accept is the Accept header of a request, or of a watch.
-func (c codec[T]) accept(watch bool) string {
+// newMetadataCodec is the codec of the metadata of res's objects;
+// builtin: res is a k8s.io/api type's.
+func newMetadataCodec(
+	res Resource,
+	builtin bool,
+) codec[metav1.PartialObjectMetadata] {
+	return codec[metav1.PartialObjectMetadata]{
+		res:        res,
+		apiVersion: res.APIVersion(),
+		builtin:    builtin,
+		proto:      true,
+		metadata:   true,
+	}
+}
+
+// accept is the Accept header of a request, of a list (a list read), or
+// of a watch.
+func (c codec[T]) accept(watch, list bool) string {
 	switch {
+	case c.metadata && list && !watch:
+		return mediaProtobuf + asMetadataList
+	case c.metadata:
+		return mediaProtobuf + asMetadata
 	case !c.proto:
 		return mediaJSON
 	case watch:
@@ -117,10 +147,14 @@ func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 		return c.decodeItem(body, false)
 	}
 	kind, raw, err := protowire.Unwrap(body)
-	otherKind := len(kind) > 0 && string(kind) != c.res.Kind
+	want := c.res.Kind
+	if c.metadata {
+		want = metadataKind
+	}
+	otherKind := len(kind) > 0 && string(kind) != want
 	if err == nil && otherKind {
 		err = fmt.Errorf("the server sent a %s, want a %s",
-			kind, c.res.Kind)
+			kind, want)
 	}
 	if err != nil {
 		return nil, fmt.Errorf(
@@ -313,126 +347,3 @@ func safeUnmarshal(p protoObject, b []byte) (err error) {
 	defer recovered(&err)
 	return p.Unmarshal(b)
 }
-
-// watchEvent is one decoded watch event.
-type watchEvent[T any] struct {
-	// Type is "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR".
-	Type string
-	// Object is nil for ERROR and when Err is set.
-	Object *T
-	// Status is the server's status for ERROR.
-	Status *metav1.Status
-	// Err: this event's object failed to decode; the stream goes on.
-	Err error
-}
-
-// watchStream reads one watch response. Close may be called concurrently
-// with Next (it unblocks Next); Next is not for concurrent use.
-type watchStream[T any] struct {
-	c     codec[T]
-	body  io.ReadCloser
-	proto bool
-	// dec decodes JSON watches.
-	dec *json.Decoder
-	// buf is the protobuf frame buffer, reused.
-	buf []byte
-}
-
-func newWatchStream[T any](
-	c codec[T],
-	contentType string,
-	body io.ReadCloser,
-) *watchStream[T] {
-	w := &watchStream[T]{
-		c:     c,
-		body:  body,
-		proto: isProto(contentType),
-	}
-	if !w.proto {
-		w.dec = json.NewDecoder(body)
-	}
-	return w
-}
-
-// Next returns the next event; an error ends the stream (io.EOF: closed
-// cleanly). An event whose object cannot be decoded has Err set.
-func (w *watchStream[T]) Next() (watchEvent[T], error) {
-	if !w.proto {
-		var ev struct {
-			Type   string          `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
-		if err := w.dec.Decode(&ev); err != nil {
-			return watchEvent[T]{}, w.broke(err)
-		}
-		return w.c.event(ev.Type, ev.Object, mediaJSON), nil
-	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
-		return watchEvent[T]{}, w.broke(err)
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		err := fmt.Errorf("frame of %d bytes is over the %d limit",
-			n, maxFrame)
-		return watchEvent[T]{}, w.broke(err)
-	}
-	if cap(w.buf) < int(n) {
-		w.buf = make([]byte, n)
-	}
-	frame := w.buf[:n]
-	if _, err := io.ReadFull(w.body, frame); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		err = fmt.Errorf("truncated frame of %d bytes: %w", n, err)
-		return watchEvent[T]{}, w.broke(err)
-	}
-	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
-	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
-	typ, errType := protowire.Field(frame, 1)
-	ext, _ := protowire.Field(frame, 2)
-	object, errObject := protowire.Field(ext, 1)
-	if err := errors.Join(errType, errObject); err != nil {
-		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
-			w.c.res, err)
-		return watchEvent[T]{Err: err}, nil
-	}
-	return w.c.event(string(typ), object, mediaProtobuf), nil
-}
-
-// broke is the error that ends a stream: io.EOF for a clean end.
-func (w *watchStream[T]) broke(err error) error {
-	if err == io.EOF {
-		return err
-	}
-	return fmt.Errorf("kctl: watch of %s broke: %w", w.c.res, err)
-}
-
-// event decodes one watch event's object, of Content-Type ct.
-func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
-	ev := watchEvent[T]{Type: typ}
-	switch typ {
-	case "ERROR":
-		if st, ok := decodeStatus(ct, raw); ok {
-			ev.Status = st
-		} else {
-			ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
-				"an ERROR event without a Status", c.res)
-		}
-	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
-		// a protobuf event's object is enveloped
-		obj, err := c.decode(ct, raw)
-		if err != nil {
-			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
-		}
-		ev.Object = obj
-	default:
-		ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
-			"an event of unknown type %q", c.res, typ)
-	}
-	return ev
-}
-
-// Close ends the stream and releases its connection.
-func (w *watchStream[T]) Close() error { return w.body.Close() }

@@ -3,6 +3,7 @@ package kctl
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -84,5 +85,41 @@ func TestCodec_JSONWatch_BadObjectIsAnEvent_GarbageEndsTheStream(t *testing.T) {
 	}
 	if evs[2].Status == nil || evs[2].Status.Code != 410 {
 		t.Errorf("event 2 = %+v, want an ERROR with status 410", evs[2])
+	}
+}
+
+// Events of every size, big and small in turn, decode in order, the
+// protobuf ones through pooled buffers and the JSON ones through a decoder
+// made again after each big event (its buffer only grows).
+func TestCodec_WatchOfBigAndSmallEvents_DecodesEveryOne(t *testing.T) {
+	sizes := []int{10, 100 << 10, 5, 40 << 10, 1 << 10, 200 << 10, 0}
+	pod := func(i, size int) *corev1.Pod {
+		p := realisticPod(i)
+		p.Annotations = map[string]string{"pad": strings.Repeat("p", size)}
+		return p
+	}
+	var protoStream, jsonStream bytes.Buffer
+	for i, size := range sizes {
+		protoStream.Write(watchFrame("MODIFIED", podProto(pod(i, size))))
+		b, err := json.Marshal(map[string]any{"type": "MODIFIED", "object": pod(i, size)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonStream.Write(append(b, '\n'))
+	}
+	for _, c := range []struct {
+		ct     string
+		stream []byte
+	}{{mediaProtobuf, protoStream.Bytes()}, {mediaJSON, jsonStream.Bytes()}} {
+		evs, err := readEvents(newWatchStream(podCodec(), c.ct, io.NopCloser(bytes.NewReader(c.stream))))
+		if err != io.EOF || len(evs) != len(sizes) {
+			t.Fatalf("%s: %d events and %v, want %d and io.EOF", c.ct, len(evs), err, len(sizes))
+		}
+		for i, ev := range evs {
+			want := pod(i, sizes[i])
+			if ev.Err != nil || ev.Object.Name != want.Name || ev.Object.Annotations["pad"] != want.Annotations["pad"] {
+				t.Errorf("%s: event %d: err %v, not the pod with %d bytes of annotation", c.ct, i, ev.Err, sizes[i])
+			}
+		}
 	}
 }

@@ -110,13 +110,22 @@ const (
 	maxRetryWait = 30 * time.Second
 	// maxPooledBody: a larger answer's buffer is left to the collector.
 	maxPooledBody = 32 << 20
+	// defaultTimeout bounds a request but a watch when the
+	// rest.Config's Timeout is 0: past the API server's own limit
+	// (--request-timeout, 60 s), so that its answer comes first.
+	defaultTimeout = 70 * time.Second
 )
 
 // Conn is one connection to an API server, shared by the Clients made from
 // it: client-go's HTTP client (TLS, authentication, exec plugins), the user
 // agent "kctl/<version> (<os>/<arch>)" unless cfg sets one, and a rate limit
 // of cfg.QPS and cfg.Burst (200 and 500 when 0; a negative QPS disables it).
-// A 429 Too Many Requests is retried after its Retry-After, at most 10 times.
+// Every request is bounded on the client, so that a silent network (a
+// dead connection behind a proxy, where HTTP/2's health check does not
+// reach) fails it instead of holding it forever: a watch a little past the
+// timeoutSeconds it asks for (see Client.watch), any other request, its
+// answer's body included, by cfg.Timeout (70 s when not above 0). A 429
+// Too Many Requests is retried after its Retry-After, at most 10 times.
 // A Manager's own Conn counts its requests on the Manager's metrics page
 // (rest_client_requests_total, rest_client_request_duration_seconds); one
 // you make counts nothing. Make one with NewConn; the zero value is
@@ -125,7 +134,8 @@ type Conn struct {
 	// base is scheme://host[/path prefix].
 	base url.URL
 	http *http.Client
-	// watches is the same transport as http without cfg.Timeout.
+	// watches is the same transport as http without its timeout:
+	// each watch carries its own deadline.
 	watches *http.Client
 	// limiter is nil when there is no client-side limit.
 	limiter flowcontrol.RateLimiter
@@ -154,6 +164,9 @@ type requestObserver interface {
 func NewConn(cfg *rest.Config) (*Conn, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = cmp.Or(cfg.UserAgent, userAgent())
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = defaultTimeout
+	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf(
@@ -309,4 +322,11 @@ func (c *Conn) retrying(
 // aliases one: generated protobuf code and encoding/json copy what they keep.
 var bodies = sync.Pool{
 	New: func() any { return new(bytes.Buffer) },
+}
+
+// putBody gives buf back to bodies, unless it is too large to keep.
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBody {
+		bodies.Put(buf)
+	}
 }

@@ -32,35 +32,38 @@
 //  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled).
 //  2. resource.go: Object, Resource and Key: which API resource a Go type is.
 //  3. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
-//  4. codec.go: objects as protobuf or JSON; lists; the watch stream.
-//  5. client.go: Client[T]: a typed request, its answer, its errors.
-//  6. client_reads.go: Get, List, and the list pages and watches.
-//  7. client_writes.go: Create, Update, Patch, Apply, Delete.
-//  8. handler.go: Event[T], and how events reach a handler.
-//  9. store.go: the informer's objects, indexes and field selectors.
-//  10. informer.go: Informer[T]: its state and reads (Get, List, waits).
-//  11. list_watch.go: the informer's write side: list, watch, relist, backoff.
-//  12. readyourwrites.go: cached reads wait for this Manager's own writes.
-//  13. cache.go: Cache, one informer per resource, and cached Client reads.
-//  14. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
-//  15. sources.go: events of owned and watched objects turned into keys.
-//  16. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
-//  17. queue_line.go: the first-in, first-out line of queued keys.
-//  18. queue_delay.go: the keys waiting for a time, in a heap with one timer.
-//  19. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
+//  4. codec.go: objects as protobuf or JSON (or their metadata only); lists.
+//  5. watch_stream.go: a watch's events, decoded one by one.
+//  6. client.go: Client[T]: a typed request, its answer, its errors.
+//  7. client_reads.go: Get, List, and the list pages and watches.
+//  8. client_writes.go: Create, Update, Patch, Apply, Delete.
+//  9. handler.go: Event[T], and how events reach a handler.
+//  10. store.go: the informer's objects, indexes and field selectors.
+//  11. informer.go: Informer[T]: its state and reads (Get, List, waits).
+//  12. apply.go: how a list's result and a watch's events reach the store.
+//  13. list_watch.go: the informer's write side: list, watch, relist, backoff.
+//  14. readyourwrites.go: cached reads wait for this Manager's own writes.
+//  15. cache.go: Cache, one informer per resource, and cached Client reads.
+//  16. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
+//  17. sources.go: events of owned and watched objects turned into keys.
+//  18. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
+//  19. queue_line.go: the first-in, first-out line of queued keys.
+//  20. queue_delay.go: the keys waiting for a time, in a heap with one timer.
+//  21. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
 //     and AddRateLimited.
-//  20. runnable.go: Runnable, and the two contexts of a leadership term.
-//  21. shutdown.go: the schedule of a graceful shutdown; SignalContext.
-//  22. controller.go: Controller[T]: its builder, sources and enqueue.
-//  23. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  24. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  25. start.go: Manager.Start, and lead, one leadership term.
+//  22. runnable.go: Runnable, and the two contexts of a leadership term.
+//  23. shutdown.go: the schedule of a graceful shutdown; SignalContext.
+//  24. controller.go: Controller[T]: its builder, sources and enqueue.
+//  25. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  26. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  27. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //
-// An object travels: conn.go (Conn.do sends the request) → codec.go
-// (decodeList, watchStream.Next decode it into *T) → list_watch.go
-// (Informer.list and apply store it in store.go and emit an Event) →
+// An object travels: conn.go (Conn.do sends the request) → codec.go and
+// watch_stream.go (decodeList, watchStream.Next decode it into *T) →
+// list_watch.go (Informer.list, or the watch-list stream) → apply.go
+// (stored and apply store it in store.go and emit an Event) →
 // handler.go (the handler's goroutine) → controller.go (onEvent: the
 // predicates pass it, enqueue queues its Key) → queue.go (Add, then a
 // worker's Get) → worker.go (processNext, handle, reconcileKey: a copy of

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/share"
@@ -28,10 +29,13 @@ import (
 //	err = pods.WaitForSync(ctx)
 //	pod, ok := pods.Get("default", "web-0") // shared: do not modify
 //
-// Model: list in pages of 500, then watch with bookmarks, resuming from the
-// newest resourceVersion seen; a watch lasts 5 to 10 minutes at random. When
-// that resourceVersion is gone (410), list again and report only what
-// changed. An object that stops decoding into T keeps its last good copy
+// Model: list, then watch with bookmarks, resuming from the newest
+// resourceVersion seen; a watch lasts 5 to 10 minutes at random, and the
+// client ends one that overstays that by 10% (at most 30 s) plus 1 s. The
+// list is the watch-list stream (every object as an event, then the
+// changes, in one request), or where the server refuses that, pages of 500
+// and a watch (see list_watch.go). When that resourceVersion is gone
+// (410), list again and report only what changed. An object that stops decoding into T keeps its last good copy
 // until it decodes again or is deleted (see Undecodable). Failures are
 // logged, reported by Err and retried after 200ms doubling up to 30s (10s
 // for a missing CRD), less up to half at random, at least the server's
@@ -59,7 +63,13 @@ type Informer[T any] struct {
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.
 	healthy time.Duration
-	log     *slog.Logger
+	// watchFor is how long a watch asks to last: 0 means 5 to 10
+	// minutes at random; set in tests.
+	watchFor time.Duration
+	log      *slog.Logger
+	// paged: list in pages, not with the watch-list stream (the server
+	// refused it, or $KUBE_FEATURE_WatchListClient is false).
+	paged atomic.Bool
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.

@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ const (
 
 // run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
 func (i *Informer[T]) run(ctx context.Context) {
+	if !watchListClient() {
+		i.paged.Store(true)
+	}
 	i.mu.Lock()
 	i.ctx = ctx
 	for _, h := range i.handlers {
@@ -49,6 +53,15 @@ func (i *Informer[T]) run(ctx context.Context) {
 	i.mu.Unlock()
 	i.wg.Wait()
 }
+
+// watchListClient reports whether informers first sync with the
+// watch-list stream: unless $KUBE_FEATURE_WatchListClient, client-go's
+// switch for the same, is false.
+var watchListClient = sync.OnceValue(func() bool {
+	env := os.Getenv("KUBE_FEATURE_WatchListClient")
+	on, err := strconv.ParseBool(env)
+	return on || err != nil
+})
 
 // resyncEvery re-delivers every object as an Updated event with Resync set.
 func (i *Informer[T]) resyncEvery(ctx context.Context) {
@@ -71,13 +84,16 @@ func (i *Informer[T]) resyncEvery(ctx context.Context) {
 }
 
 // listWatch keeps the store equal to the server's objects in w's namespace
-// until ctx ends; it lists again only when the watch's resourceVersion is gone.
+// until ctx ends; it lists again only when the watch's resourceVersion is
+// gone. A list is the watch-list stream (watchList) unless the server
+// refused it (then i.paged): a list in pages, then a watch.
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 	fails := 0
 	relist := true
 	for ctx.Err() == nil {
 		listed := relist
-		if relist {
+		streamed := relist && !i.paged.Load()
+		if relist && !streamed {
 			if err := i.list(ctx, w); err != nil {
 				fails++
 				i.retry(ctx, w, "list", err, fails)
@@ -86,7 +102,24 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 			relist = false
 		}
 		start := time.Now()
-		err := i.watchOnce(ctx, w)
+		var err error
+		if streamed {
+			var synced bool
+			synced, err = i.watchList(ctx, w)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case !synced && i.refused(err):
+				continue // at once, in pages
+			case !synced:
+				fails++
+				i.retry(ctx, w, "list", err, fails)
+				continue
+			}
+			relist = false
+		} else {
+			err = i.watchOnce(ctx, w)
+		}
 		healthy := time.Since(start) >= i.healthy
 		switch {
 		case ctx.Err() != nil:
@@ -185,49 +218,31 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	}
 }
 
-// keyed is the decodeError of an object a list could not decode. One
-// without a key (not even its metadata decoded) is logged: the list then
-// deletes no object from the cache, as any might be that one.
-func (i *Informer[T]) keyed(err error) *decodeError {
-	de, ok := errors.AsType[*decodeError](err)
-	if ok && de.Name != "" {
-		return de
-	}
-	i.log.Warn("kctl: cache could not decode an object, not even its metadata: "+
-		"this list deletes no object from the cache",
-		"resource", i.res.String(), "err", err)
-	return &decodeError{err: err}
-}
-
-// stored makes the store's objects of w's namespace a list's result,
-// listed at resourceVersion rv, and tells the handlers what changed.
-func (i *Informer[T]) stored(w *watchState, all []*T, bad []*decodeError, rv string) {
-	i.mu.Lock()
-	initial := !w.synced
-	before := maps.Clone(i.store.bad)
-	i.store.replace(w.opts.Namespace, all, bad, func(t EventType, obj, old *T) {
-		e := Event[T]{Type: t, Object: obj, Old: old}
-		e.Initial = initial
-		e.Relisted = !initial
-		i.emitLocked(e)
-	})
-	report := i.badChangesLocked(before)
-	w.rv = rv
-	w.synced = true
-	w.err = nil
-	i.notifyLocked()
-	i.mu.Unlock()
-	report()
-}
-
-// watchOnce applies the events of one watch from w.rv: nil if the server ended it cleanly.
+// watchOnce applies the events of one watch from w.rv: nil if the server
+// ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
-	stream, err := i.client.watch(ctx, w.opts, w.rv, 5*time.Minute+rand.N(5*time.Minute))
+	timeout := i.watchTimeout()
+	stream, err := i.client.watch(ctx, w.opts, w.rv, timeout)
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
 	i.setErr(w, nil)
+	return i.follow(w, stream)
+}
+
+// watchTimeout is how long a watch asks the server to last.
+func (i *Informer[T]) watchTimeout() time.Duration {
+	if i.watchFor > 0 {
+		return i.watchFor
+	}
+	return 5*time.Minute + rand.N(5*time.Minute)
+}
+
+// follow applies the events of stream until it ends: nil if the server
+// ended it cleanly.
+func (i *Informer[T]) follow(w *watchState, stream *watchStream[T]) error {
+	var err error
 	for err == nil {
 		var e watchEvent[T]
 		e, err = stream.Next()
@@ -241,117 +256,138 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 	return err
 }
 
-// apply stores one watch event and tells the handlers; an ERROR event is
-// returned. An object that does not decode is applied by applyUndecodable if
-// its key is known; an event without a key or of unknown type is logged and skipped.
-func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
-	if e.Type == "ERROR" && e.Status != nil {
-		return fmt.Errorf("kctl: the watch of %s ended with an error: %w", i.res, &apierrors.StatusError{ErrStatus: *e.Status})
+// watchList is a list and a watch in one request, the watch-list stream
+// (Client.watchList): it collects the initial events as list does its
+// pages, stores them as a list's result once the bookmark that ends them
+// comes (synced), then follows the changes as watchOnce does. It holds no
+// list page: each object is decoded, readied and shared as it comes.
+// Before synced, err may be the server refusing the stream (refused).
+func (i *Informer[T]) watchList(
+	ctx context.Context,
+	w *watchState,
+) (synced bool, err error) {
+	timeout := i.watchTimeout()
+	start := time.Now()
+	stream, err := i.client.watchList(ctx, w.opts, timeout)
+	if err != nil {
+		return false, err
 	}
-	bad, isBad := errors.AsType[*decodeError](e.Err)
-	if isBad && bad.Name != "" && (e.Type == "ADDED" || e.Type == "MODIFIED" || e.Type == "DELETED") {
-		i.applyUndecodable(w, e.Type, bad)
-		return nil
-	}
-	bookmark := e.Type == "BOOKMARK"
-	if e.Err != nil || e.Object == nil || !bookmark && metaOf(e.Object).GetName() == "" ||
-		!bookmark && e.Type != "ADDED" && e.Type != "MODIFIED" && e.Type != "DELETED" {
-		i.log.Warn("kctl: cache skipped a watch event it could not decode or of unknown type",
-			"resource", i.res.String(), "event", e.Type, "err", e.Err)
-		return nil
-	}
-	obj := e.Object
-	m := metaOf(e.Object)
-	if !bookmark {
-		i.transform(obj)
-	}
-	if !bookmark && e.Type != "DELETED" { // a deleted object is not stored: nothing to share with
-		i.sharer.Share(obj)
-	}
-	k := objKey{m.GetNamespace(), m.GetName()}
-	wasBad := false
-	i.mu.Lock()
-	switch {
-	case bookmark:
-	case e.Type == "DELETED":
-		if i.store.remove(k.namespace, k.name) {
-			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
+	events, stop := readAhead(stream)
+	defer stop()
+	var all []*T
+	var bad []*decodeError
+	for {
+		r := <-events
+		e := r.event
+		err := r.err
+		if err == io.EOF && time.Since(start) >= timeout {
+			err = errNoInitialEventsEnd
 		}
-	default:
-		_, wasBad = i.store.bad[k]
-		if t, old, changed := i.store.put(obj); changed { // else a duplicate
-			i.emitLocked(Event[T]{Type: t, Object: obj, Old: old})
+		if err != nil {
+			return false, err
 		}
-	}
-	if rv := m.GetResourceVersion(); rv != "" {
-		w.rv = rv
-	}
-	i.notifyLocked()
-	i.mu.Unlock()
-	if wasBad {
-		i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", keyOf(m))
-	}
-	return nil
-}
-
-// applyUndecodable applies a watch event whose object does not decode into
-// T but whose key is known. A delete removes the object's last good copy,
-// if any, and tells the handlers (Deleted, with that copy); an add or update
-// keeps it and marks the object undecodable, logged once per object.
-func (i *Informer[T]) applyUndecodable(w *watchState, typ string, bad *decodeError) {
-	k := objKey{bad.Namespace, bad.Name}
-	first := false
-	i.mu.Lock()
-	if typ == "DELETED" {
-		last, ok := i.store.get(k.namespace, k.name)
-		i.store.remove(k.namespace, k.name)
-		if ok {
-			i.emitLocked(Event[T]{Type: Deleted, Object: last})
-		}
-	} else {
-		first = i.store.markBad(k, bad)
-	}
-	if bad.ResourceVersion != "" {
-		w.rv = bad.ResourceVersion
-	}
-	i.notifyLocked()
-	i.mu.Unlock()
-	if first {
-		i.logUndecodable(bad)
-	}
-}
-
-// badChangesLocked compares the undecodable objects before a list with
-// the store's now, and returns a function that logs, once per object, each
-// one that stopped decoding or decodes again. Call it after unlocking mu.
-func (i *Informer[T]) badChangesLocked(before map[objKey]error) (report func()) {
-	var stopped []error
-	var again []string
-	for k, err := range i.store.bad {
-		if _, was := before[k]; !was {
-			stopped = append(stopped, err)
-		}
-	}
-	for k := range before {
-		_, still := i.store.bad[k]
-		if _, stored := i.store.get(k.namespace, k.name); !still && stored {
-			again = append(again, nsKey(k.namespace, k.name))
-		}
-	}
-	return func() {
-		for _, err := range stopped {
-			i.logUndecodable(err)
-		}
-		for _, key := range again {
-			i.log.Info("kctl: cache decodes an object again", "resource", i.res.String(), "object", key)
+		obj := e.Object
+		switch {
+		case e.Type == "ERROR" && e.Status != nil:
+			return false, i.apply(w, e)
+		case e.Type == "BOOKMARK" && initialEventsEnd(obj):
+			rv := metaOf(obj).GetResourceVersion()
+			i.stored(w, all, bad, rv)
+			all = nil
+			return true, i.follow(w, stream)
+		case e.Type == "BOOKMARK":
+		case e.Type == "ADDED" && e.Err == nil:
+			i.transform(obj)
+			i.sharer.Share(obj)
+			all = append(all, obj)
+		case e.Type == "ADDED":
+			bad = append(bad, i.keyed(e.Err))
+		default:
+			return false, fmt.Errorf("kctl: the watch-list "+
+				"stream of %s sent a %s event before "+
+				"the end of its initial events", i.res, e.Type)
 		}
 	}
 }
 
-// logUndecodable logs that an object does not decode into T (err names it).
-func (i *Informer[T]) logUndecodable(err error) {
-	i.log.Warn("kctl: cache could not decode an object: it keeps the object's last good copy, if any, "+
-		"until the object decodes again or is deleted; fix the object or the Go type", "resource", i.res.String(), "err", err)
+// readEvent is one event read ahead, or the error that ended the stream.
+type readEvent[T any] struct {
+	event watchEvent[T]
+	err   error
+}
+
+// readAhead reads and decodes the initial events of a watch-list stream
+// in a goroutine of its own, up to 64 ahead of the caller, so that the
+// objects of one are decoded while those before are readied (as list's
+// pages are). It stops after an error or an event that ends the initial
+// ones. stop closes the stream and waits for the goroutine: call it once
+// done with the stream; the stream is the caller's once that event came.
+func readAhead[T any](
+	stream *watchStream[T],
+) (events <-chan readEvent[T], stop func()) {
+	ch := make(chan readEvent[T], 64)
+	done := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		for {
+			var r readEvent[T]
+			r.event, r.err = stream.Next()
+			select {
+			case ch <- r:
+			case <-done:
+				return
+			}
+			typ := r.event.Type
+			more := typ == "ADDED" ||
+				typ == "BOOKMARK" &&
+					!initialEventsEnd(r.event.Object)
+			if r.err != nil || !more {
+				return
+			}
+		}
+	})
+	stop = func() {
+		close(done)
+		stream.Close()
+		reader.Wait()
+	}
+	return ch, stop
+}
+
+// errNoInitialEventsEnd: a watch-list stream lasted its whole timeout
+// without the bookmark that ends the initial events. The server ignores
+// sendInitialEvents (older than Kubernetes 1.27): refused.
+var errNoInitialEventsEnd = errors.New("kctl: the watch-list stream " +
+	"ended at its timeout without the bookmark that ends " +
+	"its initial events: the server ignores sendInitialEvents")
+
+// initialEventsEnd reports whether obj, a bookmark's, marks the end of a
+// watch-list stream's initial events.
+func initialEventsEnd[T any](obj *T) bool {
+	if obj == nil {
+		return false
+	}
+	a := metaOf(obj).GetAnnotations()
+	return a[metav1.InitialEventsAnnotationKey] == "true"
+}
+
+// refused reports whether err is the server refusing the watch-list
+// stream: 422 Invalid or 400 Bad Request when its WatchList feature is
+// off, or errNoInitialEventsEnd. The informer then lists in pages from
+// now on, and logs it once.
+func (i *Informer[T]) refused(err error) bool {
+	isRefusal := apierrors.IsInvalid(err) ||
+		apierrors.IsBadRequest(err) ||
+		errors.Is(err, errNoInitialEventsEnd)
+	if !isRefusal {
+		return false
+	}
+	if i.paged.CompareAndSwap(false, true) {
+		msg := "kctl: the API server refused the watch-list " +
+			"stream; the cache lists in pages instead"
+		i.log.Info(msg, "resource", i.name, "err", err)
+	}
+	return true
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,13 +45,18 @@ var syncers = map[string]syncer{
 
 // syncStacks is the order of the sync table: the podcount stacks, kctl and
 // controller-runtime each followed by its variant with the other's
-// managedFields policy when the other is measured too.
+// managedFields policy when the other is measured too, and kctl by
+// kctl-paged (its first sync in pages, not the watch-list stream) and
+// kctl-metadata (the Pods' metadata only).
 func syncStacks(stacks []string) []string {
 	variant := map[string][2]string{"kctl": {"kctl-keep-managedfields", "controller-runtime"},
 		"controller-runtime": {"controller-runtime-strip-managedfields", "kctl"}}
 	var out []string
 	for _, s := range stacks {
 		out = append(out, s)
+		if s == "kctl" {
+			out = append(out, "kctl-paged", "kctl-metadata")
+		}
 		if v, ok := variant[s]; ok && slices.Contains(stacks, v[1]) {
 			out = append(out, v[0])
 		}
@@ -113,8 +120,24 @@ type syncResult struct {
 	Seconds      float64 `json:"seconds"`        // from making the cache to synced with every Added event handled
 	HeapMB       float64 `json:"heap_mb"`        // HeapAlloc after GC, minus before
 	TotalAllocMB float64 `json:"total_alloc_mb"` // TotalAlloc after, minus before
+	PeakRSSMB    float64 `json:"peak_rss_mb"`    // the process's peak resident set (VmHWM) when synced
 	Objects      int     `json:"objects"`
 	Events       int64   `json:"events"`
+}
+
+// peakRSS is the process's peak resident set size in MB (VmHWM).
+func peakRSS() (float64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 64)
+			return n * 1024 / 1e6, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // syncChild is `benchrun sync-child`: one measurement in a fresh process.
@@ -158,11 +181,15 @@ func syncChild(args []string) error {
 		return fmt.Errorf("%s: handler got %d of %d Added events", *stack, events.Load(), *want)
 	}
 	took := time.Since(start)
+	peak, err := peakRSS()
+	if err != nil {
+		return err
+	}
 	after := memStats()
 	res := syncResult{Stack: *stack, Seconds: took.Seconds(),
 		HeapMB:       (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / 1e6,
-		TotalAllocMB: float64(after.TotalAlloc-before.TotalAlloc) / 1e6,
-		Objects:      objects(), Events: events.Load()}
+		TotalAllocMB: float64(after.TotalAlloc-before.TotalAlloc) / 1e6, PeakRSSMB: peak,
+		Objects: objects(), Events: events.Load()}
 	if *profile != "" {
 		f, err := os.Create(*profile)
 		if err != nil {
@@ -244,7 +271,8 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 			if r.Objects != want {
 				return nil, fmt.Errorf("sync child %s cached %d Pods, want %d", st, r.Objects, want)
 			}
-			env.progress("sync run %d %-18s %.2f s, heap %.1f MB, alloc %.1f MB", run+1, st, r.Seconds, r.HeapMB, r.TotalAllocMB)
+			env.progress("sync run %d %-18s %.2f s, heap %.1f MB, alloc %.1f MB, peak RSS %.1f MB",
+				run+1, st, r.Seconds, r.HeapMB, r.TotalAllocMB, r.PeakRSSMB)
 			out[st] = append(out[st], r)
 		}
 	}
@@ -272,31 +300,46 @@ func (env *env) describePod(ctx context.Context) error {
 }
 
 func syncTable(env *env, res map[string][]syncResult) (string, []target) {
-	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "runs"}}
-	med := map[string][3]float64{}
-	sums := map[string][3]summary{}
+	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "peak RSS (MB)", "runs"}}
+	med := map[string][4]float64{}
+	sums := map[string][4]summary{}
 	for _, st := range syncStacks(env.stacks) {
-		var sec, heap, alloc []float64
+		var sec, heap, alloc, rss []float64
 		for _, r := range res[st] {
 			sec, heap, alloc = append(sec, r.Seconds), append(heap, r.HeapMB), append(alloc, r.TotalAllocMB)
+			rss = append(rss, r.PeakRSSMB)
 		}
-		s, h, a := summarize(sec), summarize(heap), summarize(alloc)
-		med[st], sums[st] = [3]float64{s.median, h.median, a.median}, [3]summary{s, h, a}
-		t.add(st, s.format(2), h.format(1), a.format(1), fmt.Sprint(s.n))
+		s, h, a, p := summarize(sec), summarize(heap), summarize(alloc), summarize(rss)
+		med[st], sums[st] = [4]float64{s.median, h.median, a.median, p.median}, [4]summary{s, h, a, p}
+		t.add(st, s.format(2), h.format(1), a.format(1), p.format(1), fmt.Sprint(s.n))
 	}
 	for _, other := range []string{"controller-runtime", "controller-runtime-strip-managedfields", "client-go"} {
 		k, o := med["kctl"], med[other]
 		if _, ok := res["kctl"]; !ok || len(res[other]) == 0 {
 			continue
 		}
-		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), "")
+		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), ratio(k[3], o[3]), "")
 	}
-	if len(res["kctl"]) > 0 && len(res["kctl-base"]) > 0 {
-		k, b := sums["kctl"], sums["kctl-base"]
-		t.add("kctl / kctl-base", versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), "")
+	for _, base := range []string{"kctl-paged", "kctl-base"} {
+		if len(res["kctl-metadata"]) > 0 && base == "kctl-paged" {
+			m := med["kctl-metadata"]
+			k := med["kctl"]
+			t.add("kctl-metadata / kctl", ratio(m[0], k[0]), ratio(m[1], k[1]), ratio(m[2], k[2]), ratio(m[3], k[3]), "")
+		}
+		if len(res["kctl"]) > 0 && len(res[base]) > 0 {
+			k, b := sums["kctl"], sums[base]
+			t.add("kctl / "+base, versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), versus(k[3], b[3]), "")
+		}
 	}
 	var ts []target
-	k, cr := med["kctl"], med["controller-runtime"]
+	k, cr, paged := med["kctl"], med["controller-runtime"], med["kctl-paged"]
+	streamed := len(res["kctl"]) > 0 && len(res["kctl-paged"]) > 0
+	ts = append(ts,
+		target{"sync: peak RSS of the watch-list stream vs kctl's paged list", "<= 0.6x", ratio(k[3], paged[3]), streamed && k[3] <= 0.6*paged[3], streamed},
+		target{"sync: time to synced of the watch-list stream vs kctl's paged list", "<= 1.0x", ratio(k[0], paged[0]), streamed && k[0] <= paged[0], streamed})
+	m := med["kctl-metadata"]
+	metaKnown := len(res["kctl"]) > 0 && len(res["kctl-metadata"]) > 0
+	ts = append(ts, target{"sync: retained heap of the Pods' metadata vs whole Pods", "<= 0.2x", ratio(m[1], k[1]), metaKnown && m[1] <= 0.2*k[1], metaKnown})
 	known := len(res["kctl"]) > 0 && len(res["controller-runtime"]) > 0
 	ts = append(ts,
 		target{"sync: retained heap vs controller-runtime", "<= 0.5x", ratio(k[1], cr[1]), known && k[1] <= 0.5*cr[1], known},

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/kctl-dev/kctl"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -13,6 +15,41 @@ func init() {
 	syncers["kctl"] = syncKctl(kctl.CacheOptions{})
 	// kctl with managedFields kept, as the other stacks keep them by default.
 	syncers["kctl-keep-managedfields"] = syncKctl(kctl.CacheOptions{KeepManagedFields: true})
+	// kctl's first sync as a list in pages then a watch, not the watch-list
+	// stream (client-go's switch, which kctl reads too).
+	syncers["kctl-metadata"] = syncKctlMetadata
+	paged := syncKctl(kctl.CacheOptions{})
+	syncers["kctl-paged"] = func(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+		if err := os.Setenv("KUBE_FEATURE_WatchListClient", "false"); err != nil {
+			return nil, err
+		}
+		return paged(ctx, cfg, added)
+	}
+}
+
+// syncKctlMetadata is kctl caching the Pods' metadata only
+// (MetadataInformerFor), as a controller that Owns them to find their
+// owner and count them needs.
+func syncKctlMetadata(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
+	conn, err := kctl.NewConn(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := kctl.NewCache(conn, kctl.CacheOptions{})
+	inf, err := kctl.MetadataInformerFor[corev1.Pod](c)
+	if err != nil {
+		return nil, err
+	}
+	inf.AddHandler(func(ev kctl.Event[metav1.PartialObjectMetadata]) {
+		if ev.Type == kctl.Added {
+			added()
+		}
+	})
+	go c.Start(ctx)
+	if err := inf.WaitForSync(ctx); err != nil {
+		return nil, fmt.Errorf("kctl metadata cache did not sync: %w", err)
+	}
+	return func() int { n, _ := inf.Stats(); return n }, nil
 }
 
 func syncKctl(opts kctl.CacheOptions) syncer {

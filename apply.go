@@ -1,0 +1,201 @@
+package kctl
+
+// How the informer writes to its store: a list's result (stored) and a
+// watch's events (apply), told to the handlers in store order, and the
+// objects that stop or start decoding into T. list_watch.go calls them.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// keyed is the decodeError of an object a list could not decode. One
+// without a key (not even its metadata decoded) is logged: the list then
+// deletes no object from the cache, as any might be that one.
+func (i *Informer[T]) keyed(err error) *decodeError {
+	de, ok := errors.AsType[*decodeError](err)
+	if ok && de.Name != "" {
+		return de
+	}
+	msg := "kctl: cache could not decode an object, " +
+		"not even its metadata: " +
+		"this list deletes no object from the cache"
+	i.log.Warn(msg, "resource", i.name, "err", err)
+	return &decodeError{err: err}
+}
+
+// stored makes the store's objects of w's namespace a list's result,
+// listed at resourceVersion rv, and tells the handlers what changed.
+func (i *Informer[T]) stored(
+	w *watchState,
+	all []*T,
+	bad []*decodeError,
+	rv string,
+) {
+	i.mu.Lock()
+	initial := !w.synced
+	before := maps.Clone(i.store.bad)
+	emit := func(t EventType, obj, old *T) {
+		e := Event[T]{Type: t, Object: obj, Old: old}
+		e.Initial = initial
+		e.Relisted = !initial
+		i.emitLocked(e)
+	}
+	ns := w.opts.Namespace
+	i.store.replace(ns, all, bad, emit)
+	report := i.badChangesLocked(before)
+	w.rv = rv
+	w.synced = true
+	w.err = nil
+	i.notifyLocked()
+	i.mu.Unlock()
+	report()
+}
+
+// apply stores one watch event and tells the handlers; an ERROR event is
+// returned. An object that does not decode is applied by applyUndecodable
+// if its key is known; an event without a key or of unknown type is
+// logged and skipped.
+func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
+	if e.Type == "ERROR" && e.Status != nil {
+		se := &apierrors.StatusError{ErrStatus: *e.Status}
+		return fmt.Errorf("kctl: the watch of %s "+
+			"ended with an error: %w", i.res, se)
+	}
+	change := e.Type == "ADDED" ||
+		e.Type == "MODIFIED" ||
+		e.Type == "DELETED"
+	bad, isBad := errors.AsType[*decodeError](e.Err)
+	if isBad && bad.Name != "" && change {
+		i.applyUndecodable(w, e.Type, bad)
+		return nil
+	}
+	bookmark := e.Type == "BOOKMARK"
+	broken := e.Err != nil || e.Object == nil
+	if !broken && !bookmark {
+		noName := metaOf(e.Object).GetName() == ""
+		broken = noName || !change
+	}
+	if broken {
+		msg := "kctl: cache skipped a watch event " +
+			"it could not decode or of unknown type"
+		i.log.Warn(msg, "resource", i.name,
+			"event", e.Type, "err", e.Err)
+		return nil
+	}
+	obj := e.Object
+	m := metaOf(e.Object)
+	if !bookmark {
+		i.transform(obj)
+	}
+	// a deleted object is not stored: nothing to share with
+	if !bookmark && e.Type != "DELETED" {
+		i.sharer.Share(obj)
+	}
+	k := objKey{m.GetNamespace(), m.GetName()}
+	wasBad := false
+	i.mu.Lock()
+	switch {
+	case bookmark:
+	case e.Type == "DELETED":
+		if i.store.remove(k.namespace, k.name) {
+			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
+		}
+	default:
+		_, wasBad = i.store.bad[k]
+		t, old, changed := i.store.put(obj)
+		if changed { // else a duplicate
+			ev := Event[T]{Type: t, Object: obj, Old: old}
+			i.emitLocked(ev)
+		}
+	}
+	if rv := m.GetResourceVersion(); rv != "" {
+		w.rv = rv
+	}
+	i.notifyLocked()
+	i.mu.Unlock()
+	if wasBad {
+		i.logDecodesAgain(keyOf(m))
+	}
+	return nil
+}
+
+// applyUndecodable applies a watch event whose object does not decode into
+// T but whose key is known. A delete removes the object's last good copy,
+// if any, and tells the handlers (Deleted, with that copy); an add or update
+// keeps it and marks the object undecodable, logged once per object.
+func (i *Informer[T]) applyUndecodable(
+	w *watchState,
+	typ string,
+	bad *decodeError,
+) {
+	k := objKey{bad.Namespace, bad.Name}
+	first := false
+	i.mu.Lock()
+	if typ == "DELETED" {
+		last, ok := i.store.get(k.namespace, k.name)
+		i.store.remove(k.namespace, k.name)
+		if ok {
+			i.emitLocked(Event[T]{Type: Deleted, Object: last})
+		}
+	} else {
+		first = i.store.markBad(k, bad)
+	}
+	if bad.ResourceVersion != "" {
+		w.rv = bad.ResourceVersion
+	}
+	i.notifyLocked()
+	i.mu.Unlock()
+	if first {
+		i.logUndecodable(bad)
+	}
+}
+
+// badChangesLocked compares the undecodable objects before a list with
+// the store's now, and returns a function that logs, once per object, each
+// one that stopped decoding or decodes again. Call it after unlocking mu.
+func (i *Informer[T]) badChangesLocked(
+	before map[objKey]error,
+) (report func()) {
+	var stopped []error
+	var again []string
+	for k, err := range i.store.bad {
+		if _, was := before[k]; !was {
+			stopped = append(stopped, err)
+		}
+	}
+	for k := range before {
+		_, still := i.store.bad[k]
+		_, stored := i.store.get(k.namespace, k.name)
+		if !still && stored {
+			key := nsKey(k.namespace, k.name)
+			again = append(again, key)
+		}
+	}
+	return func() {
+		for _, err := range stopped {
+			i.logUndecodable(err)
+		}
+		for _, key := range again {
+			i.logDecodesAgain(key)
+		}
+	}
+}
+
+// logDecodesAgain logs that the object key decodes into T again.
+func (i *Informer[T]) logDecodesAgain(key string) {
+	msg := "kctl: cache decodes an object again"
+	i.log.Info(msg, "resource", i.name, "object", key)
+}
+
+// logUndecodable logs that an object does not decode into T (err names it).
+func (i *Informer[T]) logUndecodable(err error) {
+	msg := "kctl: cache could not decode an object: " +
+		"it keeps the object's last good copy, if any, " +
+		"until the object decodes again or is deleted; " +
+		"fix the object or the Go type"
+	i.log.Warn(msg, "resource", i.name, "err", err)
+}

@@ -1,0 +1,158 @@
+package kctl
+
+// The watch stream: one watch response read event by event, each object
+// decoded into *T by the codec (codec.go). A protobuf watch is frames of a
+// 4-byte big-endian length and a metav1.WatchEvent; a JSON one, a stream
+// of JSON objects.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/kctl-dev/kctl/internal/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// watchEvent is one decoded watch event.
+type watchEvent[T any] struct {
+	// Type is "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR".
+	Type string
+	// Object is nil for ERROR and when Err is set.
+	Object *T
+	// Status is the server's status for ERROR.
+	Status *metav1.Status
+	// Err: this event's object failed to decode; the stream goes on.
+	Err error
+}
+
+// bigEvent is the size of a JSON watch event after which the stream's
+// decoder, whose buffer only grows, is made again.
+const bigEvent = 16 << 10
+
+// watchStream reads one watch response. Close may be called concurrently
+// with Next (it unblocks Next); Next is not for concurrent use.
+type watchStream[T any] struct {
+	c     codec[T]
+	body  io.ReadCloser
+	proto bool
+	// dec decodes JSON watches; it is made again after a bigEvent.
+	dec *json.Decoder
+}
+
+func newWatchStream[T any](
+	c codec[T],
+	contentType string,
+	body io.ReadCloser,
+) *watchStream[T] {
+	w := &watchStream[T]{
+		c:     c,
+		body:  body,
+		proto: isProto(contentType),
+	}
+	if !w.proto {
+		w.dec = json.NewDecoder(body)
+	}
+	return w
+}
+
+// Next returns the next event; an error ends the stream (io.EOF: closed
+// cleanly). An event whose object cannot be decoded has Err set.
+func (w *watchStream[T]) Next() (watchEvent[T], error) {
+	if !w.proto {
+		return w.nextJSON()
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
+		return watchEvent[T]{}, w.broke(err)
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > maxFrame {
+		err := fmt.Errorf("frame of %d bytes is over the %d limit",
+			n, maxFrame)
+		return watchEvent[T]{}, w.broke(err)
+	}
+	// A buffer of the pool (conn.go), given back once the event is
+	// decoded: a watch that kept its own would hold one as large as the
+	// largest event it has carried, namespaces x largest object in all.
+	buf := bodies.Get().(*bytes.Buffer)
+	defer putBody(buf)
+	buf.Reset()
+	buf.Grow(n)
+	frame := buf.AvailableBuffer()[:n]
+	if _, err := io.ReadFull(w.body, frame); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		err = fmt.Errorf("truncated frame of %d bytes: %w", n, err)
+		return watchEvent[T]{}, w.broke(err)
+	}
+	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
+	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
+	typ, errType := protowire.Field(frame, 1)
+	ext, _ := protowire.Field(frame, 2)
+	object, errObject := protowire.Field(ext, 1)
+	if err := errors.Join(errType, errObject); err != nil {
+		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
+			w.c.res, err)
+		return watchEvent[T]{Err: err}, nil
+	}
+	return w.c.event(string(typ), object, mediaProtobuf), nil
+}
+
+// nextJSON is Next of a JSON watch.
+func (w *watchStream[T]) nextJSON() (watchEvent[T], error) {
+	var ev struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := w.dec.Decode(&ev); err != nil {
+		return watchEvent[T]{}, w.broke(err)
+	}
+	if len(ev.Object) > bigEvent {
+		// what it read ahead, then the rest
+		ahead := w.dec.Buffered()
+		rest := io.MultiReader(ahead, w.body)
+		w.dec = json.NewDecoder(rest)
+	}
+	return w.c.event(ev.Type, ev.Object, mediaJSON), nil
+}
+
+// broke is the error that ends a stream: io.EOF for a clean end.
+func (w *watchStream[T]) broke(err error) error {
+	if err == io.EOF {
+		return err
+	}
+	return fmt.Errorf("kctl: watch of %s broke: %w", w.c.res, err)
+}
+
+// event decodes one watch event's object, of Content-Type ct.
+func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
+	ev := watchEvent[T]{Type: typ}
+	switch typ {
+	case "ERROR":
+		if st, ok := decodeStatus(ct, raw); ok {
+			ev.Status = st
+		} else {
+			ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
+				"an ERROR event without a Status", c.res)
+		}
+	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
+		// a protobuf event's object is enveloped
+		obj, err := c.decode(ct, raw)
+		if err != nil {
+			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
+		}
+		ev.Object = obj
+	default:
+		ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
+			"an event of unknown type %q", c.res, typ)
+	}
+	return ev
+}
+
+// Close ends the stream and releases its connection.
+func (w *watchStream[T]) Close() error { return w.body.Close() }
