@@ -98,19 +98,11 @@ func (c *Controller[T]) patchFinalizers(
 	obj *T,
 	list []string,
 ) error {
-	m := metaOf(obj)
-	// [] rather than null: the same on the server, clearer in audit logs
-	finalizers := append([]string{}, list...)
-	patch := map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": m.GetResourceVersion(),
-			"finalizers":      finalizers,
-		},
-	}
-	data, err := json.Marshal(patch)
+	data, err := finalizerPatch(obj, list)
 	if err != nil {
-		return fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
+		return err
 	}
+	m := metaOf(obj)
 	ns := m.GetNamespace()
 	name := m.GetName()
 	out, err := c.client.patch(ctx, ns, name,
@@ -175,13 +167,9 @@ func RemoveFinalizer[T any](
 	return true, nil
 }
 
-// setFinalizers is patchFinalizers through an ObjectClient.
-func setFinalizers[T any](
-	ctx context.Context,
-	c ObjectClient[T],
-	obj *T,
-	list []string,
-) error {
+// finalizerPatch is the JSON merge patch that sets obj's finalizers to
+// list and carries obj's resourceVersion.
+func finalizerPatch[T any](obj *T, list []string) ([]byte, error) {
 	m := metaOf(obj)
 	// [] rather than null: the same on the server, clearer in audit logs
 	finalizers := append([]string{}, list...)
@@ -193,7 +181,21 @@ func setFinalizers[T any](
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
+		return nil, fmt.Errorf("kctl: encoding a finalizer patch: %w", err)
+	}
+	return data, nil
+}
+
+// setFinalizers is patchFinalizers through an ObjectClient.
+func setFinalizers[T any](
+	ctx context.Context,
+	c ObjectClient[T],
+	obj *T,
+	list []string,
+) error {
+	data, err := finalizerPatch(obj, list)
+	if err != nil {
+		return err
 	}
 	return c.Patch(ctx, obj, MergePatch, data, PatchOptions{})
 }
