@@ -22,10 +22,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,37 +50,21 @@ type Widget struct {
 var _ = kctl.Declare[Widget](kctl.Resource{Group: "example.kctl.dev", Version: "v1", Kind: "Widget", Namespaced: true})
 
 func main() {
-	// kubebuilder's flags, so that its manifests and habits carry over.
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
-	metricsAddr := flag.String("metrics-bind-address", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8443" with --metrics-secure in a Pod)`)
-	metricsSecure := flag.Bool("metrics-secure", false, "serve /metrics over HTTPS to scrapers whose token may get /metrics (see rbac.yaml)")
-	metricsCerts := flag.String("metrics-cert-path", "", "directory of tls.crt and tls.key for --metrics-secure; default: a self-signed certificate")
-	healthAddr := flag.String("health-probe-bind-address", "127.0.0.1:8081", `serve /healthz and /readyz here ("" turns it off)`)
-	leaderElect := flag.Bool("leader-elect", false, "reconcile only on the replica holding the Lease widgets (in the Pod's namespace)")
-	webhookCerts := flag.String("webhook-cert-path", "", `serve the webhooks on :9443 with tls.crt and tls.key of this directory ("" turns them off)`)
-	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
-	logFormat := flag.String("log-format", "text", "text or json")
+	f := newFlags(flag.CommandLine)
 	flag.Parse()
-	log, err := newLogger(*logLevel, *logFormat)
+	log, err := f.Logger(os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: *kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
-	if err == nil && *metricsSecure {
-		err = mgr.ServeSecureMetrics(*metricsAddr, *metricsCerts) // "" leaves it off
-	} else if err == nil {
-		err = mgr.ServeMetrics(*metricsAddr)
-	}
+	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: f.Kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
 	if err == nil {
-		err = mgr.ServeHealth(*healthAddr)
+		// Metrics, probes and leader election are off unless turned on; "" leaves a server off.
+		err = f.Serve(mgr, kctl.LeaderElection{Name: "widgets"})
 	}
-	if err == nil && *leaderElect {
-		err = mgr.ElectLeader(kctl.LeaderElection{Name: "widgets"})
-	}
-	if err == nil && *webhookCerts != "" {
+	if err == nil && f.webhookCertPath != "" {
 		var hooks *kctl.WebhookServer
-		hooks, err = mgr.ServeWebhooks(":9443", *webhookCerts) // on every replica, leader or not
+		hooks, err = mgr.ServeWebhooks(":9443", f.webhookCertPath) // on every replica, leader or not
 		if err == nil {
 			setupWebhooks(hooks)
 		}
@@ -96,21 +80,18 @@ func main() {
 	}
 }
 
-// newLogger is the logger --log-level and --log-format ask for.
-func newLogger(level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	err := l.UnmarshalText([]byte(level))
-	if err != nil {
-		return nil, fmt.Errorf("--log-level=%s: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format=%s: want text or json", format)
+// flags are crd's command-line flags: kubebuilder's, so that its manifests
+// and habits carry over, with --webhook-cert-path for its webhooks.
+type flags struct {
+	*kbflags.Flags
+	webhookCertPath string
+}
+
+// newFlags defines crd's flags on fs; main and the tests call it.
+func newFlags(fs *flag.FlagSet) *flags {
+	f := &flags{Flags: kbflags.Register(fs, "reconcile only on the replica holding the Lease widgets (in the Pod's namespace)")}
+	fs.StringVar(&f.webhookCertPath, "webhook-cert-path", "", `serve the webhooks on :9443 with tls.crt and tls.key of this directory ("" turns them off)`)
+	return f
 }
 
 // setup adds the widgets controller to mgr; the tests call it too.

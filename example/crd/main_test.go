@@ -3,7 +3,9 @@ package main
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	"github.com/kctl-dev/kctl/internal/certs"
 	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +132,23 @@ func TestCRD_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantGone(t, widgets, cms, ns, "rbac")
+}
+
+// TestCRD_DeploymentArgs_AreItsFlags parses deployment.yaml's args with
+// crd's own flags: a renamed flag fails here, not in the cluster, and the
+// logger they ask for can be made.
+func TestCRD_DeploymentArgs_AreItsFlags(t *testing.T) {
+	fs := flag.NewFlagSet("crd", flag.ContinueOnError)
+	f := newFlags(fs)
+	if err := kbflags.ParseDeploymentArgs(fs, "deployment.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Logger(io.Discard); err != nil {
+		t.Error(err)
+	}
+	if !f.MetricsSecure || f.MetricsAddr != ":8443" || f.HealthAddr != ":8081" || !f.LeaderElect || f.LogFormat != "json" || f.webhookCertPath != "/certs" {
+		t.Errorf("deployment.yaml's flags = %+v %+v, want secure metrics on :8443, probes on :8081, leader election, JSON logs, webhook certificate in /certs (the Secret's mount)", *f.Flags, *f)
+	}
 }
 
 // kubectl apply --dry-run=server: the API server validates every field

@@ -1,8 +1,9 @@
 // Command trigger reconciles from outside the cluster: it mirrors a web page
 // (--source) into ConfigMap "mirror" of one namespace, and runs when a POST
 // to /trigger arrives (a webhook), when a ticker sees the page change, or
-// when someone edits the mirror. Every source enqueues one fixed key, the
-// namespace itself: kctl reconciles only keys whose object exists.
+// when someone edits the mirror. It is a controller of keys
+// (kctl.NewKeyController): every source enqueues one key, which names the
+// mirror whether or not the mirror exists yet.
 //
 //	go run ./example/trigger --kubeconfig ~/.kube/config --source https://example.com/
 //	curl -X POST 127.0.0.1:8082/trigger && kubectl get configmap mirror -o yaml
@@ -76,26 +77,27 @@ func newFlags(fs *flag.FlagSet) *flags {
 
 // setup adds the trigger controller and its endpoint on ln to mgr; the tests call it too.
 func setup(mgr *kctl.Manager, ns, source string, ln net.Listener, ticks <-chan time.Time) error {
-	key := kctl.Key{Name: ns}                               // Namespaces are cluster-scoped: no key namespace
+	key := kctl.Key{Namespace: ns, Name: "mirror"}          // the one key: ConfigMap ns/mirror
 	cms := kctl.ClientFor[corev1.ConfigMap](mgr).Uncached() // our last write may not be cached yet: read the server
-	// The controller of Namespaces: reconcile reads the page and writes the mirror.
-	c := kctl.NewController(mgr, "trigger", func(ctx context.Context, _ *corev1.Namespace) (kctl.Result, error) {
+	// A controller of keys: reconcile reads the page and writes the ConfigMap
+	// the key names, which need not exist yet.
+	c := kctl.NewKeyController(mgr, "trigger", func(ctx context.Context, k kctl.Key) (kctl.Result, error) {
 		body, err := fetch(source)
 		if err != nil {
 			return kctl.Result{}, err // retried with backoff
 		}
-		mirror := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror"}}
+		mirror := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 		op, err := kctl.CreateOrUpdate(ctx, cms, mirror, func(cm *corev1.ConfigMap) error {
 			cm.Data = map[string]string{"source": source, "body": body}
 			return nil
 		})
-		t, _ := kctl.TriggerFrom(ctx) // why this reconcile runs: initial, manual, channel, mapped...
+		t, _ := kctl.TriggerFrom(ctx) // why this reconcile runs: manual, channel, mapped...
 		kctl.LoggerFrom(ctx).Info("mirrored", "trigger", t.Cause, "detail", t.Detail, "configMap", op)
 		return kctl.Result{}, err
 	})
-	// Of the Namespaces' own events, only those of namespace ns enqueue its key.
-	c.WithPredicates(func(e kctl.ObjectEvent) bool { return e.Object.GetName() == ns })
-	// Any change to ConfigMap mirror (an edit, a delete) maps to the fixed key: it is put back.
+	// The first reconcile: a key enqueued before the controller runs is kept until it does.
+	c.Enqueue(key)
+	// Any change to ConfigMap mirror (an edit, a delete) enqueues the key: it is put back.
 	kctl.Watches(c, func(cm *corev1.ConfigMap) []kctl.Key {
 		if cm.Namespace == ns && cm.Name == "mirror" {
 			return []kctl.Key{key}

@@ -82,7 +82,7 @@ func TestTrigger_EverySourceReconcilesTheFixedKey(t *testing.T) {
 	ns := env.Namespace(t)
 	src, ticks, endpoint := started(t, env, nil, ns)
 	cms := kctl.NewClient[corev1.ConfigMap](env.Conn)
-	wantMirror(t, cms, ns, "initial reconcile of the namespace", "v1")
+	wantMirror(t, cms, ns, "first reconcile, from the Enqueue before Start", "v1")
 
 	src.set("v2")
 	ticks <- time.Now() // the filter sees the change and lets the tick through
@@ -92,7 +92,7 @@ func TestTrigger_EverySourceReconcilesTheFixedKey(t *testing.T) {
 	post(t, endpoint)
 	wantMirror(t, cms, ns, "POST /trigger", "v3")
 
-	// An edit of the mirror maps to the fixed key: it is put back.
+	// An edit of the mirror enqueues the key (Watches): it is put back.
 	if err := kctl.RetryOnConflict(t.Context(), func() error {
 		cm, err := cms.Get(t.Context(), ns, "mirror")
 		if err != nil {
