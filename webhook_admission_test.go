@@ -66,7 +66,7 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 		g.Labels["defaulted"] = "true"
 		return nil
 	})
-	startManager(t, f.mgr)
+	f.start(t)
 	hook := func(name, path string) webhookConfig {
 		return webhookConfig{name: name, url: "https://" + f.addr + path, caBundle: f.ca.PEM(), ns: f.ns,
 			resource: "gadgets.webhook.kctl.dev", failurePolicy: "Fail", timeout: 10}
@@ -214,7 +214,7 @@ func untilDenied(t *testing.T, f *webhookFixture, ns string) {
 func TestWebhooks_RealAPIServer_FailurePolicyWhenDown(t *testing.T) {
 	f := newWebhookFixture(t)
 	denyConfigMapsNamedDeny(f)
-	startManager(t, f.mgr)
+	f.start(t)
 	down := "https://" + freeLoopbackAddr(t) + "/validate--v1-configmap" // nothing listens there
 	for _, policy := range []string{"Fail", "Ignore"} {
 		t.Run(policy, func(t *testing.T) {
@@ -248,7 +248,7 @@ func TestWebhooks_RealAPIServer_FailurePolicyWhenDown(t *testing.T) {
 func TestWebhooks_RealAPIServer_SlowWebhookHitsTimeout(t *testing.T) {
 	f := newWebhookFixture(t)
 	denyConfigMapsNamedDeny(f)
-	startManager(t, f.mgr)
+	f.start(t)
 	w := webhookConfig{name: "slow.kctl.dev", url: "https://" + f.addr + "/validate--v1-configmap",
 		caBundle: f.ca.PEM(), ns: f.ns, resource: "configmaps", failurePolicy: "Fail", timeout: 1}
 	defer applyWebhooks(t, f.cfg, "Validating", w.name, w)()

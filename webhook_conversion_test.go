@@ -72,7 +72,7 @@ func TestWebhooks_RealAPIServer_ConversionBetweenTwoVersions(t *testing.T) {
 			dst.Spec.Size = src.Spec.Replicas
 			return nil
 		})
-	startManager(t, f.mgr)
+	f.start(t)
 	defer testCRDAbsent(t, f.cfg, f.ns, "conversion.kctl.dev", "v2", "sprockets")()
 	if code, body := testRawRequest(t, f.cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", sprocketCRD("https://"+f.addr+"/convert", f.ca.PEM())); code != 201 {
 		t.Fatalf("creating the CRD: %d %s", code, body)
@@ -162,7 +162,7 @@ func TestConvert_ListInOneReview(t *testing.T) {
 	Convert(f.hooks,
 		func(src *sprocket, dst *sprocketV2) error { dst.Spec.Replicas = src.Spec.Size; return nil },
 		func(src *sprocketV2, dst *sprocket) error { dst.Spec.Size = src.Spec.Replicas; return nil })
-	startManager(t, f.mgr)
+	f.start(t)
 	review := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u-1",
 	 "desiredAPIVersion":"conversion.kctl.dev/v2","objects":[
 	  {"apiVersion":"conversion.kctl.dev/v1","kind":"Sprocket","metadata":{"name":"a","namespace":"n","labels":{"l":"1"}},"spec":{"size":1}},

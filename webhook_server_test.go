@@ -32,7 +32,7 @@ func TestWebhooks_RealAPIServer_CertificateRotatedOnDisk(t *testing.T) {
 		}
 		return nil, nil
 	})
-	startManager(t, f.mgr)
+	f.start(t)
 	w := webhookConfig{name: "rotate.kctl.dev", url: "https://" + f.addr + "/validate--v1-configmap",
 		caBundle: f.ca.PEM(), ns: f.ns, resource: "configmaps", failurePolicy: "Fail", timeout: 10}
 	defer applyWebhooks(t, f.cfg, "Validating", w.name, w)()
@@ -107,7 +107,7 @@ func TestWebhooks_BadReviews_Get4xx(t *testing.T) {
 	f := newWebhookFixture(t)
 	Validate(f.hooks, func(context.Context, AdmissionRequest[corev1.ConfigMap]) ([]string, error) { return nil, nil })
 	Convert(f.hooks, func(*sprocket, *sprocketV2) error { return nil }, func(*sprocketV2, *sprocket) error { return nil })
-	startManager(t, f.mgr)
+	f.start(t)
 	client := webhookClient(f.ca)
 	big := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","object":{"data":"` + strings.Repeat("x", 10<<20) + `"}}}`
 	for _, tc := range []struct {
@@ -158,7 +158,7 @@ func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
 	if _, err := f.mgr.ServeWebhooks(freeLoopbackAddr(t), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tls.crt") {
 		t.Errorf("ServeWebhooks without a certificate = %v, want an error naming tls.crt", err)
 	}
-	startManager(t, f.mgr)
+	f.start(t)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(f.ca.PEM())
 	eventually(t, "the webhook server listening", func() bool {

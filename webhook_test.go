@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -83,6 +84,20 @@ func newWebhookFixture(t *testing.T) *webhookFixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// start starts f's Manager and returns once its webhook server accepts
+// connections: a request sent before then is refused.
+func (f *webhookFixture) start(t *testing.T) {
+	t.Helper()
+	startManager(t, f.mgr)
+	eventually(t, "the webhook server listening", func() bool {
+		c, err := net.Dial("tcp", f.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 }
 
 // webhookConfig is one webhook of a Validating or MutatingWebhookConfiguration.
