@@ -39,7 +39,8 @@ import (
 // until it decodes again or is deleted (see Undecodable). Failures are
 // logged, reported by Err and retried after 200ms doubling up to 30s (10s
 // for a missing CRD), less up to half at random, at least the server's
-// Retry-After; a watch open for 10s resets the backoff.
+// Retry-After; a watch open for 10s resets the backoff. A periodic
+// resync (ResyncFor) is spread over the first half of its period.
 //
 // The zero Informer is unusable: get one from InformerFor. Most callers want
 // AddHandler, WaitForSync, then Get or List. Safe for concurrent use. The
