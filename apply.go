@@ -277,11 +277,12 @@ func sleepUntil(
 }
 
 // resyncKeys returns the keys of the stored objects, in order, if there
-// is a handler to tell and the informer is synced; else none.
+// is a handler to tell and the informer is synced; else none. It sorts
+// them after unlocking, so live changes wait only for the copy.
 func (i *Informer[T]) resyncKeys() []objKey {
 	i.mu.RLock()
-	defer i.mu.RUnlock()
 	if len(i.handlers) == 0 || !i.syncedLocked() {
+		i.mu.RUnlock()
 		return nil
 	}
 	keys := make([]objKey, 0, i.store.count)
@@ -290,6 +291,7 @@ func (i *Informer[T]) resyncKeys() []objKey {
 			keys = append(keys, objKey{ns, name})
 		}
 	}
+	i.mu.RUnlock()
 	slices.SortFunc(keys, func(a, b objKey) int {
 		c := cmp.Compare(a.namespace, b.namespace)
 		if c != 0 {
