@@ -2,12 +2,17 @@ package kctl
 
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
-// objects that stop or start decoding into T. list_watch.go calls them.
+// objects that stop or start decoding into T; and the periodic resync,
+// which re-delivers stored objects. list_watch.go calls them.
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -198,4 +203,118 @@ func (i *Informer[T]) logUndecodable(err error) {
 		"until the object decodes again or is deleted; " +
 		"fix the object or the Go type"
 	i.log.Warn(msg, "resource", i.name, "err", err)
+}
+
+// The periodic resync (Informer.resync > 0) re-delivers each stored object
+// to the handlers once a period, as an Updated event with Resync set,
+// spread out so that it does not arrive as one burst: the keys stored when
+// a resync starts are re-delivered in order (by namespace, then name) in
+// up to maxResyncSteps batches, evenly spaced over the first half of the
+// period (resyncWindow). Each object is re-delivered once per resync, in
+// its state when its batch comes; one deleted before then is skipped (its
+// Deleted event went out), one added after the start waits for the next.
+// One goroutine and one timer do it all; a batch holds mu only while it
+// queues its events, so live changes go out between batches, at once.
+
+// maxResyncSteps bounds the batches of one resync: the timer wakes at
+// most this often, and at most once a millisecond, per resync.
+const maxResyncSteps = 1000
+
+// resyncWindow is how much of the period d one resync is spread over.
+func resyncWindow(d time.Duration) time.Duration { return d / 2 }
+
+// resyncSteps is the number of batches n objects are re-delivered in
+// over window: one per object, at most maxResyncSteps and one a ms.
+func resyncSteps(n int, window time.Duration) int {
+	perMs := int(window / time.Millisecond)
+	return min(n, maxResyncSteps, max(perMs, 1))
+}
+
+// resyncEvery runs the resyncs until ctx ends: each starts a period after
+// the one before started, and ends within its window.
+func (i *Informer[T]) resyncEvery(ctx context.Context) {
+	period := i.resync
+	window := resyncWindow(period)
+	t := time.NewTimer(period)
+	defer t.Stop()
+	next := time.Now().Add(period)
+	for sleepUntil(ctx, t, next) {
+		start := time.Now()
+		next = start.Add(period)
+		keys := i.resyncKeys()
+		n := len(keys)
+		steps := resyncSteps(n, window)
+		for j := range steps {
+			at := window * time.Duration(j)
+			at /= time.Duration(steps)
+			if !sleepUntil(ctx, t, start.Add(at)) {
+				return
+			}
+			lo := n * j / steps
+			hi := n * (j + 1) / steps
+			i.resyncBatch(keys[lo:hi])
+		}
+	}
+}
+
+// sleepUntil waits on t until at; false if ctx ended first.
+func sleepUntil(
+	ctx context.Context,
+	t *time.Timer,
+	at time.Time,
+) bool {
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t.Reset(d)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// resyncKeys returns the keys of the stored objects, in order, if there
+// is a handler to tell and the informer is synced; else none. It sorts
+// them after unlocking, so live changes wait only for the copy.
+func (i *Informer[T]) resyncKeys() []objKey {
+	i.mu.RLock()
+	if len(i.handlers) == 0 || !i.syncedLocked() {
+		i.mu.RUnlock()
+		return nil
+	}
+	keys := make([]objKey, 0, i.store.count)
+	for ns, inner := range i.store.objects {
+		for name := range inner {
+			keys = append(keys, objKey{ns, name})
+		}
+	}
+	i.mu.RUnlock()
+	slices.SortFunc(keys, func(a, b objKey) int {
+		c := cmp.Compare(a.namespace, b.namespace)
+		if c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	return keys
+}
+
+// resyncBatch re-delivers the objects stored under keys, skipping any
+// that is gone.
+func (i *Informer[T]) resyncBatch(keys []objKey) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, k := range keys {
+		obj, ok := i.store.get(k.namespace, k.name)
+		if !ok {
+			continue
+		}
+		e := Event[T]{Type: Updated, Object: obj}
+		e.Old = obj
+		e.Resync = true
+		i.emitLocked(e)
+	}
 }

@@ -122,13 +122,14 @@ func TestInformer_List_FieldSelectorItCannotEvaluate_IsAnErrorNamingIt(t *testin
 		want   []string // in the error; none: no error
 		names  string   // else the objects listed
 	}{
-		{fields: "data.owner=me", want: []string{`"data.owner=me"`, "data.owner has no index", `AddIndex("data.owner"`, "Uncached()"}},
+		{fields: "data.owner=me", want: []string{`"data.owner=me"`, "data.owner has no index", `kctl.IndexField(mgr, "data.owner", fn)`,
+			"not Uncached(): the API server filters configmaps/v1 only by metadata.name, metadata.namespace, data.tier, not by data.owner"}},
 		{fields: "metadata.name=a,spec.nodeName=n,status.phase!=Running", want: []string{"spec.nodeName, status.phase has no index"}},
 		{fields: "metadata.name in (a)", want: []string{"bad field selector"}},
-		{fields: "data.tier=gold", names: "x/a,x/b"},                              // the scope's own: every cached object meets it
-		{fields: "data.tier=silver", want: []string{"data.tier has no index"}},    // not the scope's
-		{fields: "metadata.namespace!=kube-system,metadata.name=b", names: "x/b"}, // one of the scope's, one evaluated
-		{fields: "data.mode=fast", names: ""},                                     // indexed
+		{fields: "data.tier=gold", names: "x/a,x/b"},                                                      // the scope's own: every cached object meets it
+		{fields: "data.tier=silver", want: []string{"data.tier has no index", "or list with Uncached()"}}, // not the scope's, but the server took it
+		{fields: "metadata.namespace!=kube-system,metadata.name=b", names: "x/b"},                         // one of the scope's, one evaluated
+		{fields: "data.mode=fast", names: ""},                                                             // indexed
 	} {
 		got, err := inf.List(ListOptions{Fields: tc.fields})
 		switch {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/share"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -39,7 +40,8 @@ import (
 // until it decodes again or is deleted (see Undecodable). Failures are
 // logged, reported by Err and retried after 200ms doubling up to 30s (10s
 // for a missing CRD), less up to half at random, at least the server's
-// Retry-After; a watch open for 10s resets the backoff.
+// Retry-After; a watch open for 10s resets the backoff. A periodic
+// resync (ResyncFor) is spread over the first half of its period.
 //
 // The zero Informer is unusable: get one from InformerFor. Most callers want
 // AddHandler, WaitForSync, then Get or List. Safe for concurrent use. The
@@ -204,7 +206,9 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 // A field selector may require (=, ==, !=) metadata.name, metadata.namespace
 // and any field with an index of the same name (AddIndex); a requirement of
 // the informer's own scope (Scope.Fields) holds for every cached object. Any
-// other field is an error naming it: the cache never ignores a selector.
+// other field is an error naming it (the cache never ignores a selector)
+// and suggesting an index, and Uncached() only if the server filters T by
+// that field.
 // A label selector with key=value or key in (...) is answered from an index
 // of that label key, built by the first such List (up to 16 indexes per
 // informer), and a field required to equal a value from its index.
@@ -235,7 +239,12 @@ func (i *Informer[T]) listLocked(
 		// Every watch has the scope's.
 		scope = i.watches[0].opts.Fields
 	}
-	fields, err := i.store.fieldReqs(opts.Fields, scope)
+	sel := opts.Fields
+	fields, unknown, err := i.store.fieldReqs(sel, scope)
+	if err == nil && len(unknown) > 0 {
+		_, custom, _ := apitype.Of((*T)(nil))
+		err = unindexed(i.res, custom, sel, scope, unknown)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%w (%s)", err, i)
 	}

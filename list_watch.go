@@ -63,26 +63,6 @@ var watchListClient = sync.OnceValue(func() bool {
 	return on || err != nil
 })
 
-// resyncEvery re-delivers every object as an Updated event with Resync set.
-func (i *Informer[T]) resyncEvery(ctx context.Context) {
-	t := time.NewTicker(i.resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		i.mu.Lock()
-		if len(i.handlers) > 0 && i.syncedLocked() {
-			for _, obj := range i.store.all() {
-				i.emitLocked(Event[T]{Type: Updated, Object: obj, Old: obj, Resync: true})
-			}
-		}
-		i.mu.Unlock()
-	}
-}
-
 // listWatch keeps the store equal to the server's objects in w's namespace
 // until ctx ends; it lists again only when the watch's resourceVersion is
 // gone. A list is the watch-list stream (watchList) unless the server

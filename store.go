@@ -6,7 +6,10 @@ package kctl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/kctl-dev/kctl/internal/fieldlabel"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -394,23 +397,18 @@ func (f fieldReq[T]) matches(k objKey) bool {
 }
 
 // fieldReqs parses selector for a List of s, whose objects were all listed
-// with the field selector scope. A requirement that scope holds already is
-// met by every object and left out. Call it with s's lock held: the
-// requirements point at s's indexes.
-func (s *store[T]) fieldReqs(selector, scope string) ([]fieldReq[T], error) {
+// with the field selector scope (whose requirements all objects meet: left
+// out). A field not metadata.name, metadata.namespace nor indexed goes in
+// unknown. Call it with s's lock held: the requirements point at s's indexes.
+func (s *store[T]) fieldReqs(selector, scope string) (reqs []fieldReq[T], unknown []string, err error) {
 	if strings.TrimSpace(selector) == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	sel, err := fields.ParseSelector(selector)
 	if err != nil {
-		return nil, fmt.Errorf("kctl: bad field selector %q: %w", selector, err)
+		return nil, nil, fmt.Errorf("kctl: bad field selector %q: %w", selector, err)
 	}
-	var held fields.Requirements
-	if s, err := fields.ParseSelector(scope); err == nil {
-		held = s.Requirements()
-	}
-	var out []fieldReq[T]
-	var unknown []string
+	held := scopeReqs(scope)
 	for _, r := range sel.Requirements() {
 		if containsReq(held, r) {
 			continue
@@ -425,15 +423,53 @@ func (s *store[T]) fieldReqs(selector, scope string) ([]fieldReq[T], error) {
 				continue
 			}
 		}
-		out = append(out, f)
+		reqs = append(reqs, f)
 	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("kctl: the cache cannot evaluate field selector %q: %s has no index; "+
-			"a cached List answers metadata.name, metadata.namespace and fields with an index of the same name "+
-			"(e.g. AddIndex(%q, fn) on the informer, before Start): add one, or list with Uncached()",
-			selector, strings.Join(unknown, ", "), unknown[0])
+	return reqs, unknown, nil
+}
+
+// scopeReqs is the requirements of scope, an informer's field selector.
+func scopeReqs(scope string) fields.Requirements {
+	sel, err := fields.ParseSelector(scope)
+	if err != nil {
+		return nil
 	}
-	return out, nil
+	return sel.Requirements()
+}
+
+// unindexed is the error of a cached List of res by fields in unknown,
+// suggesting only what works: an index (IndexField) always; Uncached()
+// if the server filters res by each (internal/fieldlabel, or the scope,
+// a field selector the server took). A custom (declared) type's CRD may
+// add field labels (selectableFields) only the server knows.
+func unindexed(res Resource, custom bool, selector, scope string, unknown []string) error {
+	msg := fmt.Sprintf("kctl: the cache cannot evaluate field selector %q: "+
+		"%s has no index (a cached List answers metadata.name, "+
+		"metadata.namespace and fields with an index of the same name): "+
+		"declare one with kctl.IndexField(mgr, %q, fn) "+
+		"(or AddIndex on the informer) before Start",
+		selector, strings.Join(unknown, ", "), unknown[0])
+	var scoped []string
+	for _, r := range scopeReqs(scope) {
+		scoped = append(scoped, r.Field)
+	}
+	server := fieldlabel.Server(res.Group, res.Kind, scoped)
+	notServer := slices.DeleteFunc(slices.Clone(unknown), func(f string) bool {
+		return slices.Contains(server, f)
+	})
+	if len(notServer) == 0 {
+		return fmt.Errorf("%s, or list with Uncached() (the API server "+
+			"filters %s by %s)", msg, res, strings.Join(unknown, ", "))
+	}
+	known := strings.Join(server, ", ")
+	missing := strings.Join(notServer, ", ")
+	if custom {
+		return fmt.Errorf("%s; an Uncached() List works only if the "+
+			"CRD of %s lists %s in selectableFields (the API server "+
+			"filters it by %s and those)", msg, res, missing, known)
+	}
+	return fmt.Errorf("%s; not Uncached(): the API server filters %s "+
+		"only by %s, not by %s", msg, res, known, missing)
 }
 
 func containsReq(reqs fields.Requirements, r fields.Requirement) bool {
