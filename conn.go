@@ -53,10 +53,10 @@ func LoadConfig(kubeconfig string) (*rest.Config, error) {
 // current one) and a logger for its warnings.
 func loadConfig(
 	kubeconfig string,
-	context string,
+	kubeContext string,
 	log *slog.Logger,
 ) (*rest.Config, error) {
-	k := kubeconfigLoad{context: context, log: log}
+	k := kubeconfigLoad{context: kubeContext, log: log}
 	if kubeconfig != "" {
 		_, err := os.Stat(kubeconfig)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -87,11 +87,12 @@ func loadConfig(
 			return nil, fmt.Errorf(
 				"kctl: loading the in-cluster configuration: %w", err)
 		}
-		if context != "" {
+		if kubeContext != "" {
 			return nil, fmt.Errorf("kctl: kubeconfig context %q "+
 				"asked, but the configuration is the in-cluster "+
 				"service account, which has none: "+
-				"pass a kubeconfig too, or no context", context)
+				"pass a kubeconfig too, or no context",
+				kubeContext)
 		}
 		return cfg, nil
 	}
@@ -135,6 +136,10 @@ func kubeconfigEnv(
 			// present, or unreadable: loading says why
 			found = append(found, f)
 		}
+	}
+	if len(found) == 0 && len(missing) == 0 {
+		return nil, fmt.Errorf("kctl: $KUBECONFIG (%q) "+
+			"names no file: correct or unset it", env)
 	}
 	if len(found) == 0 {
 		return nil, fmt.Errorf("kctl: $KUBECONFIG names %s, "+

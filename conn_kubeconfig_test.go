@@ -96,6 +96,12 @@ func TestKubeconfigEnv_MissingFile_ErrorNamesTheVariableAndTheFile(t *testing.T)
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+	sep := string(filepath.ListSeparator)
+	t.Setenv("KUBECONFIG", sep+sep)
+	_, _, err = newLoggedManager(t, Options{})
+	if want := `kctl: $KUBECONFIG ("` + sep + sep + `") names no file: correct or unset it`; err == nil || err.Error() != want {
+		t.Errorf("$KUBECONFIG of separators only: error %v, want %s", err, want)
+	}
 }
 
 func TestOptionsKubeconfig_MissingFile_ErrorNamesIt(t *testing.T) {
