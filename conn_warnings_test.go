@@ -6,6 +6,8 @@ package kctl
 // lacks (dropped from a write, fieldValidation Warn being the default).
 
 import (
+	"log"
+	"log/slog"
 	"net/http"
 	"testing"
 
@@ -71,5 +73,28 @@ func TestConn_ServerWarnings_LoggedOncePerText(t *testing.T) {
 	unknown := logs.lines(`level=WARN msg="the API server warns" warning="unknown field \"spec.color\""`)
 	if len(deprecated) != 1 || len(unknown) != 1 || len(logs.lines("msg=")) != 2 {
 		t.Errorf("logged:\n%s\nwant one line for the deprecation (with the first request) and one for spec.color", logs)
+	}
+
+	// A Conn made with NewConn logs to slog.Default(). SetDefault also
+	// sends package log's output to it: put that back too.
+	defaults := &logBuffer{}
+	prev := slog.Default()
+	prevOut := log.Writer()
+	prevFlags := log.Flags()
+	slog.SetDefault(slog.New(slog.NewTextHandler(defaults, nil)))
+	conn, err := NewConn(cfg)
+	slog.SetDefault(prev)
+	log.SetOutput(prevOut)
+	log.SetFlags(prevFlags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := NewClient[warnWidget](conn).Get(t.Context(), ns, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(defaults.lines(`warning="` + warnWidgetDeprecation + `" request="GET /apis/warnings.kctl.test/v1beta1/namespaces/` + ns + `/warnwidgets/a"`)); n != 1 {
+		t.Errorf("NewConn's Conn logged to slog.Default():\n%s\nwant the deprecation once", defaults)
 	}
 }
