@@ -11,20 +11,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/discovery"
+	"github.com/kctl-dev/kctl/internal/warnings"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/homedir"
 )
@@ -32,28 +38,61 @@ import (
 // LoadConfig finds the cluster configuration, trying in order: the path given
 // (a --kubeconfig flag; "" skips it), $KUBECONFIG (files, merged), the
 // in-cluster service account, ~/.kube/config. The first source present wins,
-// even if broken; when none is, the error lists what was tried.
+// even if broken; when none is, the error lists what was tried. A
+// $KUBECONFIG whose files are all missing is an error naming them; one
+// missing among others is skipped with a warning. A kubeconfig cluster
+// that sets insecure-skip-tls-verify is warned about, naming it. Warnings
+// go to slog.Default() (a Manager's, to Options.Logger).
 //
 //	cfg, err := kctl.LoadConfig(*kubeconfig)
 func LoadConfig(kubeconfig string) (*rest.Config, error) {
+	return loadConfig(kubeconfig, "", slog.Default())
+}
+
+// loadConfig is LoadConfig with a kubeconfig context to use ("": the
+// current one) and a logger for its warnings.
+func loadConfig(
+	kubeconfig string,
+	kubeContext string,
+	log *slog.Logger,
+) (*rest.Config, error) {
+	k := kubeconfigLoad{context: kubeContext, log: log}
 	if kubeconfig != "" {
-		rules := &clientcmd.ClientConfigLoadingRules{
-			ExplicitPath: kubeconfig,
+		_, err := os.Stat(kubeconfig)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("kctl: the kubeconfig %s "+
+				"(Options.Kubeconfig, a --kubeconfig flag) "+
+				"does not exist: correct the path, or give "+
+				"none to use $KUBECONFIG, the in-cluster "+
+				"service account or ~/.kube/config",
+				kubeconfig)
 		}
-		return loadKubeconfig("the kubeconfig "+kubeconfig, rules)
+		k.what = "the kubeconfig " + kubeconfig
+		k.rules.ExplicitPath = kubeconfig
+		return k.load()
 	}
 	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
 	if env != "" {
-		rules := &clientcmd.ClientConfigLoadingRules{
-			Precedence: filepath.SplitList(env),
+		files, err := kubeconfigEnv(env, log)
+		if err != nil {
+			return nil, err
 		}
-		return loadKubeconfig("$KUBECONFIG ("+env+")", rules)
+		k.what = "$KUBECONFIG (" + env + ")"
+		k.rules.Precedence = files
+		return k.load()
 	}
 	cfg, err := rest.InClusterConfig()
 	if !errors.Is(err, rest.ErrNotInCluster) {
 		if err != nil {
 			return nil, fmt.Errorf(
 				"kctl: loading the in-cluster configuration: %w", err)
+		}
+		if kubeContext != "" {
+			return nil, fmt.Errorf("kctl: kubeconfig context %q "+
+				"asked, but the configuration is the in-cluster "+
+				"service account, which has none: "+
+				"pass a kubeconfig too, or no context",
+				kubeContext)
 		}
 		return cfg, nil
 	}
@@ -63,10 +102,9 @@ func LoadConfig(kubeconfig string) (*rest.Config, error) {
 		clientcmd.RecommendedFileName,
 	)
 	if _, err := os.Stat(home); err == nil {
-		rules := &clientcmd.ClientConfigLoadingRules{
-			ExplicitPath: home,
-		}
-		return loadKubeconfig(home, rules)
+		k.what = home
+		k.rules.ExplicitPath = home
+		return k.load()
 	}
 	return nil, fmt.Errorf("kctl: no cluster configuration found; "+
 		"tried the --kubeconfig flag (not given), "+
@@ -77,22 +115,101 @@ func LoadConfig(kubeconfig string) (*rest.Config, error) {
 		"pass --kubeconfig or set $KUBECONFIG", home)
 }
 
-// loadKubeconfig loads the kubeconfig files that rules name; what names
-// them in the error.
-func loadKubeconfig(
-	what string,
-	rules *clientcmd.ClientConfigLoadingRules,
-) (*rest.Config, error) {
-	overrides := &clientcmd.ConfigOverrides{}
+// kubeconfigEnv returns the files $KUBECONFIG (env) lists that exist,
+// logging a warning for each one that does not. None existing is an
+// error: client-go would load an empty configuration and say only
+// that none was provided.
+func kubeconfigEnv(
+	env string,
+	log *slog.Logger,
+) ([]string, error) {
+	var found []string
+	var missing []string
+	for _, f := range filepath.SplitList(env) {
+		_, err := os.Stat(f)
+		switch {
+		case f == "":
+			// an empty entry, as in "a::b"
+		case errors.Is(err, fs.ErrNotExist):
+			missing = append(missing, f)
+		default:
+			// present, or unreadable: loading says why
+			found = append(found, f)
+		}
+	}
+	if len(found) == 0 && len(missing) == 0 {
+		return nil, fmt.Errorf("kctl: $KUBECONFIG (%q) "+
+			"names no file: correct or unset it", env)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("kctl: $KUBECONFIG names %s, "+
+			"and no such file exists: correct $KUBECONFIG, "+
+			"or unset it to use the in-cluster service account "+
+			"or ~/.kube/config", strings.Join(missing, ", "))
+	}
+	for _, f := range missing {
+		log.Warn("kctl: $KUBECONFIG names a file that "+
+			"does not exist; loading the others",
+			"file", f)
+	}
+	return found, nil
+}
+
+// kubeconfigLoad is one load of kubeconfig files: rules name them,
+// what names them in errors and warnings, context is the one to use
+// ("": the current one), and log gets the warnings.
+type kubeconfigLoad struct {
+	what    string
+	rules   clientcmd.ClientConfigLoadingRules
+	context string
+	log     *slog.Logger
+}
+
+// load loads the configuration of k.context, warning once if its
+// cluster skips TLS verification.
+func (k *kubeconfigLoad) load() (*rest.Config, error) {
+	overrides := &clientcmd.ConfigOverrides{
+		CurrentContext: k.context,
+	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		rules,
+		&k.rules,
 		overrides,
 	)
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kctl: loading %s: %w", k.what, err)
+	}
+	_, ok := raw.Contexts[k.context]
+	if k.context != "" && !ok {
+		names := slices.Sorted(maps.Keys(raw.Contexts))
+		return nil, fmt.Errorf("kctl: %s has no context %q: "+
+			"pick one of %q", k.what, k.context, names)
+	}
 	cfg, err := loader.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kctl: loading %s: %w", what, err)
+		return nil, fmt.Errorf("kctl: loading %s: %w", k.what, err)
+	}
+	if cfg.Insecure {
+		k.warnInsecure(raw)
 	}
 	return cfg, nil
+}
+
+// warnInsecure warns that the cluster of the context used skips TLS
+// verification.
+func (k *kubeconfigLoad) warnInsecure(raw clientcmdapi.Config) {
+	name := cmp.Or(k.context, raw.CurrentContext)
+	cluster := ""
+	c := raw.Contexts[name]
+	if c != nil {
+		cluster = c.Cluster
+	}
+	k.log.Warn(fmt.Sprintf("kctl: cluster %q in %s sets "+
+		"insecure-skip-tls-verify: the API server's certificate "+
+		"is not checked; set certificate-authority-data instead",
+		cluster, k.what),
+		"cluster", cluster,
+		"context", name)
 }
 
 // The default client-side limits are high on purpose: the API server
@@ -128,8 +245,14 @@ const (
 // Too Many Requests is retried after its Retry-After, at most 10 times.
 // A Manager's own Conn counts its requests on the Manager's metrics page
 // (rest_client_requests_total, rest_client_request_duration_seconds); one
-// you make counts nothing. Make one with NewConn; the zero value is
-// unusable. A Conn is safe for concurrent use and holds no goroutines.
+// you make counts nothing. The server's warnings (the Warning header of an
+// answer: a deprecated API, an unknown field in a write) are logged at
+// level WARN once per distinct text, as client-go logs them: a Manager's
+// to Options.Logger, one you make to slog.Default(). It remembers the
+// last 1024 distinct texts (by a 64-bit hash: 46 KB at most, measured);
+// one forgotten is logged again if it comes back. Make one with NewConn;
+// the zero value is unusable. A Conn is safe for concurrent use and holds
+// no goroutines.
 type Conn struct {
 	// base is scheme://host[/path prefix].
 	base url.URL
@@ -143,6 +266,8 @@ type Conn struct {
 	discovery discovery.Cache
 	// requests is a Manager's rest_client_* series; nil: not counted.
 	requests requestObserver
+	// warnings logs the server's Warning headers, once per text.
+	warnings *warnings.Log
 }
 
 // requestObserver counts a Conn's requests: a Manager's metrics
@@ -182,9 +307,10 @@ func NewConn(cfg *rest.Config) (*Conn, error) {
 	w := *hc
 	w.Timeout = 0
 	c := &Conn{
-		base:    *base,
-		http:    hc,
-		watches: &w,
+		base:     *base,
+		http:     hc,
+		watches:  &w,
+		warnings: warnings.New(slog.Default()),
 	}
 	qps := cmp.Or(cfg.QPS, defaultQPS)
 	if qps > 0 {
@@ -192,6 +318,11 @@ func NewConn(cfg *rest.Config) (*Conn, error) {
 		c.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	}
 	return c, nil
+}
+
+// logWarningsTo makes c log the server's warnings to log.
+func (c *Conn) logWarningsTo(log *slog.Logger) {
+	c.warnings = warnings.New(log)
 }
 
 func userAgent() string {
@@ -292,6 +423,7 @@ func (c *Conn) retrying(
 		if err != nil {
 			return nil, fmt.Errorf("kctl: %s: %w", call, err)
 		}
+		c.warnings.Header(resp.Header, call)
 		ra := resp.Header.Get("Retry-After")
 		tooMany := resp.StatusCode == http.StatusTooManyRequests
 		failed := resp.StatusCode >= 500 && ra != ""

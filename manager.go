@@ -30,7 +30,11 @@ type Options struct {
 	// LoadConfig's search: $KUBECONFIG, the in-cluster service account,
 	// then ~/.kube/config.
 	Kubeconfig string
-	// Config, when set, is used as is and Kubeconfig is ignored.
+	// Context is the kubeconfig context to use (a --context flag), e.g.
+	// "kind-dev"; one the kubeconfig lacks is an error listing those it
+	// has. Defaults to the kubeconfig's current-context.
+	Context string
+	// Config, when set, is used as is; Kubeconfig and Context are ignored.
 	Config *rest.Config
 	// Logger receives every log line of the Manager and its parts: cache,
 	// controllers, leader election, Events, metrics and health servers, and
@@ -130,7 +134,8 @@ func NewManager(opts Options) (*Manager, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		var err error
-		cfg, err = LoadConfig(opts.Kubeconfig)
+		cfg, err = loadConfig(
+			opts.Kubeconfig, opts.Context, opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -159,6 +164,7 @@ func NewManager(opts Options) (*Manager, error) {
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
+	conn.logWarningsTo(opts.Logger)
 	m.cache = NewCache(conn, opts.Cache)
 	m.cache.made = func(inf madeInformer) {
 		res := inf.resource().String()

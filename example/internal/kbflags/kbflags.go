@@ -4,7 +4,7 @@
 //	f := kbflags.Register(flag.CommandLine, "run the controller only on the replica holding the Lease podcount")
 //	flag.Parse()
 //	log, err := f.Logger(os.Stderr)
-//	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: f.Kubeconfig, Logger: log})
+//	mgr, err := kctl.NewManager(f.Options(log))
 //	err = f.Serve(mgr, kctl.LeaderElection{Name: "podcount"})
 //
 // --webhook-cert-path is not here: it belongs to an example that serves
@@ -25,6 +25,7 @@ import (
 // laptop; a Pod passes ":8443" and ":8081".
 type Flags struct {
 	Kubeconfig      string // --kubeconfig
+	Context         string // --context: the kubeconfig context; "": its current-context
 	MetricsAddr     string // --metrics-bind-address; "" serves no metrics
 	MetricsSecure   bool   // --metrics-secure: HTTPS, scrapers' tokens checked
 	MetricsCertPath string // --metrics-cert-path; "": a self-signed certificate
@@ -39,6 +40,7 @@ type Flags struct {
 func Register(fs *flag.FlagSet, leaderHelp string) *Flags {
 	f := &Flags{}
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig file; default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use; default: its current-context")
 	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", "127.0.0.1:8080", `serve /metrics here ("" turns it off; ":8443" with --metrics-secure in a Pod)`)
 	fs.BoolVar(&f.MetricsSecure, "metrics-secure", false, "serve /metrics over HTTPS to scrapers whose token may get /metrics (see rbac.yaml)")
 	fs.StringVar(&f.MetricsCertPath, "metrics-cert-path", "", "directory of tls.crt and tls.key for --metrics-secure; default: a self-signed certificate")
@@ -65,6 +67,20 @@ func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format=%s: want text or json", f.LogFormat)
+}
+
+// Options are the Manager's options the flags ask for: --kubeconfig,
+// --context, and log (from Logger). Set the others on the result:
+//
+//	opts := f.Options(log)
+//	opts.ShutdownTimeout = time.Minute
+//	mgr, err := kctl.NewManager(opts)
+func (f *Flags) Options(log *slog.Logger) kctl.Options {
+	return kctl.Options{
+		Kubeconfig: f.Kubeconfig,
+		Context:    f.Context,
+		Logger:     log,
+	}
 }
 
 // Serve turns on in mgr, before its Start, what the flags ask for: the
