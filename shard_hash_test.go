@@ -162,3 +162,36 @@ func TestShardHash_ServerRejectsShortBounds(t *testing.T) {
 		t.Fatalf("a short bound: %d %s, want an error naming the invalid shard selector", code, body)
 	}
 }
+
+// A selector of 300 namespace points (about 25 KB, as a replica owning a
+// third of 900 namespaces by name would send) is accepted and selects
+// exactly those namespaces.
+func TestShardHash_LongPointSelector(t *testing.T) {
+	cfg := testShardedConfig(t)
+	run, all := testShardObjects(t, cfg, 6, 2)
+	var points []shardhash.Range
+	var want []string
+	for i, it := range all {
+		if i%4 == 0 {
+			points = append(points, shardhash.Point(shardhash.Sum(it.Metadata.Namespace)))
+		}
+	}
+	for i := range 300 - len(points) {
+		points = append(points, shardhash.Point(shardhash.Sum(fmt.Sprintf("tenant-%04d-absent", i))))
+	}
+	sel := shardhash.Selector(shardhash.FieldNamespace, points...)
+	for _, it := range all {
+		for _, p := range points {
+			if p.Contains(shardhash.Sum(it.Metadata.Namespace)) {
+				want = append(want, it.Metadata.Namespace+"/"+it.Metadata.Name)
+				break
+			}
+		}
+	}
+	slices.Sort(want)
+	_, got := testListSharded(t, cfg, run, sel)
+	t.Logf("a selector of %d points, %d bytes: %d objects", len(points), len(sel), len(got))
+	if !slices.Equal(got, want) {
+		t.Fatalf("the server selected %v, the client-side hash %v", got, want)
+	}
+}
