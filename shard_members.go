@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -14,6 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
+
+// shardRangesAnnotation on a member's Lease records the ranges it claims,
+// serves or drains (internal/handover), as comma-separated indexes of the
+// group's ranges, e.g. "0,5,17"; "" or absent: none. A peer takes none of
+// them while the Lease is live.
+const shardRangesAnnotation = "kctl.dev/shard-ranges"
 
 // errShardLeaseLost: this member's Lease was deleted or taken while it
 // held it (a peer judged it expired): the member must stop all its work at
@@ -85,6 +93,11 @@ func (m *shardMembers) join(ctx context.Context) error {
 		l.Labels = map[string]string{}
 	}
 	l.Labels[ShardGroupLabel] = m.cfg.Group
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	// a new member holds nothing, whatever its last life recorded
+	l.Annotations[shardRangesAnnotation] = ""
 	secs := int32(m.cfg.LeaseDuration / time.Second)
 	l.Spec.HolderIdentity = new(m.cfg.Identity)
 	l.Spec.LeaseDurationSeconds = new(secs)
@@ -102,15 +115,20 @@ func (m *shardMembers) join(ctx context.Context) error {
 	return nil
 }
 
-// renew writes a new renewTime on this member's Lease, over the version it
-// last wrote. errShardLeaseLost if another process deleted or changed it.
-func (m *shardMembers) renew(ctx context.Context) error {
+// renew writes a new renewTime on this member's Lease, and the ranges it
+// now records (see shardRangesAnnotation), over the version it last wrote.
+// errShardLeaseLost if another process deleted or changed it.
+func (m *shardMembers) renew(ctx context.Context, recorded []int) error {
 	if m.own == nil {
 		return errors.New("kctl: sharding: renew before join")
 	}
 	l := m.own.DeepCopy()
 	now := metav1.NewMicroTime(m.now())
 	l.Spec.RenewTime = &now
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[shardRangesAnnotation] = formatRanges(recorded)
 	err := m.store.Update(ctx, l)
 	gone := apierrors.IsNotFound(err)
 	taken := apierrors.IsConflict(err)
@@ -142,13 +160,21 @@ func (m *shardMembers) leave(ctx context.Context) error {
 	return nil
 }
 
-// live lists the group's Leases and returns the identities of its live
-// members, sorted: this member's own while it holds its Lease, and every
-// other whose Lease it has seen change within the Lease's duration. A Lease
-// it judges expired is deleted, guarded by its resourceVersion (a renewal
-// in between wins), so the group does not collect the Leases of dead
-// replicas.
-func (m *shardMembers) live(ctx context.Context) ([]string, error) {
+// shardView is one look at the group.
+type shardView struct {
+	// members is the identities of the live members, sorted
+	members []string
+	// taken[r] tells whether another live member records range r
+	taken []bool
+}
+
+// live lists the group's Leases and returns the live members: this
+// member's own while it holds its Lease, and every other whose Lease it has
+// seen change within the Lease's duration; and the ranges the others
+// record. A Lease it judges expired is deleted, guarded by its
+// resourceVersion (a renewal in between wins), so the group does not
+// collect the Leases of dead replicas; its records no longer count.
+func (m *shardMembers) live(ctx context.Context) (shardView, error) {
 	sel := labels.SelectorFromSet(labels.Set{
 		ShardGroupLabel: m.cfg.Group,
 	})
@@ -157,11 +183,11 @@ func (m *shardMembers) live(ctx context.Context) ([]string, error) {
 		Labels:    sel,
 	})
 	if err != nil {
-		return nil, m.failed("list", err)
+		return shardView{}, m.failed("list", err)
 	}
 	now := m.now()
 	seen := make(map[string]seenLease, len(list))
-	var ids []string
+	view := shardView{taken: make([]bool, m.cfg.Ranges)}
 	var expired []*coordinationv1.Lease
 	for _, l := range list {
 		s := m.observe(l, now)
@@ -170,24 +196,70 @@ func (m *shardMembers) live(ctx context.Context) ([]string, error) {
 		case s.identity == "":
 			// released: not a member
 		case m.own != nil && l.Name == m.own.Name:
-			ids = append(ids, m.cfg.Identity)
+			view.members = append(view.members, m.cfg.Identity)
 		case now.Sub(s.at) < s.duration:
-			ids = append(ids, s.identity)
+			view.members = append(view.members, s.identity)
+			m.markTaken(view.taken, l)
 		default:
 			expired = append(expired, l)
 		}
 	}
 	m.seen = seen
-	if m.own != nil && !slices.Contains(ids, m.cfg.Identity) {
+	joined := m.own != nil
+	if joined && !slices.Contains(view.members, m.cfg.Identity) {
 		// our Lease is not listed: deleted by a peer
 		m.own = nil
-		return nil, errShardLeaseLost
+		return shardView{}, errShardLeaseLost
 	}
 	for _, l := range expired {
 		m.forget(ctx, l)
 	}
-	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	slices.Sort(view.members)
+	view.members = slices.Compact(view.members)
+	return view, nil
+}
+
+// markTaken sets taken[r] for each range r the live Lease l records. A
+// record it cannot read counts as every range: a member never takes a
+// range it cannot prove free.
+func (m *shardMembers) markTaken(taken []bool, l *coordinationv1.Lease) {
+	rs, ok := parseRanges(l.Annotations[shardRangesAnnotation], len(taken))
+	if !ok {
+		for r := range taken {
+			taken[r] = true
+		}
+		return
+	}
+	for _, r := range rs {
+		taken[r] = true
+	}
+}
+
+// formatRanges writes ranges as shardRangesAnnotation holds them.
+func formatRanges(rs []int) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = strconv.Itoa(r)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseRanges reads shardRangesAnnotation's value: false unless every
+// part is an index below n.
+func parseRanges(v string, n int) ([]int, bool) {
+	if v == "" {
+		return nil, true
+	}
+	parts := strings.Split(v, ",")
+	rs := make([]int, 0, len(parts))
+	for _, p := range parts {
+		r, err := strconv.Atoi(p)
+		if err != nil || r < 0 || r >= n {
+			return nil, false
+		}
+		rs = append(rs, r)
+	}
+	return rs, true
 }
 
 // observe returns what this member knows of l at now: when it first saw

@@ -48,10 +48,11 @@ func testMember(t *testing.T, ns, group, id string) (*shardMembers, *shardClock)
 
 func wantLive(t *testing.T, m *shardMembers, want ...string) {
 	t.Helper()
-	got, err := m.live(t.Context())
+	view, err := m.live(t.Context())
 	if err != nil {
 		t.Fatalf("%s: live() error: %v", m.cfg.Identity, err)
 	}
+	got := view.members
 	if !slices.Equal(got, want) {
 		t.Fatalf("%s: live() = %v, want %v", m.cfg.Identity, got, want)
 	}
@@ -115,10 +116,10 @@ func TestShardMembers_UnrenewedLease_ExpiresAfterItsDuration(t *testing.T) {
 	clock.add(3*time.Second - time.Millisecond)
 	bClock.add(time.Second) // a renewal writes b's time: a new version
 	wantLive(t, a, "a", "b")
-	if err := b.renew(t.Context()); err != nil {
+	if err := b.renew(t.Context(), nil); err != nil {
 		t.Fatalf("b: renew: %v", err)
 	}
-	if err := a.renew(t.Context()); err != nil {
+	if err := a.renew(t.Context(), nil); err != nil {
 		t.Fatalf("a: renew: %v", err)
 	}
 	wantLive(t, a, "a", "b") // b's new version: its duration starts again
@@ -129,7 +130,7 @@ func TestShardMembers_UnrenewedLease_ExpiresAfterItsDuration(t *testing.T) {
 	if _, err := a.store.Get(t.Context(), ns, "g-b"); err == nil {
 		t.Fatal("b's expired Lease was not deleted")
 	}
-	err := b.renew(t.Context())
+	err := b.renew(t.Context(), nil)
 	if !errors.Is(err, errShardLeaseLost) {
 		t.Fatalf("b: renew after expiry: %v, want errShardLeaseLost", err)
 	}
@@ -157,11 +158,11 @@ func TestShardMembers_RejoinSameIdentity_TakesOverItsLease(t *testing.T) {
 	clock.add(time.Minute) // restarted later: it writes other times
 	mustJoin(t, old, restarted)
 	wantLive(t, restarted, "web-0")
-	err := old.renew(t.Context())
+	err := old.renew(t.Context(), nil)
 	if !errors.Is(err, errShardLeaseLost) {
 		t.Fatalf("the old process's renew: %v, want errShardLeaseLost", err)
 	}
-	if err := restarted.renew(t.Context()); err != nil {
+	if err := restarted.renew(t.Context(), nil); err != nil {
 		t.Fatalf("the restarted process's renew: %v", err)
 	}
 }
@@ -209,5 +210,61 @@ func TestShardOptions_Complete(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "kctl: ") {
 			t.Errorf("%+v.complete() = %v, want an error saying %q", c.opts, err, c.want)
 		}
+	}
+}
+
+// A member's Lease records the ranges it holds; its peers see them taken
+// while it is live, not once it expired; a record nobody can read blocks
+// every range.
+func TestShardMembers_RecordedRanges_TakenWhileLive(t *testing.T) {
+	ns := testNamespace(t, testConfig(t))
+	a, _ := testMember(t, ns, "g", "a")
+	b, bClock := testMember(t, ns, "g", "b")
+	mustJoin(t, a, b)
+	if err := a.renew(t.Context(), []int{1, 3}); err != nil {
+		t.Fatal(err)
+	}
+	view, err := b.live(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, taken := range view.taken {
+		if taken != (r == 1 || r == 3) {
+			t.Fatalf("b sees range %d taken: %v; a records 1 and 3", r, taken)
+		}
+	}
+	if err := b.renew(t.Context(), []int{5}); err != nil {
+		t.Fatal(err)
+	}
+	aView, err := a.live(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !aView.taken[5] || aView.taken[1] {
+		t.Fatalf("a sees taken %v; want b's 5, not its own 1", aView.taken)
+	}
+
+	l, err := a.store.Get(t.Context(), ns, "g-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[shardRangesAnnotation] = "1,x"
+	if err := a.store.Update(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	view, err = b.live(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(view.taken, false) {
+		t.Fatalf("an unreadable record: b sees taken %v; want every range", view.taken)
+	}
+	bClock.add(3 * time.Second)
+	view, err = b.live(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(view.taken, true) || !slices.Equal(view.members, []string{"b"}) {
+		t.Fatalf("after a expired: members %v, taken %v; want b alone, nothing taken", view.members, view.taken)
 	}
 }
