@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,7 +72,11 @@ func RunTestsWith(m *testing.M, before func() error, after func()) int {
 	}
 	stopShared()
 	if n := shared.skipped.Load(); n > 0 {
-		loud(fmt.Sprintf("\n*** kctl: SKIPPED %d INTEGRATION TESTS: no control plane: %v ***\n\n", n, shared.err))
+		why := error(shared.err)
+		if why == nil {
+			why = errors.New("a control plane with extra flags did not start (see the skipped tests)")
+		}
+		loud(fmt.Sprintf("\n*** kctl: SKIPPED %d INTEGRATION TESTS: no control plane: %v ***\n\n", n, why))
 	}
 	return code
 }
