@@ -145,6 +145,44 @@ func Start(t TB) *Env {
 	return env.e
 }
 
+// flaggedEnvs are the Envs of StartWithFlags, by cluster.
+var flaggedEnvs struct {
+	mu   sync.Mutex
+	envs map[*controlplane.Cluster]*Env
+}
+
+// StartWithFlags is Start for a control plane whose kube-apiserver also
+// gets apiFlags, e.g.
+//
+//	env := kctltest.StartWithFlags(t, "--feature-gates=ShardedListAndWatch=true")
+//
+// The test binary starts one such control plane per distinct flag list, on
+// first use (about 5 s more), besides Start's, and stops them all with
+// Start's. With no flags it is Start.
+func StartWithFlags(t TB, apiFlags ...string) *Env {
+	t.Helper()
+	if len(apiFlags) == 0 {
+		return Start(t)
+	}
+	klogRoute()
+	c := controlplane.RequireFlags(t, apiFlags...)
+	flaggedEnvs.mu.Lock()
+	defer flaggedEnvs.mu.Unlock()
+	e := flaggedEnvs.envs[c]
+	if e != nil {
+		return e
+	}
+	e, err := newEnv(c)
+	if err != nil {
+		t.Fatalf("kctltest: %v", err)
+	}
+	if flaggedEnvs.envs == nil {
+		flaggedEnvs.envs = map[*controlplane.Cluster]*Env{}
+	}
+	flaggedEnvs.envs[c] = e
+	return e
+}
+
 func newEnv(c *controlplane.Cluster) (*Env, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {

@@ -42,6 +42,9 @@ type Cluster struct {
 	Bin    string    // holds etcd and kube-apiserver
 	Detach bool      // processes outlive this one (hack/controlplane start)
 	Log    io.Writer // gets "ready in" lines; nil: none
+	// APIFlags are added to kube-apiserver's command line, after kctl's own,
+	// e.g. "--feature-gates=ShardedListAndWatch=true"; nil: none.
+	APIFlags []string
 	// Reaper, if set, learns of every process started and stopped, to kill
 	// those left and remove Dir if this process dies (see Reaper).
 	Reaper *Reaper
@@ -130,6 +133,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 		// No controller-manager creates the "default" ServiceAccount of a namespace, and
 		// this admission plugin would reject every pod that refers to it.
 		"--disable-admission-plugins=ServiceAccount"}
+	c.apiArgs = append(c.apiArgs, c.APIFlags...)
 	if err := c.startAPIServer(ctx); err != nil {
 		return err
 	}

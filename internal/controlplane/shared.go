@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,7 +72,11 @@ func RunTestsWith(m *testing.M, before func() error, after func()) int {
 	}
 	stopShared()
 	if n := shared.skipped.Load(); n > 0 {
-		loud(fmt.Sprintf("\n*** kctl: SKIPPED %d INTEGRATION TESTS: no control plane: %v ***\n\n", n, shared.err))
+		why := error(shared.err)
+		if why == nil {
+			why = errors.New("a control plane with extra flags did not start (see the skipped tests)")
+		}
+		loud(fmt.Sprintf("\n*** kctl: SKIPPED %d INTEGRATION TESTS: no control plane: %v ***\n\n", n, why))
 	}
 	return code
 }
@@ -100,7 +105,7 @@ func Require(t T) *Cluster {
 		return shared.c
 	}
 	msg := fmt.Sprintf("kctl: cannot start the local control plane: %v", shared.err)
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+	if isCI() {
 		t.Fatalf("%s\n(CI=true: an integration test never skips)", msg)
 	}
 	if shared.skipped.Add(1) == 1 {
@@ -109,6 +114,13 @@ func Require(t T) *Cluster {
 	}
 	t.Skip(msg)
 	return nil
+}
+
+// isCI reports whether $CI is true: then an integration test fails
+// instead of skipping.
+func isCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
 }
 
 // deadlineOf is when t's test binary times out (go test -timeout, 10 minutes
@@ -143,30 +155,32 @@ func buildFits(deadline time.Time) error {
 }
 
 func startShared(deadline time.Time) {
+	shared.c, shared.reaper, shared.err = startCluster(deadline, nil)
+}
+
+// startCluster builds the binaries if need be and starts a cluster whose
+// kube-apiserver also gets apiFlags, with a reaper of its own. On error it
+// leaves nothing behind.
+func startCluster(deadline time.Time, apiFlags []string) (*Cluster, *Reaper, error) {
 	ctx := shared.ctx
 	if err := buildFits(deadline); err != nil {
-		shared.err = err
-		return
+		return nil, nil, err
 	}
 	bin, err := Binaries(ctx, terminal())
 	if err != nil {
-		shared.err = err
-		return
+		return nil, nil, err
 	}
 	RemoveStale()
 	dir, err := os.MkdirTemp("", "kctl-controlplane-")
 	if err != nil {
-		shared.err = err
-		return
+		return nil, nil, err
 	}
 	reaper, err := StartReaper(dir)
 	if err != nil {
 		os.RemoveAll(dir)
-		shared.err = err
-		return
+		return nil, nil, err
 	}
-	shared.reaper = reaper
-	c := &Cluster{Dir: dir, Bin: bin, Reaper: reaper}
+	c := &Cluster{Dir: dir, Bin: bin, Reaper: reaper, APIFlags: apiFlags}
 	err = os.WriteFile(filepath.Join(dir, "runner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if err == nil {
 		err = c.Up(ctx)
@@ -175,10 +189,9 @@ func startShared(deadline time.Time) {
 		c.Down()
 		os.RemoveAll(dir)
 		reaper.Close()
-		shared.err = err
-		return
+		return nil, nil, err
 	}
-	shared.c = c
+	return c, reaper, nil
 }
 
 // stopShared stops the shared control plane, if it started, and removes its files.
@@ -192,6 +205,7 @@ func stopShared() {
 			os.RemoveAll(shared.c.Dir)
 		}
 		shared.reaper.Close()
+		stopFlagged()
 	})
 }
 
