@@ -128,13 +128,19 @@
 // webhook_server.go (ServeWebhooks: one HTTPS server on every replica),
 // webhook_admission.go (Validate, Default), webhook_conversion.go
 // (Convert), metrics_auth.go (ServeSecureMetrics: TokenReview and
-// SubjectAccessReview through kctl's own client), pprof.go (ServePprof)
-// and helpers.go (CreateOrUpdate, CreateOrPatch, SetControllerReference,
-// RetryOnConflict). Leaves that
-// need no kctl type live in internal/: apitype, protowire, discovery,
-// pendingwrites, share, metrics, prom, group, jsonpatch (a defaulting
-// webhook's patch), certwatch (a serving certificate reloaded from disk)
-// and certs (a self-signed certificate).
+// SubjectAccessReview through kctl's own client), pprof.go (ServePprof),
+// metadata.go (MetadataInformerFor: a cache of metadata only),
+// shard.go, shard_members.go and shard_probe.go (sharding's options, its
+// Lease group and the ShardSelector probe: not yet wired into the
+// Manager) and helpers.go (CreateOrUpdate, CreateOrPatch,
+// SetControllerReference, RetryOnConflict). Leaves that need no kctl type
+// live in internal/: apitype, protowire, discovery, pendingwrites, share,
+// metrics, prom, group, fieldlabel (the field labels a server filters
+// by), warnings (the server's Warning headers, logged once each),
+// jsonpatch (a defaulting webhook's patch), certwatch (a serving
+// certificate reloaded from disk), certs (a self-signed certificate),
+// shardhash (the server's shard hash, selectors and assignment) and
+// handover (when a shard's range may move between replicas).
 // The metrics registry plugs into the core's observers (Conn's
 // requestObserver, controllerObserver) in NewManager.
 //
@@ -150,10 +156,13 @@
 // reference only; OwnsEveryOwner for every one). A controller of keys
 // that name no object: NewKeyController.
 //
-// Of a Manager (Options, and calls before Start): ShutdownTimeout (30 s),
+// Of a Manager (Options, and calls before Start): Kubeconfig (LoadConfig's
+// search: $KUBECONFIG, ~/.kube/config, in-cluster), Context (the
+// kubeconfig's current-context), ShutdownTimeout (30 s),
 // Logger (slog.Default()), KlogToLogger (false), Cache.DefaultScope
 // (everything), Cache.Resync (never; ResyncFor per type, each period
-// stretched by a random 0-10 %), Cache.KeepManagedFields (false),
+// stretched by a random 0-10 %, one resync's re-deliveries spread over
+// half its period), Cache.KeepManagedFields (false),
 // Cache.ReaderFailOnMissingInformer (false), IndexField (none),
 // KeepHistory (off; 10 entries for 1000 keys per controller),
 // ServeMetrics, ServeSecureMetrics, ServeHealth, ServeWebhooks,

@@ -28,7 +28,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: f.Kubeconfig, Logger: log}) // loads the config and connects; starts nothing yet
+	mgr, err := kctl.NewManager(f.Options(log)) // loads the config and connects; starts nothing yet
 	if err == nil {
 		// Metrics, probes and leader election are off unless turned on; "" leaves a server off.
 		err = f.Serve(mgr, kctl.LeaderElection{Name: "podcount", Namespace: f.leaseNamespace})

@@ -34,8 +34,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	mgr, err := kctl.NewManager(kctl.Options{Kubeconfig: f.Kubeconfig, Logger: log,
-		Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{f.namespace}}}}) // cache one namespace's ConfigMaps
+	opts := f.Options(log)                                                  // --kubeconfig, --context
+	opts.Cache.DefaultScope = kctl.Scope{Namespaces: []string{f.namespace}} // cache one namespace's ConfigMaps
+	mgr, err := kctl.NewManager(opts)
 	if err == nil {
 		err = f.Serve(mgr, kctl.LeaderElection{Name: "trigger"}) // metrics, probes, leader election as asked
 	}
