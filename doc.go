@@ -51,12 +51,13 @@
 //  20. queue_delay.go: the keys waiting for a time, in a heap with one timer.
 //  21. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
 //     and AddRateLimited.
-//  22. runnable.go: Runnable, and the two contexts of a leadership term.
-//  23. shutdown.go: the schedule of a graceful shutdown; SignalContext.
-//  24. controller.go: Controller[T]: its builder, sources and enqueue.
-//  25. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  26. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  27. start.go: Manager.Start, and lead, one leadership term.
+//  22. queue_shutdown.go: how a Queue ends: ShutDown, ShutDownWithDrain.
+//  23. runnable.go: Runnable, and the two contexts of a leadership term.
+//  24. shutdown.go: the schedule of a graceful shutdown; SignalContext.
+//  25. controller.go: Controller[T]: its builder, sources and enqueue.
+//  26. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  27. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  28. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //
