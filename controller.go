@@ -285,6 +285,12 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 	if r, err := ResourceOf[O](); err == nil {
 		kind = r.Kind
 	}
+	return informerSource(c, inf, kind, cause, preds, keys)
+}
+
+// informerSource makes the events of inf, an informer of objects of kind,
+// enqueue their keys: those of a cause "mapped" source are replayed too.
+func informerSource[O any, T any](c *Controller[T], inf *Informer[O], kind, cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
 	handle := func(ev Event[O]) {
 		oe := objectEvent(ev)
 		if !c.pass(oe, preds) {
