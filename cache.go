@@ -315,7 +315,8 @@ func notCached(res Resource) error {
 }
 
 // metadataKey is the key of res's metadata informer among a Cache's
-// informers (metadata.go's MetadataInformerFor): res with kind PartialObjectMetadata, which no resource has.
+// informers (metadata.go's MetadataInformerFor): res with kind
+// PartialObjectMetadata, which no resource has.
 func metadataKey(res Resource) Resource {
 	res.Kind = metadataKind
 	return res

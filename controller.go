@@ -239,7 +239,9 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference;
-// OwnsEveryOwner follows the others too).
+// OwnsEveryOwner follows the others too). It caches C's objects whole;
+// OwnsMetadata caches only their metadata, for a reconcile that reads no
+// more of them (a tenth of the memory for Pods).
 // An owner reference matches T by group and kind, whatever its version: a
 // child whose owner reference says example.com/v1beta1 still enqueues its
 // owner after the controller moves to example.com/v1, as in controller-runtime.
