@@ -175,3 +175,53 @@ func mustResource[T any](t *testing.T) Resource {
 	}
 	return res
 }
+
+// WatchesMetadata maps the metadata of a watched type to keys: a Secret
+// annotated with a ReplicaSet's name enqueues it, the mapping sees the
+// Secret's annotations, and the cache holds no Secret data.
+func TestController_WatchesMetadata_MapsMetadataToKeys(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	var log reconcileLog
+	c := NewController(mgr, "watches-metadata", func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
+		defer log.record(ctx, Key{rs.Namespace, rs.Name})()
+		return Result{}, nil
+	})
+	WatchesMetadata[corev1.Secret](c, func(s *metav1.PartialObjectMetadata) []Key {
+		if name := s.Annotations["example.com/for"]; name != "" {
+			return []Key{{s.Namespace, name}}
+		}
+		return nil
+	})
+	startManager(t, mgr)
+	ctx := t.Context()
+	if err := NewClient[appsv1.ReplicaSet](mgr.conn).Create(ctx, testReplicaSet(ns, "rs")); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s", Annotations: map[string]string{"example.com/for": "rs"}},
+		Data:       map[string][]byte{"key": []byte("value")},
+	}
+	if err := NewClient[corev1.Secret](mgr.conn).Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Secret's metadata enqueues the ReplicaSet", func() bool { return log.saw(ns+"/rs", "mapped") })
+	if _, err := ClientFor[corev1.Secret](mgr).Get(ctx, ns, "s"); !errors.Is(err, ErrNotCached) {
+		t.Errorf("a cached Get of a Secret held as metadata only: %v; want ErrNotCached", err)
+	}
+}
+
+// OwnsMetadata on a controller of keys, whose keys have no kind for an
+// owner reference to match, is a builder mistake returned by Start.
+func TestController_OwnsMetadataOnAKeyController_IsAMistake(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	c := NewKeyController(mgr, "keys", func(ctx context.Context, k Key) (Result, error) { return Result{}, nil })
+	OwnsMetadata[corev1.Pod](c)
+	err := mgr.Start(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "OwnsMetadata") {
+		t.Errorf("Start: %v; want the OwnsMetadata mistake", err)
+	}
+}
