@@ -57,6 +57,8 @@ func TestController_OwnsMetadata_ChildChangeEnqueuesOwnerAndWholeReadsFail(t *te
 	if err := NewClient[appsv1.ReplicaSet](mgr.conn).Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
+	// Children made after it are seen live, not merged into its first reconcile.
+	eventually(t, "the ReplicaSet reconciled once", func() bool { return len(log.causes(ns+"/rs")) > 0 })
 	direct := NewClient[corev1.Pod](mgr.conn)
 	for _, name := range []string{"child-0", "child-1"} {
 		if err := direct.Create(ctx, ownedPod(rs, name)); err != nil {
@@ -199,6 +201,8 @@ func TestController_WatchesMetadata_MapsMetadataToKeys(t *testing.T) {
 	if err := NewClient[appsv1.ReplicaSet](mgr.conn).Create(ctx, testReplicaSet(ns, "rs")); err != nil {
 		t.Fatal(err)
 	}
+	// A Secret made after it is seen live, not merged into its first reconcile.
+	eventually(t, "the ReplicaSet reconciled once", func() bool { return len(log.causes(ns+"/rs")) > 0 })
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s", Annotations: map[string]string{"example.com/for": "rs"}},
 		Data:       map[string][]byte{"key": []byte("value")},
