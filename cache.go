@@ -85,7 +85,8 @@ type CacheOptions struct {
 }
 
 // ErrNotCached matches (with errors.Is) the error of a cached read of a
-// type the cache does not watch, with ReaderFailOnMissingInformer.
+// type the cache does not watch, with ReaderFailOnMissingInformer, or
+// holds as metadata only (OwnsMetadata, WatchesMetadata).
 var ErrNotCached = errors.New("kctl: type not cached")
 
 // Scope selects which objects of a type the cache holds. The zero Scope is
@@ -191,7 +192,9 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.informers[res]; ok {
+	_, whole := c.informers[res]
+	_, meta := c.informers[metadataKey(res)]
+	if whole || meta {
 		return fmt.Errorf("kctl: the cache of %s is already made: "+
 			"configure it before its first use", res)
 	}
@@ -231,6 +234,10 @@ func informerFor[T any, PT Object[T]](
 	}
 	if c.stopped {
 		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
+	}
+	_, metaOnly := c.informers[metadataKey(res)]
+	if read && metaOnly {
+		return nil, cachedAsMetadata(res)
 	}
 	scope, scoped := c.scopes[res]
 	if !scoped {
@@ -310,6 +317,25 @@ func notCached(res Resource) error {
 		"not watch (CacheOptions.ReaderFailOnMissingInformer): "+
 		"watch it first (kctl.InformerFor, Owns, Watches), "+
 		"or read with Uncached(): %w", res, unprefixed(ErrNotCached))
+}
+
+// metadataKey is the key of res's metadata informer among a Cache's
+// informers (metadata.go's MetadataInformerFor): res with kind
+// PartialObjectMetadata, which no resource has.
+func metadataKey(res Resource) Resource {
+	res.Kind = metadataKind
+	return res
+}
+
+// cachedAsMetadata is the error of a cached read of res, which the
+// cache holds as metadata only (OwnsMetadata, WatchesMetadata).
+func cachedAsMetadata(res Resource) error {
+	return fmt.Errorf("kctl: a cached read of %s, which the cache "+
+		"holds as metadata only (OwnsMetadata, WatchesMetadata, "+
+		"MetadataInformerFor): read its metadata from "+
+		"kctl.MetadataInformerFor, read whole objects with "+
+		"Uncached(), or cache them whole (Owns, Watches, "+
+		"InformerFor): %w", res, unprefixed(ErrNotCached))
 }
 
 // cachedReads serves the Get and List of a Manager's Client (ClientFor)

@@ -239,7 +239,9 @@ func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference;
-// OwnsEveryOwner follows the others too).
+// OwnsEveryOwner follows the others too). It caches C's objects whole;
+// OwnsMetadata caches only their metadata, for a reconcile that reads no
+// more of them (a tenth of the memory for Pods).
 // An owner reference matches T by group and kind, whatever its version: a
 // child whose owner reference says example.com/v1beta1 still enqueues its
 // owner after the controller moves to example.com/v1, as in controller-runtime.
@@ -285,6 +287,12 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 	if r, err := ResourceOf[O](); err == nil {
 		kind = r.Kind
 	}
+	return informerSource(c, inf, kind, cause, preds, keys)
+}
+
+// informerSource makes the events of inf, an informer of objects of kind,
+// enqueue their keys: those of a cause "mapped" source are replayed too.
+func informerSource[O any, T any](c *Controller[T], inf *Informer[O], kind, cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
 	handle := func(ev Event[O]) {
 		oe := objectEvent(ev)
 		if !c.pass(oe, preds) {

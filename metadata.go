@@ -1,8 +1,10 @@
 package kctl
 
-// Metadata-only informers: the objects of a type held as their metadata
-// (metav1.PartialObjectMetadata) only, for controllers that read no more
-// of them, e.g. the children they own: their owner references and labels.
+// An extra: metadata-only informers, the objects of a type held as their
+// metadata (metav1.PartialObjectMetadata) only, and the controller sources
+// that use them (OwnsMetadata, WatchesMetadata), for controllers that read
+// no more of them, e.g. the children they own: their owner references and
+// labels.
 
 import (
 	"fmt"
@@ -21,10 +23,13 @@ import (
 // The server sends the objects as metav1.PartialObjectMetadata (in
 // protobuf, for declared types too), with apiVersion and kind those of T,
 // so the cache holds and decodes no spec or status: a Pod's metadata is a
-// fraction of the Pod. Its scope is T's (ScopeFor), its objects leave out
-// managedFields unless CacheOptions.KeepManagedFields, and TransformFor[T]
-// does not apply. It is a cache of its own, apart from InformerFor[T]'s:
-// the two may run side by side, each listing and watching.
+// fraction of the Pod. Its scope and resync are T's (ScopeFor, ResyncFor),
+// its objects leave out managedFields unless CacheOptions.KeepManagedFields,
+// and TransformFor[T] does not apply. It is a cache of its own, apart from
+// InformerFor[T]'s: the two may run side by side, each listing and
+// watching. While T has only this one, a cached read of T (a ClientFor
+// client's Get or List) is an error naming the fix, never an object with
+// its metadata only.
 func MetadataInformerFor[T any, PT Object[T]](
 	c *Cache,
 ) (*Informer[metav1.PartialObjectMetadata], error) {
@@ -48,6 +53,10 @@ func MetadataInformerFor[T any, PT Object[T]](
 	if !scoped {
 		scope = c.opts.DefaultScope
 	}
+	resync, ok := c.resyncs[res]
+	if !ok {
+		resync = c.opts.Resync
+	}
 	keep := c.opts.KeepManagedFields
 	prepare := func(obj *meta) {
 		if !keep {
@@ -58,7 +67,7 @@ func MetadataInformerFor[T any, PT Object[T]](
 		res:       res,
 		name:      res.String(),
 		client:    newMetadataClient[T](c.conn),
-		resync:    c.opts.Resync,
+		resync:    jittered(resync),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
 		store:     newStore[meta](),
@@ -75,11 +84,66 @@ func MetadataInformerFor[T any, PT Object[T]](
 	return inf, nil
 }
 
-// metadataKey is the key of res's metadata informer among a Cache's
-// informers: res with kind PartialObjectMetadata, which no resource has.
-func metadataKey(res Resource) Resource {
-	res.Kind = metadataKind
-	return res
+// OwnsMetadata is Owns that caches only the metadata of C's objects (see
+// MetadataInformerFor): a change to a C enqueues its controller owner of
+// type T, found in the owner references of its metadata.
+//
+//	kctl.OwnsMetadata[corev1.Pod](c) // count Pods, find their owner: no spec, no status
+//
+// A Pod's metadata is about a tenth of the Pod, so a controller that reads
+// no more of its children (their owner references, labels, annotations,
+// finalizers) keeps a tenth of the memory. Read them from
+// MetadataInformerFor[C](mgr.Cache()); a cached read of whole C objects
+// (ClientFor[C]'s Get or List) is then an error, unless something else
+// caches C whole (Owns, Watches, InformerFor). Use Owns when the reconcile
+// reads the children's spec or status. Its predicates see
+// *metav1.PartialObjectMetadata objects.
+func OwnsMetadata[C any, PC Object[C], T any](
+	c *Controller[T],
+	preds ...Predicate,
+) *Controller[T] {
+	if c.keysOnly("OwnsMetadata") {
+		return c
+	}
+	keys := func(obj *metav1.PartialObjectMetadata) []Key {
+		return ownerKeys(c.res, obj)
+	}
+	return metadataSource[C, PC](c, "owned", preds, keys)
+}
+
+// WatchesMetadata is Watches that caches only the metadata of O's objects
+// (see MetadataInformerFor): a change to an O enqueues the keys mapFn
+// returns from its metadata.
+//
+//	kctl.WatchesMetadata[corev1.Secret](c, byAnnotation) // no Secret data in memory
+func WatchesMetadata[O any, PO Object[O], T any](
+	c *Controller[T],
+	mapFn func(obj *metav1.PartialObjectMetadata) []Key,
+	preds ...Predicate,
+) *Controller[T] {
+	return metadataSource[O, PO](c, "mapped", preds, mapFn)
+}
+
+// metadataSource is watchSource over the metadata informer of O.
+func metadataSource[O any, PO Object[O], T any](
+	c *Controller[T],
+	cause string,
+	preds []Predicate,
+	keys func(*metav1.PartialObjectMetadata) []Key,
+) *Controller[T] {
+	if c.hasStarted() {
+		// configure logs it: make no informer for it.
+		return c.configure(cause+" source", func() {})
+	}
+	inf, err := MetadataInformerFor[O, PO](c.host.cache)
+	if err != nil {
+		err = unprefixed(err)
+		c.host.misuse(fmt.Errorf("kctl: controller %q: %w",
+			c.name, err))
+		return c
+	}
+	kind := inf.res.Kind
+	return informerSource(c, inf, kind, cause, preds, keys)
 }
 
 // scopeWatches is a list/watch per namespace of scope, or one for all.

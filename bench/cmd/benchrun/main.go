@@ -187,7 +187,10 @@ func runParts(cmd string, args []string) error {
 				tab, ts := syncTable(env, res)
 				fmt.Fprintf(&report, "### Initial sync\n\n%d %s Pods (%d bytes each as protobuf, %d without managedFields), "+
 					"one informer on Pods in every namespace with one event handler; time from making the cache until it reports synced "+
-					"and the handler has had every Added event; heap after runtime.GC. A fresh process per stack per run, %d alternating runs; "+
+					"and the handler has had every Added event; heap after runtime.GC. The *-podcount stacks are the podcount controller "+
+					"(ReplicaSets, one per workload, owning the Pods; its reconcile counts them from the cache and writes nothing), "+
+					"measured once every ReplicaSet has been reconciled with its count too: kctl with Owns (whole Pods), kctl with "+
+					"OwnsMetadata, controller-runtime with Owns(&Pod{}, builder.OnlyMetadata). A fresh process per stack per run, %d alternating runs; "+
 					"median (min–max).\n\n%s\n%s", env.syncPods, env.syncFixture, env.podBytes, env.podBytesNoMF, env.syncRuns, tab, env.baseNote())
 				targets = append(targets, ts...)
 			}

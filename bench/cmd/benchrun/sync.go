@@ -57,6 +57,7 @@ func syncStacks(stacks []string) []string {
 		if s == "kctl" {
 			out = append(out, "kctl-paged", "kctl-metadata")
 		}
+		out = append(out, podcountStacks[s]...)
 		if v, ok := variant[s]; ok && slices.Contains(stacks, v[1]) {
 			out = append(out, v[0])
 		}
@@ -244,6 +245,9 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 	if err := create(ctx, env.cs, syncNamespace, "pod", env.syncPods); err != nil {
 		return nil, err
 	}
+	if err := createOwners(ctx, env.cs, syncNamespace); err != nil {
+		return nil, err
+	}
 	env.progress("sync: created in %.1f s", time.Since(start).Seconds())
 	if err := env.describePod(ctx); err != nil {
 		return nil, err
@@ -331,7 +335,19 @@ func syncTable(env *env, res map[string][]syncResult) (string, []target) {
 			t.add("kctl / "+base, versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), versus(k[3], b[3]), "")
 		}
 	}
+	pk, pm, pcr := med["kctl-podcount"], med["kctl-podcount-metadata"], med["controller-runtime-podcount-metadata"]
+	for _, row := range [][2]string{{"kctl-podcount-metadata", "kctl-podcount"}, {"kctl-podcount-metadata", "controller-runtime-podcount-metadata"}} {
+		if len(res[row[0]]) > 0 && len(res[row[1]]) > 0 {
+			a, b := med[row[0]], med[row[1]]
+			t.add(row[0]+" / "+row[1], ratio(a[0], b[0]), ratio(a[1], b[1]), ratio(a[2], b[2]), ratio(a[3], b[3]), "")
+		}
+	}
 	var ts []target
+	podcountKnown := len(res["kctl-podcount"]) > 0 && len(res["kctl-podcount-metadata"]) > 0
+	crMetaKnown := len(res["kctl-podcount-metadata"]) > 0 && len(res["controller-runtime-podcount-metadata"]) > 0
+	ts = append(ts,
+		target{"sync: podcount's retained heap, OwnsMetadata vs Owns", "<= 0.2x", ratio(pm[1], pk[1]), podcountKnown && pm[1] <= 0.2*pk[1], podcountKnown},
+		target{"sync: podcount's retained heap, OwnsMetadata vs controller-runtime's OnlyMetadata", "<= 0.5x", ratio(pm[1], pcr[1]), crMetaKnown && pm[1] <= 0.5*pcr[1], crMetaKnown})
 	k, cr, paged := med["kctl"], med["controller-runtime"], med["kctl-paged"]
 	streamed := len(res["kctl"]) > 0 && len(res["kctl-paged"]) > 0
 	ts = append(ts,
