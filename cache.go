@@ -45,6 +45,10 @@ type Cache struct {
 	// and before it runs: the Manager's cache shows each of its informers on
 	// the metrics page and tracks the Manager's writes in it.
 	made func(inf madeInformer)
+	// madeMetadata, if set, is made's for the metadata-only informers
+	// (metadata.go), which share a resource with a whole one: the Manager
+	// shows them on the metrics page under names of their own.
+	madeMetadata func(inf madeInformer)
 	// ctx is Start's; nil before Start.
 	ctx context.Context
 	// stopped means Start's ctx ended: no goroutine is added to wg after

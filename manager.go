@@ -172,6 +172,10 @@ func NewManager(opts Options) (*Manager, error) {
 		m.metrics.AddUndecodable(res, inf.Undecodable)
 		m.writes.track(inf)
 	}
+	m.cache.madeMetadata = func(inf madeInformer) {
+		res := inf.resource().String()
+		m.metrics.AddMetadataInformer(res, inf.Stats)
+	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }

@@ -77,6 +77,9 @@ func MetadataInformerFor[T any, PT Object[T]](
 	inf.client.codec.skipManagedFields = !keep
 	inf.watches = scopeWatches(res, scope)
 	c.informers[key] = inf
+	if c.madeMetadata != nil {
+		c.madeMetadata(inf)
+	}
 	ctx := c.ctx
 	if ctx != nil {
 		c.wg.Go(func() { inf.run(ctx) })

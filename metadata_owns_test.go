@@ -143,6 +143,22 @@ func TestCache_MetadataAndWholeInformersCoexist_WholeServesReads(t *testing.T) {
 		m, ok := metas.Get(ns, "cm")
 		return ok && m.UID == got.UID
 	})
+
+	// Each informer is on the metrics page once, under names of its own.
+	body := scrapeMetrics(t, mgr.metrics.Handler())
+	page := samples(body)
+	const r = `{resource="configmaps/v1"}`
+	for _, family := range []string{"kctl_cache_objects", "kctl_cache_metadata_objects"} {
+		if got := page[family+r]; got != "1" {
+			t.Errorf("%s%s = %q, want 1 (the ConfigMap)", family, r, got)
+		}
+		if n := strings.Count(body, "\n"+family+r+" "); n != 1 {
+			t.Errorf("%s%s is on the page %d times, want once:\n%s", family, r, n, body)
+		}
+	}
+	if got := value(t, page, "kctl_cache_metadata_bytes"+r); got <= 0 {
+		t.Errorf("kctl_cache_metadata_bytes%s = %v, want the encoded size of its metadata", r, got)
+	}
 }
 
 // Before any informer is made, MetadataInformerFor takes T's scope, and

@@ -29,6 +29,9 @@
 //	  encoded size, not memory
 //	kctl_cache_undecodable_objects{resource}
 //	  gauge, per informer of the Manager's cache
+//	kctl_cache_metadata_{objects,bytes}{resource}
+//	  gauges, per metadata-only informer (OwnsMetadata,
+//	  MetadataInformerFor): it may run beside a whole one
 //	kctl_events_dropped_total
 //	  counter, once an EventRecorder is made
 //	kctl_reconcile_conflicts_total{controller}
@@ -91,6 +94,9 @@ type Registry struct {
 	controllers map[string]*Controller
 	// informers are the caches' stats, by resource.
 	informers map[string]func() (objects int, bytes int64)
+	// metadata are the stats of the metadata-only informers, by
+	// resource.
+	metadata map[string]func() (objects int, bytes int64)
 	// leaders say whether this process leads, by lease name.
 	leaders map[string]bool
 	// events counts the Events the recorders did not write; nil
@@ -112,6 +118,7 @@ func New() *Registry {
 	return &Registry{
 		controllers: map[string]*Controller{},
 		informers:   map[string]func() (int, int64){},
+		metadata:    map[string]func() (int, int64){},
 		leaders:     map[string]bool{},
 		undecodable: map[string]func() int{},
 		Requests:    newRequests(),
@@ -146,6 +153,18 @@ func (m *Registry) AddInformer(
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.informers[resource] = stats
+}
+
+// AddMetadataInformer shows stats of a metadata-only informer, called at
+// every scrape, as kctl_cache_metadata_objects and
+// kctl_cache_metadata_bytes{resource}.
+func (m *Registry) AddMetadataInformer(
+	resource string,
+	stats func() (objects int, bytes int64),
+) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.metadata[resource] = stats
 }
 
 // EventsDropped returns the counter of Events not written that every
@@ -185,6 +204,7 @@ func (m *Registry) Page() *prom.Page {
 	m.mu.Lock()
 	cms := slices.Collect(maps.Values(m.controllers))
 	informers := maps.Clone(m.informers)
+	metadata := maps.Clone(m.metadata)
 	leaders := maps.Clone(m.leaders)
 	events := m.events
 	undecodable := maps.Clone(m.undecodable)
@@ -202,7 +222,10 @@ func (m *Registry) Page() *prom.Page {
 		cm.collect(p)
 	}
 	for r, stats := range informers {
-		collectInformer(p, r, stats)
+		collectInformer(p, "kctl_cache", r, stats)
+	}
+	for r, stats := range metadata {
+		collectInformer(p, "kctl_cache_metadata", r, stats)
 	}
 	for r, count := range undecodable {
 		p.Gauge("kctl_cache_undecodable_objects",
@@ -225,18 +248,19 @@ func (m *Registry) Page() *prom.Page {
 	return p
 }
 
-// collectInformer adds the kctl_cache_* series of one informer.
+// collectInformer adds the prefix_objects and prefix_bytes series of
+// one informer.
 func collectInformer(
 	p *prom.Page,
-	resource string,
+	prefix, resource string,
 	stats func() (int, int64),
 ) {
 	objects, bytes := stats()
-	p.Gauge("kctl_cache_objects",
+	p.Gauge(prefix+"_objects",
 		"Number of objects in the informer's cache "+
 			"per resource.",
 		float64(objects), "resource", resource)
-	p.Gauge("kctl_cache_bytes",
+	p.Gauge(prefix+"_bytes",
 		"Encoded size in bytes (protobuf or JSON) of "+
 			"the objects in the informer's cache per "+
 			"resource; not the memory they take, "+
