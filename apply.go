@@ -3,7 +3,9 @@ package kctl
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
 // objects that stop or start decoding into T; and the periodic resync,
-// which re-delivers stored objects. list_watch.go calls them.
+// which re-delivers stored objects; and the start of each list or watch
+// (begin), which reshard ends when the shard selector changes.
+// list_watch.go calls them.
 
 import (
 	"cmp"
@@ -317,4 +319,55 @@ func (i *Informer[T]) resyncBatch(keys []objKey) {
 		e.Resync = true
 		i.emitLocked(e)
 	}
+}
+
+// begin starts one list or watch of w: it ends the one before, reads
+// the shard selector, and returns the context that reshard cancels and
+// whether reshard asked for a list since the last begin.
+func (i *Informer[T]) begin(
+	ctx context.Context,
+	w *watchState,
+) (context.Context, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel()
+	}
+	actx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	resharded := w.reshard
+	w.reshard = false
+	if i.shard != nil {
+		w.shard = i.shard()
+	}
+	return actx, resharded
+}
+
+// reshard makes every list/watch list again with the shard selector
+// then current (see Informer.shard): it ends each one's request.
+func (i *Informer[T]) reshard() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, w := range i.watches {
+		w.reshard = true
+		if w.cancel != nil {
+			w.cancel()
+		}
+	}
+}
+
+// end ends w's last list or watch.
+func (i *Informer[T]) end(w *watchState) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+// listOpts are w's options for a list or watch: its scope and shard.
+func (w *watchState) listOpts() ListOptions {
+	opts := w.opts
+	opts.ShardSelector = w.shard
+	return opts
 }
