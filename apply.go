@@ -95,11 +95,13 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	}
 	obj := e.Object
 	m := metaOf(e.Object)
+	// an object not kept is deleted from the store, if there
+	gone := e.Type == "DELETED" || !i.kept(obj)
 	if !bookmark {
 		i.transform(obj)
 	}
 	// a deleted object is not stored: nothing to share with
-	if !bookmark && e.Type != "DELETED" {
+	if !bookmark && !gone {
 		i.sharer.Share(obj)
 	}
 	k := objKey{m.GetNamespace(), m.GetName()}
@@ -107,7 +109,7 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	i.mu.Lock()
 	switch {
 	case bookmark:
-	case e.Type == "DELETED":
+	case gone:
 		if i.store.remove(k.namespace, k.name) {
 			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
 		}
@@ -128,6 +130,16 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		i.logDecodesAgain(keyOf(m))
 	}
 	return nil
+}
+
+// kept reports whether the keep filter (Informer.keep) takes obj: true
+// without one.
+func (i *Informer[T]) kept(obj *T) bool {
+	if i.keep == nil {
+		return true
+	}
+	uid := metaOf(obj).GetUID()
+	return i.keep(string(uid))
 }
 
 // applyUndecodable applies a watch event whose object does not decode into

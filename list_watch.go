@@ -196,6 +196,9 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 			bad = append(bad, i.keyed(err))
 		}
 		for _, obj := range p.objs {
+			if !i.kept(obj) {
+				continue
+			}
 			i.transform(obj)
 			i.sharer.Share(obj)
 			all = append(all, obj)
@@ -290,6 +293,7 @@ func (i *Informer[T]) watchList(
 			all = nil
 			return true, i.follow(w, stream)
 		case e.Type == "BOOKMARK":
+		case e.Type == "ADDED" && e.Err == nil && !i.kept(obj):
 		case e.Type == "ADDED" && e.Err == nil:
 			i.transform(obj)
 			i.sharer.Share(obj)
