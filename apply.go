@@ -3,7 +3,9 @@ package kctl
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
 // objects that stop or start decoding into T; and the periodic resync,
-// which re-delivers stored objects. list_watch.go calls them.
+// which re-delivers stored objects; and the start of each list or watch
+// (begin), which reshard ends when the shard selector changes.
+// list_watch.go calls them.
 
 import (
 	"cmp"
@@ -93,11 +95,13 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	}
 	obj := e.Object
 	m := metaOf(e.Object)
+	// an object not kept is deleted from the store, if there
+	gone := e.Type == "DELETED" || !i.kept(obj)
 	if !bookmark {
 		i.transform(obj)
 	}
 	// a deleted object is not stored: nothing to share with
-	if !bookmark && e.Type != "DELETED" {
+	if !bookmark && !gone {
 		i.sharer.Share(obj)
 	}
 	k := objKey{m.GetNamespace(), m.GetName()}
@@ -105,7 +109,7 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	i.mu.Lock()
 	switch {
 	case bookmark:
-	case e.Type == "DELETED":
+	case gone:
 		if i.store.remove(k.namespace, k.name) {
 			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
 		}
@@ -126,6 +130,16 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		i.logDecodesAgain(keyOf(m))
 	}
 	return nil
+}
+
+// kept reports whether the keep filter (Informer.keep) takes obj: true
+// without one.
+func (i *Informer[T]) kept(obj *T) bool {
+	if i.keep == nil {
+		return true
+	}
+	uid := metaOf(obj).GetUID()
+	return i.keep(string(uid))
 }
 
 // applyUndecodable applies a watch event whose object does not decode into
@@ -317,4 +331,55 @@ func (i *Informer[T]) resyncBatch(keys []objKey) {
 		e.Resync = true
 		i.emitLocked(e)
 	}
+}
+
+// begin starts one list or watch of w: it ends the one before, reads
+// the shard selector, and returns the context that reshard cancels and
+// whether reshard asked for a list since the last begin.
+func (i *Informer[T]) begin(
+	ctx context.Context,
+	w *watchState,
+) (context.Context, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel()
+	}
+	actx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	resharded := w.reshard
+	w.reshard = false
+	if i.shard != nil {
+		w.shard = i.shard()
+	}
+	return actx, resharded
+}
+
+// reshard makes every list/watch list again with the shard selector
+// then current (see Informer.shard): it ends each one's request.
+func (i *Informer[T]) reshard() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, w := range i.watches {
+		w.reshard = true
+		if w.cancel != nil {
+			w.cancel()
+		}
+	}
+}
+
+// end ends w's last list or watch.
+func (i *Informer[T]) end(w *watchState) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+// listOpts are w's options for a list or watch: its scope and shard.
+func (w *watchState) listOpts() ListOptions {
+	opts := w.opts
+	opts.ShardSelector = w.shard
+	return opts
 }

@@ -39,6 +39,12 @@ type ListOptions struct {
 	// evaluates metadata.name, metadata.namespace and indexed fields, and
 	// fails naming any other (see Informer.List).
 	Fields string
+	// ShardSelector selects the objects whose uid or namespace hashes
+	// into ranges (internal/shardhash writes it, e.g. "shardRange(
+	// object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
+	// on list and watch, where the server serves it (kube-apiserver 1.36,
+	// gate ShardedListAndWatch); others send all. Cached Lists ignore it.
+	ShardSelector string
 }
 
 func (o ListOptions) query() url.Values {
@@ -48,6 +54,9 @@ func (o ListOptions) query() url.Values {
 	}
 	if o.Fields != "" {
 		q.Set("fieldSelector", o.Fields)
+	}
+	if o.ShardSelector != "" {
+		q.Set("shardSelector", o.ShardSelector)
 	}
 	return q
 }

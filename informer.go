@@ -72,6 +72,19 @@ type Informer[T any] struct {
 	// paged: list in pages, not with the watch-list stream (the server
 	// refused it, or $KUBE_FEATURE_WatchListClient is false).
 	paged atomic.Bool
+	// shard, if set (before run; sharding's extra sets it), returns the
+	// shard selector (ListOptions.ShardSelector) of the objects to hold,
+	// "" for all: read before every list and watch. After it changes,
+	// reshard makes every watch list again, so that the store holds just
+	// the new selector's objects, the others leaving as Deleted events.
+	shard func() string
+	// keep, if set (before run), filters by uid what lists and watches
+	// bring, before the store: where the server ignores the selector, it
+	// tells the shard's objects from the others (memory is then saved,
+	// not the server's work or the traffic). An event of an object not
+	// kept deletes it from the store; after keep changes, call reshard.
+	// An undecodable object (uid unknown) is marked as if kept.
+	keep func(uid string) bool
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.
@@ -100,6 +113,12 @@ type watchState struct {
 	synced bool
 	// err is the last failure; nil after a success.
 	err error
+	// shard is the shard selector of the current list or watch.
+	shard string
+	// reshard: the selector changed, list again (see Informer.reshard).
+	reshard bool
+	// cancel ends the current list or watch; nil before the first.
+	cancel context.CancelFunc
 }
 
 // String is "cache of <resource>", e.g. "cache of pods/v1".
@@ -419,12 +438,14 @@ func (i *Informer[T]) Undecodable() int {
 func (i *Informer[T]) resource() Resource { return i.res }
 
 // holds reports whether i's scope takes in obj: its namespace and labels
-// match one of i's list/watches, which have no field selector.
+// match one of i's list/watches, which have no field selector, and i has
+// no shard selector.
 func (i *Informer[T]) holds(obj metav1.Object) bool {
 	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
 		// Set when the informer is made, never changed.
 		o := w.opts
-		if o.Fields != "" {
+		sharded := i.shard != nil || i.keep != nil
+		if o.Fields != "" || sharded {
 			return false
 		}
 		ns := o.Namespace

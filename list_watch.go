@@ -68,13 +68,23 @@ var watchListClient = sync.OnceValue(func() bool {
 // gone. A list is the watch-list stream (watchList) unless the server
 // refused it (then i.paged): a list in pages, then a watch.
 func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
+	defer i.end(w)
 	fails := 0
 	relist := true
 	for ctx.Err() == nil {
+		actx, resharded := i.begin(ctx, w)
+		if resharded {
+			relist = true
+			fails = 0
+		}
 		listed := relist
 		streamed := relist && !i.paged.Load()
 		if relist && !streamed {
-			if err := i.list(ctx, w); err != nil {
+			err := i.list(actx, w)
+			if actx.Err() != nil && ctx.Err() == nil {
+				continue // resharded: list again at once
+			}
+			if err != nil {
 				fails++
 				i.retry(ctx, w, "list", err, fails)
 				continue
@@ -85,10 +95,12 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 		var err error
 		if streamed {
 			var synced bool
-			synced, err = i.watchList(ctx, w)
+			synced, err = i.watchList(actx, w)
 			switch {
 			case ctx.Err() != nil:
 				return
+			case actx.Err() != nil:
+				continue // resharded
 			case !synced && i.refused(err):
 				continue // at once, in pages
 			case !synced:
@@ -98,12 +110,14 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 			}
 			relist = false
 		} else {
-			err = i.watchOnce(ctx, w)
+			err = i.watchOnce(actx, w)
 		}
 		healthy := time.Since(start) >= i.healthy
 		switch {
 		case ctx.Err() != nil:
 			return
+		case actx.Err() != nil:
+			continue // resharded
 		case err == nil && healthy:
 			fails = 0
 			continue // the server ended the watch at its timeout
@@ -162,7 +176,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 					p.next = fetch(m.Continue)
 				}
 			}
-			opts := w.opts
+			opts := w.listOpts()
 			p.objs, p.meta, p.skipped, p.err = i.client.listPage(
 				ctx, opts, cachePageSize, token, early)
 			ch <- p
@@ -182,6 +196,9 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 			bad = append(bad, i.keyed(err))
 		}
 		for _, obj := range p.objs {
+			if !i.kept(obj) {
+				continue
+			}
 			i.transform(obj)
 			i.sharer.Share(obj)
 			all = append(all, obj)
@@ -202,7 +219,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 // ended it cleanly.
 func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 	timeout := i.watchTimeout()
-	stream, err := i.client.watch(ctx, w.opts, w.rv, timeout)
+	stream, err := i.client.watch(ctx, w.listOpts(), w.rv, timeout)
 	if err != nil {
 		return err
 	}
@@ -248,7 +265,7 @@ func (i *Informer[T]) watchList(
 ) (synced bool, err error) {
 	timeout := i.watchTimeout()
 	start := time.Now()
-	stream, err := i.client.watchList(ctx, w.opts, timeout)
+	stream, err := i.client.watchList(ctx, w.listOpts(), timeout)
 	if err != nil {
 		return false, err
 	}
@@ -276,6 +293,7 @@ func (i *Informer[T]) watchList(
 			all = nil
 			return true, i.follow(w, stream)
 		case e.Type == "BOOKMARK":
+		case e.Type == "ADDED" && e.Err == nil && !i.kept(obj):
 		case e.Type == "ADDED" && e.Err == nil:
 			i.transform(obj)
 			i.sharer.Share(obj)
