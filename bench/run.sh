@@ -12,6 +12,12 @@
 #   git worktree add --detach /tmp/kctl-base main
 #   bash bench/run.sh -skip footprint,rss,queue -stacks kctl,kctl-base \
 #     -kctl-base /tmp/kctl-base -runs 7 -sync-runs 7 -default-qps-runs 0
+#
+# The stack kctl-history is kctl's binary run with --history (the Manager's
+# per-key reconcile history on); the end-to-end table then has a row
+# kctl-history / kctl with kctl's spread, e.g.
+#   bash bench/run.sh -skip footprint,rss,queue,sync -stacks kctl,kctl-history \
+#     -runs 7 -default-qps-runs 0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/bin .cache/bin

@@ -44,6 +44,7 @@ func e2eRun(ctx context.Context, env *env, stack string, run int, qps float64) (
 	defer w.close()
 
 	args := []string{"--kubeconfig", env.kubeconfig, "--workers", "2"}
+	args = append(args, stackArgs[stack]...)
 	if qps > 0 {
 		args = append(args, "--qps", fmt.Sprint(qps))
 	}
@@ -236,6 +237,13 @@ func e2eTable(env *env, res map[string][]e2eResult) (string, map[string][5]float
 		row := []string{"kctl / kctl-base"}
 		for i := range k {
 			row = append(row, versus(k[i], b[i]))
+		}
+		t.add(append(row, "", "")...)
+	}
+	if h, k := sums["kctl-history"], sums["kctl"]; h != nil && k != nil {
+		row := []string{"kctl-history / kctl"}
+		for i := range h {
+			row = append(row, versus(h[i], k[i]))
 		}
 		t.add(append(row, "", "")...)
 	}

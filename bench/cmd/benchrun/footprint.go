@@ -23,6 +23,14 @@ var pkgOf = map[string]string{
 	"kctl":               "./podcount/kctl",
 	"controller-runtime": "./podcount/controllerruntime",
 	"client-go":          "./podcount/clientgo",
+	"kctl-history":       "./podcount/kctl", // run with stackArgs
+}
+
+// stackArgs are the flags a stack's binary gets on top of the common ones:
+// kctl-history is kctl with the Manager's per-key reconcile history on
+// (Manager.KeepHistory), to measure what keeping it costs.
+var stackArgs = map[string][]string{
+	"kctl-history": {"--history"},
 }
 
 // floors are programs that link only what any podcount binary must: the
@@ -248,8 +256,8 @@ func idleRSS(ctx context.Context, env *env, stack, name string, want map[string]
 		defer w.close()
 		done = w.expect(want)
 	}
-	p, err := startProc(env.bin(stack), filepath.Join(env.logDir, name+".log"),
-		"--kubeconfig", env.kubeconfig, "--workers", "2", "--qps", fmt.Sprint(env.qps))
+	args := []string{"--kubeconfig", env.kubeconfig, "--workers", "2", "--qps", fmt.Sprint(env.qps)}
+	p, err := startProc(env.bin(stack), filepath.Join(env.logDir, name+".log"), append(args, stackArgs[stack]...)...)
 	if err != nil {
 		return 0, err
 	}

@@ -2,9 +2,12 @@
 // ReplicaSet with pod-count=<n>, n being the number of Pods in the cache that
 // match the ReplicaSet's selector, and writes only when the label changes.
 //
-//	kctl --kubeconfig FILE [--qps 500] [--workers 2]
+//	kctl --kubeconfig FILE [--qps 500] [--workers 2] [--history]
 //
-// Everything not set by a flag is kctl's default.
+// Everything not set by a flag is kctl's default. --history turns on the
+// Manager's per-key reconcile history with its defaults
+// (Manager.KeepHistory), to measure what it costs (the stack kctl-history
+// of benchrun).
 package main
 
 import (
@@ -27,6 +30,7 @@ func main() {
 	qps := flag.Float64("qps", 0, "client QPS (burst = QPS); 0 keeps kctl's default")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	workers := flag.Int("workers", 2, "concurrent reconciles")
+	history := flag.Bool("history", false, "keep each key's last reconciles (Manager.KeepHistory with its defaults)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		stop := startProfile(*cpuprofile)
@@ -44,6 +48,9 @@ func main() {
 	mgr, err := kctl.NewManager(kctl.Options{Config: cfg, Logger: log})
 	if err != nil {
 		fail(log, err)
+	}
+	if *history {
+		mgr.KeepHistory(kctl.HistoryOptions{})
 	}
 	pods := kctl.ClientFor[corev1.Pod](mgr)
 	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
