@@ -155,7 +155,7 @@ func TestShardInformer_ReshardMovesObjects(t *testing.T) {
 			if got, want := cachedNames(inf), inRanges(uids, four[0], four[1]); !slices.Equal(got, want) {
 				t.Fatalf("synced cache holds %v, want %v", got, want)
 			}
-			synced := len(rec.all())
+			synced := waitDelivered(t, rec, inf)
 			cur.Store(&after)
 			inf.reshard()
 			for name, uid := range shardCMs(t, cms, ns, "new", 20) {
@@ -238,7 +238,7 @@ func TestShardInformer_KeepFilterWithoutTheGate(t *testing.T) {
 			eventually(t, "the cache to follow ranges 0-1", func() bool {
 				return slices.Equal(cachedNames(inf), want)
 			})
-			synced := len(rec.all())
+			synced := waitDelivered(t, rec, inf)
 			kept.Store(&[]shardhash.Range{four[1], four[2]})
 			inf.reshard()
 			for name, uid := range shardCMs(t, cms, ns, "new", 20) {
@@ -259,4 +259,16 @@ func TestShardInformer_KeepFilterWithoutTheGate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitDelivered waits until rec has seen one event per object that inf
+// holds (each was only Added so far: handlers run after the store) and
+// returns how many it has seen.
+func waitDelivered(t *testing.T, rec *eventRecorder[corev1.ConfigMap], inf *Informer[corev1.ConfigMap]) int {
+	t.Helper()
+	n := len(cachedNames(inf))
+	eventually(t, "the handler to see every cached object", func() bool {
+		return len(rec.all()) == n
+	})
+	return n
 }
