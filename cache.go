@@ -260,10 +260,7 @@ func informerFor[T any, PT Object[T]](
 			"scope it with kctl.ScopeFor, or read with Uncached()"
 		c.opts.Logger.Warn(msg, "resource", res.String())
 	}
-	resync, ok := c.resyncs[res]
-	if !ok {
-		resync = c.opts.Resync
-	}
+	resync := c.resyncOf(res)
 	keep := c.opts.KeepManagedFields
 	transform, _ := c.transforms[res].(func(*T))
 	prepare := func(obj *T) {
@@ -287,22 +284,7 @@ func informerFor[T any, PT Object[T]](
 	}
 	// Not even decoded (protobuf).
 	inf.client.codec.skipManagedFields = !keep
-	sorted := slices.Sorted(slices.Values(scope.Namespaces))
-	namespaces := slices.Compact(sorted)
-	allNamespaces := !res.Namespaced ||
-		len(namespaces) == 0 ||
-		slices.Contains(namespaces, "")
-	if allNamespaces {
-		namespaces = []string{""}
-	}
-	for _, ns := range namespaces {
-		opts := ListOptions{
-			Namespace: ns,
-			Labels:    scope.Labels,
-			Fields:    scope.Fields,
-		}
-		inf.watches = append(inf.watches, &watchState{opts: opts})
-	}
+	inf.watches = scopeWatches(res, scope)
 	c.informers[res] = inf
 	if c.made != nil {
 		c.made(inf)
@@ -312,6 +294,38 @@ func informerFor[T any, PT Object[T]](
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// scopeWatches is a list/watch per namespace of scope, or one for all.
+func scopeWatches(res Resource, scope Scope) []*watchState {
+	sorted := slices.Sorted(slices.Values(scope.Namespaces))
+	namespaces := slices.Compact(sorted)
+	all := !res.Namespaced ||
+		len(namespaces) == 0 ||
+		slices.Contains(namespaces, "")
+	if all {
+		namespaces = []string{""}
+	}
+	var watches []*watchState
+	for _, ns := range namespaces {
+		opts := ListOptions{
+			Namespace: ns,
+			Labels:    scope.Labels,
+			Fields:    scope.Fields,
+		}
+		watches = append(watches, &watchState{opts: opts})
+	}
+	return watches
+}
+
+// resyncOf is the resync period of res's informers: ResyncFor's, else
+// CacheOptions.Resync.
+func (c *Cache) resyncOf(res Resource) time.Duration {
+	resync, ok := c.resyncs[res]
+	if !ok {
+		return c.opts.Resync
+	}
+	return resync
 }
 
 // notCached is the error of a cached read of res, which the cache does

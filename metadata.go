@@ -8,7 +8,6 @@ package kctl
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/kctl-dev/kctl/internal/share"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,10 +52,7 @@ func MetadataInformerFor[T any, PT Object[T]](
 	if !scoped {
 		scope = c.opts.DefaultScope
 	}
-	resync, ok := c.resyncs[res]
-	if !ok {
-		resync = c.opts.Resync
-	}
+	resync := c.resyncOf(res)
 	keep := c.opts.KeepManagedFields
 	prepare := func(obj *meta) {
 		if !keep {
@@ -147,26 +143,4 @@ func metadataSource[O any, PO Object[O], T any](
 	}
 	kind := inf.res.Kind
 	return informerSource(c, inf, kind, cause, preds, keys)
-}
-
-// scopeWatches is a list/watch per namespace of scope, or one for all.
-func scopeWatches(res Resource, scope Scope) []*watchState {
-	sorted := slices.Sorted(slices.Values(scope.Namespaces))
-	namespaces := slices.Compact(sorted)
-	all := !res.Namespaced ||
-		len(namespaces) == 0 ||
-		slices.Contains(namespaces, "")
-	if all {
-		namespaces = []string{""}
-	}
-	var watches []*watchState
-	for _, ns := range namespaces {
-		opts := ListOptions{
-			Namespace: ns,
-			Labels:    scope.Labels,
-			Fields:    scope.Fields,
-		}
-		watches = append(watches, &watchState{opts: opts})
-	}
-	return watches
 }
