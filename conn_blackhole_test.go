@@ -177,14 +177,7 @@ func TestInformer_SilentHTTP1Connection_WatchEndsAndCacheRecovers(t *testing.T) 
 	cfg.Timeout = 2 * time.Second // the lists while silent
 	conn := mustConn(t, cfg)
 	logs, logger := newCacheLogs()
-	c := NewCache(conn, CacheOptions{Logger: logger})
-	if err := ScopeFor[corev1.ConfigMap](c, Scope{Namespaces: []string{ns}}); err != nil {
-		t.Fatal(err)
-	}
-	inf, err := InformerFor[corev1.ConfigMap](c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, inf := configMapInformer(t, conn, ns, logger)
 	inf.watchFor = 2 * time.Second // before the informer runs
 	startCache(t, c)
 	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {

@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -38,14 +39,7 @@ func shardInformer(t *testing.T, cfg *rest.Config, ns string, sel *atomic.Pointe
 	t.Helper()
 	conn := testProbeConn(t, cfg)
 	_, logger := newCacheLogs()
-	c := NewCache(conn, CacheOptions{Logger: logger})
-	if err := ScopeFor[corev1.ConfigMap](c, Scope{Namespaces: []string{ns}}); err != nil {
-		t.Fatal(err)
-	}
-	inf, err := InformerFor[corev1.ConfigMap](c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, inf := configMapInformer(t, conn, ns, logger)
 	inf.shard = func() string { return *sel.Load() }
 	inf.paged.Store(paged)
 	rec := &eventRecorder[corev1.ConfigMap]{}
@@ -206,14 +200,7 @@ func TestShardInformer_KeepFilterWithoutTheGate(t *testing.T) {
 			kept.Store(&[]shardhash.Range{four[0], four[1]})
 			conn := testProbeConn(t, cfg)
 			_, logger := newCacheLogs()
-			c := NewCache(conn, CacheOptions{Logger: logger})
-			if err := ScopeFor[corev1.ConfigMap](c, Scope{Namespaces: []string{ns}}); err != nil {
-				t.Fatal(err)
-			}
-			inf, err := InformerFor[corev1.ConfigMap](c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, inf := configMapInformer(t, conn, ns, logger)
 			inf.keep = func(uid string) bool {
 				h := shardhash.Sum(uid)
 				return slices.ContainsFunc(*kept.Load(), func(r shardhash.Range) bool { return r.Contains(h) })
@@ -282,4 +269,19 @@ func waitEventsLeave(t *testing.T, rec *eventRecorder[corev1.ConfigMap], want []
 		time.Sleep(10 * time.Millisecond)
 		got = modelNames(t, rec)
 	}
+}
+
+// configMapInformer makes a new cache on conn, logging to logger, and in
+// it the informer of ns's ConfigMaps; neither runs yet.
+func configMapInformer(t *testing.T, conn *Conn, ns string, logger *slog.Logger) (*Cache, *Informer[corev1.ConfigMap]) {
+	t.Helper()
+	c := NewCache(conn, CacheOptions{Logger: logger})
+	if err := ScopeFor[corev1.ConfigMap](c, Scope{Namespaces: []string{ns}}); err != nil {
+		t.Fatal(err)
+	}
+	inf, err := InformerFor[corev1.ConfigMap](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, inf
 }
