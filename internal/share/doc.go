@@ -13,7 +13,14 @@
 // shared, are compared byte for byte (padding zeroed) with earlier ones of
 // the same Go type, found by a hash. Equal bytes mean equal values (the
 // pointers in them are the same pointers), so a match is always right; a miss
-// only costs memory.
+// only costs memory. So a difference unshares only the blocks that hold it:
+// a Pod's own token volume name unshares its volume list, the mounts that
+// name it and the containers that hold those mounts, while each container's
+// env, ports, resources, probes and image, and each volume's source, still
+// share. A slice left unshared, its elements unique to the object, is
+// copied into memory only as long as its elements if the decoder left
+// spare room (5 conditions in room for 8); a string the object holds twice
+// (the token volume's name, in each mount) is held once.
 //
 // The sharer keeps nothing alive: it finds earlier parts through weak
 // pointers, so a part lives exactly as long as some object holds it, and a

@@ -38,6 +38,7 @@ func New(sample any) *Sharer {
 	s.seed = maphash.MakeSeed()
 	s.seen = map[key]weak.Pointer[byte]{}
 	s.once = map[uint64]uint64{}
+	s.mine = map[key]*byte{}
 	return s
 }
 
@@ -66,6 +67,11 @@ func (s *Sharer) Share(obj any) {
 // len(seen) after it), so seen holds at most about twice as many entries
 // as there are distinct parts alive, plus 1024.
 //
+// mine holds, while one object is shared, the strings of that object
+// that were not found in seen, so that a string the object holds twice (a
+// Pod's token volume name, in each of its mounts) is held once; it is
+// emptied after each object and keeps nothing alive.
+//
 // once holds the hashes of the keys seen once lately, at most onceMax,
 // each with the number of the object it was seen in; objects counts the
 // objects shared so far.
@@ -75,6 +81,7 @@ type sharer struct {
 	seed    maphash.Seed
 	seen    map[key]weak.Pointer[byte]
 	once    map[uint64]uint64
+	mine    map[key]*byte
 	objects uint64
 	swept   int
 }
@@ -101,7 +108,16 @@ func (s *sharer) share(obj unsafe.Pointer) {
 	defer s.mu.Unlock()
 	s.objects++
 	s.walk(s.plan, obj)
+	if len(s.mine) > mineMax {
+		s.mine = map[key]*byte{}
+	} else {
+		clear(s.mine)
+	}
 }
+
+// mineMax is the most entries of mine kept for the next object (clearing
+// costs what the map holds room for).
+const mineMax = 256
 
 // walk shares the parts of the value of p's type at at. Each store
 // compares first, so memory that is already shared is never written.
@@ -154,6 +170,9 @@ func (s *sharer) walk(p *plan, at unsafe.Pointer) {
 		}
 		s.walkBlock(p, h.data, h.len)
 		seen := s.block(p, h.data, h.len)
+		if seen == h.data && spare(p, h) {
+			seen = copyBlock(p, h.data, h.len)
+		}
 		if seen != h.data || h.cap != h.len {
 			h.data = seen
 			h.cap = h.len // every header of a block alike
@@ -200,11 +219,22 @@ func (s *sharer) string(str string) string {
 		return unsafe.String(seen, len(str))
 	}
 	if !s.again(k) {
-		return str
+		return s.own(k, str)
 	}
 	c := strings.Clone(str)
 	s.remember(k, unsafe.StringData(c))
 	return c
+}
+
+// own returns an equal string the object being shared holds already, or
+// str, which the object holds from now on.
+func (s *sharer) own(k key, str string) string {
+	at, ok := s.mine[k]
+	if ok && unsafe.String(at, len(str)) == str {
+		return unsafe.String(at, len(str))
+	}
+	s.mine[k] = unsafe.StringData(str)
+	return str
 }
 
 // block returns the memory of n earlier elements of p's type equal to the
@@ -220,13 +250,32 @@ func (s *sharer) block(p *plan, at unsafe.Pointer, n int) unsafe.Pointer {
 	if !s.again(k) {
 		return at
 	}
+	c := copyBlock(p, at, n)
+	s.remember(k, (*byte)(c))
+	return c
+}
+
+// copyBlock returns a copy of the n elements of p's type at at, in memory
+// of its own.
+func copyBlock(p *plan, at unsafe.Pointer, n int) unsafe.Pointer {
 	// Typed memory: the collector sees the copy's pointers.
 	c := reflect.MakeSlice(p.slice, n, n)
 	h := &sliceHeader{data: at, len: n, cap: n}
 	old := reflect.NewAt(p.slice, unsafe.Pointer(h))
 	reflect.Copy(c, old.Elem())
-	s.remember(k, (*byte)(c.UnsafePointer()))
 	return c.UnsafePointer()
+}
+
+// spareMin is the spare capacity, in bytes, worth a copy of a slice's
+// elements that is only as long as they are.
+const spareMin = 64
+
+// spare says whether the slice h of p's type has at least spareMin bytes
+// of spare capacity: a decoder that appends leaves up to as much again as
+// its elements (5 conditions of a Pod in room for 8).
+func spare(p *plan, h *sliceHeader) bool {
+	bytes := uintptr(h.cap-h.len) * p.typ.Size()
+	return bytes >= spareMin
 }
 
 // shareMap returns an equal map seen before, or a remembered copy of m.

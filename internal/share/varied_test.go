@@ -116,3 +116,57 @@ func TestSharer_VariedPodsShareBelowTheirDifferences(t *testing.T) {
 		}
 	}
 }
+
+// A Pod's own token volume name, in its volume and in each container's
+// mounts, is held once: strings an object holds twice share within it,
+// though not with other objects until seen in one. Once Share returns,
+// the sharer keeps nothing of the object's own strings.
+func TestSharer_StringHeldTwiceInOneObjectIsHeldOnce(t *testing.T) {
+	s := New((*corev1.Pod)(nil))
+	p := decodedFixturePod(t, 0)
+	token := p.Spec.Volumes[1].Name
+	s.Share(p)
+	volume := p.Spec.Volumes[1].Name
+	for _, c := range p.Spec.Containers {
+		mount := c.VolumeMounts[len(c.VolumeMounts)-1].Name
+		if mount != token || !sameString(mount, volume) {
+			t.Errorf("container %s mounts %q (shared with the volume: %v), want the volume's %q",
+				c.Name, mount, sameString(mount, volume), token)
+		}
+	}
+	if len(s.mine) != 0 {
+		t.Errorf("the sharer keeps %d of the object's strings after Share", len(s.mine))
+	}
+}
+
+// A slice that shares with no other (its elements unique to the object)
+// gets memory only as long as its elements when the decoder left spare
+// room (5 conditions appended into room for 8): the spare room is freed
+// with the decoded copy.
+func TestSharer_UnsharedSliceLosesItsSpareRoom(t *testing.T) {
+	s := New((*corev1.Pod)(nil))
+	p := decodedFixturePod(t, 0)
+	want := decodedFixturePod(t, 0)
+	conditions := p.Status.Conditions
+	if cap(conditions)-len(conditions) < 2 {
+		t.Fatalf("the decoder left %d conditions in room for %d; the test needs spare room",
+			len(conditions), cap(conditions))
+	}
+	s.Share(p)
+	got := p.Status.Conditions
+	if cap(got) != len(got) || sameSlice(got, conditions) {
+		t.Errorf("conditions after Share: %d in room for %d (the decoded memory kept: %v), want no spare room",
+			len(got), cap(got), sameSlice(got, conditions))
+	}
+	raw, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRaw, err := want.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != string(wantRaw) {
+		t.Errorf("sharing changed the Pod:\n%v\nwant\n%v", p, want)
+	}
+}
