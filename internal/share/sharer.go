@@ -36,7 +36,7 @@ func New(sample any) *Sharer {
 	s := &Sharer{ptr: ptr}
 	s.plan = planFor(ptr.Elem())
 	s.seed = maphash.MakeSeed()
-	s.seen = map[key]weak.Pointer[byte]{}
+	s.seen = map[uint64]entry{}
 	s.once = map[uint64]uint64{}
 	s.mine = map[key]*byte{}
 	return s
@@ -62,7 +62,9 @@ func (s *Sharer) Share(obj any) {
 // once for all types.
 //
 // Every entry of seen is a weak pointer to a copy the sharer made of a
-// part, keyed by the part's type, hash and size. An entry whose part was
+// part, with its key (the part's type, hash and size), under the key's
+// slot (one 64-bit hash: a map of such keys is the fastest Go has, and the
+// sharer's time goes mostly to finding parts). An entry whose part was
 // freed is dropped when seen has doubled since the last sweep (swept is
 // len(seen) after it), so seen holds at most about twice as many entries
 // as there are distinct parts alive, plus 1024.
@@ -79,7 +81,7 @@ type sharer struct {
 	mu      sync.Mutex
 	plan    *plan // nil: the type has nothing to share
 	seed    maphash.Seed
-	seen    map[key]weak.Pointer[byte]
+	seen    map[uint64]entry
 	once    map[uint64]uint64
 	mine    map[key]*byte
 	objects uint64
@@ -96,6 +98,31 @@ type key struct {
 	plan *plan
 	hash uint64
 	size uintptr
+}
+
+// slot is where seen keeps the part of key k: a hash of all of k. Two keys
+// of one slot keep one part, the last remembered: the other's parts are
+// not shared (a miss only costs memory).
+func (k key) slot() uint64 {
+	plan := uint64(uintptr(unsafe.Pointer(k.plan)))
+	h := k.hash ^ plan*0x9e3779b97f4a7c15
+	return (h ^ uint64(k.size)) * 0xff51afd7ed558ccd
+}
+
+// An entry of seen: a weak pointer to a part the sharer copied, of key k.
+type entry struct {
+	k    key
+	part weak.Pointer[byte]
+}
+
+// lookup returns the part of key k the sharer copied, nil if none is
+// alive.
+func (s *sharer) lookup(k key) *byte {
+	e, ok := s.seen[k.slot()]
+	if !ok || e.k != k {
+		return nil
+	}
+	return e.part.Value()
 }
 
 // share makes the value of s's type at obj point at equal parts seen
@@ -214,7 +241,7 @@ func (s *sharer) string(str string) string {
 	}
 	h := maphash.String(s.seed, str)
 	k := key{stringPlan, h, uintptr(len(str))}
-	seen := s.seen[k].Value()
+	seen := s.lookup(k)
 	if seen != nil && unsafe.String(seen, len(str)) == str {
 		return unsafe.String(seen, len(str))
 	}
@@ -243,7 +270,7 @@ func (s *sharer) block(p *plan, at unsafe.Pointer, n int) unsafe.Pointer {
 	size := uintptr(n) * p.typ.Size()
 	b := unsafe.Slice((*byte)(at), size)
 	k := key{p, maphash.Bytes(s.seed, b), size}
-	seen := s.seen[k].Value()
+	seen := s.lookup(k)
 	if seen != nil && bytes.Equal(unsafe.Slice(seen, size), b) {
 		return unsafe.Pointer(seen)
 	}
@@ -291,7 +318,7 @@ func shareMap[K ~string, V comparable](s *sharer, p *plan, m map[K]V) map[K]V {
 		h += (hk ^ hv*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
 	}
 	k := key{p, h, uintptr(len(m))}
-	seen := s.seen[k].Value()
+	seen := s.lookup(k)
 	if seen != nil {
 		old := *(*map[K]V)(unsafe.Pointer(&seen))
 		if maps.Equal(old, m) {
@@ -317,7 +344,7 @@ func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
 // remembering: only when it is seen again, so that the many values unique
 // to one object (its IP, its container IDs) cost no entry in seen.
 func (s *sharer) again(k key) bool {
-	h := maphash.Comparable(s.seed, k)
+	h := k.slot()
 	obj, ok := s.once[h]
 	if ok && obj != s.objects {
 		return true
@@ -333,7 +360,7 @@ func (s *sharer) again(k key) bool {
 // drops the entries of freed parts once seen has doubled since the last
 // sweep.
 func (s *sharer) remember(k key, c *byte) {
-	s.seen[k] = weak.Make(c)
+	s.seen[k.slot()] = entry{k, weak.Make(c)}
 	if len(s.seen) < 2*s.swept+1024 {
 		return
 	}
@@ -342,6 +369,6 @@ func (s *sharer) remember(k key, c *byte) {
 }
 
 // freed says whether the part an entry of seen points at was freed.
-func freed(_ key, p weak.Pointer[byte]) bool {
-	return p.Value() == nil
+func freed(_ uint64, e entry) bool {
+	return e.part.Value() == nil
 }
