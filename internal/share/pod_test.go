@@ -16,8 +16,9 @@ import (
 
 // BenchmarkSharer_Pods is the cost of sharing 500 decoded Pods (ns/op is
 // per 500), the price the cache pays per stored object, on realistic Pods
-// (podfixture) and near-identical ones (replicaPod); decoding them (kctl's
-// BenchmarkDecodePodList) costs about 3x more.
+// (podfixture) and near-identical ones (replicaPod). On realistic Pods,
+// sharing costs about 1.4x decoding them (CPU profiles of this benchmark,
+// BENCHMARKS.md's "Finer sharing").
 func BenchmarkSharer_Pods(b *testing.B) {
 	fixtures := []struct {
 		name string
