@@ -16,9 +16,11 @@ import (
 
 // BenchmarkSharer_Pods is the cost of sharing 500 decoded Pods (ns/op is
 // per 500), the price the cache pays per stored object, on realistic Pods
-// (podfixture) and near-identical ones (replicaPod). On realistic Pods,
-// sharing costs about 1.4x decoding them (CPU profiles of this benchmark,
-// BENCHMARKS.md's "Finer sharing").
+// (podfixture) and near-identical ones (replicaPod). The same Pods are
+// shared again and again, so their unique values are remembered too: for
+// the cost of sharing Pods once each, as a sync does, profile
+// BenchmarkSharer_RetainedHeap (BENCHMARKS.md, "Finer sharing": about as
+// much as decoding them).
 func BenchmarkSharer_Pods(b *testing.B) {
 	fixtures := []struct {
 		name string
