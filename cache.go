@@ -271,17 +271,17 @@ func informerFor[T any, PT Object[T]](
 			transform(obj)
 		}
 	}
-	inf := &Informer[T]{
+	inf := &Informer[T]{&informer[*T]{
 		res:       res,
 		name:      res.String(),
-		client:    NewClient[T, PT](c.conn),
+		client:    NewClient[T, PT](c.conn).client,
 		resync:    jittered(resync),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
-		store:     newStore[T](),
+		store:     newStore[*T](),
 		sharer:    share.New((*T)(nil)),
 		transform: prepare,
-	}
+	}}
 	// Not even decoded (protobuf).
 	inf.client.codec.skipManagedFields = !keep
 	inf.watches = scopeWatches(res, scope)

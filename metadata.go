@@ -59,17 +59,17 @@ func MetadataInformerFor[T any, PT Object[T]](
 			obj.SetManagedFields(nil)
 		}
 	}
-	inf := &Informer[meta]{
+	inf := &Informer[meta]{&informer[*meta]{
 		res:       res,
 		name:      res.String(),
 		client:    newMetadataClient[T](c.conn),
 		resync:    jittered(resync),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
-		store:     newStore[meta](),
+		store:     newStore[*meta](),
 		sharer:    share.New((*meta)(nil)),
 		transform: prepare,
-	}
+	}}
 	inf.client.codec.skipManagedFields = !keep
 	inf.watches = scopeWatches(res, scope)
 	c.informers[key] = inf
