@@ -111,7 +111,6 @@ type cacheReader[P any] interface {
 // ResourceOf), every call returns that error.
 func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	r, declared, err := apitype.Of((*T)(nil))
-	res := Resource(r)
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: "+
 			"make one with kctl.NewConn", typeName[T]())
@@ -119,43 +118,38 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	if err == nil {
 		err = jsonCopyable[T]()
 	}
+	res := Resource(r)
 	c := &client[*T]{
 		conn:     conn,
 		res:      res,
-		codec:    newCodec[T](res, !declared),
+		codec:    newCodec(opsOf[T](), res, !declared),
 		err:      err,
 		lastBody: new(atomic.Int64),
 	}
 	return &Client[T]{c}
 }
 
-// newMetadataClient is an uncached client of the metadata of T's objects,
-// for reads only: the server sends them as metav1.PartialObjectMetadata,
-// with apiVersion and kind those of T's resource.
-func newMetadataClient[T any](
+// newMetadataClient is an uncached client of the metadata of res's
+// objects, for reads only: the server sends them as
+// metav1.PartialObjectMetadata, with apiVersion and kind those of res;
+// builtin: res is a k8s.io/api type's.
+func newMetadataClient(
 	conn *Conn,
+	res Resource,
+	builtin bool,
 ) *client[*metav1.PartialObjectMetadata] {
-	r, declared, err := apitype.Of((*T)(nil))
-	res := Resource(r)
-	if err == nil && conn == nil {
+	var err error
+	if conn == nil {
 		err = fmt.Errorf("kctl: a metadata client of %s "+
-			"got a nil Conn", typeName[T]())
+			"got a nil Conn", res)
 	}
 	return &client[*metav1.PartialObjectMetadata]{
 		conn:     conn,
 		res:      res,
-		codec:    newMetadataCodec(res, !declared),
+		codec:    newMetadataCodec(res, builtin),
 		err:      err,
 		lastBody: new(atomic.Int64),
 	}
-}
-
-// Uncached returns a handle on the same resource whose Get and List always
-// read from the API server: use it when an answer must be fresh.
-func (c *Client[T]) Uncached() *Client[T] {
-	u := *c.client
-	u.cached = nil
-	return &Client[T]{&u}
 }
 
 // Resource is the resource this client talks to.

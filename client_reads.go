@@ -18,6 +18,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Uncached returns a handle on the same resource whose Get and List always
+// read from the API server: use it when an answer must be fresh.
+func (c *Client[T]) Uncached() *Client[T] {
+	u := *c.client
+	u.cached = nil
+	return &Client[T]{&u}
+}
+
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a
 // copy from the cache if c has one (NotFound if the cache has no such object).
 // A cached Get waits until the cache has synced, at most until ctx ends; of a

@@ -104,10 +104,16 @@ const (
 	metadataKind   = "PartialObjectMetadata"
 )
 
-func newCodec[T any](res Resource, builtin bool) codec[*T] {
-	_, ok := any(new(T)).(protoObject)
-	return codec[*T]{
-		ops:        opsOf[T](),
+// newCodec is the codec of res's objects, of type P; builtin: res is a
+// k8s.io/api type's.
+func newCodec[P any](
+	ops *typeOps[P],
+	res Resource,
+	builtin bool,
+) codec[P] {
+	_, ok := any(ops.newObject()).(protoObject)
+	return codec[P]{
+		ops:        ops,
 		res:        res,
 		apiVersion: res.APIVersion(),
 		builtin:    builtin,

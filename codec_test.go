@@ -42,10 +42,10 @@ var gizmos = Declare[gizmo](Resource{Group: "kctl.example.com", Version: "v1", K
 
 func podCodec() codec[*corev1.Pod] {
 	res, _ := ResourceOf[corev1.Pod]()
-	return newCodec[corev1.Pod](res, true)
+	return newCodec(opsOf[corev1.Pod](), res, true)
 }
 
-func gizmoCodec() codec[*gizmo] { return newCodec[gizmo](gizmos, false) }
+func gizmoCodec() codec[*gizmo] { return newCodec(opsOf[gizmo](), gizmos, false) }
 
 // realisticPod is a pod as a Deployment's ReplicaSet makes it, scheduled and running.
 func realisticPod(i int) *corev1.Pod {

@@ -128,7 +128,7 @@ type watchState struct {
 }
 
 // String is "cache of <resource>", e.g. "cache of pods/v1".
-func (i *informer[P]) String() string { return "cache of " + i.res.String() }
+func (i *informer[P]) String() string { return "cache of " + i.name }
 
 // HasSynced reports whether the first list of every namespace in scope is stored.
 func (i *informer[P]) HasSynced() bool {
@@ -452,11 +452,17 @@ func (i *informer[P]) resource() Resource { return i.res }
 // match one of i's list/watches, which have no field selector, and i has
 // no shard selector.
 func (i *informer[P]) holds(obj metav1.Object) bool {
-	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
+	sharded := i.shard != nil || i.keep != nil
+	return !sharded && watchesHold(i.watches, obj)
+}
+
+// watchesHold reports whether one of watches, without a field selector,
+// takes in obj (holds, for any P).
+func watchesHold(watches []*watchState, obj metav1.Object) bool {
+	return slices.ContainsFunc(watches, func(w *watchState) bool {
 		// Set when the informer is made, never changed.
 		o := w.opts
-		sharded := i.shard != nil || i.keep != nil
-		if o.Fields != "" || sharded {
+		if o.Fields != "" {
 			return false
 		}
 		ns := o.Namespace
