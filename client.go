@@ -75,8 +75,10 @@ func (o ListOptions) query() url.Values {
 // is an error naming the fix. One made by a Manager reads from the shared
 // cache (see Uncached), one made by NewClient from the server. The zero
 // value is unusable. A Client is safe for concurrent use.
+//
+// Its methods but Uncached are those of its core, written over P, which is
+// *T: the core is compiled once for every T (see typeOps).
 type Client[T any] struct {
-	// Its methods are client's, but for Uncached.
 	*client[*T]
 }
 
@@ -89,7 +91,7 @@ type client[P any] struct {
 	// err is T's error if T has no Resource: every call returns it.
 	err error
 	// cached, when set, serves Get and List (ClientFor sets the
-	// Manager's cache: cachedReads in cache.go); nil reads the server.
+	// Manager's cache: cachedReads in cache_reads.go); nil reads the server.
 	cached cacheReader[P]
 	// afterWrite, when set, sees each object a write returns, and
 	// afterDelete each object a delete removed: a Manager's Clients

@@ -50,8 +50,10 @@ import (
 // each other (internal/share): the Pods of one workload hold one copy of
 // their labels, image and requests, which more than halves a Pod's memory
 // in the cache.
+//
+// Its methods but AddHandler are those of its core, written over P, which
+// is *T: the core is compiled once for every T (see typeOps).
 type Informer[T any] struct {
-	// Its methods are informer's, but for AddHandler.
 	*informer[*T]
 }
 
