@@ -47,7 +47,7 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 	synctest.Test(t, func(t *testing.T) {
 		const n = 300
 		period := 10 * time.Second
-		inf := &Informer[corev1.ConfigMap]{&informer[*corev1.ConfigMap]{
+		inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{
 			store:     newStore[*corev1.ConfigMap](),
 			resync:    period,
 			transform: func(*corev1.ConfigMap) {},
@@ -155,7 +155,7 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 // The cost of starting one resync of 100,000 objects: the sorted snapshot
 // of their keys (resyncKeys), taken under the read lock.
 func BenchmarkInformer_ResyncKeys_100k(b *testing.B) {
-	inf := &Informer[corev1.ConfigMap]{&informer[*corev1.ConfigMap]{store: newStore[*corev1.ConfigMap]()}}
+	inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{store: newStore[*corev1.ConfigMap]()}}
 	inf.watches = []*watchState{{synced: true}}
 	inf.handlers = []*handler[*corev1.ConfigMap]{{}}
 	for k := range 100000 {

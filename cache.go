@@ -226,8 +226,10 @@ func informerFor[T any, PT Object[T]](
 		return nil, fmt.Errorf("kctl: cannot cache: %w", unprefixed(err))
 	}
 	newInformer := func(scope Scope) cachedInformer {
-		cl := NewClient[T, PT](c.conn).client
-		return &Informer[T]{newInformer(c, res, cl, scope)}
+		cl := &NewClient[T, PT](c.conn).client
+		inf := &Informer[T]{}
+		initInformer(&inf.informer, c, res, cl, scope)
+		return inf
 	}
 	inf, err := c.informer(res, read, newInformer)
 	if err != nil {
@@ -295,14 +297,15 @@ func (c *Cache) informer(
 	return inf, nil
 }
 
-// newInformer makes the informer of res, reading with cl, in scope,
+// initInformer makes inf the informer of res, reading with cl, in scope,
 // configured as c is for res. Call it with c.mu held.
-func newInformer[P any](
+func initInformer[P any](
+	inf *informer[P],
 	c *Cache,
 	res Resource,
 	cl *client[P],
 	scope Scope,
-) *informer[P] {
+) {
 	keep := c.opts.KeepManagedFields
 	// the func(*T) of TransformFor
 	transform, _ := c.transforms[res].(func(P))
@@ -317,7 +320,7 @@ func newInformer[P any](
 	// Not even decoded (protobuf).
 	cl.codec.skipManagedFields = !keep
 	var none P
-	return &informer[P]{
+	*inf = informer[P]{
 		res:       res,
 		name:      res.String(),
 		client:    cl,

@@ -29,8 +29,8 @@ func (r cachedReads[T, PT]) get(
 	if err != nil {
 		return nil, err
 	}
-	c := r.client.client
-	return cachedGet(ctx, c, inf.informer, r.writes, namespace, name)
+	c := &r.client.client
+	return cachedGet(ctx, c, &inf.informer, r.writes, namespace, name)
 }
 
 func (r cachedReads[T, PT]) list(
@@ -41,8 +41,8 @@ func (r cachedReads[T, PT]) list(
 	if err != nil {
 		return nil, err
 	}
-	c := r.client.client
-	return cachedList(ctx, c, inf.informer, r.writes, opts)
+	c := &r.client.client
+	return cachedList(ctx, c, &inf.informer, r.writes, opts)
 }
 
 // synced returns once inf, c's informer, has synced. A resource the

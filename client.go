@@ -79,7 +79,7 @@ func (o ListOptions) query() url.Values {
 // Its methods but Uncached are those of its core, written over P, which is
 // *T: the core is compiled once for every T (see typeOps).
 type Client[T any] struct {
-	*client[*T]
+	client[*T]
 }
 
 // client is a Client[T]'s state and work, over P = *T: compiled once for
@@ -121,7 +121,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 		err = jsonCopyable[T]()
 	}
 	res := Resource(r)
-	c := &client[*T]{
+	c := client[*T]{
 		conn:     conn,
 		res:      res,
 		codec:    newCodec(opsOf[T](), res, !declared),

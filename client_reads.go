@@ -21,9 +21,9 @@ import (
 // Uncached returns a handle on the same resource whose Get and List always
 // read from the API server: use it when an answer must be fresh.
 func (c *Client[T]) Uncached() *Client[T] {
-	u := *c.client
+	u := *c
 	u.cached = nil
-	return &Client[T]{&u}
+	return &u
 }
 
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a

@@ -35,13 +35,15 @@ type protoObject interface {
 	Unmarshal([]byte) error
 }
 
-// typeOps is the work on P = *T that needs T itself. The codec, the
-// watch stream, the store, the informer and the client are generic over
-// P alone, constrained by nothing (a methods-only interface), so that Go
-// compiles them once for every T: it compiles a generic function once per
-// shape of its type arguments, and all pointers are one shape for such a
-// type parameter. They reach T only through typeOps, metav1.Object (see
-// objMeta) and type assertions; opsOf, compiled per T, is small.
+// typeOps is the work on P = *T that needs T itself. The core (codec,
+// watch stream, store, informer, client, cached reads) is generic over P
+// alone, constrained by any: Go compiles a generic function once per GC
+// shape of its type arguments, and every pointer is one shape when the
+// constraint has methods only (one naming *T, as Object[T] does, makes
+// each T a shape of its own). So the core is compiled once for every T,
+// and reaches T only through typeOps, metav1.Object (objMeta) and type
+// assertions: work that needs T goes here. The typed entry points
+// (NewClient, InformerFor...) stay thin; opsOf, compiled per T, is small.
 type typeOps[P any] struct {
 	// name is T's, e.g. "v1.Pod" (typeName).
 	name string

@@ -54,7 +54,7 @@ import (
 // Its methods but AddHandler are those of its core, written over P, which
 // is *T: the core is compiled once for every T (see typeOps).
 type Informer[T any] struct {
-	*informer[*T]
+	informer[*T]
 }
 
 // informer is an Informer[T]'s state and work, over P = *T: compiled once

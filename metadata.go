@@ -63,7 +63,8 @@ func (c *Cache) metadataInformer(
 	}
 	cl := newMetadataClient(c.conn, res, builtin)
 	// TransformFor[T]'s func(*T) is not one of *meta: not applied.
-	inf := &Informer[meta]{newInformer(c, res, cl, scope)}
+	inf := &Informer[meta]{}
+	initInformer(&inf.informer, c, res, cl, scope)
 	c.informers[key] = inf
 	if c.madeMetadata != nil {
 		c.madeMetadata(inf)

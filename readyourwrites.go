@@ -98,7 +98,7 @@ func readYourWrites[T any](
 	inf *Informer[T],
 	namespace, name string,
 ) error {
-	return waitForWrites(ctx, w, inf.informer, namespace, name)
+	return waitForWrites(ctx, w, &inf.informer, namespace, name)
 }
 
 // waitForWrites is readYourWrites in the core, over P = *T.

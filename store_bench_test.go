@@ -56,7 +56,7 @@ func BenchmarkStore_ListByLabel_10k(b *testing.B) {
 // A watch's MODIFIED event applied to an informer of 1,000 ConfigMaps:
 // transform, share, put and the events to one handler.
 func BenchmarkInformer_Apply(b *testing.B) {
-	inf := &Informer[corev1.ConfigMap]{&informer[*corev1.ConfigMap]{
+	inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{
 		store:     newStore[*corev1.ConfigMap](),
 		transform: func(*corev1.ConfigMap) {},
 		sharer:    share.New((*corev1.ConfigMap)(nil)),
