@@ -131,29 +131,6 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	return &Client[T]{c}
 }
 
-// newMetadataClient is an uncached client of the metadata of res's
-// objects, for reads only: the server sends them as
-// metav1.PartialObjectMetadata, with apiVersion and kind those of res;
-// builtin: res is a k8s.io/api type's.
-func newMetadataClient(
-	conn *Conn,
-	res Resource,
-	builtin bool,
-) *client[*metav1.PartialObjectMetadata] {
-	var err error
-	if conn == nil {
-		err = fmt.Errorf("kctl: a metadata client of %s "+
-			"got a nil Conn", res)
-	}
-	return &client[*metav1.PartialObjectMetadata]{
-		conn:     conn,
-		res:      res,
-		codec:    newMetadataCodec(res, builtin),
-		err:      err,
-		lastBody: new(atomic.Int64),
-	}
-}
-
 // Resource is the resource this client talks to.
 func (c *client[P]) Resource() Resource { return c.res }
 

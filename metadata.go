@@ -8,6 +8,7 @@ package kctl
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,29 @@ func (c *Cache) metadataInformer(
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// newMetadataClient is an uncached client of the metadata of res's
+// objects, for reads only: the server sends them as
+// metav1.PartialObjectMetadata, with apiVersion and kind those of res;
+// builtin: res is a k8s.io/api type's.
+func newMetadataClient(
+	conn *Conn,
+	res Resource,
+	builtin bool,
+) *client[*metav1.PartialObjectMetadata] {
+	var err error
+	if conn == nil {
+		err = fmt.Errorf("kctl: a metadata client of %s "+
+			"got a nil Conn", res)
+	}
+	return &client[*metav1.PartialObjectMetadata]{
+		conn:     conn,
+		res:      res,
+		codec:    newMetadataCodec(res, builtin),
+		err:      err,
+		lastBody: new(atomic.Int64),
+	}
 }
 
 // OwnsMetadata is Owns that caches only the metadata of C's objects (see
