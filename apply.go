@@ -22,7 +22,7 @@ import (
 // keyed is the decodeError of an object a list could not decode. One
 // without a key (not even its metadata decoded) is logged: the list then
 // deletes no object from the cache, as any might be that one.
-func (i *Informer[T]) keyed(err error) *decodeError {
+func (i *informer[P]) keyed(err error) *decodeError {
 	de, ok := errors.AsType[*decodeError](err)
 	if ok && de.Name != "" {
 		return de
@@ -36,17 +36,17 @@ func (i *Informer[T]) keyed(err error) *decodeError {
 
 // stored makes the store's objects of w's namespace a list's result,
 // listed at resourceVersion rv, and tells the handlers what changed.
-func (i *Informer[T]) stored(
+func (i *informer[P]) stored(
 	w *watchState,
-	all []*T,
+	all []P,
 	bad []*decodeError,
 	rv string,
 ) {
 	i.mu.Lock()
 	initial := !w.synced
 	before := maps.Clone(i.store.bad)
-	emit := func(t EventType, obj, old *T) {
-		e := Event[T]{Type: t, Object: obj, Old: old}
+	emit := func(t EventType, obj, old P) {
+		e := event[P]{Type: t, Object: obj, Old: old}
 		e.Initial = initial
 		e.Relisted = !initial
 		i.emitLocked(e)
@@ -66,7 +66,7 @@ func (i *Informer[T]) stored(
 // returned. An object that does not decode is applied by applyUndecodable
 // if its key is known; an event without a key or of unknown type is
 // logged and skipped.
-func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
+func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 	if e.Type == "ERROR" && e.Status != nil {
 		se := &apierrors.StatusError{ErrStatus: *e.Status}
 		return fmt.Errorf("kctl: the watch of %s "+
@@ -81,9 +81,9 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		return nil
 	}
 	bookmark := e.Type == "BOOKMARK"
-	broken := e.Err != nil || e.Object == nil
+	broken := e.Err != nil || isNil(e.Object)
 	if !broken && !bookmark {
-		noName := metaOf(e.Object).GetName() == ""
+		noName := objMeta(e.Object).GetName() == ""
 		broken = noName || !change
 	}
 	if broken {
@@ -94,7 +94,7 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 		return nil
 	}
 	obj := e.Object
-	m := metaOf(e.Object)
+	m := objMeta(e.Object)
 	// an object not kept is deleted from the store, if there
 	gone := e.Type == "DELETED" || !i.kept(obj)
 	if !bookmark {
@@ -111,13 +111,13 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 	case bookmark:
 	case gone:
 		if i.store.remove(k.namespace, k.name) {
-			i.emitLocked(Event[T]{Type: Deleted, Object: obj})
+			i.emitLocked(event[P]{Type: Deleted, Object: obj})
 		}
 	default:
 		_, wasBad = i.store.bad[k]
 		t, old, changed := i.store.put(obj)
 		if changed { // else a duplicate
-			ev := Event[T]{Type: t, Object: obj, Old: old}
+			ev := event[P]{Type: t, Object: obj, Old: old}
 			i.emitLocked(ev)
 		}
 	}
@@ -134,11 +134,11 @@ func (i *Informer[T]) apply(w *watchState, e watchEvent[T]) error {
 
 // kept reports whether the keep filter (Informer.keep) takes obj: true
 // without one.
-func (i *Informer[T]) kept(obj *T) bool {
+func (i *informer[P]) kept(obj P) bool {
 	if i.keep == nil {
 		return true
 	}
-	uid := metaOf(obj).GetUID()
+	uid := objMeta(obj).GetUID()
 	return i.keep(string(uid))
 }
 
@@ -146,7 +146,7 @@ func (i *Informer[T]) kept(obj *T) bool {
 // T but whose key is known. A delete removes the object's last good copy,
 // if any, and tells the handlers (Deleted, with that copy); an add or update
 // keeps it and marks the object undecodable, logged once per object.
-func (i *Informer[T]) applyUndecodable(
+func (i *informer[P]) applyUndecodable(
 	w *watchState,
 	typ string,
 	bad *decodeError,
@@ -158,7 +158,7 @@ func (i *Informer[T]) applyUndecodable(
 		last, ok := i.store.get(k.namespace, k.name)
 		i.store.remove(k.namespace, k.name)
 		if ok {
-			i.emitLocked(Event[T]{Type: Deleted, Object: last})
+			i.emitLocked(event[P]{Type: Deleted, Object: last})
 		}
 	} else {
 		first = i.store.markBad(k, bad)
@@ -176,7 +176,7 @@ func (i *Informer[T]) applyUndecodable(
 // badChangesLocked compares the undecodable objects before a list with
 // the store's now, and returns a function that logs, once per object, each
 // one that stopped decoding or decodes again. Call it after unlocking mu.
-func (i *Informer[T]) badChangesLocked(
+func (i *informer[P]) badChangesLocked(
 	before map[objKey]error,
 ) (report func()) {
 	var stopped []error
@@ -205,13 +205,13 @@ func (i *Informer[T]) badChangesLocked(
 }
 
 // logDecodesAgain logs that the object key decodes into T again.
-func (i *Informer[T]) logDecodesAgain(key string) {
+func (i *informer[P]) logDecodesAgain(key string) {
 	msg := "kctl: cache decodes an object again"
 	i.log.Info(msg, "resource", i.name, "object", key)
 }
 
 // logUndecodable logs that an object does not decode into T (err names it).
-func (i *Informer[T]) logUndecodable(err error) {
+func (i *informer[P]) logUndecodable(err error) {
 	msg := "kctl: cache could not decode an object: " +
 		"it keeps the object's last good copy, if any, " +
 		"until the object decodes again or is deleted; " +
@@ -246,7 +246,7 @@ func resyncSteps(n int, window time.Duration) int {
 
 // resyncEvery runs the resyncs until ctx ends: each starts a period after
 // the one before started, and ends within its window.
-func (i *Informer[T]) resyncEvery(ctx context.Context) {
+func (i *informer[P]) resyncEvery(ctx context.Context) {
 	period := i.resync
 	window := resyncWindow(period)
 	t := time.NewTimer(period)
@@ -293,7 +293,7 @@ func sleepUntil(
 // resyncKeys returns the keys of the stored objects, in order, if there
 // is a handler to tell and the informer is synced; else none. It sorts
 // them after unlocking, so live changes wait only for the copy.
-func (i *Informer[T]) resyncKeys() []objKey {
+func (i *informer[P]) resyncKeys() []objKey {
 	i.mu.RLock()
 	if len(i.handlers) == 0 || !i.syncedLocked() {
 		i.mu.RUnlock()
@@ -318,7 +318,7 @@ func (i *Informer[T]) resyncKeys() []objKey {
 
 // resyncBatch re-delivers the objects stored under keys, skipping any
 // that is gone.
-func (i *Informer[T]) resyncBatch(keys []objKey) {
+func (i *informer[P]) resyncBatch(keys []objKey) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, k := range keys {
@@ -326,7 +326,7 @@ func (i *Informer[T]) resyncBatch(keys []objKey) {
 		if !ok {
 			continue
 		}
-		e := Event[T]{Type: Updated, Object: obj}
+		e := event[P]{Type: Updated, Object: obj}
 		e.Old = obj
 		e.Resync = true
 		i.emitLocked(e)
@@ -336,7 +336,7 @@ func (i *Informer[T]) resyncBatch(keys []objKey) {
 // begin starts one list or watch of w: it ends the one before, reads
 // the shard selector, and returns the context that reshard cancels and
 // whether reshard asked for a list since the last begin.
-func (i *Informer[T]) begin(
+func (i *informer[P]) begin(
 	ctx context.Context,
 	w *watchState,
 ) (context.Context, bool) {
@@ -357,7 +357,7 @@ func (i *Informer[T]) begin(
 
 // reshard makes every list/watch list again with the shard selector
 // then current (see Informer.shard): it ends each one's request.
-func (i *Informer[T]) reshard() {
+func (i *informer[P]) reshard() {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, w := range i.watches {
@@ -369,7 +369,7 @@ func (i *Informer[T]) reshard() {
 }
 
 // end ends w's last list or watch.
-func (i *Informer[T]) end(w *watchState) {
+func (i *informer[P]) end(w *watchState) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if w.cancel != nil {

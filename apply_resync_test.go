@@ -47,13 +47,13 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 	synctest.Test(t, func(t *testing.T) {
 		const n = 300
 		period := 10 * time.Second
-		inf := &Informer[corev1.ConfigMap]{
-			store:     newStore[corev1.ConfigMap](),
+		inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{
+			store:     newStore[*corev1.ConfigMap](),
 			resync:    period,
 			transform: func(*corev1.ConfigMap) {},
 			sharer:    share.New((*corev1.ConfigMap)(nil)),
 			log:       slog.New(slog.DiscardHandler),
-		}
+		}}
 		w := &watchState{synced: true}
 		inf.watches = []*watchState{w}
 		for k := range n {
@@ -90,10 +90,10 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 		}
 		now := time.Since(begin)
 		changed := storeCM("ns", "cm-299", "2", nil) // its turn is still to come
-		if err := inf.apply(w, watchEvent[corev1.ConfigMap]{Type: "MODIFIED", Object: changed}); err != nil {
+		if err := inf.apply(w, watchEvent[*corev1.ConfigMap]{Type: "MODIFIED", Object: changed}); err != nil {
 			t.Fatal(err)
 		}
-		if err := inf.apply(w, watchEvent[corev1.ConfigMap]{Type: "DELETED", Object: storeCM("ns", "cm-298", "3", nil)}); err != nil {
+		if err := inf.apply(w, watchEvent[*corev1.ConfigMap]{Type: "DELETED", Object: storeCM("ns", "cm-298", "3", nil)}); err != nil {
 			t.Fatal(err)
 		}
 		live := snapshot()[len(mid):]
@@ -155,9 +155,9 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 // The cost of starting one resync of 100,000 objects: the sorted snapshot
 // of their keys (resyncKeys), taken under the read lock.
 func BenchmarkInformer_ResyncKeys_100k(b *testing.B) {
-	inf := &Informer[corev1.ConfigMap]{store: newStore[corev1.ConfigMap]()}
+	inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{store: newStore[*corev1.ConfigMap]()}}
 	inf.watches = []*watchState{{synced: true}}
-	inf.handlers = []*handler[corev1.ConfigMap]{{}}
+	inf.handlers = []*handler[*corev1.ConfigMap]{{}}
 	for k := range 100000 {
 		inf.store.put(storeCM(fmt.Sprint("ns-", k%100), fmt.Sprint("cm-", k), "1", nil))
 	}

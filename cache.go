@@ -1,8 +1,8 @@
 package kctl
 
 // Cache: one informer per resource, in the scope configured for its type,
-// made on first use; and the cached reads of a Manager's Clients
-// (cachedReads).
+// made on first use. The cached reads of a Manager's Clients are in
+// cache_reads.go.
 
 import (
 	"context"
@@ -15,9 +15,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/share"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Cache is the set of informers one Manager shares: one Informer per
@@ -40,7 +38,7 @@ type Cache struct {
 	transforms map[Resource]any
 	// resyncs holds the resync periods set by ResyncFor.
 	resyncs   map[Resource]time.Duration
-	informers map[Resource]runner
+	informers map[Resource]cachedInformer
 	// made, if set, is called once per informer, when it is made, under mu
 	// and before it runs: the Manager's cache shows each of its informers on
 	// the metrics page and tracks the Manager's writes in it.
@@ -116,7 +114,7 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 		scopes:     map[Resource]Scope{},
 		transforms: map[Resource]any{},
 		resyncs:    map[Resource]time.Duration{},
-		informers:  map[Resource]runner{},
+		informers:  map[Resource]cachedInformer{},
 	}
 }
 
@@ -227,14 +225,41 @@ func informerFor[T any, PT Object[T]](
 	if err != nil {
 		return nil, fmt.Errorf("kctl: cannot cache: %w", unprefixed(err))
 	}
+	newInformer := func(scope Scope) cachedInformer {
+		cl := &NewClient[T, PT](c.conn).client
+		inf := &Informer[T]{}
+		initInformer(&inf.informer, c, res, cl, scope)
+		return inf
+	}
+	inf, err := c.informer(res, read, newInformer)
+	if err != nil {
+		return nil, err
+	}
+	typed, ok := inf.(*Informer[T])
+	if !ok {
+		return nil, fmt.Errorf("kctl: %s is cached as another Go type (%T): "+
+			"use one Go type per resource", res, inf)
+	}
+	return typed, nil
+}
+
+// cachedInformer is what a Cache holds of an Informer[T] of any T.
+type cachedInformer interface {
+	runner
+	madeInformer
+}
+
+// informer is informerFor for any T: it returns res's informer, making
+// it with newInformer (in the scope configured for res) on first use.
+func (c *Cache) informer(
+	res Resource,
+	read bool,
+	newInformer func(scope Scope) cachedInformer,
+) (runner, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if inf, ok := c.informers[res]; ok {
-		if typed, ok := inf.(*Informer[T]); ok {
-			return typed, nil
-		}
-		return nil, fmt.Errorf("kctl: %s is cached as another Go type (%T): "+
-			"use one Go type per resource", res, inf)
+		return inf, nil
 	}
 	if c.stopped {
 		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
@@ -260,31 +285,7 @@ func informerFor[T any, PT Object[T]](
 			"scope it with kctl.ScopeFor, or read with Uncached()"
 		c.opts.Logger.Warn(msg, "resource", res.String())
 	}
-	resync := c.resyncOf(res)
-	keep := c.opts.KeepManagedFields
-	transform, _ := c.transforms[res].(func(*T))
-	prepare := func(obj *T) {
-		if !keep {
-			metaOf(obj).SetManagedFields(nil)
-		}
-		if transform != nil {
-			transform(obj)
-		}
-	}
-	inf := &Informer[T]{
-		res:       res,
-		name:      res.String(),
-		client:    NewClient[T, PT](c.conn),
-		resync:    jittered(resync),
-		healthy:   healthyWatch,
-		log:       c.opts.Logger,
-		store:     newStore[T](),
-		sharer:    share.New((*T)(nil)),
-		transform: prepare,
-	}
-	// Not even decoded (protobuf).
-	inf.client.codec.skipManagedFields = !keep
-	inf.watches = scopeWatches(res, scope)
+	inf := newInformer(scope)
 	c.informers[res] = inf
 	if c.made != nil {
 		c.made(inf)
@@ -294,6 +295,43 @@ func informerFor[T any, PT Object[T]](
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// initInformer makes inf the informer of res, reading with cl, in scope,
+// configured as c is for res. Call it with c.mu held.
+func initInformer[P any](
+	inf *informer[P],
+	c *Cache,
+	res Resource,
+	cl *client[P],
+	scope Scope,
+) {
+	keep := c.opts.KeepManagedFields
+	// the func(*T) of TransformFor
+	transform, _ := c.transforms[res].(func(P))
+	prepare := func(obj P) {
+		if !keep {
+			objMeta(obj).SetManagedFields(nil)
+		}
+		if transform != nil {
+			transform(obj)
+		}
+	}
+	// Not even decoded (protobuf).
+	cl.codec.skipManagedFields = !keep
+	var none P
+	*inf = informer[P]{
+		res:       res,
+		name:      res.String(),
+		client:    cl,
+		resync:    jittered(c.resyncOf(res)),
+		healthy:   healthyWatch,
+		log:       c.opts.Logger,
+		store:     newStore[P](),
+		sharer:    share.New(none),
+		transform: prepare,
+		watches:   scopeWatches(res, scope),
+	}
 }
 
 // scopeWatches is a list/watch per namespace of scope, or one for all.
@@ -354,80 +392,4 @@ func cachedAsMetadata(res Resource) error {
 		"kctl.MetadataInformerFor, read whole objects with "+
 		"Uncached(), or cache them whole (Owns, Watches, "+
 		"InformerFor): %w", res, unprefixed(ErrNotCached))
-}
-
-// cachedReads serves the Get and List of a Manager's Client (ClientFor)
-// from the cache: as copies, once T's informer has synced and has caught
-// up with the Manager's writes that the read could see (readyourwrites.go).
-type cachedReads[T any, PT Object[T]] struct {
-	// client is the Client it serves, for its discovery check.
-	client *Client[T]
-	cache  *Cache
-	writes *writeTracker
-}
-
-// syncedInformer is the cache's informer for T, once synced. A resource the server
-// does not serve fails at once, after at most one discovery request (whose
-// answer is cached, see discovery), rather than when ctx ends.
-func (r cachedReads[T, PT]) syncedInformer(
-	ctx context.Context,
-) (*Informer[T], error) {
-	inf, err := readInformer[T, PT](r.cache)
-	if err == nil {
-		err = r.client.checkServed(ctx, request{})
-	}
-	if err == nil {
-		err = inf.WaitForSync(ctx)
-	}
-	if err != nil {
-		// Each names the resource.
-		return nil, err
-	}
-	return inf, nil
-}
-
-func (r cachedReads[T, PT]) get(
-	ctx context.Context,
-	namespace, name string,
-) (*T, error) {
-	inf, err := r.syncedInformer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	err = readYourWrites(ctx, r.writes, inf, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	obj, ok := inf.Get(namespace, name)
-	if ok {
-		return deepCopy(obj), nil
-	}
-	res := inf.res
-	gr := schema.GroupResource{Group: res.Group, Resource: res.Plural}
-	nf := apierrors.NewNotFound(gr, name)
-	key := nsKey(namespace, name)
-	return nil, fmt.Errorf("kctl: get %s %s (from the cache): %w", res, key, nf)
-}
-
-func (r cachedReads[T, PT]) list(
-	ctx context.Context,
-	opts ListOptions,
-) ([]*T, error) {
-	inf, err := r.syncedInformer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	err = readYourWrites(ctx, r.writes, inf, opts.Namespace, "")
-	if err != nil {
-		return nil, err
-	}
-	items, err := inf.List(opts)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*T, len(items))
-	for i, obj := range items {
-		out[i] = deepCopy(obj)
-	}
-	return out, nil
 }

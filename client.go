@@ -75,15 +75,24 @@ func (o ListOptions) query() url.Values {
 // is an error naming the fix. One made by a Manager reads from the shared
 // cache (see Uncached), one made by NewClient from the server. The zero
 // value is unusable. A Client is safe for concurrent use.
+//
+// Its methods but Uncached are those of its core, written over P, which is
+// *T: the core is compiled once for every T (see typeOps).
 type Client[T any] struct {
+	client[*T]
+}
+
+// client is a Client[T]'s state and work, over P = *T: compiled once for
+// every T (see typeOps).
+type client[P any] struct {
 	conn  *Conn
 	res   Resource
-	codec codec[T]
+	codec codec[P]
 	// err is T's error if T has no Resource: every call returns it.
 	err error
 	// cached, when set, serves Get and List (ClientFor sets the
-	// Manager's cache: cachedReads in cache.go); nil reads the server.
-	cached cacheReader[T]
+	// Manager's cache: cachedReads in cache_reads.go); nil reads the server.
+	cached cacheReader[P]
 	// afterWrite, when set, sees each object a write returns, and
 	// afterDelete each object a delete removed: a Manager's Clients
 	// tell its read-your-writes tracker (readyourwrites.go).
@@ -95,16 +104,15 @@ type Client[T any] struct {
 }
 
 // cacheReader serves a cached Client's Get and List, as copies.
-type cacheReader[T any] interface {
-	get(ctx context.Context, namespace, name string) (*T, error)
-	list(ctx context.Context, opts ListOptions) ([]*T, error)
+type cacheReader[P any] interface {
+	get(ctx context.Context, namespace, name string) (P, error)
+	list(ctx context.Context, opts ListOptions) ([]P, error)
 }
 
 // NewClient returns an uncached client for T. If T has no Resource (see
 // ResourceOf), every call returns that error.
 func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	r, declared, err := apitype.Of((*T)(nil))
-	res := Resource(r)
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: "+
 			"make one with kctl.NewConn", typeName[T]())
@@ -112,49 +120,22 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 	if err == nil {
 		err = jsonCopyable[T]()
 	}
-	return &Client[T]{
-		conn:     conn,
-		res:      res,
-		codec:    newCodec[T](res, !declared),
-		err:      err,
-		lastBody: new(atomic.Int64),
-	}
-}
-
-// newMetadataClient is an uncached client of the metadata of T's objects,
-// for reads only: the server sends them as metav1.PartialObjectMetadata,
-// with apiVersion and kind those of T's resource.
-func newMetadataClient[T any](
-	conn *Conn,
-) *Client[metav1.PartialObjectMetadata] {
-	r, declared, err := apitype.Of((*T)(nil))
 	res := Resource(r)
-	if err == nil && conn == nil {
-		err = fmt.Errorf("kctl: a metadata client of %s "+
-			"got a nil Conn", typeName[T]())
-	}
-	return &Client[metav1.PartialObjectMetadata]{
+	c := client[*T]{
 		conn:     conn,
 		res:      res,
-		codec:    newMetadataCodec(res, !declared),
+		codec:    newCodec(opsOf[T](), res, !declared),
 		err:      err,
 		lastBody: new(atomic.Int64),
 	}
-}
-
-// Uncached returns a handle on the same resource whose Get and List always
-// read from the API server: use it when an answer must be fresh.
-func (c *Client[T]) Uncached() *Client[T] {
-	u := *c
-	u.cached = nil
-	return &u
+	return &Client[T]{c}
 }
 
 // Resource is the resource this client talks to.
-func (c *Client[T]) Resource() Resource { return c.res }
+func (c *client[P]) Resource() Resource { return c.res }
 
 // what names r's object or collection in errors, e.g. "pods/v1 shop/web-0".
-func (c *Client[T]) what(r request) string {
+func (c *client[P]) what(r request) string {
 	switch {
 	case !r.list:
 		return c.res.String() + " " + nsKey(r.namespace, r.name)
@@ -166,7 +147,7 @@ func (c *Client[T]) what(r request) string {
 
 // send checks and sends r. It returns a 2xx response, whose body the caller
 // closes, or an error: any other answer is the server's.
-func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error) {
+func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error) {
 	// a list read may span every namespace
 	listRead := r.list && r.method == http.MethodGet
 	switch {
@@ -229,7 +210,7 @@ func (c *Client[T]) send(ctx context.Context, r request) (*http.Response, error)
 }
 
 // notInstalledMessage says that c's resource is not served, and what to do.
-func (c *Client[T]) notInstalledMessage() string {
+func (c *client[P]) notInstalledMessage() string {
 	if c.codec.builtin {
 		return fmt.Sprintf("kctl: %s is not served by the API server: "+
 			"the server is too old or too new for it, "+
@@ -241,7 +222,7 @@ func (c *Client[T]) notInstalledMessage() string {
 
 // statusError turns a failed answer to r into an error wrapping
 // *apierrors.StatusError.
-func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) error {
+func (c *client[P]) statusError(r request, resp *http.Response, body []byte) error {
 	ct := resp.Header.Get("Content-Type")
 	st, ok := decodeStatus(ct, body)
 	se := &apierrors.StatusError{ErrStatus: *st}
@@ -279,7 +260,7 @@ func (c *Client[T]) statusError(r request, resp *http.Response, body []byte) err
 // server's discovery document: nil if the server serves them as declared,
 // else an error naming the difference and the fix. A resource or subresource
 // the server does not serve matches ErrNotInstalled.
-func (c *Client[T]) checkServed(ctx context.Context, r request) error {
+func (c *client[P]) checkServed(ctx context.Context, r request) error {
 	name := c.res.Plural
 	if r.sub != "" {
 		name += "/" + r.sub
@@ -366,13 +347,13 @@ func getDiscovery(
 
 // disagreement is the error of checkServed when resources, a discovery
 // document of c's group version, does not serve r as c declares it.
-func (c *Client[T]) disagreement(
+func (c *client[P]) disagreement(
 	resources map[string]metav1.APIResource,
 	r request,
 ) error {
 	gv := c.res.APIVersion()
 	plural := c.res.Plural
-	declare := "kctl.Declare[" + typeName[T]() + "]"
+	declare := "kctl.Declare[" + c.codec.ops.name + "]"
 	got, ok := resources[plural]
 	switch {
 	case resources == nil:
@@ -411,7 +392,7 @@ func (c *Client[T]) disagreement(
 // notServed is the error of a call on c's resource, which the server does not
 // serve (why says what it serves instead): it matches ErrNotInstalled and
 // NotFound, as the server's answer to the call would.
-func (c *Client[T]) notServed(why string) error {
+func (c *client[P]) notServed(why string) error {
 	gr := schema.GroupResource{
 		Group:    c.res.Group,
 		Resource: c.res.Plural,
@@ -423,7 +404,7 @@ func (c *Client[T]) notServed(why string) error {
 
 // call sends r and hands the Content-Type and body of the answer to read.
 // The body is a pooled buffer: it is valid only until read returns.
-func (c *Client[T]) call(
+func (c *client[P]) call(
 	ctx context.Context,
 	r request,
 	read func(ct string, body []byte) error,
@@ -459,11 +440,11 @@ func (c *Client[T]) call(
 }
 
 // object sends r and decodes the object answered; afterWrite sees a write's.
-func (c *Client[T]) object(ctx context.Context, r request) (obj *T, err error) {
+func (c *client[P]) object(ctx context.Context, r request) (obj P, err error) {
 	err = c.call(ctx, r, func(ct string, body []byte) error {
 		obj, err = c.codec.decode(ct, body)
 		if err == nil && c.afterWrite != nil && r.method != http.MethodGet {
-			c.afterWrite(metaOf(obj))
+			c.afterWrite(objMeta(obj))
 		}
 		return err
 	})

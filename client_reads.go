@@ -18,12 +18,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Uncached returns a handle on the same resource whose Get and List always
+// read from the API server: use it when an answer must be fresh.
+func (c *Client[T]) Uncached() *Client[T] {
+	u := *c
+	u.cached = nil
+	return &u
+}
+
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a
 // copy from the cache if c has one (NotFound if the cache has no such object).
 // A cached Get waits until the cache has synced, at most until ctx ends; of a
 // resource the server does not serve (a CRD not applied) it fails at once
 // with an error matching ErrNotInstalled, after at most one discovery request.
-func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
+func (c *client[P]) Get(ctx context.Context, namespace, name string) (P, error) {
 	if c.cached != nil && c.err == nil {
 		return c.cached.get(ctx, namespace, name)
 	}
@@ -48,11 +56,11 @@ const (
 // see Informer.List). From the server it reads pages of 500, starting over
 // (at most twice) if the continue token expires (410 Gone). Undecodable
 // objects are left out: List returns the others and an error naming them.
-func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
+func (c *client[P]) List(ctx context.Context, opts ListOptions) ([]P, error) {
 	if c.cached != nil && c.err == nil {
 		return c.cached.list(ctx, opts)
 	}
-	var all []*T
+	var all []P
 	var skipped []error
 	token := ""
 	restarts := 0
@@ -95,13 +103,13 @@ func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
 // each; err is for the whole page. If early is set, it gets the page's
 // ListMeta (a protobuf page's) as soon as the page is read, before its
 // objects are decoded: time to ask for the next.
-func (c *Client[T]) listPage(
+func (c *client[P]) listPage(
 	ctx context.Context,
 	opts ListOptions,
 	limit int64,
 	continueToken string,
 	early func(metav1.ListMeta),
-) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
+) (items []P, meta metav1.ListMeta, skipped []error, err error) {
 	q := opts.query()
 	if limit > 0 {
 		q.Set("limit", strconv.FormatInt(limit, 10))
@@ -148,12 +156,12 @@ func peekListMeta(ct string, body []byte) (meta metav1.ListMeta, ok bool) {
 // it after timeout (rounded to seconds, at least 1 s). The client ends it
 // at watchBound(timeout) if the server has not: a silent connection (a
 // network blackhole over HTTP/1.1) then breaks the stream.
-func (c *Client[T]) watch(
+func (c *client[P]) watch(
 	ctx context.Context,
 	opts ListOptions,
 	resourceVersion string,
 	timeout time.Duration,
-) (*watchStream[T], error) {
+) (*watchStream[P], error) {
 	q := opts.query()
 	if resourceVersion != "" {
 		q.Set("resourceVersion", resourceVersion)
@@ -166,11 +174,11 @@ func (c *Client[T]) watch(
 // metav1.InitialEventsAnnotationKey marks the end of them (at the list's
 // resourceVersion), then the changes, as watch's. A server without the
 // WatchList feature refuses it: 422 Invalid.
-func (c *Client[T]) watchList(
+func (c *client[P]) watchList(
 	ctx context.Context,
 	opts ListOptions,
 	timeout time.Duration,
-) (*watchStream[T], error) {
+) (*watchStream[P], error) {
 	q := opts.query()
 	q.Set("sendInitialEvents", "true")
 	q.Set("resourceVersionMatch", "NotOlderThan")
@@ -178,12 +186,12 @@ func (c *Client[T]) watchList(
 }
 
 // openWatch opens a watch with bookmarks of namespace, asking with q.
-func (c *Client[T]) openWatch(
+func (c *client[P]) openWatch(
 	ctx context.Context,
 	namespace string,
 	q url.Values,
 	timeout time.Duration,
-) (*watchStream[T], error) {
+) (*watchStream[P], error) {
 	seconds := max(1, int(timeout.Seconds()))
 	timeout = time.Duration(seconds) * time.Second
 	q.Set("watch", "true")

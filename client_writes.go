@@ -16,27 +16,27 @@ import (
 
 // Create creates obj (its namespace, name or generateName, and content) and
 // updates obj from the server's answer.
-func (c *Client[T]) Create(ctx context.Context, obj *T) error {
+func (c *client[P]) Create(ctx context.Context, obj P) error {
 	return c.write(ctx, "create", http.MethodPost, obj, "")
 }
 
 // Update replaces obj on the server and updates obj from the answer; a stale
 // resourceVersion fails with Conflict. The server ignores status changes of a
 // resource with a status subresource: use UpdateStatus for those.
-func (c *Client[T]) Update(ctx context.Context, obj *T) error {
+func (c *client[P]) Update(ctx context.Context, obj P) error {
 	return c.write(ctx, "update", http.MethodPut, obj, "")
 }
 
 // UpdateStatus is Update of the status subresource: only obj's status is
 // written, with the same optimistic concurrency.
-func (c *Client[T]) UpdateStatus(ctx context.Context, obj *T) error {
+func (c *client[P]) UpdateStatus(ctx context.Context, obj P) error {
 	return c.write(ctx, "update status of", http.MethodPut, obj, "status")
 }
 
-func (c *Client[T]) write(
+func (c *client[P]) write(
 	ctx context.Context,
 	verb, method string,
-	obj *T,
+	obj P,
 	sub string,
 ) error {
 	if c.err != nil {
@@ -46,7 +46,7 @@ func (c *Client[T]) write(
 	if err != nil {
 		return err
 	}
-	m := metaOf(obj)
+	m := objMeta(obj)
 	r := request{
 		verb:        verb,
 		method:      method,
@@ -58,7 +58,7 @@ func (c *Client[T]) write(
 	}
 	out, err := c.object(ctx, r)
 	if err == nil {
-		*obj = *out
+		c.codec.ops.set(obj, out)
 	}
 	return err
 }
@@ -95,31 +95,33 @@ type PatchOptions struct {
 //
 //	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
 //	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
-func (c *Client[T]) Patch(
+func (c *client[P]) Patch(
 	ctx context.Context,
-	obj *T,
+	obj P,
 	typ PatchType,
 	data []byte,
 	opts PatchOptions,
 ) error {
-	m := metaOf(obj)
+	m := objMeta(obj)
 	out, err := c.patch(
 		ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
 	if err != nil {
 		return err
 	}
-	*obj = *out
+	c.codec.ops.set(obj, out)
 	return nil
 }
 
 // patch is Patch of the object namespace/name, returning the answer.
-func (c *Client[T]) patch(
+func (c *client[P]) patch(
 	ctx context.Context,
 	namespace, name string,
 	typ PatchType,
 	data []byte,
 	opts PatchOptions,
-) (*T, error) {
+) (P, error) {
+	// none is the nil P of an error.
+	var none P
 	r := request{
 		verb:        "patch",
 		method:      http.MethodPatch,
@@ -132,11 +134,11 @@ func (c *Client[T]) patch(
 	}
 	switch {
 	case typ == StrategicMergePatch && !c.codec.builtin:
-		return nil, fmt.Errorf("kctl: patch %s: "+
+		return none, fmt.Errorf("kctl: patch %s: "+
 			"strategic merge patch works only for k8s.io/api types; "+
 			"use a merge patch, a JSON patch or Apply", c.what(r))
 	case typ == ApplyPatch && opts.FieldManager == "":
-		return nil, fmt.Errorf("kctl: apply %s: "+
+		return none, fmt.Errorf("kctl: apply %s: "+
 			"server-side apply needs PatchOptions.FieldManager, "+
 			"e.g. the controller's name", c.what(r))
 	case typ == ApplyPatch && opts.Force:
@@ -155,7 +157,7 @@ func (c *Client[T]) patch(
 // sent as JSON; obj is updated from the answer. obj should hold only the
 // fields this manager owns: a typed struct also sends its non-omitempty zero
 // values (e.g. "creationTimestamp": null), which the server ignores.
-func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error {
+func (c *client[P]) Apply(ctx context.Context, obj P, opts PatchOptions) error {
 	js := c.codec
 	js.proto = false
 	data, _, err := js.encode(obj)
@@ -177,20 +179,22 @@ func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error 
 // config must name the object (metadata.name, and metadata.namespace if
 // T is namespaced); apiVersion and kind are set from T when it leaves
 // them out, and must be T's when it does not.
-func (c *Client[T]) ApplyConfig(
+func (c *client[P]) ApplyConfig(
 	ctx context.Context,
 	config any,
 	opts PatchOptions,
-) (*T, error) {
+) (P, error) {
+	// none is the nil P of an error.
+	var none P
 	data, err := json.Marshal(config)
 	if err != nil {
-		return nil, fmt.Errorf("kctl: apply %s: encoding the "+
+		return none, fmt.Errorf("kctl: apply %s: encoding the "+
 			"apply configuration %T: %w", c.res, config, err)
 	}
 	var fields map[string]json.RawMessage
 	err = json.Unmarshal(data, &fields)
 	if err != nil || fields == nil {
-		return nil, fmt.Errorf("kctl: apply %s: the apply "+
+		return none, fmt.Errorf("kctl: apply %s: the apply "+
 			"configuration %T is not a JSON object", c.res, config)
 	}
 	var head struct {
@@ -203,7 +207,7 @@ func (c *Client[T]) ApplyConfig(
 	}
 	err = json.Unmarshal(data, &head)
 	if err != nil {
-		return nil, fmt.Errorf("kctl: apply %s: reading the "+
+		return none, fmt.Errorf("kctl: apply %s: reading the "+
 			"apply configuration: %w", c.res, err)
 	}
 	apiVersion := c.res.APIVersion()
@@ -211,7 +215,7 @@ func (c *Client[T]) ApplyConfig(
 		head.APIVersion != apiVersion
 	wrongKind := head.Kind != "" && head.Kind != c.res.Kind
 	if wrongVersion || wrongKind {
-		return nil, fmt.Errorf("kctl: apply %s: the apply "+
+		return none, fmt.Errorf("kctl: apply %s: the apply "+
 			"configuration is of %s %s: apply it with a "+
 			"client of that type", c.res,
 			head.APIVersion, head.Kind)
@@ -224,7 +228,7 @@ func (c *Client[T]) ApplyConfig(
 	}
 	body, err := json.Marshal(fields)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	ns := head.Metadata.Namespace
 	name := head.Metadata.Name
@@ -276,13 +280,13 @@ func nonEmpty[S ~string](s S) *S {
 
 // Delete deletes the object namespace/name; a missing object is NotFound.
 // It is DeleteWithOptions with the zero DeleteOptions.
-func (c *Client[T]) Delete(ctx context.Context, namespace, name string) error {
+func (c *client[P]) Delete(ctx context.Context, namespace, name string) error {
 	return c.DeleteWithOptions(ctx, namespace, name, DeleteOptions{})
 }
 
 // DeleteWithOptions deletes the object namespace/name with preconditions and
 // a propagation policy. An object with finalizers is only marked for deletion.
-func (c *Client[T]) DeleteWithOptions(
+func (c *client[P]) DeleteWithOptions(
 	ctx context.Context,
 	namespace, name string,
 	opts DeleteOptions,
@@ -306,7 +310,7 @@ func (c *Client[T]) DeleteWithOptions(
 			// last state
 			obj, err := c.codec.decode(ct, body)
 			if err == nil {
-				c.afterWrite(metaOf(obj))
+				c.afterWrite(objMeta(obj))
 			}
 		}
 		return nil
@@ -315,7 +319,7 @@ func (c *Client[T]) DeleteWithOptions(
 
 // DeleteAllOf deletes every object matching opts in one request
 // (deletecollection). For a namespaced resource opts.Namespace is required.
-func (c *Client[T]) DeleteAllOf(
+func (c *client[P]) DeleteAllOf(
 	ctx context.Context,
 	opts ListOptions,
 	del DeleteOptions,

@@ -35,8 +35,53 @@ type protoObject interface {
 	Unmarshal([]byte) error
 }
 
-// codec encodes and decodes one resource's objects; it is immutable.
-type codec[T any] struct {
+// typeOps is the work on P = *T that needs T itself. The core (codec,
+// watch stream, store, informer, client, cached reads) is generic over P
+// alone, constrained by any: Go compiles a generic function once per GC
+// shape of its type arguments, and every pointer is one shape when the
+// constraint has methods only (one naming *T, as Object[T] does, makes
+// each T a shape of its own). So the core is compiled once for every T,
+// and reaches T only through typeOps, metav1.Object (objMeta) and type
+// assertions: work that needs T goes here. The typed entry points
+// (NewClient, InformerFor...) stay thin; opsOf, compiled per T, is small.
+type typeOps[P any] struct {
+	// name is T's, e.g. "v1.Pod" (typeName).
+	name string
+	// newObject is new(T).
+	newObject func() P
+	// deepCopy is deepCopy[T] (resource.go).
+	deepCopy func(obj P) P
+	// set is *dst = *src.
+	set func(dst, src P)
+}
+
+// opsOf returns T's typeOps.
+func opsOf[T any]() *typeOps[*T] {
+	return &typeOps[*T]{
+		name:      typeName[T](),
+		newObject: func() *T { return new(T) },
+		deepCopy:  deepCopy[T],
+		set:       func(dst, src *T) { *dst = *src },
+	}
+}
+
+// objMeta returns obj's metadata: P is *T for an Object[T], which
+// constructors check.
+func objMeta[P any](obj P) metav1.Object {
+	return any(obj).(metav1.Object)
+}
+
+// isNil reports whether obj, a pointer, is nil.
+func isNil[P any](obj P) bool {
+	var none P
+	return any(obj) == any(none)
+}
+
+// codec encodes and decodes one resource's objects, of type P = *T (see
+// typeOps); it is immutable.
+type codec[P any] struct {
+	// ops is the work on P that needs T itself.
+	ops        *typeOps[P]
 	res        Resource
 	apiVersion string
 	// builtin: a k8s.io/api type: strategic merge patch works.
@@ -47,7 +92,7 @@ type codec[T any] struct {
 	// skipManagedFields: leave managedFields out of protobuf objects (the
 	// cache's default).
 	skipManagedFields bool
-	// metadata: T is metav1.PartialObjectMetadata, the metadata of res's
+	// metadata: P is *metav1.PartialObjectMetadata, the metadata of res's
 	// objects, which the server sends as such (asMetadata), in protobuf
 	// whatever res's own encoding.
 	metadata bool
@@ -61,9 +106,16 @@ const (
 	metadataKind   = "PartialObjectMetadata"
 )
 
-func newCodec[T any](res Resource, builtin bool) codec[T] {
-	_, ok := any(new(T)).(protoObject)
-	return codec[T]{
+// newCodec is the codec of res's objects, of type P; builtin: res is a
+// k8s.io/api type's.
+func newCodec[P any](
+	ops *typeOps[P],
+	res Resource,
+	builtin bool,
+) codec[P] {
+	_, ok := any(ops.newObject()).(protoObject)
+	return codec[P]{
+		ops:        ops,
 		res:        res,
 		apiVersion: res.APIVersion(),
 		builtin:    builtin,
@@ -76,8 +128,10 @@ func newCodec[T any](res Resource, builtin bool) codec[T] {
 func newMetadataCodec(
 	res Resource,
 	builtin bool,
-) codec[metav1.PartialObjectMetadata] {
-	return codec[metav1.PartialObjectMetadata]{
+) codec[*metav1.PartialObjectMetadata] {
+	type meta = metav1.PartialObjectMetadata
+	return codec[*meta]{
+		ops:        opsOf[meta](),
 		res:        res,
 		apiVersion: res.APIVersion(),
 		builtin:    builtin,
@@ -88,7 +142,7 @@ func newMetadataCodec(
 
 // accept is the Accept header of a request, of a list (a list read), or
 // of a watch.
-func (c codec[T]) accept(watch, list bool) string {
+func (c codec[P]) accept(watch, list bool) string {
 	switch {
 	case c.metadata && list && !watch:
 		return mediaProtobuf + asMetadataList
@@ -107,7 +161,7 @@ func isProto(contentType string) bool {
 }
 
 // setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
-func (c codec[T]) setTypeMeta(obj *T) {
+func (c codec[P]) setTypeMeta(obj P) {
 	type kinded interface{ GetObjectKind() schema.ObjectKind }
 	o, ok := any(obj).(kinded)
 	if !ok {
@@ -121,8 +175,8 @@ func (c codec[T]) setTypeMeta(obj *T) {
 }
 
 // encode sets obj's apiVersion and kind and returns it as a request body.
-func (c codec[T]) encode(
-	obj *T,
+func (c codec[P]) encode(
+	obj P,
 ) (body []byte, contentType string, err error) {
 	c.setTypeMeta(obj)
 	if !c.proto {
@@ -134,7 +188,7 @@ func (c codec[T]) encode(
 		contentType = mediaProtobuf
 	}
 	if err != nil {
-		key := keyOf(metaOf(obj))
+		key := keyOf(objMeta(obj))
 		return nil, "", fmt.Errorf(
 			"kctl: encoding %s %s: %w", c.res, key, err)
 	}
@@ -142,7 +196,7 @@ func (c codec[T]) encode(
 }
 
 // decode decodes one object from a response body (or a watch event).
-func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
+func (c codec[P]) decode(contentType string, body []byte) (P, error) {
 	if !isProto(contentType) {
 		return c.decodeItem(body, false)
 	}
@@ -157,7 +211,8 @@ func (c codec[T]) decode(contentType string, body []byte) (*T, error) {
 			kind, want)
 	}
 	if err != nil {
-		return nil, fmt.Errorf(
+		var none P
+		return none, fmt.Errorf(
 			"kctl: decoding %s: %w", c.res, err)
 	}
 	return c.decodeItem(raw, true)
@@ -181,11 +236,12 @@ func (e *decodeError) Unwrap() error { return e.err }
 
 // decodeItem decodes one object's own bytes (no envelope), never panicking.
 // Its error is a *decodeError, naming the object if its metadata decodes.
-func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
-	obj = new(T)
+func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
+	obj = c.ops.newObject()
 	defer func() {
 		if err != nil {
-			obj = nil
+			var none P
+			obj = none
 			err = c.decodeError(raw, proto, err)
 		}
 	}()
@@ -201,7 +257,7 @@ func (c codec[T]) decodeItem(raw []byte, proto bool) (obj *T, err error) {
 
 // decodeError is the error of raw, an object that failed to decode with
 // err: it carries the object's key if the metadata alone decodes.
-func (c codec[T]) decodeError(
+func (c codec[P]) decodeError(
 	raw []byte,
 	proto bool,
 	err error,
@@ -245,7 +301,7 @@ func recovered(err *error) {
 // unmarshal decodes protobuf into obj. With skipManagedFields it skips
 // metadata.managedFields (field 17 of ObjectMeta, field 1 of every k8s.io/api
 // object), decoding the runs around them: the generated Unmarshal merges.
-func (c codec[T]) unmarshal(obj *T, raw []byte) error {
+func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	p, ok := any(obj).(protoObject)
 	if !ok {
 		return errors.New("the server sent protobuf " +
@@ -275,10 +331,10 @@ type jsonList[I any] struct {
 // decodeList decodes a list into individually allocated objects. An item that
 // fails to decode is left out and its error added to skipped; err means the
 // body is not a list at all.
-func (c codec[T]) decodeList(
+func (c codec[P]) decodeList(
 	contentType string,
 	body []byte,
-) (items []*T, meta metav1.ListMeta, skipped []error, err error) {
+) (items []P, meta metav1.ListMeta, skipped []error, err error) {
 	add := func(raw []byte, proto bool) {
 		obj, err := c.decodeItem(raw, proto)
 		if err != nil {
@@ -289,9 +345,9 @@ func (c codec[T]) decodeList(
 	}
 	if !isProto(contentType) {
 		// one pass; after any error, item by item
-		var fast jsonList[*T]
+		var fast jsonList[P]
 		fastErr := json.Unmarshal(body, &fast)
-		hasNil := slices.Contains(fast.Items, nil)
+		hasNil := slices.ContainsFunc(fast.Items, isNil[P])
 		if fastErr == nil && !hasNil {
 			for _, obj := range fast.Items {
 				c.setTypeMeta(obj)

@@ -40,12 +40,12 @@ type gizmoStatus struct {
 
 var gizmos = Declare[gizmo](Resource{Group: "kctl.example.com", Version: "v1", Kind: "Gizmo", Namespaced: true})
 
-func podCodec() codec[corev1.Pod] {
+func podCodec() codec[*corev1.Pod] {
 	res, _ := ResourceOf[corev1.Pod]()
-	return newCodec[corev1.Pod](res, true)
+	return newCodec(opsOf[corev1.Pod](), res, true)
 }
 
-func gizmoCodec() codec[gizmo] { return newCodec[gizmo](gizmos, false) }
+func gizmoCodec() codec[*gizmo] { return newCodec(opsOf[gizmo](), gizmos, false) }
 
 // realisticPod is a pod as a Deployment's ReplicaSet makes it, scheduled and running.
 func realisticPod(i int) *corev1.Pod {
@@ -344,5 +344,32 @@ func TestCodec_DecodeStatus_ProtobufAndJSON(t *testing.T) {
 		if _, ok := decodeStatus(mediaProtobuf, []byte(body)); ok {
 			t.Errorf("decodeStatus(protobuf %q) found a Status", body)
 		}
+	}
+}
+
+// typeOps does T's own work for the pointer-shaped core: a new zero T,
+// *dst = *src, a copy that shares nothing, and T's name.
+func TestOpsOf_DoesTsOwnWork(t *testing.T) {
+	ops := opsOf[gizmo]()
+	fresh := ops.newObject()
+	if fresh == nil || fresh.Name != "" {
+		t.Fatalf("newObject() = %+v, want a new zero gizmo", fresh)
+	}
+	src := &gizmo{Spec: gizmoSpec{Tags: []string{"a"}}}
+	src.Name = "g"
+	ops.set(fresh, src)
+	if fresh.Name != "g" || fresh == src {
+		t.Errorf("set: got %+v, want a copy of %+v", fresh, src)
+	}
+	copied := ops.deepCopy(src)
+	copied.Spec.Tags[0] = "b"
+	if src.Spec.Tags[0] != "a" {
+		t.Error("deepCopy shares the tags with the original")
+	}
+	if ops.name != "kctl.gizmo" {
+		t.Errorf("name = %q, want kctl.gizmo", ops.name)
+	}
+	if !isNil((*gizmo)(nil)) || isNil(src) {
+		t.Error("isNil does not tell a nil *gizmo from another")
 	}
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // events reads w to its end.
-func readEvents[T any](w *watchStream[T]) ([]watchEvent[T], error) {
-	var out []watchEvent[T]
+func readEvents[P any](w *watchStream[P]) ([]watchEvent[P], error) {
+	var out []watchEvent[P]
 	for {
 		ev, err := w.Next()
 		if err != nil {

@@ -72,7 +72,7 @@ func TestController_ResyncOfAWatchedType_QueuesBehindLiveChanges(t *testing.T) {
 	c.queue = q
 	s := &corev1.Secret{}
 	s.Namespace, s.Name, s.ResourceVersion = "ns", "resynced", "1"
-	handlers[0].fn(Event[corev1.Secret]{Type: Updated, Object: s, Old: s, Resync: true})
+	handlers[0].fn(event[*corev1.Secret]{Type: Updated, Object: s, Old: s, Resync: true})
 	c.onEvent(Event[corev1.ConfigMap]{Type: Added, Object: storeCM("ns", "live", "1", nil)})
 
 	want := []string{"ns/live", "ns/from-resynced"}

@@ -32,7 +32,9 @@
 //  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled).
 //  2. resource.go: Object, Resource and Key: which API resource a Go type is.
 //  3. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
-//  4. codec.go: objects as protobuf or JSON (or their metadata only); lists.
+//  4. codec.go: objects as protobuf or JSON (or their metadata only); lists;
+//     typeOps, what the core needs of T itself, so that the data path (over
+//     P = *T) is compiled once for every type.
 //  5. watch_stream.go: a watch's events, decoded one by one.
 //  6. client.go: Client[T]: a typed request, its answer, its errors.
 //  7. client_reads.go: Get, List, and the list pages and watches.
@@ -43,7 +45,8 @@
 //  12. apply.go: how a list's result and a watch's events reach the store.
 //  13. list_watch.go: the informer's write side: list, watch, relist, backoff.
 //  14. readyourwrites.go: cached reads wait for this Manager's own writes.
-//  15. cache.go: Cache, one informer per resource, and cached Client reads.
+//  15. cache.go: Cache, one informer per resource; cache_reads.go: cached
+//     Client reads.
 //  16. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
 //  17. sources.go: events of owned and watched objects turned into keys.
 //  18. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.

@@ -37,15 +37,26 @@ type Event[T any] struct {
 	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
 }
 
+// event is Event[T] in the informer's core, over P = *T (see typeOps):
+// the same fields, so that Event[T](e) converts one.
+type event[P any] struct {
+	Type     EventType
+	Object   P
+	Old      P
+	Initial  bool
+	Relisted bool
+	Resync   bool
+}
+
 // handler delivers events to one handler function from its own goroutine.
-type handler[T any] struct {
-	fn      func(Event[T])
+type handler[P any] struct {
+	fn      func(event[P])
 	mu      sync.Mutex
-	pending []Event[T]    // oldest first
+	pending []event[P]    // oldest first
 	wake    chan struct{} // holds a token when pending may be non-empty
 }
 
-func (h *handler[T]) push(e Event[T]) {
+func (h *handler[P]) push(e event[P]) {
 	h.mu.Lock()
 	h.pending = append(h.pending, e)
 	h.mu.Unlock()
@@ -55,7 +66,7 @@ func (h *handler[T]) push(e Event[T]) {
 	}
 }
 
-func (h *handler[T]) run(ctx context.Context) {
+func (h *handler[P]) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -71,7 +82,7 @@ func (h *handler[T]) run(ctx context.Context) {
 				return
 			}
 			h.fn(e)
-			batch[j] = Event[T]{} // let the object go
+			batch[j] = event[P]{} // let the object go
 		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/share"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -51,14 +50,23 @@ import (
 // each other (internal/share): the Pods of one workload hold one copy of
 // their labels, image and requests, which more than halves a Pod's memory
 // in the cache.
+//
+// Its methods but AddHandler are those of its core, written over P, which
+// is *T: the core is compiled once for every T (see typeOps).
 type Informer[T any] struct {
+	informer[*T]
+}
+
+// informer is an Informer[T]'s state and work, over P = *T: compiled once
+// for every T (see typeOps).
+type informer[P any] struct {
 	res Resource
 	// name is res.String(), made once: read-your-writes looks up the
 	// pending writes by it on every cached read and reconcile.
 	name   string
-	client *Client[T]
+	client *client[P]
 	// transform readies a decoded object for the store.
-	transform func(obj *T)
+	transform func(obj P)
 	// sharer then makes it share equal parts with stored objects.
 	sharer *share.Sharer
 	resync time.Duration
@@ -89,10 +97,10 @@ type Informer[T any] struct {
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.
 	mu    sync.RWMutex
-	store *store[T]
+	store *store[P]
 	// watches has one per namespace in scope, or one for all.
 	watches  []*watchState
-	handlers []*handler[T]
+	handlers []*handler[P]
 	// progress is closed on any progress, for waiters; nil when nobody waits.
 	progress chan struct{}
 	// ctx is run's; nil before run.
@@ -122,28 +130,28 @@ type watchState struct {
 }
 
 // String is "cache of <resource>", e.g. "cache of pods/v1".
-func (i *Informer[T]) String() string { return "cache of " + i.res.String() }
+func (i *informer[P]) String() string { return "cache of " + i.name }
 
 // HasSynced reports whether the first list of every namespace in scope is stored.
-func (i *Informer[T]) HasSynced() bool {
+func (i *informer[P]) HasSynced() bool {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.syncedLocked()
 }
 
-func (i *Informer[T]) syncedLocked() bool {
+func (i *informer[P]) syncedLocked() bool {
 	return !slices.ContainsFunc(i.watches, func(w *watchState) bool { return !w.synced })
 }
 
 // WaitForSync returns nil once HasSynced. If ctx ends first, its error says
 // why the informer is not synced (e.g. not installed, forbidden).
-func (i *Informer[T]) WaitForSync(ctx context.Context) error {
+func (i *informer[P]) WaitForSync(ctx context.Context) error {
 	return i.wait(ctx, "sync", i.syncedLocked)
 }
 
 // Err is nil while the informer is synced and healthy, else it says what it
 // waits for, e.g. an error matching ErrNotInstalled. For readiness checks.
-func (i *Informer[T]) Err() error {
+func (i *informer[P]) Err() error {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	err := i.failureLocked()
@@ -160,7 +168,7 @@ func (i *Informer[T]) Err() error {
 	return nil
 }
 
-func (i *Informer[T]) failureLocked() error {
+func (i *informer[P]) failureLocked() error {
 	for _, w := range i.watches {
 		if w.err != nil {
 			return w.err
@@ -170,7 +178,7 @@ func (i *Informer[T]) failureLocked() error {
 }
 
 // goLocked runs fn(run's ctx) in a goroutine, if the informer runs.
-func (i *Informer[T]) goLocked(fn func(ctx context.Context)) {
+func (i *informer[P]) goLocked(fn func(ctx context.Context)) {
 	ctx := i.ctx
 	if ctx == nil || i.stopped {
 		return
@@ -178,7 +186,7 @@ func (i *Informer[T]) goLocked(fn func(ctx context.Context)) {
 	i.wg.Go(func() { fn(ctx) })
 }
 
-func (i *Informer[T]) notifyLocked() {
+func (i *informer[P]) notifyLocked() {
 	if i.progress != nil {
 		close(i.progress)
 		i.progress = nil
@@ -190,17 +198,22 @@ func (i *Informer[T]) notifyLocked() {
 // after objects were stored first gets them as Initial Added events. fn must
 // return: the informer's shutdown waits for it.
 func (i *Informer[T]) AddHandler(fn func(Event[T])) {
-	h := &handler[T]{fn: fn, wake: make(chan struct{}, 1)}
+	i.addHandler(func(e event[*T]) { fn(Event[T](e)) })
+}
+
+// addHandler is AddHandler in the core.
+func (i *informer[P]) addHandler(fn func(event[P])) {
+	h := &handler[P]{fn: fn, wake: make(chan struct{}, 1)}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, obj := range i.store.all() {
-		h.push(Event[T]{Type: Added, Object: obj, Initial: true})
+		h.push(event[P]{Type: Added, Object: obj, Initial: true})
 	}
 	i.handlers = append(i.handlers, h)
 	i.goLocked(h.run)
 }
 
-func (i *Informer[T]) emitLocked(e Event[T]) {
+func (i *informer[P]) emitLocked(e event[P]) {
 	for _, h := range i.handlers {
 		h.push(e)
 	}
@@ -209,7 +222,7 @@ func (i *Informer[T]) emitLocked(e Event[T]) {
 // Get returns the object namespace/name ("" namespace for cluster-scoped
 // types). It is shared with every reader: do not modify it. It may be stale:
 // the cache follows the server with a delay (see WaitForResourceVersion).
-func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
+func (i *informer[P]) Get(namespace, name string) (P, bool) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.store.get(namespace, name)
@@ -231,7 +244,7 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 // A label selector with key=value or key in (...) is answered from an index
 // of that label key, built by the first such List (up to 16 indexes per
 // informer), and a field required to equal a value from its index.
-func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
+func (i *informer[P]) List(opts ListOptions) ([]P, error) {
 	i.mu.RLock()
 	out, missing, err := i.listLocked(opts)
 	i.mu.RUnlock()
@@ -250,9 +263,9 @@ func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 }
 
 // listLocked is one try of List, with mu held (read or write).
-func (i *Informer[T]) listLocked(
+func (i *informer[P]) listLocked(
 	opts ListOptions,
-) (out []*T, missing string, err error) {
+) (out []P, missing string, err error) {
 	scope := ""
 	if len(i.watches) > 0 {
 		// Every watch has the scope's.
@@ -261,7 +274,7 @@ func (i *Informer[T]) listLocked(
 	sel := opts.Fields
 	fields, unknown, err := i.store.fieldReqs(sel, scope)
 	if err == nil && len(unknown) > 0 {
-		_, custom, _ := apitype.Of((*T)(nil))
+		custom := !i.client.codec.builtin
 		err = unindexed(i.res, custom, sel, scope, unknown)
 	}
 	if err != nil {
@@ -273,7 +286,7 @@ func (i *Informer[T]) listLocked(
 
 // ByIndex returns the objects that the index named index files under value
 // (nil for an unknown index). The objects are shared: do not modify them.
-func (i *Informer[T]) ByIndex(index, value string) []*T {
+func (i *informer[P]) ByIndex(index, value string) []P {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.store.byIndex(index, value)
@@ -284,7 +297,7 @@ func (i *Informer[T]) ByIndex(index, value string) []*T {
 // are not built under the lock from a full store.
 //
 //	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
-func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
+func (i *informer[P]) AddIndex(name string, fn func(obj P) []string) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if err := i.store.addIndex(name, fn); err != nil {
@@ -297,7 +310,7 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
 // applied resourceVersion rv or a newer one, so that a read sees a write that
 // returned rv. A quiet namespace advances only with the server's bookmarks
 // (about once a minute): bound ctx.
-func (i *Informer[T]) WaitForResourceVersion(
+func (i *informer[P]) WaitForResourceVersion(
 	ctx context.Context,
 	rv string,
 ) error {
@@ -312,7 +325,7 @@ func (i *Informer[T]) WaitForResourceVersion(
 // waitForObject (read-your-writes) returns once the list/watch of namespace
 // ("" for every one) has applied rv, or the cache holds namespace/name at rv
 // or newer; at once if the scope has no such namespace.
-func (i *Informer[T]) waitForObject(
+func (i *informer[P]) waitForObject(
 	ctx context.Context,
 	namespace, name, rv string,
 ) error {
@@ -322,7 +335,7 @@ func (i *Informer[T]) waitForObject(
 	}
 	caughtUp := func() bool {
 		cur, stored := i.store.get(namespace, name)
-		fresh := stored && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
+		fresh := stored && rvAtLeast(objMeta(cur).GetResourceVersion(), rv)
 		// behind reports whether w is one that is behind: a list/watch of
 		// namespace that has not synced, or has not applied rv while the
 		// cache does not hold namespace/name at rv either.
@@ -339,7 +352,7 @@ func (i *Informer[T]) waitForObject(
 
 // wait returns once doneLocked (called under mu) holds, or with an error
 // saying why not when ctx ends or the informer stops.
-func (i *Informer[T]) wait(
+func (i *informer[P]) wait(
 	ctx context.Context,
 	what string,
 	doneLocked func() bool,
@@ -385,8 +398,8 @@ func rvAtLeast(have, rv string) bool {
 // cache, objects share their equal parts (internal/share), so the Pods of a few
 // workloads take less. It measures the objects stored since the last call,
 // off the watch's hot path. For the metrics page.
-func (i *Informer[T]) Stats() (objects int, bytes int64) {
-	var todo []*T
+func (i *informer[P]) Stats() (objects int, bytes int64) {
+	var todo []P
 	i.mu.RLock()
 	for _, inner := range i.store.objects {
 		for _, e := range inner {
@@ -429,23 +442,29 @@ func (i *Informer[T]) Stats() (objects int, bytes int64) {
 // it decodes again (an Updated event) or is deleted (a Deleted event with
 // that copy); a relist never takes one for deleted. Each is logged once. For
 // the metrics page (kctl_cache_undecodable_objects).
-func (i *Informer[T]) Undecodable() int {
+func (i *informer[P]) Undecodable() int {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return len(i.store.bad)
 }
 
-func (i *Informer[T]) resource() Resource { return i.res }
+func (i *informer[P]) resource() Resource { return i.res }
 
 // holds reports whether i's scope takes in obj: its namespace and labels
 // match one of i's list/watches, which have no field selector, and i has
 // no shard selector.
-func (i *Informer[T]) holds(obj metav1.Object) bool {
-	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
+func (i *informer[P]) holds(obj metav1.Object) bool {
+	sharded := i.shard != nil || i.keep != nil
+	return !sharded && watchesHold(i.watches, obj)
+}
+
+// watchesHold reports whether one of watches, without a field selector,
+// takes in obj (holds, for any P).
+func watchesHold(watches []*watchState, obj metav1.Object) bool {
+	return slices.ContainsFunc(watches, func(w *watchState) bool {
 		// Set when the informer is made, never changed.
 		o := w.opts
-		sharded := i.shard != nil || i.keep != nil
-		if o.Fields != "" || sharded {
+		if o.Fields != "" {
 			return false
 		}
 		ns := o.Namespace
@@ -458,8 +477,8 @@ func (i *Informer[T]) holds(obj metav1.Object) bool {
 }
 
 // onChange calls fn with the metadata of every change i stores.
-func (i *Informer[T]) onChange(fn func(obj metav1.Object, deleted bool)) {
-	i.AddHandler(func(ev Event[T]) {
-		fn(metaOf(ev.Object), ev.Type == Deleted)
+func (i *informer[P]) onChange(fn func(obj metav1.Object, deleted bool)) {
+	i.addHandler(func(ev event[P]) {
+		fn(objMeta(ev.Object), ev.Type == Deleted)
 	})
 }

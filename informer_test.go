@@ -121,7 +121,7 @@ func TestInformerFault_WaitForResourceVersion_ReturnsOnceABookmarkPassesIt(t *te
 // Lists by many new label keys at once build no more indexes than the bound,
 // and each still returns what a scan would.
 func TestInformer_List_ConcurrentIndexBuildsKeepTheBound(t *testing.T) {
-	inf := &Informer[corev1.ConfigMap]{store: newStore[corev1.ConfigMap]()}
+	inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{store: newStore[*corev1.ConfigMap]()}}
 	lbls := map[string]string{}
 	for k := range 40 {
 		lbls[fmt.Sprint("k", k)] = "v"

@@ -30,7 +30,7 @@ const (
 )
 
 // run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
-func (i *Informer[T]) run(ctx context.Context) {
+func (i *informer[P]) run(ctx context.Context) {
 	if !watchListClient() {
 		i.paged.Store(true)
 	}
@@ -67,7 +67,7 @@ var watchListClient = sync.OnceValue(func() bool {
 // until ctx ends; it lists again only when the watch's resourceVersion is
 // gone. A list is the watch-list stream (watchList) unless the server
 // refused it (then i.paged): a list in pages, then a watch.
-func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
+func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 	defer i.end(w)
 	fails := 0
 	relist := true
@@ -135,13 +135,13 @@ func (i *Informer[T]) listWatch(ctx context.Context, w *watchState) {
 }
 
 // listedPage is one page of a list, fetched by listAhead.
-type listedPage[T any] struct {
-	objs    []*T
+type listedPage[P any] struct {
+	objs    []P
 	meta    metav1.ListMeta
 	skipped []error
 	err     error
 	// next is the next page, if it was asked for early.
-	next chan listedPage[T]
+	next chan listedPage[P]
 }
 
 // list lists w's namespace in pages (so the response buffer stays small),
@@ -152,7 +152,7 @@ type listedPage[T any] struct {
 // API server's work and ours run side by side; at most two pages are
 // ahead of the one readied. It pays end to end: without it the initial
 // sync of 10,000 Pods took 1.41x as long (make bench, 7 alternating runs).
-func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
+func (i *informer[P]) list(ctx context.Context, w *watchState) error {
 	var fetches sync.WaitGroup
 	defer fetches.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -160,17 +160,17 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 	defer cancel()
 	// ahead holds a token per page asked for and not yet taken below.
 	ahead := make(chan struct{}, 2)
-	var fetch func(token string) chan listedPage[T]
-	fetch = func(token string) chan listedPage[T] {
-		ch := make(chan listedPage[T], 1)
+	var fetch func(token string) chan listedPage[P]
+	fetch = func(token string) chan listedPage[P] {
+		ch := make(chan listedPage[P], 1)
 		fetches.Go(func() {
 			select {
 			case ahead <- struct{}{}:
 			case <-ctx.Done():
-				ch <- listedPage[T]{err: ctx.Err()}
+				ch <- listedPage[P]{err: ctx.Err()}
 				return
 			}
-			var p listedPage[T]
+			var p listedPage[P]
 			early := func(m metav1.ListMeta) {
 				if m.Continue != "" {
 					p.next = fetch(m.Continue)
@@ -183,7 +183,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 		})
 		return ch
 	}
-	var all []*T
+	var all []P
 	var bad []*decodeError
 	p := <-fetch("")
 	for {
@@ -217,7 +217,7 @@ func (i *Informer[T]) list(ctx context.Context, w *watchState) error {
 
 // watchOnce applies the events of one watch from w.rv: nil if the server
 // ended it cleanly.
-func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
+func (i *informer[P]) watchOnce(ctx context.Context, w *watchState) error {
 	timeout := i.watchTimeout()
 	stream, err := i.client.watch(ctx, w.listOpts(), w.rv, timeout)
 	if err != nil {
@@ -229,7 +229,7 @@ func (i *Informer[T]) watchOnce(ctx context.Context, w *watchState) error {
 }
 
 // watchTimeout is how long a watch asks the server to last.
-func (i *Informer[T]) watchTimeout() time.Duration {
+func (i *informer[P]) watchTimeout() time.Duration {
 	if i.watchFor > 0 {
 		return i.watchFor
 	}
@@ -238,10 +238,10 @@ func (i *Informer[T]) watchTimeout() time.Duration {
 
 // follow applies the events of stream until it ends: nil if the server
 // ended it cleanly.
-func (i *Informer[T]) follow(w *watchState, stream *watchStream[T]) error {
+func (i *informer[P]) follow(w *watchState, stream *watchStream[P]) error {
 	var err error
 	for err == nil {
-		var e watchEvent[T]
+		var e watchEvent[P]
 		e, err = stream.Next()
 		if err == nil {
 			err = i.apply(w, e)
@@ -259,7 +259,7 @@ func (i *Informer[T]) follow(w *watchState, stream *watchStream[T]) error {
 // comes (synced), then follows the changes as watchOnce does. It holds no
 // list page: each object is decoded, readied and shared as it comes.
 // Before synced, err may be the server refusing the stream (refused).
-func (i *Informer[T]) watchList(
+func (i *informer[P]) watchList(
 	ctx context.Context,
 	w *watchState,
 ) (synced bool, err error) {
@@ -271,7 +271,7 @@ func (i *Informer[T]) watchList(
 	}
 	events, stop := readAhead(stream)
 	defer stop()
-	var all []*T
+	var all []P
 	var bad []*decodeError
 	for {
 		r := <-events
@@ -288,7 +288,7 @@ func (i *Informer[T]) watchList(
 		case e.Type == "ERROR" && e.Status != nil:
 			return false, i.apply(w, e)
 		case e.Type == "BOOKMARK" && initialEventsEnd(obj):
-			rv := metaOf(obj).GetResourceVersion()
+			rv := objMeta(obj).GetResourceVersion()
 			i.stored(w, all, bad, rv)
 			all = nil
 			return true, i.follow(w, stream)
@@ -309,8 +309,8 @@ func (i *Informer[T]) watchList(
 }
 
 // readEvent is one event read ahead, or the error that ended the stream.
-type readEvent[T any] struct {
-	event watchEvent[T]
+type readEvent[P any] struct {
+	event watchEvent[P]
 	err   error
 }
 
@@ -320,15 +320,15 @@ type readEvent[T any] struct {
 // pages are). It stops after an error or an event that ends the initial
 // ones. stop closes the stream and waits for the goroutine: call it once
 // done with the stream; the stream is the caller's once that event came.
-func readAhead[T any](
-	stream *watchStream[T],
-) (events <-chan readEvent[T], stop func()) {
-	ch := make(chan readEvent[T], 64)
+func readAhead[P any](
+	stream *watchStream[P],
+) (events <-chan readEvent[P], stop func()) {
+	ch := make(chan readEvent[P], 64)
 	done := make(chan struct{})
 	var reader sync.WaitGroup
 	reader.Go(func() {
 		for {
-			var r readEvent[T]
+			var r readEvent[P]
 			r.event, r.err = stream.Next()
 			select {
 			case ch <- r:
@@ -361,11 +361,11 @@ var errNoInitialEventsEnd = errors.New("kctl: the watch-list stream " +
 
 // initialEventsEnd reports whether obj, a bookmark's, marks the end of a
 // watch-list stream's initial events.
-func initialEventsEnd[T any](obj *T) bool {
-	if obj == nil {
+func initialEventsEnd[P any](obj P) bool {
+	if isNil(obj) {
 		return false
 	}
-	a := metaOf(obj).GetAnnotations()
+	a := objMeta(obj).GetAnnotations()
 	return a[metav1.InitialEventsAnnotationKey] == "true"
 }
 
@@ -373,7 +373,7 @@ func initialEventsEnd[T any](obj *T) bool {
 // stream: 422 Invalid or 400 Bad Request when its WatchList feature is
 // off, or errNoInitialEventsEnd. The informer then lists in pages from
 // now on, and logs it once.
-func (i *Informer[T]) refused(err error) bool {
+func (i *informer[P]) refused(err error) bool {
 	isRefusal := apierrors.IsInvalid(err) ||
 		apierrors.IsBadRequest(err) ||
 		errors.Is(err, errNoInitialEventsEnd)
@@ -389,7 +389,7 @@ func (i *Informer[T]) refused(err error) bool {
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.
-func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
+func (i *informer[P]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
 	limit := maxRetryDelay
 	level := slog.LevelWarn
 	after := time.Duration(0)
@@ -412,7 +412,7 @@ func (i *Informer[T]) retry(ctx context.Context, w *watchState, op string, err e
 	}
 }
 
-func (i *Informer[T]) setErr(w *watchState, err error) {
+func (i *informer[P]) setErr(w *watchState, err error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	w.err = err

@@ -8,8 +8,9 @@ package kctl
 
 import (
 	"fmt"
+	"sync/atomic"
 
-	"github.com/kctl-dev/kctl/internal/share"
+	"github.com/kctl-dev/kctl/internal/apitype"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -32,11 +33,20 @@ import (
 func MetadataInformerFor[T any, PT Object[T]](
 	c *Cache,
 ) (*Informer[metav1.PartialObjectMetadata], error) {
-	res, err := ResourceOf[T]()
+	r, declared, err := apitype.Of((*T)(nil))
 	if err != nil {
 		return nil, fmt.Errorf("kctl: cannot cache "+
 			"metadata: %w", unprefixed(err))
 	}
+	return c.metadataInformer(Resource(r), !declared)
+}
+
+// metadataInformer is MetadataInformerFor of res; builtin: res is a
+// k8s.io/api type's.
+func (c *Cache) metadataInformer(
+	res Resource,
+	builtin bool,
+) (*Informer[metav1.PartialObjectMetadata], error) {
 	key := metadataKey(res)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -52,26 +62,10 @@ func MetadataInformerFor[T any, PT Object[T]](
 	if !scoped {
 		scope = c.opts.DefaultScope
 	}
-	resync := c.resyncOf(res)
-	keep := c.opts.KeepManagedFields
-	prepare := func(obj *meta) {
-		if !keep {
-			obj.SetManagedFields(nil)
-		}
-	}
-	inf := &Informer[meta]{
-		res:       res,
-		name:      res.String(),
-		client:    newMetadataClient[T](c.conn),
-		resync:    jittered(resync),
-		healthy:   healthyWatch,
-		log:       c.opts.Logger,
-		store:     newStore[meta](),
-		sharer:    share.New((*meta)(nil)),
-		transform: prepare,
-	}
-	inf.client.codec.skipManagedFields = !keep
-	inf.watches = scopeWatches(res, scope)
+	cl := newMetadataClient(c.conn, res, builtin)
+	// TransformFor[T]'s func(*T) is not one of *meta: not applied.
+	inf := &Informer[meta]{}
+	initInformer(&inf.informer, c, res, cl, scope)
 	c.informers[key] = inf
 	if c.madeMetadata != nil {
 		c.madeMetadata(inf)
@@ -81,6 +75,29 @@ func MetadataInformerFor[T any, PT Object[T]](
 		c.wg.Go(func() { inf.run(ctx) })
 	}
 	return inf, nil
+}
+
+// newMetadataClient is an uncached client of the metadata of res's
+// objects, for reads only: the server sends them as
+// metav1.PartialObjectMetadata, with apiVersion and kind those of res;
+// builtin: res is a k8s.io/api type's.
+func newMetadataClient(
+	conn *Conn,
+	res Resource,
+	builtin bool,
+) *client[*metav1.PartialObjectMetadata] {
+	var err error
+	if conn == nil {
+		err = fmt.Errorf("kctl: a metadata client of %s "+
+			"got a nil Conn", res)
+	}
+	return &client[*metav1.PartialObjectMetadata]{
+		conn:     conn,
+		res:      res,
+		codec:    newMetadataCodec(res, builtin),
+		err:      err,
+		lastBody: new(atomic.Int64),
+	}
 }
 
 // OwnsMetadata is Owns that caches only the metadata of C's objects (see

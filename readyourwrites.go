@@ -98,6 +98,16 @@ func readYourWrites[T any](
 	inf *Informer[T],
 	namespace, name string,
 ) error {
+	return waitForWrites(ctx, w, &inf.informer, namespace, name)
+}
+
+// waitForWrites is readYourWrites in the core, over P = *T.
+func waitForWrites[P any](
+	ctx context.Context,
+	w *writeTracker,
+	inf *informer[P],
+	namespace, name string,
+) error {
 	writes := w.pending.In(inf.name, namespace, name)
 	if len(writes) == 0 {
 		return nil
@@ -110,7 +120,7 @@ func readYourWrites[T any](
 			what := "drop deleted " + k.String()
 			err = inf.wait(ctx, what, func() bool {
 				cur, ok := inf.store.get(k.Namespace, k.Name)
-				return !ok || metaOf(cur).GetUID() != wr.UID
+				return !ok || objMeta(cur).GetUID() != wr.UID
 			})
 		} else {
 			err = inf.waitForObject(ctx, k.Namespace, k.Name, wr.RV)

@@ -18,12 +18,13 @@ import (
 
 // store is an informer's objects with their indexes. It has no lock: the
 // Informer, its only writer, guards it, so it is tested without goroutines.
-// Stored objects are never mutated: a change replaces the pointer.
-type store[T any] struct {
+// Stored objects are never mutated: a change replaces the pointer. P is
+// *T, for an Object[T]: store is compiled once for every T (see typeOps).
+type store[P any] struct {
 	// objects maps namespace ("" if cluster-scoped) and name to the object.
 	// Empty inner maps are removed: the keys are the namespace index.
-	objects map[string]map[string]entry[T]
-	indexes map[string]*index[T] // the user's, by name
+	objects map[string]map[string]entry[P]
+	indexes map[string]*index[P] // the user's, by name
 	// bad holds the objects that exist on the server (as the last list or
 	// watch event of each says) but whose last state does not decode into
 	// T, each with its error. objects keeps the last good copy of such an
@@ -35,43 +36,43 @@ type store[T any] struct {
 	gen   uint32 // the current replace; put marks each entry with it
 }
 
-type entry[T any] struct {
-	obj       *T
+type entry[P any] struct {
+	obj       P
 	size, gen uint32 // size: encoded bytes, 0 until measured
 }
 
 type objKey struct{ namespace, name string }
 
 // index files every stored object's key under each value fn returns for it.
-type index[T any] struct {
-	fn     func(obj *T) []string // the same values for the same object
+type index[P any] struct {
+	fn     func(obj P) []string // the same values for the same object
 	values map[string]map[objKey]struct{}
 }
 
-func newStore[T any]() *store[T] {
-	return &store[T]{objects: map[string]map[string]entry[T]{}, indexes: map[string]*index[T]{}, bad: map[objKey]error{}}
+func newStore[P any]() *store[P] {
+	return &store[P]{objects: map[string]map[string]entry[P]{}, indexes: map[string]*index[P]{}, bad: map[objKey]error{}}
 }
 
-func (s *store[T]) get(namespace, name string) (*T, bool) {
+func (s *store[P]) get(namespace, name string) (P, bool) {
 	e, ok := s.objects[namespace][name]
 	return e.obj, ok
 }
 
 // put stores obj unless the object stored under its key has the same
 // resourceVersion, and says what changed: Added, or Updated from old.
-func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
-	m := metaOf(obj)
+func (s *store[P]) put(obj P) (t EventType, old P, changed bool) {
+	m := objMeta(obj)
 	k := objKey{m.GetNamespace(), m.GetName()}
 	if s.objects[k.namespace] == nil {
-		s.objects[k.namespace] = map[string]entry[T]{}
+		s.objects[k.namespace] = map[string]entry[P]{}
 	}
 	delete(s.bad, k) // decodes again
 	prev, had := s.objects[k.namespace][k.name]
 	e := prev
-	changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion()
+	changed = !had || objMeta(prev.obj).GetResourceVersion() != m.GetResourceVersion()
 	if changed {
 		s.untrack(k, prev, had)
-		e = entry[T]{obj: obj}
+		e = entry[P]{obj: obj}
 		for _, ix := range s.indexes {
 			ix.add(k, obj)
 		}
@@ -82,11 +83,12 @@ func (s *store[T]) put(obj *T) (t EventType, old *T, changed bool) {
 	if had {
 		return Updated, prev.obj, changed
 	}
-	return Added, nil, changed
+	var none P
+	return Added, none, changed
 }
 
 // remove deletes namespace/name and reports whether it was stored.
-func (s *store[T]) remove(namespace, name string) bool {
+func (s *store[P]) remove(namespace, name string) bool {
 	delete(s.bad, objKey{namespace, name})
 	e, had := s.objects[namespace][name]
 	if had {
@@ -100,7 +102,7 @@ func (s *store[T]) remove(namespace, name string) bool {
 }
 
 // untrack takes e, if had, out of the count, the bytes and the indexes.
-func (s *store[T]) untrack(k objKey, e entry[T], had bool) {
+func (s *store[P]) untrack(k objKey, e entry[P], had bool) {
 	if had {
 		s.count--
 		s.bytes -= int64(e.size)
@@ -113,7 +115,7 @@ func (s *store[T]) untrack(k objKey, e entry[T], had bool) {
 // markBad records that the object under k exists but its state does not
 // decode (err), keeping its last good copy, if any; it reports whether the
 // object was decodable before.
-func (s *store[T]) markBad(k objKey, err error) (first bool) {
+func (s *store[P]) markBad(k objKey, err error) (first bool) {
 	_, was := s.bad[k]
 	s.bad[k] = err
 	if e, ok := s.objects[k.namespace][k.name]; ok {
@@ -130,14 +132,14 @@ func (s *store[T]) markBad(k objKey, err error) (first bool) {
 // reported. An object in bad exists: it is marked (markBad) and keeps its
 // last good copy, never taken for deleted. If one in bad has no key (not
 // even its metadata decoded), no object is deleted: any might be that one.
-func (s *store[T]) replace(namespace string, objs []*T, bad []*decodeError, changed func(t EventType, obj, old *T)) {
+func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, changed func(t EventType, obj, old P)) {
 	sizes := map[string]int{}
 	for _, obj := range objs {
-		sizes[metaOf(obj).GetNamespace()]++
+		sizes[objMeta(obj).GetNamespace()]++
 	}
 	for ns, n := range sizes {
 		if s.objects[ns] == nil {
-			s.objects[ns] = make(map[string]entry[T], n) // one allocation for the first list
+			s.objects[ns] = make(map[string]entry[P], n) // one allocation for the first list
 		}
 	}
 	s.gen++
@@ -166,13 +168,14 @@ func (s *store[T]) replace(namespace string, objs []*T, bad []*decodeError, chan
 	}
 	swept := s.objects
 	if namespace != "" {
-		swept = map[string]map[string]entry[T]{namespace: s.objects[namespace]}
+		swept = map[string]map[string]entry[P]{namespace: s.objects[namespace]}
 	}
+	var none P
 	for ns, inner := range swept {
 		for name, e := range inner {
 			if e.gen != s.gen { // not listed: deleted
 				s.remove(ns, name)
-				changed(Deleted, e.obj, nil)
+				changed(Deleted, e.obj, none)
 			}
 		}
 	}
@@ -186,7 +189,7 @@ func (s *store[T]) replace(namespace string, objs []*T, bad []*decodeError, chan
 // returns, not the size of the namespace. The first such List of a label key
 // returns missing = that key instead, for the caller to build the index under
 // the write lock (labelIndex) and ask again, until nothing is missing.
-func (s *store[T]) list(namespace string, sel labels.Selector, fields []fieldReq[T]) (out []*T, missing string) {
+func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq[P]) (out []P, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
 	}
@@ -202,8 +205,8 @@ func (s *store[T]) list(namespace string, sel labels.Selector, fields []fieldReq
 			namespace = f.value
 		}
 	}
-	match := func(k objKey, e entry[T]) {
-		if sel != nil && !sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
+	match := func(k objKey, e entry[P]) {
+		if sel != nil && !sel.Matches(labels.Set(objMeta(e.obj).GetLabels())) {
 			return
 		}
 		for _, f := range fields {
@@ -239,12 +242,12 @@ func (s *store[T]) list(namespace string, sel labels.Selector, fields []fieldReq
 			}
 		}
 	case namespace != "":
-		out = make([]*T, 0, len(s.objects[namespace]))
+		out = make([]P, 0, len(s.objects[namespace]))
 		for name, e := range s.objects[namespace] {
 			match(objKey{namespace, name}, e)
 		}
 	default:
-		out = make([]*T, 0, s.count)
+		out = make([]P, 0, s.count)
 		for ns, inner := range s.objects {
 			for name, e := range inner {
 				match(objKey{ns, name}, e)
@@ -255,7 +258,7 @@ func (s *store[T]) list(namespace string, sel labels.Selector, fields []fieldReq
 }
 
 // indexed is the number of keys ix files under values.
-func indexed[T any](ix *index[T], values []string) int {
+func indexed[P any](ix *index[P], values []string) int {
 	n := 0
 	for _, v := range values {
 		n += len(ix.values[v])
@@ -271,7 +274,7 @@ const maxIndexes = 16
 // objects, and the values to look up in it: sel's requirements key=value,
 // key==value and key in (values) can be. If such a key has no index yet (and
 // there is room for one), it returns the key as missing instead.
-func (s *store[T]) labelIndexFor(sel labels.Selector) (best *index[T], values []string, missing string) {
+func (s *store[P]) labelIndexFor(sel labels.Selector) (best *index[P], values []string, missing string) {
 	if sel == nil {
 		return nil, nil, ""
 	}
@@ -303,10 +306,10 @@ func (s *store[T]) labelIndexFor(sel labels.Selector) (best *index[T], values []
 func labelIndexName(key string) string { return "\x00label " + key }
 
 // labelIndex builds the index of label key that list asked for.
-func (s *store[T]) labelIndex(key string) {
+func (s *store[P]) labelIndex(key string) {
 	if s.indexes[labelIndexName(key)] == nil {
-		_ = s.addIndex(labelIndexName(key), func(obj *T) []string {
-			if v, ok := metaOf(obj).GetLabels()[key]; ok {
+		_ = s.addIndex(labelIndexName(key), func(obj P) []string {
+			if v, ok := objMeta(obj).GetLabels()[key]; ok {
 				return []string{v}
 			}
 			return nil
@@ -315,26 +318,26 @@ func (s *store[T]) labelIndex(key string) {
 }
 
 // all returns every stored object.
-func (s *store[T]) all() []*T {
+func (s *store[P]) all() []P {
 	out, _ := s.list("", nil, nil)
 	return out
 }
 
 // setSize records obj's size if obj is still stored and unmeasured.
-func (s *store[T]) setSize(obj *T, size int) {
-	m := metaOf(obj)
-	if e, ok := s.objects[m.GetNamespace()][m.GetName()]; ok && e.obj == obj && e.size == 0 {
+func (s *store[P]) setSize(obj P, size int) {
+	m := objMeta(obj)
+	if e, ok := s.objects[m.GetNamespace()][m.GetName()]; ok && any(e.obj) == any(obj) && e.size == 0 {
 		e.size = uint32(size)
 		s.bytes += int64(size)
 		s.objects[m.GetNamespace()][m.GetName()] = e
 	}
 }
 
-func (s *store[T]) addIndex(name string, fn func(obj *T) []string) error {
+func (s *store[P]) addIndex(name string, fn func(obj P) []string) error {
 	if _, ok := s.indexes[name]; ok || fn == nil {
 		return fmt.Errorf("kctl: index %q is already defined or has no function: give each index one unique name", name)
 	}
-	ix := &index[T]{fn: fn, values: map[string]map[objKey]struct{}{}}
+	ix := &index[P]{fn: fn, values: map[string]map[objKey]struct{}{}}
 	for ns, inner := range s.objects {
 		for name, e := range inner {
 			ix.add(objKey{ns, name}, e.obj)
@@ -344,19 +347,19 @@ func (s *store[T]) addIndex(name string, fn func(obj *T) []string) error {
 	return nil
 }
 
-func (s *store[T]) byIndex(name, value string) []*T {
+func (s *store[P]) byIndex(name, value string) []P {
 	if s.indexes[name] == nil {
 		return nil
 	}
 	keys := s.indexes[name].values[value]
-	out := make([]*T, 0, len(keys))
+	out := make([]P, 0, len(keys))
 	for k := range keys {
 		out = append(out, s.objects[k.namespace][k.name].obj)
 	}
 	return out
 }
 
-func (ix *index[T]) add(k objKey, obj *T) {
+func (ix *index[P]) add(k objKey, obj P) {
 	for _, v := range ix.fn(obj) {
 		if ix.values[v] == nil {
 			ix.values[v] = map[objKey]struct{}{}
@@ -365,7 +368,7 @@ func (ix *index[T]) add(k objKey, obj *T) {
 	}
 }
 
-func (ix *index[T]) remove(k objKey, obj *T) {
+func (ix *index[P]) remove(k objKey, obj P) {
 	for _, v := range ix.fn(obj) {
 		delete(ix.values[v], k)
 		if len(ix.values[v]) == 0 {
@@ -376,14 +379,14 @@ func (ix *index[T]) remove(k objKey, obj *T) {
 
 // fieldReq is one requirement of a field selector that the cache answers.
 // It is decided by the object's key alone.
-type fieldReq[T any] struct {
+type fieldReq[P any] struct {
 	field, value string
 	equal        bool      // = or ==; false for !=
-	ix           *index[T] // the index named field; nil for metadata.name and metadata.namespace
+	ix           *index[P] // the index named field; nil for metadata.name and metadata.namespace
 }
 
 // matches reports whether the object stored under k meets the requirement.
-func (f fieldReq[T]) matches(k objKey) bool {
+func (f fieldReq[P]) matches(k objKey) bool {
 	var in bool
 	switch {
 	case f.ix != nil:
@@ -400,7 +403,7 @@ func (f fieldReq[T]) matches(k objKey) bool {
 // with the field selector scope (whose requirements all objects meet: left
 // out). A field not metadata.name, metadata.namespace nor indexed goes in
 // unknown. Call it with s's lock held: the requirements point at s's indexes.
-func (s *store[T]) fieldReqs(selector, scope string) (reqs []fieldReq[T], unknown []string, err error) {
+func (s *store[P]) fieldReqs(selector, scope string) (reqs []fieldReq[P], unknown []string, err error) {
 	if strings.TrimSpace(selector) == "" {
 		return nil, nil, nil
 	}
@@ -413,7 +416,7 @@ func (s *store[T]) fieldReqs(selector, scope string) (reqs []fieldReq[T], unknow
 		if containsReq(held, r) {
 			continue
 		}
-		f := fieldReq[T]{field: r.Field, value: r.Value, equal: r.Operator != selection.NotEquals}
+		f := fieldReq[P]{field: r.Field, value: r.Value, equal: r.Operator != selection.NotEquals}
 		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
 			if !strings.HasPrefix(r.Field, "\x00") {
 				f.ix = s.indexes[r.Field]

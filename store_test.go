@@ -20,7 +20,7 @@ func storeCM(ns, name, rv string, lbls map[string]string) *corev1.ConfigMap {
 }
 
 // storeList lists as Informer.List does: building a label index it asks for.
-func storeList[T any](s *store[T], namespace string, sel labels.Selector) []*T {
+func storeList[P any](s *store[P], namespace string, sel labels.Selector) []P {
 	out, missing := s.list(namespace, sel, nil)
 	for asked := map[string]bool{}; missing != ""; out, missing = s.list(namespace, sel, nil) {
 		if asked[missing] {
@@ -35,7 +35,7 @@ func storeList[T any](s *store[T], namespace string, sel labels.Selector) []*T {
 // A List answered from a label index returns exactly what testing every
 // object returns, while objects come, change labels and go.
 func TestStore_List_LabelIndexAgreesWithAScan(t *testing.T) {
-	s := newStore[corev1.ConfigMap]()
+	s := newStore[*corev1.ConfigMap]()
 	selectors := []string{"", "app=web", "app==db", "app in (web,db)", "app=web,tier=front", "tier in (front),app!=db",
 		"app!=web", "app", "!app", "tier=back,app notin (web)", "app=none"}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -90,7 +90,7 @@ func storeNames(objs []*corev1.ConfigMap) string {
 }
 
 func TestStore_Replace_ReportsOnlyWhatChanged(t *testing.T) {
-	s := newStore[corev1.ConfigMap]()
+	s := newStore[*corev1.ConfigMap]()
 	var got []string
 	changed := func(typ EventType, obj, old *corev1.ConfigMap) {
 		e := fmt.Sprintf("%v %s/%s@%s", typ, obj.Namespace, obj.Name, obj.ResourceVersion)
@@ -117,7 +117,7 @@ func TestStore_Replace_ReportsOnlyWhatChanged(t *testing.T) {
 }
 
 func TestStore_ReplaceOneNamespace_LeavesTheOthers(t *testing.T) {
-	s := newStore[corev1.ConfigMap]()
+	s := newStore[*corev1.ConfigMap]()
 	nop := func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {}
 	s.replace("x", []*corev1.ConfigMap{storeCM("x", "a", "1", nil)}, nil, nop)
 	s.replace("y", []*corev1.ConfigMap{storeCM("y", "b", "2", nil)}, nil, nop)
@@ -132,7 +132,7 @@ func TestStore_ReplaceOneNamespace_LeavesTheOthers(t *testing.T) {
 }
 
 func TestStore_Indexes_FollowPutsRemovesAndReplaces(t *testing.T) {
-	s := newStore[corev1.ConfigMap]()
+	s := newStore[*corev1.ConfigMap]()
 	s.put(storeCM("x", "a", "1", map[string]string{"app": "web"}))
 	if err := s.addIndex("app", func(cm *corev1.ConfigMap) []string { return []string{cm.Labels["app"]} }); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestStore_Indexes_FollowPutsRemovesAndReplaces(t *testing.T) {
 // Of two indexed keys, List looks up the one with fewer objects: the Pods of
 // one ReplicaSet (pod-template-hash) rather than of the whole app.
 func TestStore_List_PicksTheNarrowestLabelIndex(t *testing.T) {
-	s := newStore[corev1.ConfigMap]()
+	s := newStore[*corev1.ConfigMap]()
 	for i := range 10 {
 		s.put(storeCM("x", fmt.Sprint("p", i), "1", map[string]string{"app": "web", "pod-template-hash": fmt.Sprint("h", i%5)}))
 	}

@@ -27,7 +27,7 @@ func badKey(ns, name, rv string) *decodeError {
 // A relist takes an object it lists but cannot decode for one that exists:
 // its last good copy stays, and nothing is reported for it.
 func TestStore_Replace_NeverTakesAnUndecodableObjectForDeleted(t *testing.T) {
-	s := newStore[corev1.ConfigMap]()
+	s := newStore[*corev1.ConfigMap]()
 	var got []string
 	changed := func(typ EventType, obj, _ *corev1.ConfigMap) {
 		got = append(got, fmt.Sprintf("%v %s@%s", typ, obj.Name, obj.ResourceVersion))

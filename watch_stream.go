@@ -1,7 +1,7 @@
 package kctl
 
 // The watch stream: one watch response read event by event, each object
-// decoded into *T by the codec (codec.go). A protobuf watch is frames of a
+// decoded into P (*T) by the codec (codec.go). A protobuf watch is frames of a
 // 4-byte big-endian length and a metav1.WatchEvent; a JSON one, a stream
 // of JSON objects.
 
@@ -18,11 +18,11 @@ import (
 )
 
 // watchEvent is one decoded watch event.
-type watchEvent[T any] struct {
+type watchEvent[P any] struct {
 	// Type is "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR".
 	Type string
 	// Object is nil for ERROR and when Err is set.
-	Object *T
+	Object P
 	// Status is the server's status for ERROR.
 	Status *metav1.Status
 	// Err: this event's object failed to decode; the stream goes on.
@@ -35,20 +35,20 @@ const bigEvent = 16 << 10
 
 // watchStream reads one watch response. Close may be called concurrently
 // with Next (it unblocks Next); Next is not for concurrent use.
-type watchStream[T any] struct {
-	c     codec[T]
+type watchStream[P any] struct {
+	c     codec[P]
 	body  io.ReadCloser
 	proto bool
 	// dec decodes JSON watches; it is made again after a bigEvent.
 	dec *json.Decoder
 }
 
-func newWatchStream[T any](
-	c codec[T],
+func newWatchStream[P any](
+	c codec[P],
 	contentType string,
 	body io.ReadCloser,
-) *watchStream[T] {
-	w := &watchStream[T]{
+) *watchStream[P] {
+	w := &watchStream[P]{
 		c:     c,
 		body:  body,
 		proto: isProto(contentType),
@@ -61,19 +61,19 @@ func newWatchStream[T any](
 
 // Next returns the next event; an error ends the stream (io.EOF: closed
 // cleanly). An event whose object cannot be decoded has Err set.
-func (w *watchStream[T]) Next() (watchEvent[T], error) {
+func (w *watchStream[P]) Next() (watchEvent[P], error) {
 	if !w.proto {
 		return w.nextJSON()
 	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
-		return watchEvent[T]{}, w.broke(err)
+		return watchEvent[P]{}, w.broke(err)
 	}
 	n := int(binary.BigEndian.Uint32(hdr[:]))
 	if n > maxFrame {
 		err := fmt.Errorf("frame of %d bytes is over the %d limit",
 			n, maxFrame)
-		return watchEvent[T]{}, w.broke(err)
+		return watchEvent[P]{}, w.broke(err)
 	}
 	// A buffer of the pool (conn.go), given back once the event is
 	// decoded: a watch that kept its own would hold one as large as the
@@ -88,7 +88,7 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 			err = io.ErrUnexpectedEOF
 		}
 		err = fmt.Errorf("truncated frame of %d bytes: %w", n, err)
-		return watchEvent[T]{}, w.broke(err)
+		return watchEvent[P]{}, w.broke(err)
 	}
 	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
 	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
@@ -98,19 +98,19 @@ func (w *watchStream[T]) Next() (watchEvent[T], error) {
 	if err := errors.Join(errType, errObject); err != nil {
 		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
 			w.c.res, err)
-		return watchEvent[T]{Err: err}, nil
+		return watchEvent[P]{Err: err}, nil
 	}
 	return w.c.event(string(typ), object, mediaProtobuf), nil
 }
 
 // nextJSON is Next of a JSON watch.
-func (w *watchStream[T]) nextJSON() (watchEvent[T], error) {
+func (w *watchStream[P]) nextJSON() (watchEvent[P], error) {
 	var ev struct {
 		Type   string          `json:"type"`
 		Object json.RawMessage `json:"object"`
 	}
 	if err := w.dec.Decode(&ev); err != nil {
-		return watchEvent[T]{}, w.broke(err)
+		return watchEvent[P]{}, w.broke(err)
 	}
 	if len(ev.Object) > bigEvent {
 		// what it read ahead, then the rest
@@ -122,7 +122,7 @@ func (w *watchStream[T]) nextJSON() (watchEvent[T], error) {
 }
 
 // broke is the error that ends a stream: io.EOF for a clean end.
-func (w *watchStream[T]) broke(err error) error {
+func (w *watchStream[P]) broke(err error) error {
 	if err == io.EOF {
 		return err
 	}
@@ -130,8 +130,8 @@ func (w *watchStream[T]) broke(err error) error {
 }
 
 // event decodes one watch event's object, of Content-Type ct.
-func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
-	ev := watchEvent[T]{Type: typ}
+func (c codec[P]) event(typ string, raw []byte, ct string) watchEvent[P] {
+	ev := watchEvent[P]{Type: typ}
 	switch typ {
 	case "ERROR":
 		if st, ok := decodeStatus(ct, raw); ok {
@@ -155,4 +155,4 @@ func (c codec[T]) event(typ string, raw []byte, ct string) watchEvent[T] {
 }
 
 // Close ends the stream and releases its connection.
-func (w *watchStream[T]) Close() error { return w.body.Close() }
+func (w *watchStream[P]) Close() error { return w.body.Close() }

@@ -280,3 +280,57 @@ func idleRSS(ctx context.Context, env *env, stack, name string, want map[string]
 	}
 	return rssMB(p.pid())
 }
+
+// typeCosts are the kctl programs whose binary cost benchrun reports, each
+// with its floor: the same types' code (protobuf, JSON, DeepCopy),
+// clientcmd, rest and one request sent, without kctl (bench/floor).
+var typeCosts = []struct{ name, pkg, floor, what string }{
+	{"podcount", "./podcount/kctl", "./floor/podcount", "the podcount controller (ReplicaSet, Pod)"},
+	{"1 type", "./typecost/one", "./floor/onetype", "a controller of Pods that reads and writes them"},
+	{"5 types", "./typecost/five", "./floor/fivetypes", "the same for Pod, ConfigMap, Secret, Service, Deployment"},
+}
+
+// typeCostTable builds typeCosts and tells kctl's own cost in each (its
+// size less its floor's) and per type past the first: (the cost in 5
+// types - in 1 type) / 4, what each type a controller touches adds.
+func typeCostTable(env *env) (string, []target, error) {
+	t := &table{head: []string{"program", "what", "stripped binary (MB)", "its floor (MB)", "kctl's own cost (MB)"}}
+	cost := map[string]float64{}
+	for _, p := range typeCosts {
+		size, err := strippedSize(env, p.pkg)
+		if err != nil {
+			return "", nil, err
+		}
+		floor, err := strippedSize(env, p.floor)
+		if err != nil {
+			return "", nil, err
+		}
+		cost[p.name] = size - floor
+		t.add(p.name, p.what, fmt.Sprintf("%.2f", size), fmt.Sprintf("%.2f", floor), fmt.Sprintf("%.3f", size-floor))
+	}
+	perType := (cost["5 types"] - cost["1 type"]) / 4
+	t.add("per further type", "(5 types - 1 type) / 4", "", "", fmt.Sprintf("%.3f", perType))
+	ts := []target{
+		{"binary: kctl's own cost above the floor (podcount)", "<= 0.6 MB", fmt.Sprintf("%.3f MB", cost["podcount"]), cost["podcount"] <= 0.6, true},
+		{"binary: kctl's cost per further type", "<= 0.075 MB", fmt.Sprintf("%.3f MB", perType), perType <= 0.075, true},
+	}
+	return t.String(), ts, nil
+}
+
+// strippedSize builds pkg of the bench module as every build is (buildFlags)
+// and returns its size in MB.
+func strippedSize(env *env, pkg string) (float64, error) {
+	name := "typecost-" + strings.ReplaceAll(strings.TrimPrefix(pkg, "./"), "/", "-")
+	bin := filepath.Join(env.binDir, name)
+	args := append(append([]string{"build"}, buildFlags...), "-o", bin, pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = env.benchDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return 0, err
+	}
+	return float64(fi.Size()) / 1e6, nil
+}

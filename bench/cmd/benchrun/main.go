@@ -219,6 +219,12 @@ func runParts(cmd string, args []string) error {
 			}
 			fmt.Fprintf(&report, "### Footprint\n\n%s\nWhat any binary with these parts weighs, built the same way:\n\n%s\n", tab, floor)
 			targets = append(targets, ts...)
+			costs, ts, err := typeCostTable(env)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&report, "kctl's own binary cost: each program less its floor, the same types' code without kctl:\n\n%s\n", costs)
+			targets = append(targets, ts...)
 		}
 	}
 	if len(targets) > 0 {

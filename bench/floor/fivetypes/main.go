@@ -1,0 +1,45 @@
+// Command fivetypes is the floor of typecost/five: floor/onetype with its
+// four more types (ConfigMap, Secret, Service, Deployment).
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// object is what the floor links of each type.
+type object interface {
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+func main() {
+	var p corev1.Pod
+	var cm corev1.ConfigMap
+	var s corev1.Secret
+	var svc corev1.Service
+	var d appsv1.Deployment
+	use(&p, p.DeepCopy())
+	use(&cm, cm.DeepCopy())
+	use(&s, s.DeepCopy())
+	use(&svc, svc.DeepCopy())
+	use(&d, d.DeepCopy())
+	cfg, err := clientcmd.BuildConfigFromFlags("", "")
+	fmt.Println(err)
+	hc, err := rest.HTTPClientFor(cfg)
+	fmt.Println(err)
+	fmt.Println(hc.Get(cfg.Host))
+}
+
+// use links obj's protobuf and JSON code, and keeps its copy.
+func use(obj object, copied any) {
+	b, err := obj.Marshal()
+	fmt.Println(err, obj.Unmarshal(b), copied)
+	b, err = json.Marshal(obj)
+	fmt.Println(err, json.Unmarshal(b, obj))
+}

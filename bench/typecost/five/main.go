@@ -1,0 +1,48 @@
+// Command five is typecost/one with four more types (ConfigMap, Secret,
+// Service, Deployment), each with its controller: see typecost/one. It is
+// built, never run.
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kctl-dev/kctl"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func main() {
+	cfg, err := kctl.LoadConfig("")
+	if err != nil {
+		panic(err)
+	}
+	mgr, err := kctl.NewManager(kctl.Options{Config: cfg})
+	if err != nil {
+		panic(err)
+	}
+	control[corev1.Pod](mgr, "pods")
+	control[corev1.ConfigMap](mgr, "configmaps")
+	control[corev1.Secret](mgr, "secrets")
+	control[corev1.Service](mgr, "services")
+	control[appsv1.Deployment](mgr, "deployments")
+	fmt.Println(mgr.Start(context.Background()))
+}
+
+// control adds a controller of T that reads and writes T's objects.
+func control[T any, PT kctl.Object[T]](mgr *kctl.Manager, name string) {
+	objects := kctl.ClientFor[T, PT](mgr)
+	kctl.NewController[T, PT](mgr, name, func(ctx context.Context, obj *T) (kctl.Result, error) {
+		m := PT(obj)
+		all, err := objects.List(ctx, kctl.ListOptions{Namespace: m.GetNamespace()})
+		if err != nil {
+			return kctl.Result{}, err
+		}
+		cur, err := objects.Get(ctx, m.GetNamespace(), m.GetName())
+		if err != nil {
+			return kctl.Result{}, err
+		}
+		PT(cur).SetAnnotations(map[string]string{"count": fmt.Sprint(len(all))})
+		return kctl.Result{}, objects.Update(ctx, cur)
+	})
+}
