@@ -69,11 +69,14 @@ func TestOwnsEveryOwner_EnqueuesEachOwnerNotOnlyTheController(t *testing.T) {
 	secrets := ClientFor[corev1.Secret](mgr)
 	var mu sync.Mutex
 	owned := map[string]int{}
+	seen := map[string]int{}
 	c := NewController(mgr, "every-owner", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
-		if tr, _ := TriggerFrom(ctx); tr.Cause == "owned" {
-			mu.Lock()
+		tr, _ := TriggerFrom(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		seen[cm.Name]++
+		if tr.Cause == "owned" {
 			owned[cm.Name]++
-			mu.Unlock()
 		}
 		return Result{}, nil
 	})
@@ -90,6 +93,14 @@ func TestOwnsEveryOwner_EnqueuesEachOwnerNotOnlyTheController(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The owners' own Added events must be reconciled first: a key still
+	// queued for its creation keeps that cause when the Secret's event
+	// queues it again.
+	eventually(t, "both owners reconciled once", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["a"] > 0 && seen["b"] > 0
+	})
 	if err := secrets.Create(ctx, child); err != nil {
 		t.Fatal(err)
 	}
