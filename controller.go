@@ -169,6 +169,16 @@ type controllerHost struct {
 	// history returns the controller's historian, or nil while the
 	// Manager keeps no history (history.go's KeepHistory).
 	history func(name string) historian
+	// owns reports whether this replica owns key k now: always true,
+	// unless the Manager is sharded (the Manager's ownsKey hook). A
+	// worker skips and forgets a key it does not own. It is called
+	// under the controller's lock, so that a key taken is in active
+	// before any drain looks (inFlight): it must be fast and take no
+	// lock of the controller.
+	owns func(k Key) bool
+	// sharded reports whether the Manager is sharded: its controllers
+	// then run on every replica, each over the keys it owns.
+	sharded func() bool
 }
 
 // historian keeps a controller's per-key history (history.go): each
@@ -189,6 +199,7 @@ type controllerObserver interface {
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
 	TimedOut()      // a reconcile ran past its timeout
+	NotOwned()      // a key skipped: another shard member owns it
 	WorkerStarted() // a worker starts a reconcile
 	WorkerStopped() // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))

@@ -79,6 +79,20 @@ type Manager struct {
 		lead func(leaderCtx, leaseCtx context.Context),
 	) error
 
+	// electBy names what set elect, "ElectLeader" or "Shard", for the
+	// error of a second call.
+	electBy string
+	// ownsKey, if set (shard.go's Shard, before Start), reports whether
+	// this replica owns key k now: every controller then runs on every
+	// replica and its workers skip the keys it does not own
+	// (controllerHost.owns). nil: every key is this replica's. Fixed from
+	// Start on; it must be fast and safe for concurrent use.
+	ownsKey func(k Key) bool
+	// informerMade, if set (shard.go's Shard, before Start), sees every
+	// informer of the cache, whole or metadata-only, as it is made and
+	// before it runs, under the cache's lock (Cache.made).
+	informerMade func(inf madeInformer)
+
 	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
 	shutdown *shutdownSchedule
 
@@ -171,10 +185,16 @@ func NewManager(opts Options) (*Manager, error) {
 		m.metrics.AddInformer(res, inf.Stats)
 		m.metrics.AddUndecodable(res, inf.Undecodable)
 		m.writes.track(inf)
+		if m.informerMade != nil {
+			m.informerMade(inf)
+		}
 	}
 	m.cache.madeMetadata = func(inf madeInformer) {
 		res := inf.resource().String()
 		m.metrics.AddMetadataInformer(res, inf.Stats)
+		if m.informerMade != nil {
+			m.informerMade(inf)
+		}
 	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
@@ -258,9 +278,23 @@ func newController[T any](m *Manager, name string) *Controller[T] {
 			return m.metrics.Controller(name, workers)
 		},
 		history: m.historyOf,
+		owns:    m.owns,
+		sharded: m.sharded,
 	}
 	return c
 }
+
+// owns reports whether this replica owns key k now: always, unless the
+// Manager is sharded (ownsKey).
+func (m *Manager) owns(k Key) bool {
+	if m.ownsKey == nil {
+		return true
+	}
+	return m.ownsKey(k)
+}
+
+// sharded reports whether ownsKey is set (Shard).
+func (m *Manager) sharded() bool { return m.ownsKey != nil }
 
 // historyOf is the historian of controller name, or nil while the
 // Manager keeps no history.
@@ -283,6 +317,8 @@ type namedController interface {
 	logError(msg string)
 	Enqueue(k Key)
 	stateOf(k Key) keyState
+	inFlight(match func(k Key) bool) bool
+	replayKeys()
 }
 
 // register adds controller c, named name, to the Manager, unless the

@@ -297,6 +297,9 @@ type Controller struct {
 	retries   atomic.Uint64
 	conflicts atomic.Uint64
 	timeouts  atomic.Uint64
+	// notOwned counts keys skipped by a shard member that does not
+	// own them.
+	notOwned atomic.Uint64
 	// results count Reconciles by result label; it holds
 	// *atomic.Uint64 values, and always "error", "requeue",
 	// "requeue_after" and "success".
@@ -355,6 +358,10 @@ func (cm *Controller) Conflicted(took time.Duration) {
 // controller_runtime_reconcile_timeouts_total. Its result is counted by
 // Reconciled as well.
 func (cm *Controller) TimedOut() { cm.timeouts.Add(1) }
+
+// NotOwned counts one key a shard member skipped, as
+// kctl_shard_keys_skipped_total{controller}.
+func (cm *Controller) NotOwned() { cm.notOwned.Add(1) }
 
 // WorkerStarted and WorkerStopped bracket each Reconcile call: call
 // WorkerStarted right before it and WorkerStopped right after, so that
@@ -427,6 +434,14 @@ func (cm *Controller) collect(p *prom.Page) {
 			"write from a stale copy) and were "+
 			"retried without counting as an error",
 		float64(cm.conflicts.Load()), c...)
+	skipped := cm.notOwned.Load()
+	if skipped > 0 { // a shard member's only
+		p.Counter("kctl_shard_keys_skipped_total",
+			"Total number of keys per controller that a "+
+				"shard member took from its queue and "+
+				"skipped: another member owns them",
+			float64(skipped), c...)
+	}
 	cm.collectQueue(p)
 }
 
