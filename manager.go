@@ -499,6 +499,8 @@ type healthCheck struct {
 	name      string
 	readiness bool
 	check     func(r *http.Request) error
+	// note, if set, is shown after "ok" (health.go's addNoted).
+	note func() string
 }
 
 func newHealthChecks() *healthChecks { return &healthChecks{} }
@@ -512,7 +514,7 @@ func (h *healthChecks) add(
 ) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := healthCheck{name, readiness, check}
+	c := healthCheck{name, readiness, check, nil}
 	sameName := func(other healthCheck) bool { return other.name == name }
 	i := slices.IndexFunc(h.checks, sameName)
 	if i >= 0 {

@@ -1,8 +1,9 @@
 package kctl
 
 // An extra (sharding): ShardOptions, what a replica of a sharded group is,
-// and Manager.Shard. Membership is in shard_members.go, the run loop (look,
-// assign, hand over) in shard_run.go, what each informer holds in
+// and the design. Manager.Shard is in shard_manager.go, membership in
+// shard_members.go, the member's state and handovers in shard_state.go,
+// its run loop in shard_run.go, what each informer holds in
 // shard_informer.go, the probe of the server in shard_probe.go.
 //
 // # Design: what is assigned, and how

@@ -1,0 +1,209 @@
+package kctl
+
+// An extra (sharding): one member's run (shardRun.run): join the group,
+// then every RenewPeriod look at the live members, assign the ranges
+// (shardhash.Assign), hand over (internal/handover), renew its Lease
+// recording what it holds, and act (shard_state.go); on shutdown drain
+// everything and leave; on losing its Lease stop all work.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kctl-dev/kctl/internal/shardhash"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// run is the member's Runnable: it joins, then looks every RenewPeriod
+// until ctx ends, then drains and leaves (stop). Losing the Lease stops
+// the Manager (lose).
+func (s *shardRun) run(ctx context.Context) error {
+	err := s.join(ctx)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	tick := time.NewTicker(s.cfg.RenewPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.stop(ctx)
+			return nil
+		case <-s.wake:
+			s.updateSelector()
+			continue
+		case <-tick.C:
+		}
+		err := s.look(ctx)
+		if err != nil {
+			s.lose(err)
+			return nil
+		}
+	}
+}
+
+// join creates the member's Lease, retrying every RenewPeriod until ctx
+// ends; a Forbidden answer is returned (the RBAC must change).
+func (s *shardRun) join(ctx context.Context) error {
+	err := s.namespaces.WaitForSync(ctx)
+	if err != nil {
+		return nil // ctx ended
+	}
+	for ctx.Err() == nil {
+		start := time.Now()
+		err = s.members.join(ctx)
+		if err == nil {
+			s.renewed = start
+			s.recorded = true
+			s.log.Info("sharding: joined the group",
+				"ranges", s.cfg.Ranges)
+			return nil
+		}
+		if apierrors.IsForbidden(err) {
+			return err
+		}
+		s.log.Warn("sharding: could not join; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.cfg.RenewPeriod):
+		}
+	}
+	return nil
+}
+
+// look is one period: list the live members and Look (if the last
+// renewal recorded the state), renew recording it, then act. It returns
+// an error only when the member lost its Lease or could not renew for
+// RenewDeadline.
+func (s *shardRun) look(ctx context.Context) error {
+	// A write must never succeed unseen: not cancelled with ctx.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
+		s.cfg.RenewDeadline)
+	defer cancel()
+	var start, drain []int
+	if s.recorded {
+		view, err := s.members.live(rctx)
+		switch {
+		case errors.Is(err, errShardLeaseLost):
+			return err
+		case err != nil:
+			s.log.Warn("sharding: could not list the group", "err", err)
+		default:
+			owners := shardhash.Assign(view.members, s.cfg.Ranges)
+			start, drain = s.hand.Look(owners, view.taken)
+			s.setLive(len(view.members))
+		}
+	}
+	begun := time.Now()
+	err := s.members.renew(rctx, s.hand.Recorded())
+	s.recorded = err == nil
+	switch {
+	case errors.Is(err, errShardLeaseLost):
+		return err
+	case err != nil && begun.Sub(s.renewed) >= s.cfg.RenewDeadline:
+		return fmt.Errorf("kctl: sharding: could not renew for "+
+			"RenewDeadline (%v): %w", s.cfg.RenewDeadline, err)
+	case err != nil:
+		s.log.Warn("sharding: could not renew; retrying", "err", err)
+	default:
+		s.renewed = begun
+	}
+	s.probe(ctx)
+	s.act(start, drain)
+	s.drainStep()
+	return nil
+}
+
+// probe asks the server, once per resource, whether it honours the
+// selector, and logs the mode when it changes.
+func (s *shardRun) probe(ctx context.Context) {
+	s.mu.RLock()
+	infs := slices.Clone(s.informers)
+	s.mu.RUnlock()
+	var unserved []string
+	for _, inf := range infs {
+		res := inf.resource()
+		served, known := s.served[res]
+		if !known {
+			ok, err := probeShardSelector(ctx, s.m.conn, res)
+			if err != nil {
+				s.log.Warn("sharding: could not probe the "+
+					"shard selector", "resource", res.String(),
+					"err", err)
+				continue
+			}
+			s.served[res] = ok
+			served = ok
+		}
+		if !served {
+			unserved = append(unserved, res.String())
+		}
+	}
+	mode := "server-side selector"
+	if len(unserved) > 0 {
+		mode = fmt.Sprintf("client-side filter for %v: "+
+			"memory not split", unserved)
+	}
+	s.mu.Lock()
+	changed := mode != s.mode
+	s.mode = mode
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("sharding: the caches are split by " + mode)
+	}
+}
+
+// lose stops all work at once: the member could not renew its Lease in
+// time, or a peer deleted it; its peers take its ranges once it
+// expires. The Manager stops with an error matching ErrLeaderLost.
+func (s *shardRun) lose(err error) {
+	s.hand.Lost()
+	s.mu.Lock()
+	clear(s.serving)
+	clear(s.held)
+	s.mu.Unlock()
+	s.series.Owned.Store(0)
+	s.log.Error("sharding: lost this member's Lease; "+
+		"stopping all work", "err", err)
+	s.m.mu.Lock()
+	cancel := s.m.cancel
+	s.m.mu.Unlock()
+	cancel(fmt.Errorf("kctl: sharding: group %q, member %q: %w: %w",
+		s.cfg.Group, s.cfg.Identity, ErrLeaderLost, err))
+}
+
+// stop is a graceful stop: take no key, renew until no reconcile is in
+// flight (at most until the shutdown's abandonAt), then delete the
+// Lease, so that the peers take the ranges at their next look.
+func (s *shardRun) stop(ctx context.Context) {
+	s.mu.Lock()
+	clear(s.serving)
+	s.mu.Unlock()
+	s.series.Owned.Store(0)
+	if s.keepLease.Load() {
+		return
+	}
+	rctx := context.WithoutCancel(ctx)
+	abandonAt := s.m.shutdown.abandonAt()
+	next := time.Now().Add(s.cfg.RenewPeriod)
+	for s.busy() && time.Now().Before(abandonAt) {
+		if time.Now().After(next) {
+			_ = s.members.renew(rctx, s.hand.Recorded())
+			next = time.Now().Add(s.cfg.RenewPeriod)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll; bounded by abandonAt
+	}
+	lctx, cancel := context.WithTimeout(rctx, s.cfg.RenewDeadline)
+	defer cancel()
+	err := s.members.leave(lctx)
+	if err != nil {
+		s.log.Warn("sharding: could not delete this member's "+
+			"Lease; peers take its ranges once it expires",
+			"err", err)
+		return
+	}
+	s.log.Info("sharding: left the group")
+}
