@@ -39,8 +39,21 @@ func (m *Manager) Shard(opts ShardOptions) error {
 	return err
 }
 
+// shardLeases is what a member reads and writes its group's Leases
+// and its leader Lease with; *Client[coordinationv1.Lease] is one.
+type shardLeases interface {
+	memberStore
+	leaseStore
+}
+
 // shard is Shard returning the member it made (for tests).
 func (m *Manager) shard(opts ShardOptions) (*shardRun, error) {
+	leases := NewClient[coordinationv1.Lease](m.conn)
+	return m.shardWith(opts, leases)
+}
+
+// shardWith is shard keeping the Leases in leases (a faulty one in tests).
+func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, error) {
 	cfg, err := opts.complete()
 	if err != nil {
 		return nil, err
@@ -68,7 +81,6 @@ func (m *Manager) shard(opts ShardOptions) (*shardRun, error) {
 		RetryPeriod:   cfg.RenewPeriod,
 		Recampaign:    true, // a member lives on without leading
 	}
-	leases := NewClient[coordinationv1.Lease](m.conn)
 	err = m.electLeader(le, leases, "Shard")
 	if err != nil {
 		return nil, err

@@ -105,7 +105,8 @@ func (s *shardRun) look(ctx context.Context) error {
 		return err
 	case err != nil && begun.Sub(s.renewed) >= s.cfg.RenewDeadline:
 		return fmt.Errorf("kctl: sharding: could not renew for "+
-			"RenewDeadline (%v): %w", s.cfg.RenewDeadline, err)
+			"RenewDeadline (%v): %w", s.cfg.RenewDeadline,
+			unprefixed(err))
 	case err != nil:
 		s.log.Warn("sharding: could not renew; retrying", "err", err)
 	default:
@@ -171,8 +172,9 @@ func (s *shardRun) lose(err error) {
 	s.m.mu.Lock()
 	cancel := s.m.cancel
 	s.m.mu.Unlock()
-	cancel(fmt.Errorf("kctl: sharding: group %q, member %q: %w: %w",
-		s.cfg.Group, s.cfg.Identity, ErrLeaderLost, err))
+	cancel(fmt.Errorf("kctl: sharding: member %q of group %q "+
+		"stopped all its work (%w): %w", s.cfg.Identity,
+		s.cfg.Group, unprefixed(ErrLeaderLost), unprefixed(err)))
 }
 
 // stop is a graceful stop: take no key, renew until no reconcile is in

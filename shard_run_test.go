@@ -336,6 +336,12 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 		if !serverSide {
 			mode = "memory not split"
 		}
+		page := scrapeMetrics(t, m.mgr.metrics.Handler())
+		for _, want := range []string{`kctl_shard_members{group="podcount"} 3`, `kctl_shard_ranges_owned{group="podcount"} 2`, `kctl_shard_handovers_total{group="podcount"} `} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s's metrics page lacks %s", m.id, want)
+			}
+		}
 		ready := m.readyz()
 		if !strings.Contains(ready, "[+]shard ok (group podcount, 3 members, ") || !strings.Contains(ready, mode) {
 			t.Errorf("%s /readyz?verbose:\n%s\nwant a shard line with 3 members and %q", m.id, ready, mode)

@@ -291,7 +291,8 @@ func (s *shardRun) controllers() []namedController {
 }
 
 // updateSelector makes the selector name the namespaces of the held
-// ranges; if it changed, the informers list again with it.
+// ranges; if it changed, the informers list again with it, except those
+// whose server ignores it. The run loop's only.
 func (s *shardRun) updateSelector() {
 	nss, _ := s.namespaces.List(ListOptions{}) // no selector: no error
 	s.mu.Lock()
@@ -314,6 +315,10 @@ func (s *shardRun) updateSelector() {
 		return
 	}
 	for _, inf := range infs {
+		served, known := s.served[inf.resource()]
+		if known && !served {
+			continue // the server ignores the selector
+		}
 		inf.reshard()
 	}
 }

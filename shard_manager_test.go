@@ -1,0 +1,107 @@
+package kctl
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// Shard and ElectLeader exclude each other, whichever comes first, with
+// an error naming both; the Identity "leader" is refused (the group's
+// leader Lease is <group>-leader); Shard after Start is refused.
+func TestShard_ExclusiveWithElectLeader_ErrorNamesBoth(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	opts := ShardOptions{Group: "podcount", Namespace: ns, Identity: "m-0"}
+	le := LeaderElection{Name: "podcount", Namespace: ns}
+
+	first := testManager(t, cfg, ns, Options{})
+	if err := first.Shard(opts); err != nil {
+		t.Fatal(err)
+	}
+	err := first.ElectLeader(le)
+	if err == nil || !strings.Contains(err.Error(), "ElectLeader") || !strings.Contains(err.Error(), "Shard") {
+		t.Errorf("ElectLeader after Shard: %v, want an error naming both", err)
+	}
+
+	second := testManager(t, cfg, ns, Options{})
+	if err := second.ElectLeader(le); err != nil {
+		t.Fatal(err)
+	}
+	err = second.Shard(opts)
+	if err == nil || !strings.Contains(err.Error(), "ElectLeader") || !strings.Contains(err.Error(), "Shard") {
+		t.Errorf("Shard after ElectLeader: %v, want an error naming both", err)
+	}
+
+	third := testManager(t, cfg, ns, Options{})
+	leader := opts
+	leader.Identity = "leader"
+	if err := third.Shard(leader); err == nil || !strings.Contains(err.Error(), "podcount-leader") {
+		t.Errorf("Shard with Identity leader: %v, want an error naming the leader Lease", err)
+	}
+}
+
+// failingLeases is the Lease client of a member whose writes fail while
+// fail is set, as when the API server is unreachable.
+type failingLeases struct {
+	*Client[coordinationv1.Lease]
+	fail atomic.Bool
+}
+
+func (f *failingLeases) Update(ctx context.Context, l *coordinationv1.Lease) error {
+	if f.fail.Load() {
+		return errors.New("injected: the API server is unreachable")
+	}
+	return f.Client.Update(ctx, l)
+}
+
+// A member that cannot renew its Lease for RenewDeadline stops all its
+// work, before a peer could judge the Lease expired: it serves no range,
+// and Manager.Start returns an error matching ErrLeaderLost.
+func TestShardMember_CannotRenew_StopsAllWorkBeforeTheLeaseExpires(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
+		return Result{}, nil
+	})
+	leases := &failingLeases{Client: NewClient[coordinationv1.Lease](mgr.conn)}
+	lease := 2 * time.Second
+	run, err := mgr.shardWith(ShardOptions{
+		Group: "podcount", Namespace: ns, Identity: "m-0", Ranges: 8,
+		LeaseDuration: lease, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 300 * time.Millisecond,
+	}, leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(t.Context()) }()
+	m := &shardMember{id: "m-0", run: run}
+	eventually(t, "m-0 serves every range", func() bool {
+		return m.serves([]string{"m-0", "m-0", "m-0", "m-0", "m-0", "m-0", "m-0", "m-0"})
+	})
+	failed := time.Now()
+	leases.fail.Store(true)
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return 30s after the renewals began to fail")
+	}
+	took := time.Since(failed)
+	t.Logf("renewals failing: Start returned after %v: %v", took.Round(time.Millisecond), err)
+	if !errors.Is(err, ErrLeaderLost) {
+		t.Errorf("Start returned %v, want an error matching ErrLeaderLost", err)
+	}
+	if took >= lease {
+		t.Errorf("the member stopped %v after its renewals began to fail, want less than its LeaseDuration %v", took, lease)
+	}
+	if !m.serves(make([]string, 8)) {
+		t.Error("the member still serves ranges after losing its Lease")
+	}
+}
