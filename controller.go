@@ -169,15 +169,11 @@ type controllerHost struct {
 	// history returns the controller's historian, or nil while the
 	// Manager keeps no history (history.go's KeepHistory).
 	history func(name string) historian
-	// owns reports whether this replica owns key k now: always true,
-	// unless the Manager is sharded (the Manager's ownsKey hook). A
-	// worker skips and forgets a key it does not own. It is called
-	// under the controller's lock, so that a key taken is in active
-	// before any drain looks (inFlight): it must be fast and take no
-	// lock of the controller.
+	// owns reports whether this replica owns key k now (true unless
+	// sharded: Manager.ownsKey); workers skip the others. Called under
+	// c.mu (see inFlight): fast, and no lock of the controller.
 	owns func(k Key) bool
-	// sharded reports whether the Manager is sharded: its controllers
-	// then run on every replica, each over the keys it owns.
+	// sharded: the controllers run on every replica (Manager.ownsKey).
 	sharded func() bool
 }
 

@@ -56,8 +56,9 @@
 //  24. shutdown.go: the schedule of a graceful shutdown; SignalContext.
 //  25. controller.go: Controller[T]: its builder, sources and enqueue.
 //  26. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  27. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  28. start.go: Manager.Start, and lead, one leadership term.
+//  27. checks.go: the Manager's readiness and liveness checks.
+//  28. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  29. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //
