@@ -145,15 +145,16 @@ func (s *shardRun) probe(ctx context.Context) {
 	}
 	mode := "server-side selector"
 	if len(unserved) > 0 {
-		mode = fmt.Sprintf("client-side filter for %v: "+
-			"memory not split", unserved)
+		mode = fmt.Sprintf("client-side filter: memory not "+
+			"split (the server ignores the selector on %v)",
+			unserved)
 	}
 	s.mu.Lock()
 	changed := mode != s.mode
 	s.mode = mode
 	s.mu.Unlock()
 	if changed {
-		s.log.Info("sharding: the caches are split by " + mode)
+		s.log.Info("sharding: the work is split by " + mode)
 	}
 }
 
