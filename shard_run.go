@@ -28,6 +28,7 @@ func (s *shardRun) run(ctx context.Context) error {
 	tick := time.NewTicker(s.cfg.RenewPeriod)
 	defer tick.Stop()
 	for {
+		expired := time.After(time.Until(s.renewBy()))
 		select {
 		case <-ctx.Done():
 			s.stop(ctx)
@@ -35,6 +36,10 @@ func (s *shardRun) run(ctx context.Context) error {
 		case <-s.wake:
 			s.updateSelector()
 			continue
+		case <-expired:
+			s.lose(fmt.Errorf("kctl: sharding: not renewed for "+
+				"RenewDeadline (%v)", s.cfg.RenewDeadline))
+			return nil
 		case <-tick.C:
 		}
 		err := s.look(ctx)
@@ -43,6 +48,14 @@ func (s *shardRun) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// renewBy is when the member must have renewed its Lease again, or stop
+// all its work: RenewDeadline after the start of its last renewal, so
+// before its peers may judge the Lease expired (LeaseDuration after
+// they saw that renewal).
+func (s *shardRun) renewBy() time.Time {
+	return s.renewed.Add(s.cfg.RenewDeadline)
 }
 
 // join creates the member's Lease, retrying every RenewPeriod until ctx
@@ -79,9 +92,10 @@ func (s *shardRun) join(ctx context.Context) error {
 // an error only when the member lost its Lease or could not renew for
 // RenewDeadline.
 func (s *shardRun) look(ctx context.Context) error {
-	// A write must never succeed unseen: not cancelled with ctx.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
-		s.cfg.RenewDeadline)
+	// A write must never succeed unseen: not cancelled with ctx; and
+	// no request outlives renewBy.
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx),
+		s.renewBy())
 	defer cancel()
 	var start, drain []int
 	if s.recorded {
@@ -103,7 +117,7 @@ func (s *shardRun) look(ctx context.Context) error {
 	switch {
 	case errors.Is(err, errShardLeaseLost):
 		return err
-	case err != nil && begun.Sub(s.renewed) >= s.cfg.RenewDeadline:
+	case err != nil && !time.Now().Before(s.renewBy()):
 		return fmt.Errorf("kctl: sharding: could not renew for "+
 			"RenewDeadline (%v): %w", s.cfg.RenewDeadline,
 			unprefixed(err))
@@ -112,7 +126,11 @@ func (s *shardRun) look(ctx context.Context) error {
 	default:
 		s.renewed = begun
 	}
-	s.probe(ctx)
+	// A probe must not hold back the next renewal: one that times
+	// out is tried again at the next look.
+	pctx, stopProbe := context.WithTimeout(ctx, s.cfg.RenewPeriod/2)
+	defer stopProbe()
+	s.probe(pctx)
 	s.act(start, drain)
 	s.drainStep()
 	return nil
@@ -194,7 +212,7 @@ func (s *shardRun) stop(ctx context.Context) {
 	next := time.Now().Add(s.cfg.RenewPeriod)
 	for s.busy() && time.Now().Before(abandonAt) {
 		if time.Now().After(next) {
-			_ = s.members.renew(rctx, s.hand.Recorded())
+			s.renewOnce(rctx)
 			next = time.Now().Add(s.cfg.RenewPeriod)
 		}
 		time.Sleep(10 * time.Millisecond) // a poll; bounded by abandonAt
@@ -209,4 +227,17 @@ func (s *shardRun) stop(ctx context.Context) {
 		return
 	}
 	s.log.Info("sharding: left the group")
+}
+
+// renewOnce renews the Lease while a graceful stop drains, within one
+// RenewPeriod; a failure is logged: the peers wait for the Lease to
+// expire, and the drain goes on until the shutdown's abandonAt.
+func (s *shardRun) renewOnce(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewPeriod)
+	defer cancel()
+	err := s.members.renew(rctx, s.hand.Recorded())
+	if err != nil {
+		s.log.Warn("sharding: could not renew while draining",
+			"err", err)
+	}
 }
