@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/handover"
 	"github.com/kctl-dev/kctl/internal/shardhash"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -43,11 +44,31 @@ func (s *shardRun) run(ctx context.Context) error {
 		case <-tick.C:
 		}
 		err := s.look(ctx)
+		if err == nil && s.hurried() {
+			err = s.look(ctx)
+		}
 		if err != nil {
 			s.lose(err)
 			return nil
 		}
 	}
+}
+
+// hurried reports whether a look should follow at once, not a period
+// later: the last one recorded a claim (the next look serves it if no
+// peer claimed it meanwhile) or released a range (a peer waits for it).
+// Handover's rule holds either way: each look lists after the write
+// before it. So a range moves about one look after it is free.
+func (s *shardRun) hurried() bool {
+	released := s.released
+	s.released = false
+	claimed := false
+	for _, r := range s.hand.Recorded() {
+		if s.hand.State(r) == handover.Claimed {
+			claimed = true
+		}
+	}
+	return s.recorded && (claimed || released)
 }
 
 // renewBy is when the member must have renewed its Lease again, or stop

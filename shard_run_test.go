@@ -365,7 +365,12 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 	waitServing(t, ms[:1])
 	took := time.Since(killed)
 	t.Logf("after m-1 was killed, m-0 served its ranges in %v (LeaseDuration %v, RenewPeriod %v)", took.Round(time.Millisecond), testShardLease, testShardRenew)
-	if limit := testShardLease + 3*testShardRenew + time.Second; took > limit {
+	// The peer first sees the last renewal up to one period after it,
+	// and judges it expired at a look up to one period after its
+	// LeaseDuration; claim and serve then follow at once (hurried).
+	// Half a second more for a loaded machine.
+	limit := testShardLease + 2*testShardRenew + 500*time.Millisecond
+	if took > limit {
 		t.Errorf("m-0 served m-1's ranges %v after the kill, want at most %v", took, limit)
 	}
 	checkReconciledBy(t, cfg, log, keys, ids[:1], "1-member")

@@ -31,7 +31,7 @@ var nothingSelected = shardhash.Selector(shardhash.FieldNamespace,
 // shardRun is one member of a shard group, running with its Manager.
 //
 // The run loop's goroutine alone uses hand, members, served, draining,
-// renewed and recorded. mu guards the rest. Invariants: serving[r]
+// renewed, recorded and released. mu guards the rest. Invariants: serving[r]
 // implies held[r]; serving[r] only while hand says Serving; held[r] from
 // Serving until a drain's in-flight reconciles are done; selector names
 // the namespaces of the held ranges (nothingSelected if none).
@@ -55,6 +55,8 @@ type shardRun struct {
 	// recorded: the last renewal wrote hand.Recorded(); a Look is
 	// made only then (handover's rule).
 	recorded bool
+	// released: a range was released since the last renewal.
+	released bool
 	// keepLease (tests) makes a stop leave the Lease to expire, as a
 	// killed process does.
 	keepLease atomic.Bool
@@ -227,6 +229,7 @@ func (s *shardRun) drainStep() {
 			continue
 		}
 		s.hand.Drained(r)
+		s.released = true
 		delete(s.draining, r)
 		s.series.Handovers.Add(1)
 		s.log.Info("sharding: range released", "range", r)
