@@ -81,12 +81,13 @@ const ShardGroupLabel = "kctl.dev/shard-group"
 // The live members of the group are the Leases labelled
 // ShardGroupLabel=<Group> in Namespace that this replica has seen renewed
 // within their duration, by its own monotonic clock (no other machine's
-// timestamps), as LeaderElection judges a leader. The hash space of the
-// objects' uids is cut into Ranges equal ranges, assigned to the members.
+// timestamps), as LeaderElection judges a leader. The namespaces (and
+// the names of cluster-scoped objects) fall in Ranges buckets, assigned
+// to the members (see the design above; Manager.Shard uses it).
 //
 // Only Group is required; the other fields have defaults. The replica needs
 // get, list, create, update and delete on leases.coordination.k8s.io in
-// Namespace.
+// Namespace, and list and watch on namespaces.
 type ShardOptions struct {
 	// the group's name: a label value, and the prefix of its Leases' names
 	Group string
