@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,5 +104,67 @@ func TestShardMember_CannotRenew_StopsAllWorkBeforeTheLeaseExpires(t *testing.T)
 	}
 	if !m.serves(make([]string, 8)) {
 		t.Error("the member still serves ranges after losing its Lease")
+	}
+}
+
+// A runnable that needs a leader runs on one member of a shard group, the
+// group's leader (Lease <group>-leader), while the controllers run on
+// every member; when that member stops, another leads.
+func TestShard_LeaderOnlyRunnable_RunsOnOneMember(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	var mu sync.Mutex
+	running, most := 0, 0
+	leaders := make(chan string, 4)
+	var stops []func() error
+	for _, id := range []string{"m-0", "m-1"} {
+		mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: 5 * time.Second})
+		NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
+			return Result{}, nil
+		})
+		err := mgr.Shard(ShardOptions{Group: "podcount", Namespace: ns, Identity: id, Ranges: 8,
+			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = mgr.Add(Runnable{Name: "once", NeedLeader: true, Run: func(ctx context.Context) error {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			leaders <- id
+			<-ctx.Done()
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, startManager(t, mgr))
+	}
+	first := <-leaders
+	t.Logf("%s leads the group", first)
+	stop := stops[0]
+	if first == "m-1" {
+		stop = stops[1]
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var second string
+	select {
+	case second = <-leaders:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no member led within 30s after the leader stopped")
+	}
+	if second == first {
+		t.Errorf("%s led again after it stopped", second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 {
+		t.Errorf("the leader-only runnable ran on %d members at once, want 1", most)
 	}
 }
