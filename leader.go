@@ -138,13 +138,12 @@ type elector struct {
 // before Start. It returns an error if le is incomplete or inconsistent
 // (naming the field to fix), or after Start. Without it every replica leads.
 func (m *Manager) ElectLeader(le LeaderElection) error {
-	leases := NewClient[coordinationv1.Lease](m.conn)
-	return m.electLeader(le, leases, "ElectLeader")
+	store := NewClient[coordinationv1.Lease](m.conn)
+	return m.electLeader(le, store, "ElectLeader")
 }
 
 // electLeader is ElectLeader keeping the lease in store (a fake in
-// tests); by names the caller, ElectLeader or Shard, for the error of a
-// second call.
+// tests); by names the caller (ElectLeader, Shard) for errors.
 func (m *Manager) electLeader(le LeaderElection, store leaseStore, by string) error {
 	le, err := le.complete()
 	if err != nil {
@@ -159,9 +158,8 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore, by string) er
 		return fmt.Errorf("kctl: ElectLeader(%q) after Start: "+
 			"turn leader election on before calling Start", le.Name)
 	case m.electBy == "Shard":
-		return fmt.Errorf("kctl: %s(%q) after Shard: a sharded "+
-			"Manager's group elects its own leader; call "+
-			"one of ElectLeader and Shard", by, le.Name)
+		return fmt.Errorf("kctl: %s(%q) after Shard: call one of "+
+			"ElectLeader and Shard", by, le.Name)
 	case m.elect != nil:
 		return fmt.Errorf("kctl: ElectLeader(%q) called twice: "+
 			"a Manager holds one lease", le.Name)

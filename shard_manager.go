@@ -65,7 +65,12 @@ func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, e
 	}
 	m.mu.Lock()
 	by := m.electBy
+	started := m.started
 	m.mu.Unlock()
+	if started {
+		return nil, fmt.Errorf("kctl: Shard(%q) after Start: "+
+			"call it before Start", cfg.Group)
+	}
 	if by != "" {
 		return nil, fmt.Errorf("kctl: Shard(%q) after %s: a Manager "+
 			"either shards (its group elects its own leader) or "+

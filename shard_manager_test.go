@@ -40,6 +40,17 @@ func TestShard_ExclusiveWithElectLeader_ErrorNamesBoth(t *testing.T) {
 		t.Errorf("Shard after ElectLeader: %v, want an error naming both", err)
 	}
 
+	started := testManager(t, cfg, ns, Options{})
+	startManager(t, started)
+	eventually(t, "the Manager started", func() bool {
+		started.mu.Lock()
+		defer started.mu.Unlock()
+		return started.started
+	})
+	if err := started.Shard(opts); err == nil || !strings.Contains(err.Error(), "after Start") {
+		t.Errorf("Shard after Start: %v, want an error saying so", err)
+	}
+
 	third := testManager(t, cfg, ns, Options{})
 	leader := opts
 	leader.Identity = "leader"

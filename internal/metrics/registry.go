@@ -366,10 +366,6 @@ func (cm *Controller) Conflicted(took time.Duration) {
 // Reconciled as well.
 func (cm *Controller) TimedOut() { cm.timeouts.Add(1) }
 
-// NotOwned counts one key a shard member skipped, as
-// kctl_shard_keys_skipped_total{controller}.
-func (cm *Controller) NotOwned() { cm.notOwned.Add(1) }
-
 // WorkerStarted and WorkerStopped bracket each Reconcile call: call
 // WorkerStarted right before it and WorkerStopped right after, so that
 // controller_runtime_active_workers counts the workers busy in one, as
@@ -441,14 +437,7 @@ func (cm *Controller) collect(p *prom.Page) {
 			"write from a stale copy) and were "+
 			"retried without counting as an error",
 		float64(cm.conflicts.Load()), c...)
-	skipped := cm.notOwned.Load()
-	if skipped > 0 { // a shard member's only
-		p.Counter("kctl_shard_keys_skipped_total",
-			"Total number of keys per controller that a "+
-				"shard member took from its queue and "+
-				"skipped: another member owns them",
-			float64(skipped), c...)
-	}
+	cm.collectSkipped(p)
 	cm.collectQueue(p)
 }
 

@@ -55,3 +55,21 @@ func (s *Shard) collect(p *prom.Page) {
 			"serving or released to another member.",
 		float64(s.Handovers.Load()), g...)
 }
+
+// NotOwned counts one key a shard member skipped, as
+// kctl_shard_keys_skipped_total{controller}.
+func (cm *Controller) NotOwned() { cm.notOwned.Add(1) }
+
+// collectSkipped adds kctl_shard_keys_skipped_total once a key was
+// skipped: a shard member's controllers only.
+func (cm *Controller) collectSkipped(p *prom.Page) {
+	skipped := cm.notOwned.Load()
+	if skipped == 0 {
+		return
+	}
+	p.Counter("kctl_shard_keys_skipped_total",
+		"Total number of keys per controller that a "+
+			"shard member took from its queue and "+
+			"skipped: another member owns them",
+		float64(skipped), "controller", cm.name)
+}
