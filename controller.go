@@ -169,6 +169,12 @@ type controllerHost struct {
 	// history returns the controller's historian, or nil while the
 	// Manager keeps no history (history.go's KeepHistory).
 	history func(name string) historian
+	// owns reports whether this replica owns key k now (true unless
+	// sharded: Manager.ownsKey); workers skip the others. Called under
+	// c.mu (see inFlight): fast, and no lock of the controller.
+	owns func(k Key) bool
+	// sharded: the controllers run on every replica (Manager.ownsKey).
+	sharded func() bool
 }
 
 // historian keeps a controller's per-key history (history.go): each
@@ -189,6 +195,7 @@ type controllerObserver interface {
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
 	TimedOut()      // a reconcile ran past its timeout
+	NotOwned()      // a key skipped: another shard member owns it
 	WorkerStarted() // a worker starts a reconcile
 	WorkerStopped() // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))

@@ -59,8 +59,9 @@
 //  24. shutdown.go: the schedule of a graceful shutdown; SignalContext.
 //  25. controller.go: Controller[T]: its builder, sources and enqueue.
 //  26. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  27. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  28. start.go: Manager.Start, and lead, one leadership term.
+//  27. checks.go: the Manager's readiness and liveness checks.
+//  28. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  29. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //
@@ -134,9 +135,11 @@
 // (Convert), metrics_auth.go (ServeSecureMetrics: TokenReview and
 // SubjectAccessReview through kctl's own client), pprof.go (ServePprof),
 // metadata.go (MetadataInformerFor: a cache of metadata only),
-// shard.go, shard_members.go and shard_probe.go (sharding's options, its
-// Lease group and the ShardSelector probe: not yet wired into the
-// Manager) and helpers.go (CreateOrUpdate, CreateOrPatch,
+// sharding (Manager.Shard, through the Manager's ownsKey and
+// informerMade hooks: shard.go's options and design, shard_manager.go,
+// shard_members.go's Lease group, shard_state.go and shard_run.go, a
+// member's ranges and its loop, shard_informer.go, shard_probe.go) and
+// helpers.go (CreateOrUpdate, CreateOrPatch,
 // SetControllerReference, RetryOnConflict). Leaves that need no kctl type
 // live in internal/: apitype, protowire, discovery, pendingwrites, share,
 // metrics, prom, group, fieldlabel (the field labels a server filters
@@ -170,7 +173,8 @@
 // Cache.ReaderFailOnMissingInformer (false), IndexField (none),
 // KeepHistory (off; 10 entries for 1000 keys per controller),
 // ServeMetrics, ServeSecureMetrics, ServeHealth, ServeWebhooks,
-// ServePprof, ServeDebug, ElectLeader (each off unless called). A controller
+// ServePprof, ServeDebug, ElectLeader, Shard (each off unless called;
+// Shard excludes ElectLeader). A controller
 // name is taken once per Manager; Config returns its rest.Config.
 //
 // # Memory and performance

@@ -69,7 +69,7 @@ func (h *healthChecks) handler() http.Handler {
 			}
 			err := c.check(r)
 			if err == nil {
-				b += "[+]" + c.name + " ok\n"
+				b += "[+]" + c.name + " ok" + noted(c) + "\n"
 				continue
 			}
 			failed = true
@@ -92,4 +92,30 @@ func (h *healthChecks) handler() http.Handler {
 		}
 		w.Write([]byte(b))
 	})
+}
+
+// noted is what a passing check shows after "ok": " (<note>)", or "".
+func noted(c healthCheck) string {
+	if c.note == nil {
+		return ""
+	}
+	return " (" + c.note() + ")"
+}
+
+// addNoted is add for a check whose passing line shows note's text,
+// e.g. "[+]shard ok (group podcount, 3 members, 21/64 ranges, ...)".
+func (h *healthChecks) addNoted(
+	name string,
+	readiness bool,
+	check func(r *http.Request) error,
+	note func() string,
+) {
+	h.add(name, readiness, check)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.checks {
+		if h.checks[i].name == name {
+			h.checks[i].note = note
+		}
+	}
 }

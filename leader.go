@@ -138,11 +138,13 @@ type elector struct {
 // before Start. It returns an error if le is incomplete or inconsistent
 // (naming the field to fix), or after Start. Without it every replica leads.
 func (m *Manager) ElectLeader(le LeaderElection) error {
-	return m.electLeader(le, NewClient[coordinationv1.Lease](m.conn))
+	store := NewClient[coordinationv1.Lease](m.conn)
+	return m.electLeader(le, store, "ElectLeader")
 }
 
-// electLeader is ElectLeader keeping the lease in store (a fake in tests).
-func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
+// electLeader is ElectLeader keeping the lease in store (a fake in
+// tests); by names the caller (ElectLeader, Shard) for errors.
+func (m *Manager) electLeader(le LeaderElection, store leaseStore, by string) error {
 	le, err := le.complete()
 	if err != nil {
 		return err
@@ -155,12 +157,16 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore) error {
 	case m.started:
 		return fmt.Errorf("kctl: ElectLeader(%q) after Start: "+
 			"turn leader election on before calling Start", le.Name)
+	case m.electBy == "Shard":
+		return fmt.Errorf("kctl: %s(%q) after Shard: call one of "+
+			"ElectLeader and Shard", by, le.Name)
 	case m.elect != nil:
 		return fmt.Errorf("kctl: ElectLeader(%q) called twice: "+
 			"a Manager holds one lease", le.Name)
 	}
 	e.releaseBy = m.shutdown.writesBy
 	m.elect = e.run
+	m.electBy = by
 	return nil
 }
 

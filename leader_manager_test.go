@@ -46,7 +46,7 @@ func startElectedManager(t *testing.T, cfg *rest.Config, le LeaderElection, acti
 		t.Fatal(err)
 	}
 	r.leases = &faultyLeases{leaseStore: NewClient[coordinationv1.Lease](r.m.conn)}
-	if err := r.m.electLeader(le, r.leases); err != nil {
+	if err := r.m.electLeader(le, r.leases, "ElectLeader"); err != nil {
 		t.Fatal(err)
 	}
 	NewController(r.m, "leader-test", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -78,6 +77,20 @@ type Manager struct {
 		ctx context.Context,
 		lead func(leaderCtx, leaseCtx context.Context),
 	) error
+
+	// electBy names what set elect, "ElectLeader" or "Shard", for the
+	// error of a second call.
+	electBy string
+	// ownsKey, if set (shard.go's Shard, before Start), reports whether
+	// this replica owns key k now: every controller then runs on every
+	// replica and its workers skip the keys it does not own
+	// (controllerHost.owns). nil: every key is this replica's. Fixed from
+	// Start on; it must be fast and safe for concurrent use.
+	ownsKey func(k Key) bool
+	// informerMade, if set (shard.go's Shard, before Start), sees every
+	// informer of the cache, whole or metadata-only, as it is made and
+	// before it runs, under the cache's lock (Cache.made).
+	informerMade func(inf madeInformer)
 
 	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
 	shutdown *shutdownSchedule
@@ -171,10 +184,16 @@ func NewManager(opts Options) (*Manager, error) {
 		m.metrics.AddInformer(res, inf.Stats)
 		m.metrics.AddUndecodable(res, inf.Undecodable)
 		m.writes.track(inf)
+		if m.informerMade != nil {
+			m.informerMade(inf)
+		}
 	}
 	m.cache.madeMetadata = func(inf madeInformer) {
 		res := inf.resource().String()
 		m.metrics.AddMetadataInformer(res, inf.Stats)
+		if m.informerMade != nil {
+			m.informerMade(inf)
+		}
 	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
@@ -258,9 +277,23 @@ func newController[T any](m *Manager, name string) *Controller[T] {
 			return m.metrics.Controller(name, workers)
 		},
 		history: m.historyOf,
+		owns:    m.owns,
+		sharded: m.sharded,
 	}
 	return c
 }
+
+// owns reports whether this replica owns key k now: always, unless the
+// Manager is sharded (ownsKey).
+func (m *Manager) owns(k Key) bool {
+	if m.ownsKey == nil {
+		return true
+	}
+	return m.ownsKey(k)
+}
+
+// sharded reports whether ownsKey is set (Shard).
+func (m *Manager) sharded() bool { return m.ownsKey != nil }
 
 // historyOf is the historian of controller name, or nil while the
 // Manager keeps no history.
@@ -283,6 +316,8 @@ type namedController interface {
 	logError(msg string)
 	Enqueue(k Key)
 	stateOf(k Key) keyState
+	inFlight(match func(k Key) bool) bool
+	replayKeys()
 }
 
 // register adds controller c, named name, to the Manager, unless the
@@ -439,49 +474,4 @@ func (m *Manager) AddHealthCheck(
 	check func(r *http.Request) error,
 ) {
 	m.health.add(name, false, check)
-}
-
-// health runs the Manager's probe checks and serves them like kube-apiserver:
-//
-//	GET /readyz          200 "ok", or 503 listing every check, [-] on the failing ones
-//	GET /readyz?verbose  every check with [+] or [-], also when all pass
-//	GET /readyz/<check>  one check: 200 "ok", or 503 with its error
-//	?exclude=<check>     skip a check (repeatable)
-//
-// and the same under /healthz for liveness checks. A failing check's error
-// text is shown only with ?verbose (else "reason withheld"), as
-// kube-apiserver does; serve it on loopback or a pod-internal address. The zero value is not usable;
-// call newHealth. It is safe for concurrent use. Checks run on the request's
-// goroutine, in the order added, without h.mu held; they must honour r.Context().
-type healthChecks struct {
-	mu sync.Mutex
-	// checks are in the order added; names are unique.
-	checks []healthCheck
-}
-
-type healthCheck struct {
-	name      string
-	readiness bool
-	check     func(r *http.Request) error
-}
-
-func newHealthChecks() *healthChecks { return &healthChecks{} }
-
-// add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
-// name again replaces the earlier check.
-func (h *healthChecks) add(
-	name string,
-	readiness bool,
-	check func(r *http.Request) error,
-) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := healthCheck{name, readiness, check}
-	sameName := func(other healthCheck) bool { return other.name == name }
-	i := slices.IndexFunc(h.checks, sameName)
-	if i >= 0 {
-		h.checks[i] = c
-	} else {
-		h.checks = append(h.checks, c)
-	}
 }

@@ -115,7 +115,7 @@ func TestManager_Standby_KeepsEnqueuedKeysAndAddedRunnablesForItsTerm(t *testing
 		}
 		return nil
 	})
-	if err := standby.electLeader(apiLeaderElection(ns, "standby-1"), leases); err != nil {
+	if err := standby.electLeader(apiLeaderElection(ns, "standby-1"), leases, "ElectLeader"); err != nil {
 		t.Fatal(err)
 	}
 	var log reconcileLog

@@ -48,7 +48,7 @@ func (c *Controller[T]) runEverywhere(ctx context.Context) error {
 func (c *Controller[T]) runsEverywhere() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.everyReplica
+	return c.everyReplica || c.host.sharded()
 }
 
 // run is one term of work (the whole Manager run, or one leadership term):
@@ -209,6 +209,12 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	}
 	defer q.Done(k)
 	c.mu.Lock()
+	if !c.host.owns(k) {
+		c.skipLocked(k)
+		c.mu.Unlock()
+		q.Forget(k)
+		return true
+	}
 	t := c.triggers[k]
 	delete(c.triggers, k)
 	if t == nil { // no event since the requeue: the wait ended
@@ -229,6 +235,47 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	t.Attempt = q.NumRequeues(k) + 1
 	c.handle(ctx, q, k, *t)
 	return true
+}
+
+// skipLocked drops k, a key this replica does not own (a sharded
+// Manager's other replica reconciles it): counted, logged at debug.
+func (c *Controller[T]) skipLocked(k Key) {
+	delete(c.triggers, k)
+	delete(c.later, k)
+	c.observer.NotOwned()
+	c.log.Debug("key skipped: another replica of the shard group owns it",
+		"namespace", k.Namespace, "name", k.Name)
+}
+
+// inFlight reports whether a key that match accepts is being
+// reconciled now. A worker that took a key before the owner hook
+// (controllerHost.owns) stopped owning it is in active already: so once
+// the hook says no and inFlight is false, no reconcile of such a key
+// runs until the hook says yes again.
+func (c *Controller[T]) inFlight(match func(k Key) bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.active {
+		if match(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// replayKeys queues every cached key again, at low priority, while the
+// controller runs: a sharded replica that starts owning more keys
+// reconciles those already in its cache (its workers skip the rest).
+func (c *Controller[T]) replayKeys() {
+	c.mu.Lock()
+	running := c.queue != nil
+	c.mu.Unlock()
+	if !running {
+		return // the next run replays everything
+	}
+	for _, replay := range c.replays {
+		replay()
+	}
 }
 
 // handle runs one reconcile of k and applies the reconcile contract.

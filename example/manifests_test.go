@@ -56,7 +56,25 @@ func wantHardened(t *testing.T, dir string) {
 	if len(deployments) != 1 {
 		t.Fatalf("%s/deployment.yaml holds %d Deployments, want 1", dir, len(deployments))
 	}
-	pod := deployments[0].Spec.Template.Spec
+	wantHardenedPod(t, dir, "Deployment", deployments[0].Spec.Template.Spec)
+	sts := filepath.Join(dir, "statefulset.yaml")
+	if _, err := os.Stat(sts); err != nil {
+		return // no sharded variant
+	}
+	for _, doc := range documents(t, sts) {
+		var s appsv1.StatefulSet
+		if err := utilyaml.Unmarshal(doc, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Kind == "StatefulSet" {
+			wantHardenedPod(t, dir, "StatefulSet", s.Spec.Template.Spec)
+		}
+	}
+}
+
+// wantHardenedPod checks the pod of a workload of dir as wantHardened says.
+func wantHardenedPod(t *testing.T, dir, kind string, pod corev1.PodSpec) {
+	t.Helper()
 	psc := pod.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
@@ -95,7 +113,7 @@ func wantHardened(t *testing.T, dir string) {
 		user = string(users[len(users)-1][1])
 	}
 	if psc.RunAsUser != nil && psc.RunAsGroup != nil && user != fmt.Sprintf("%d:%d", *psc.RunAsUser, *psc.RunAsGroup) {
-		t.Errorf("%s/Dockerfile's last USER is %s, want %d:%d as the Deployment runs it", dir, user, *psc.RunAsUser, *psc.RunAsGroup)
+		t.Errorf("%s/Dockerfile's last USER is %s, want %d:%d as the %s runs it", dir, user, *psc.RunAsUser, *psc.RunAsGroup, kind)
 	}
 }
 

@@ -33,6 +33,10 @@ func main() {
 		// Metrics, probes and leader election are off unless turned on; "" leaves a server off.
 		err = f.Serve(mgr, kctl.LeaderElection{Name: "podcount", Namespace: f.leaseNamespace})
 	}
+	if err == nil && f.shards {
+		// The replicas share the ReplicaSets by namespace instead of standing by.
+		err = mgr.Shard(f.shardOptions())
+	}
 	if err != nil {
 		log.Error("cannot make the manager", "err", err)
 		os.Exit(1)
@@ -51,13 +55,23 @@ func main() {
 type flags struct {
 	*kbflags.Flags
 	leaseNamespace string
+	shards         bool
 }
 
 // newFlags defines podcount's flags on fs; main and the tests call it.
 func newFlags(fs *flag.FlagSet) *flags {
 	f := &flags{Flags: kbflags.Register(fs, "run the controller only on the replica holding the Lease podcount")}
 	fs.StringVar(&f.leaseNamespace, "leader-elect-namespace", "", "namespace of the Lease; default: the Pod's namespace")
+	fs.BoolVar(&f.shards, "shards", false, "share the work and the cache between the replicas (a StatefulSet), each holding a Lease podcount-<pod name>; not with --leader-elect")
 	return f
+}
+
+// shardOptions are the sharding options the flags ask for: the group
+// podcount, its Leases in --leader-elect-namespace, this replica named
+// after its host (a StatefulSet's pod name, stable across restarts).
+func (f *flags) shardOptions() kctl.ShardOptions {
+	host, _ := os.Hostname()
+	return kctl.ShardOptions{Group: "podcount", Namespace: f.leaseNamespace, Identity: host}
 }
 
 // setup adds the podcount controller to mgr; the tests call it too.

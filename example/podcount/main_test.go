@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/example/internal/kbflags"
@@ -95,12 +96,30 @@ func TestPodcount_DeploymentArgs_AreItsFlags(t *testing.T) {
 	}
 }
 
+// TestPodcount_StatefulSetArgs_ShardWithoutLeaderElection parses
+// statefulset.yaml's args with podcount's flags: sharded, no leader
+// election (Shard excludes it), and the sharding options they make.
+func TestPodcount_StatefulSetArgs_ShardWithoutLeaderElection(t *testing.T) {
+	fs := flag.NewFlagSet("podcount", flag.ContinueOnError)
+	f := newFlags(fs)
+	if err := kbflags.ParseDeploymentArgs(fs, "statefulset.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if !f.shards || f.LeaderElect || f.HealthAddr != ":8081" {
+		t.Errorf("statefulset.yaml's flags = %+v, shards %t; want --shards, no --leader-elect, probes on :8081", *f.Flags, f.shards)
+	}
+	host, _ := os.Hostname()
+	if o := f.shardOptions(); o.Group != "podcount" || o.Identity != host {
+		t.Errorf("shardOptions() = %+v, want group podcount, identity the host name %q", o, host)
+	}
+}
+
 // kubectl apply --dry-run=server: the API server validates every field
 // (strictly) and runs admission without storing anything.
 func TestPodcount_Manifests_PassServerDryRun(t *testing.T) {
 	env := kctltest.Start(t)
 	env.Apply(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: kctl-podcount}")) // the manifests' namespace
-	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "rbac.yaml", "-f", "deployment.yaml")
+	env.Kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-f", "rbac.yaml", "-f", "deployment.yaml", "-f", "statefulset.yaml")
 }
 
 // TestPodcount_RBAC_IsEnoughToRunWithLeaderElection runs the controller as
@@ -134,6 +153,44 @@ func TestPodcount_RBAC_IsEnoughToRunWithLeaderElection(t *testing.T) {
 			return err.Error()
 		}
 		if got := rs.Labels["pod-count"]; got != "1" {
+			return "pod-count=" + got
+		}
+		return ""
+	})
+}
+
+// TestPodcount_RBAC_IsEnoughToRunSharded runs the controller sharded as
+// the ServiceAccount of rbac.yaml, as statefulset.yaml does: it joins its
+// group (its Lease, the namespaces, the probe of the shard selector) and
+// labels a ReplicaSet.
+func TestPodcount_RBAC_IsEnoughToRunSharded(t *testing.T) {
+	env := kctltest.Start(t)
+	ns := env.Namespace(t)
+	env.Apply(t, "rbac.yaml")
+	group := "podcount-test-" + strings.ToLower(rand.Text()[:8]) // a group of its own: tests may run at once
+	opts := inNamespace(ns)
+	opts.Config = env.ServiceAccount(t, "kctl-podcount", "podcount")
+	env.Manager(t, opts, func(mgr *kctl.Manager) {
+		err := mgr.Shard(kctl.ShardOptions{Group: group, Namespace: "kctl-podcount", Identity: "podcount-0",
+			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup(mgr)
+	})
+
+	ctx := t.Context()
+	rsets := kctl.NewClient[appsv1.ReplicaSet](env.Conn)
+	web := replicaSet(ns, "web")
+	if err := rsets.Create(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	kctltest.Eventually(t, "pod-count=0 written by the sharded replica", func() string {
+		rs, err := rsets.Get(ctx, ns, "web")
+		if err != nil {
+			return err.Error()
+		}
+		if got := rs.Labels["pod-count"]; got != "0" {
 			return "pod-count=" + got
 		}
 		return ""

@@ -107,6 +107,9 @@ type Registry struct {
 	// webhooks are the webhooks' series, by path (webhook.go); nil
 	// until the first.
 	webhooks map[string]*Webhook
+	// shards are the shard groups' series (shard.go); nil until the
+	// first.
+	shards map[string]*Shard
 	// Requests are the Manager's Conn's; never nil.
 	Requests *Requests
 	// User are the program's own metrics (kctl's user_metrics.go).
@@ -209,6 +212,7 @@ func (m *Registry) Page() *prom.Page {
 	events := m.events
 	undecodable := maps.Clone(m.undecodable)
 	webhooks := slices.Collect(maps.Values(m.webhooks))
+	shards := slices.Collect(maps.Values(m.shards))
 	m.mu.Unlock()
 	p := &prom.Page{}
 	if events != nil {
@@ -240,6 +244,9 @@ func (m *Registry) Page() *prom.Page {
 	}
 	for _, w := range webhooks {
 		w.collect(p)
+	}
+	for _, s := range shards {
+		s.collect(p)
 	}
 	prom.CollectGoRuntime(p)
 	prom.CollectProcess(p)
@@ -297,6 +304,9 @@ type Controller struct {
 	retries   atomic.Uint64
 	conflicts atomic.Uint64
 	timeouts  atomic.Uint64
+	// notOwned counts keys skipped by a shard member that does not
+	// own them.
+	notOwned atomic.Uint64
 	// results count Reconciles by result label; it holds
 	// *atomic.Uint64 values, and always "error", "requeue",
 	// "requeue_after" and "success".
@@ -427,6 +437,7 @@ func (cm *Controller) collect(p *prom.Page) {
 			"write from a stale copy) and were "+
 			"retried without counting as an error",
 		float64(cm.conflicts.Load()), c...)
+	cm.collectSkipped(p)
 	cm.collectQueue(p)
 }
 

@@ -30,3 +30,29 @@ func TestWorkqueueBuckets_MatchControllerRuntimeLeLabels(t *testing.T) {
 		t.Errorf("reconcileBuckets = %v, want controller-runtime's 40 buckets 0.005..60", reconcileBuckets)
 	}
 }
+
+// A shard group's series show from its first Shard call, with the
+// values set.
+func TestRegistry_Shard_ShowsMembersRangesAndHandovers(t *testing.T) {
+	m := New()
+	s := m.Shard("podcount")
+	s.Members.Store(3)
+	s.Owned.Store(21)
+	s.Handovers.Add(2)
+	if m.Shard("podcount") != s {
+		t.Fatal("a second Shard call made new series")
+	}
+	var b strings.Builder
+	if _, err := m.Page().WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`kctl_shard_members{group="podcount"} 3`,
+		`kctl_shard_ranges_owned{group="podcount"} 21`,
+		`kctl_shard_handovers_total{group="podcount"} 2`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+}

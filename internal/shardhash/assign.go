@@ -117,3 +117,15 @@ func Pick(members []string, key string) string {
 	}
 	return best
 }
+
+// Bucket is the range, of n, that value (a namespace's name, or a
+// cluster-scoped object's) falls in: mix(Sum(value)) mod n. The mix
+// spreads names that differ only in their last characters (tenant-0001,
+// tenant-0002), which equal ranges of Sum itself do not. n < 1 counts
+// as 1.
+//
+//	r := shardhash.Bucket("payments-prod", 64) // 0 <= r < 64
+func Bucket(value string, n int) int {
+	n = max(n, 1)
+	return int(mix(Sum(value)) % uint64(n))
+}

@@ -179,3 +179,34 @@ func TestPick_JoinMovesOnlyTheNewMembersKeys(t *testing.T) {
 		t.Error("Pick(nil) is not \"\"")
 	}
 }
+
+// Namespaces put in ranges by Bucket (the hash mixed, then mod the
+// number of ranges), the ranges assigned by Assign: 300 realistic names
+// over 3 members split about as a binomial draw does (sd ~8 of 100), and
+// a member joining moves only the ranges it takes.
+func TestBucket_NamespacesSpreadOverAssignedRanges(t *testing.T) {
+	nss := realNamespaces()
+	members := statefulSet(3)
+	owners := Assign(members, 64)
+	byBucket := func(ns string) string { return owners[Bucket(ns, 64)] }
+	lo, hi := spread(nss, members, byBucket)
+	t.Logf("300 namespaces, Bucket over 64 ranges, 3 members: %d to %d per member (ideal 100)", lo, hi)
+	if lo < 75 || hi > 125 {
+		t.Errorf("namespaces by Bucket: %d to %d per member, want within 25 %% of 100 (3 sd)", lo, hi)
+	}
+	used := map[int]bool{}
+	for _, ns := range nss {
+		b := Bucket(ns, 64)
+		if b < 0 || b >= 64 {
+			t.Fatalf("Bucket(%q, 64) = %d", ns, b)
+		}
+		used[b] = true
+	}
+	t.Logf("300 namespaces occupy %d of 64 buckets", len(used))
+	if len(used) < 60 {
+		t.Errorf("300 namespaces occupy only %d of 64 buckets", len(used))
+	}
+	if Bucket("x", 0) != 0 {
+		t.Error("Bucket(x, 0) is not 0")
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // ParseDeploymentArgs parses into fs the args of the first container of
-// the first Deployment in the manifest file at path, for a test that
+// the first Deployment or StatefulSet in the manifest file at path, for a test that
 // checks a program's manifest against its flags:
 //
 //	fs := flag.NewFlagSet("podcount", flag.ContinueOnError)
@@ -53,13 +53,14 @@ func deploymentArgs(path string) ([]string, error) {
 		}
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
-			return nil, errors.New("no Deployment with a container")
+			return nil, errors.New("no Deployment or StatefulSet with a container")
 		}
 		if err != nil {
 			return nil, err
 		}
 		containers := doc.Spec.Template.Spec.Containers
-		if doc.Kind == "Deployment" && len(containers) > 0 {
+		workload := doc.Kind == "Deployment" || doc.Kind == "StatefulSet"
+		if workload && len(containers) > 0 {
 			return containers[0].Args, nil
 		}
 	}

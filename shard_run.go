@@ -1,0 +1,264 @@
+package kctl
+
+// An extra (sharding): one member's run (shardRun.run): join the group,
+// then every RenewPeriod look at the live members, assign the ranges
+// (shardhash.Assign), hand over (internal/handover), renew its Lease
+// recording what it holds, and act (shard_state.go); on shutdown drain
+// everything and leave; on losing its Lease stop all work.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kctl-dev/kctl/internal/handover"
+	"github.com/kctl-dev/kctl/internal/shardhash"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// run is the member's Runnable: it joins, then looks every RenewPeriod
+// until ctx ends, then drains and leaves (stop). Losing the Lease stops
+// the Manager (lose).
+func (s *shardRun) run(ctx context.Context) error {
+	err := s.join(ctx)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	tick := time.NewTicker(s.cfg.RenewPeriod)
+	defer tick.Stop()
+	for {
+		expired := time.After(time.Until(s.renewBy()))
+		select {
+		case <-ctx.Done():
+			s.stop(ctx)
+			return nil
+		case <-s.wake:
+			s.updateSelector()
+			continue
+		case <-expired:
+			s.lose(fmt.Errorf("kctl: sharding: not renewed for "+
+				"RenewDeadline (%v)", s.cfg.RenewDeadline))
+			return nil
+		case <-tick.C:
+		}
+		err := s.look(ctx)
+		if err == nil && s.hurried() {
+			err = s.look(ctx)
+		}
+		if err != nil {
+			s.lose(err)
+			return nil
+		}
+	}
+}
+
+// hurried reports whether a look should follow at once, not a period
+// later: the last one recorded a claim (the next look serves it if no
+// peer claimed it meanwhile) or released a range (a peer waits for it).
+// Handover's rule holds either way: each look lists after the write
+// before it. So a range moves about one look after it is free.
+func (s *shardRun) hurried() bool {
+	released := s.released
+	s.released = false
+	claimed := false
+	for _, r := range s.hand.Recorded() {
+		if s.hand.State(r) == handover.Claimed {
+			claimed = true
+		}
+	}
+	return s.recorded && (claimed || released)
+}
+
+// renewBy is when the member must have renewed its Lease again, or stop
+// all its work: RenewDeadline after the start of its last renewal, so
+// before its peers may judge the Lease expired (LeaseDuration after
+// they saw that renewal).
+func (s *shardRun) renewBy() time.Time {
+	return s.renewed.Add(s.cfg.RenewDeadline)
+}
+
+// join creates the member's Lease, retrying every RenewPeriod until ctx
+// ends; a Forbidden answer is returned (the RBAC must change).
+func (s *shardRun) join(ctx context.Context) error {
+	err := s.namespaces.WaitForSync(ctx)
+	if err != nil {
+		return nil // ctx ended
+	}
+	for ctx.Err() == nil {
+		start := time.Now()
+		err = s.members.join(ctx)
+		if err == nil {
+			s.renewed = start
+			s.recorded = true
+			s.log.Info("sharding: joined the group",
+				"ranges", s.cfg.Ranges)
+			return nil
+		}
+		if apierrors.IsForbidden(err) {
+			return err
+		}
+		s.log.Warn("sharding: could not join; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.cfg.RenewPeriod):
+		}
+	}
+	return nil
+}
+
+// look is one period: list the live members and Look (if the last
+// renewal recorded the state), renew recording it, then act. It returns
+// an error only when the member lost its Lease or could not renew for
+// RenewDeadline.
+func (s *shardRun) look(ctx context.Context) error {
+	// A write must never succeed unseen: not cancelled with ctx; and
+	// no request outlives renewBy.
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx),
+		s.renewBy())
+	defer cancel()
+	var start, drain []int
+	if s.recorded {
+		view, err := s.members.live(rctx)
+		switch {
+		case errors.Is(err, errShardLeaseLost):
+			return err
+		case err != nil:
+			s.log.Warn("sharding: could not list the group", "err", err)
+		default:
+			owners := shardhash.Assign(view.members, s.cfg.Ranges)
+			start, drain = s.hand.Look(owners, view.taken)
+			s.setLive(len(view.members))
+		}
+	}
+	begun := time.Now()
+	err := s.members.renew(rctx, s.hand.Recorded())
+	s.recorded = err == nil
+	switch {
+	case errors.Is(err, errShardLeaseLost):
+		return err
+	case err != nil && !time.Now().Before(s.renewBy()):
+		return fmt.Errorf("kctl: sharding: could not renew for "+
+			"RenewDeadline (%v): %w", s.cfg.RenewDeadline,
+			unprefixed(err))
+	case err != nil:
+		s.log.Warn("sharding: could not renew; retrying", "err", err)
+	default:
+		s.renewed = begun
+	}
+	// A probe must not hold back the next renewal: one that times
+	// out is tried again at the next look.
+	pctx, stopProbe := context.WithTimeout(ctx, s.cfg.RenewPeriod/2)
+	defer stopProbe()
+	s.probe(pctx)
+	s.act(start, drain)
+	s.drainStep()
+	return nil
+}
+
+// probe asks the server, once per resource, whether it honours the
+// selector, and logs the mode when it changes.
+func (s *shardRun) probe(ctx context.Context) {
+	s.mu.RLock()
+	infs := slices.Clone(s.informers)
+	s.mu.RUnlock()
+	var unserved []string
+	for _, inf := range infs {
+		res := inf.resource()
+		served, known := s.served[res]
+		if !known {
+			ok, err := probeShardSelector(ctx, s.m.conn, res)
+			if err != nil {
+				s.log.Warn("sharding: could not probe the "+
+					"shard selector", "resource", res.String(),
+					"err", err)
+				continue
+			}
+			s.served[res] = ok
+			served = ok
+		}
+		if !served {
+			unserved = append(unserved, res.String())
+		}
+	}
+	mode := "server-side selector"
+	if len(unserved) > 0 {
+		mode = fmt.Sprintf("client-side filter: memory not "+
+			"split (the server ignores the selector on %v)",
+			unserved)
+	}
+	s.mu.Lock()
+	changed := mode != s.mode
+	s.mode = mode
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("sharding: the work is split by " + mode)
+	}
+}
+
+// lose stops all work at once: the member could not renew its Lease in
+// time, or a peer deleted it; its peers take its ranges once it
+// expires. The Manager stops with an error matching ErrLeaderLost.
+func (s *shardRun) lose(err error) {
+	s.hand.Lost()
+	s.mu.Lock()
+	clear(s.serving)
+	clear(s.held)
+	s.mu.Unlock()
+	s.series.Owned.Store(0)
+	s.log.Error("sharding: lost this member's Lease; "+
+		"stopping all work", "err", err)
+	s.m.mu.Lock()
+	cancel := s.m.cancel
+	s.m.mu.Unlock()
+	cancel(fmt.Errorf("kctl: sharding: member %q of group %q "+
+		"stopped all its work (%w): %w", s.cfg.Identity,
+		s.cfg.Group, unprefixed(ErrLeaderLost), unprefixed(err)))
+}
+
+// stop is a graceful stop: take no key, renew until no reconcile is in
+// flight (at most until the shutdown's abandonAt), then delete the
+// Lease, so that the peers take the ranges at their next look.
+func (s *shardRun) stop(ctx context.Context) {
+	s.mu.Lock()
+	clear(s.serving)
+	s.mu.Unlock()
+	s.series.Owned.Store(0)
+	if s.keepLease.Load() {
+		return
+	}
+	rctx := context.WithoutCancel(ctx)
+	abandonAt := s.m.shutdown.abandonAt()
+	next := time.Now().Add(s.cfg.RenewPeriod)
+	for s.busy() && time.Now().Before(abandonAt) {
+		if time.Now().After(next) {
+			s.renewOnce(rctx)
+			next = time.Now().Add(s.cfg.RenewPeriod)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll; bounded by abandonAt
+	}
+	lctx, cancel := context.WithTimeout(rctx, s.cfg.RenewDeadline)
+	defer cancel()
+	err := s.members.leave(lctx)
+	if err != nil {
+		s.log.Warn("sharding: could not delete this member's "+
+			"Lease; peers take its ranges once it expires",
+			"err", err)
+		return
+	}
+	s.log.Info("sharding: left the group")
+}
+
+// renewOnce renews the Lease while a graceful stop drains, within one
+// RenewPeriod; a failure is logged: the peers wait for the Lease to
+// expire, and the drain goes on until the shutdown's abandonAt.
+func (s *shardRun) renewOnce(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewPeriod)
+	defer cancel()
+	err := s.members.renew(rctx, s.hand.Recorded())
+	if err != nil {
+		s.log.Warn("sharding: could not renew while draining",
+			"err", err)
+	}
+}

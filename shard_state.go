@@ -1,0 +1,359 @@
+package kctl
+
+// An extra (sharding): a member's state (shardRun): which ranges it
+// serves and holds, read by the workers (owns), the informers (the
+// selector) and /readyz; and how ranges change hands at each look: act
+// starts and begins drains, drainStep ends them. The loop that drives it
+// is in shard_run.go.
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kctl-dev/kctl/internal/handover"
+	"github.com/kctl-dev/kctl/internal/metrics"
+	"github.com/kctl-dev/kctl/internal/shardhash"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// nothingSelected is the shard selector of a member that holds no
+// namespace: the hash point of the namespace "", which namespaced
+// objects never have (the server rejects an empty selector, and no
+// selector would select everything).
+var nothingSelected = shardhash.Selector(shardhash.FieldNamespace,
+	shardhash.Point(shardhash.Sum("")))
+
+// shardRun is one member of a shard group, running with its Manager.
+//
+// The run loop's goroutine alone uses hand, members, served, draining,
+// renewed, recorded and released. mu guards the rest. Invariants: serving[r]
+// implies held[r]; serving[r] only while hand says Serving; held[r] from
+// Serving until a drain's in-flight reconciles are done; selector names
+// the namespaces of the held ranges (nothingSelected if none).
+type shardRun struct {
+	m          *Manager
+	cfg        ShardOptions // completed
+	members    *shardMembers
+	hand       *handover.Member
+	log        *slog.Logger
+	series     *metrics.Shard
+	namespaces *Informer[metav1.PartialObjectMetadata]
+	// wake is signalled when a namespace is added or deleted.
+	wake chan struct{}
+	// served tells, by resource, whether the server honours the
+	// selector (probed once); a probe that failed is retried.
+	served map[Resource]bool
+	// draining holds each range being drained.
+	draining map[int]*drainState
+	// renewed is the start of the last successful renewal.
+	renewed time.Time
+	// recorded: the last renewal wrote hand.Recorded(); a Look is
+	// made only then (handover's rule).
+	recorded bool
+	// released: a range was released since the last renewal.
+	released bool
+	// keepLease (tests) makes a stop leave the Lease to expire, as a
+	// killed process does.
+	keepLease atomic.Bool
+
+	mu        sync.RWMutex
+	serving   []bool
+	held      []bool
+	selector  string
+	informers []shardable
+	// releasing is len(draining), for tests and /readyz.
+	releasing int
+	// looked: joined and looked at the group at least once.
+	looked bool
+	live   int    // members seen at the last look
+	mode   string // how the caches are split, for /readyz
+}
+
+// drainState is one range being drained: since when, and whether its
+// in-flight reconciles are done and its objects are being dropped.
+type drainState struct {
+	since    time.Time
+	dropping bool
+}
+
+// newShardRun makes the member of cfg (completed) for m.
+func newShardRun(m *Manager, cfg ShardOptions, store memberStore) *shardRun {
+	return &shardRun{
+		m:        m,
+		cfg:      cfg,
+		members:  newShardMembers(cfg, store),
+		hand:     handover.New(cfg.Identity, cfg.Ranges),
+		log:      m.log.With("shardGroup", cfg.Group, "identity", cfg.Identity),
+		series:   m.metrics.Shard(cfg.Group),
+		wake:     make(chan struct{}, 1),
+		served:   map[Resource]bool{},
+		draining: map[int]*drainState{},
+		serving:  make([]bool, cfg.Ranges),
+		held:     make([]bool, cfg.Ranges),
+		selector: nothingSelected,
+		mode:     "not probed yet",
+	}
+}
+
+// rangeOf is the range of key k: that of its namespace, or of its name
+// for a cluster-scoped object.
+func (s *shardRun) rangeOf(k Key) int {
+	name := k.Namespace
+	if name == "" {
+		name = k.Name
+	}
+	return shardhash.Bucket(name, s.cfg.Ranges)
+}
+
+// owns is the Manager's ownsKey hook: whether this member serves k's
+// range now.
+func (s *shardRun) owns(k Key) bool {
+	r := s.rangeOf(k)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.serving[r]
+}
+
+// currentSelector is the shard selector of the namespaced informers.
+func (s *shardRun) currentSelector() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.selector
+}
+
+// informerMade is the Manager's informerMade hook: a namespaced
+// informer lists and watches with the member's selector.
+// Cluster-scoped ones hold everything (see shard.go).
+func (s *shardRun) informerMade(inf madeInformer) {
+	sh, ok := inf.(shardable)
+	if !ok || !inf.resource().Namespaced {
+		return
+	}
+	sh.setShard(s.currentSelector)
+	s.mu.Lock()
+	s.informers = append(s.informers, sh)
+	s.mu.Unlock()
+}
+
+// namespaceChanged wakes the run loop when a namespace comes or goes:
+// it may be in a held range.
+func (s *shardRun) namespaceChanged(ev Event[metav1.PartialObjectMetadata]) {
+	if ev.Type == Updated {
+		return
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setLive records how many members the last look saw.
+func (s *shardRun) setLive(n int) {
+	s.mu.Lock()
+	s.live = n
+	s.looked = true
+	s.mu.Unlock()
+	s.series.Members.Store(int64(n))
+}
+
+// act serves the ranges to start and begins draining those to drain:
+// their keys are no longer taken from now on.
+func (s *shardRun) act(start, drain []int) {
+	if len(start) == 0 && len(drain) == 0 {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	for _, r := range start {
+		s.serving[r] = true
+		s.held[r] = true
+	}
+	for _, r := range drain {
+		s.serving[r] = false
+		s.draining[r] = &drainState{since: now}
+	}
+	s.releasing = len(s.draining)
+	owned := count(s.serving)
+	s.mu.Unlock()
+	s.series.Owned.Store(int64(owned))
+	s.series.Handovers.Add(uint64(len(start)))
+	s.log.Info("sharding: ranges changed", "started", start,
+		"draining", drain, "serving", owned)
+	if len(start) > 0 {
+		s.updateSelector()
+		for _, c := range s.controllers() {
+			c.replayKeys()
+		}
+	}
+}
+
+// drainStep moves each draining range on: once no reconcile of its keys
+// is in flight, its objects are dropped (a new selector, a relist); once
+// the caches hold none, it is released (hand.Drained), which the next
+// renewal records. A range draining for longer than ShutdownTimeout
+// moves on regardless, as a shutdown abandons such work, logged as an
+// error.
+func (s *shardRun) drainStep() {
+	if len(s.draining) == 0 {
+		return
+	}
+	late := s.m.opts.ShutdownTimeout
+	present := s.presentRanges()
+	dropped := false
+	for r, d := range s.draining {
+		overdue := time.Since(d.since) > late
+		if !d.dropping {
+			busy := s.inFlight(r)
+			if busy && !overdue {
+				continue
+			}
+			if busy {
+				s.log.Error("sharding: abandoning reconciles "+
+					"of a drained range that ignore "+
+					"their context", "range", r,
+					"after", late)
+			}
+			d.dropping = true
+			dropped = true
+			s.mu.Lock()
+			s.held[r] = false
+			s.mu.Unlock()
+			continue
+		}
+		if present[r] && !overdue {
+			continue
+		}
+		s.hand.Drained(r)
+		s.released = true
+		delete(s.draining, r)
+		s.series.Handovers.Add(1)
+		s.log.Info("sharding: range released", "range", r)
+	}
+	s.mu.Lock()
+	s.releasing = len(s.draining)
+	s.mu.Unlock()
+	if dropped {
+		s.updateSelector()
+	}
+}
+
+// presentRanges tells which ranges the caches whose server honours the
+// selector still hold objects of; the others hold everything anyway.
+func (s *shardRun) presentRanges() []bool {
+	present := make([]bool, s.cfg.Ranges)
+	s.mu.RLock()
+	infs := slices.Clone(s.informers)
+	s.mu.RUnlock()
+	for _, inf := range infs {
+		if !s.served[inf.resource()] {
+			continue
+		}
+		for r, held := range inf.heldRanges(s.cfg.Ranges) {
+			present[r] = present[r] || held
+		}
+	}
+	return present
+}
+
+// inFlight reports whether any controller reconciles a key of range r.
+func (s *shardRun) inFlight(r int) bool {
+	inRange := func(k Key) bool { return s.rangeOf(k) == r }
+	for _, c := range s.controllers() {
+		if c.inFlight(inRange) {
+			return true
+		}
+	}
+	return false
+}
+
+// busy reports whether any controller reconciles any key.
+func (s *shardRun) busy() bool {
+	all := func(Key) bool { return true }
+	for _, c := range s.controllers() {
+		if c.inFlight(all) {
+			return true
+		}
+	}
+	return false
+}
+
+// controllers are the Manager's controllers now.
+func (s *shardRun) controllers() []namedController {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	cs := make([]namedController, 0, len(s.m.byName))
+	for _, c := range s.m.byName {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// updateSelector makes the selector name the namespaces of the held
+// ranges; if it changed, the informers list again with it, except those
+// whose server ignores it. The run loop's only.
+func (s *shardRun) updateSelector() {
+	nss, _ := s.namespaces.List(ListOptions{}) // no selector: no error
+	s.mu.Lock()
+	var points []shardhash.Range
+	for _, ns := range nss {
+		r := shardhash.Bucket(ns.Name, s.cfg.Ranges)
+		if s.held[r] {
+			points = append(points, shardhash.Point(shardhash.Sum(ns.Name)))
+		}
+	}
+	sel := nothingSelected
+	if len(points) > 0 {
+		sel = shardhash.Selector(shardhash.FieldNamespace, points...)
+	}
+	changed := sel != s.selector
+	s.selector = sel
+	infs := slices.Clone(s.informers)
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	for _, inf := range infs {
+		served, known := s.served[inf.resource()]
+		if known && !served {
+			continue // the server ignores the selector
+		}
+		inf.reshard()
+	}
+}
+
+// count is the number of true values in bs.
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// notReady is the readiness check "shard": nil once the member joined
+// and looked at its group.
+func (s *shardRun) notReady(*http.Request) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.looked {
+		return fmt.Errorf("kctl: sharding: not yet a member "+
+			"of group %q", s.cfg.Group)
+	}
+	return nil
+}
+
+// note is what /readyz shows of the member when ready, e.g. "group
+// podcount, 3 members, 21/64 ranges, server-side selector".
+func (s *shardRun) note() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return fmt.Sprintf("group %s, %d members, %d/%d ranges, %s",
+		s.cfg.Group, s.live, count(s.serving), s.cfg.Ranges, s.mode)
+}
