@@ -18,8 +18,11 @@
 # kctl-history / kctl with kctl's spread, e.g.
 #   bash bench/run.sh -skip footprint,rss,queue,sync -stacks kctl,kctl-history \
 #     -runs 7 -default-qps-runs 0
-# The history's share of kctl's CPU, from CPU profiles sampled at 1000 Hz
-# (Go's 100 Hz gives about 100 samples a run), and of its allocation:
+# The history's share of kctl's CPU, from CPU profiles sampled more often
+# than Go's 100 Hz (about 100 samples a run), and of its allocation. A
+# kernel with CONFIG_HZ=250 delivers at most 250 samples per CPU second
+# whatever the rate asked; pprof then labels each sample 1/hz, so its times
+# read low by hz/250: use the shares, and /proc's CPU time for seconds.
 #   bash bench/run.sh -skip footprint,rss,queue,sync -stacks kctl-history,kctl \
 #     -runs 7 -default-qps-runs 0 -cpuprofile-dir /tmp/prof -cpuprofile-hz 1000
 #   bench/bin/benchrun prof-share bench/bin/podcount-kctl-history /tmp/prof/e2e-kctl-history-*[0-9].pprof

@@ -85,6 +85,9 @@ func shareOf(bin, prof, index string, re *regexp.Regexp) (in, all float64, unit 
 		if !inTrace || len(l) < 11 {
 			continue
 		}
+		if label.MatchString(l) {
+			continue // a sample's label, such as "bytes:  128B" in a heap profile
+		}
 		if head := strings.TrimSpace(l[:11]); head != "" {
 			v, u, ok := parseQuantity(head)
 			if !ok {
@@ -100,6 +103,9 @@ func shareOf(bin, prof, index string, re *regexp.Regexp) (in, all float64, unit 
 	flush()
 	return in, all, unit, nil
 }
+
+// label matches a label line of `go tool pprof -traces`.
+var label = regexp.MustCompile(`^\s*[a-zA-Z_]+:\s`)
 
 // parseQuantity reads "10ms", "1.50s", "512kB", "3MB" or a plain number,
 // in ms for times and bytes for sizes.

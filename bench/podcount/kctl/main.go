@@ -10,7 +10,8 @@
 // (Manager.KeepHistory), to measure what it costs (the stack kctl-history
 // of benchrun). --cpuprofile-hz samples the CPU profile more often than Go's
 // 100 Hz (a 1 s run gives about 100 samples at 100 Hz: too few to see a 1 %
-// share); --memprofile records every 4 KB of allocation (runtime.MemProfileRate)
+// share; the kernel's tick, often 250 Hz, caps what is delivered, and pprof
+// labels each sample 1/hz s); --memprofile records every 4 KB of allocation (runtime.MemProfileRate)
 // and writes the allocation profile at exit.
 package main
 
