@@ -18,9 +18,23 @@
 # kctl-history / kctl with kctl's spread, e.g.
 #   bash bench/run.sh -skip footprint,rss,queue,sync -stacks kctl,kctl-history \
 #     -runs 7 -default-qps-runs 0
+# The history's share of kctl's CPU, from CPU profiles sampled more often
+# than Go's 100 Hz (about 100 samples a run), and of its allocation. A
+# kernel with CONFIG_HZ=250 delivers at most 250 samples per CPU second
+# whatever the rate asked; pprof then labels each sample 1/hz, so its times
+# read low by hz/250: use the shares, and /proc's CPU time for seconds.
+#   bash bench/run.sh -skip footprint,rss,queue,sync -stacks kctl-history,kctl \
+#     -runs 7 -default-qps-runs 0 -cpuprofile-dir /tmp/prof -cpuprofile-hz 1000
+#   bench/bin/benchrun prof-share bench/bin/podcount-kctl-history /tmp/prof/e2e-kctl-history-*[0-9].pprof
+#   bench/bin/benchrun prof-share -sample-index alloc_space bench/bin/podcount-kctl-history /tmp/prof/e2e-kctl-history-*.allocs.pprof
+#
+# Where idle RSS goes (file pages of the binary, anonymous memory, the Go
+# heap from its GC trace), under runtime settings; BENCH_CMD names a benchrun
+# command to run in place of all:
+#   BENCH_CMD=rss-probe bash bench/run.sh -runs 5 -probe-variants default,GOGC=50,madvdontneed=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/bin .cache/bin
 go build -o .cache/bin/controlplane ./hack/controlplane
 (cd bench && go build -o bin/benchrun ./cmd/benchrun)
-exec .cache/bin/controlplane run -- bench/bin/benchrun all -bench-dir bench -out bench/bin/results.md "$@"
+exec .cache/bin/controlplane run -- bench/bin/benchrun "${BENCH_CMD:-all}" -bench-dir bench -out bench/bin/results.md "$@"

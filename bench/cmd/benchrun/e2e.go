@@ -50,6 +50,10 @@ func e2eRun(ctx context.Context, env *env, stack string, run int, qps float64) (
 	}
 	if env.profileDir != "" {
 		args = append(args, "--cpuprofile", filepath.Join(env.profileDir, ns+".pprof"))
+		if env.profileHz > 0 && pkgOf[stack] == pkgOf["kctl"] {
+			args = append(args, "--cpuprofile-hz", fmt.Sprint(env.profileHz),
+				"--memprofile", filepath.Join(env.profileDir, ns+".allocs.pprof"))
+		}
 	}
 	p, err := startProc(env.bin(stack), filepath.Join(env.logDir, ns+".log"), args...)
 	if err != nil {

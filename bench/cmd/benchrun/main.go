@@ -5,6 +5,8 @@
 //
 //	benchrun all [flags]        every measurement; markdown on stdout, progress on stderr
 //	benchrun footprint|rss|e2e|sync|queue [flags]   one part
+//	benchrun rss-probe [flags]  where each stack's idle RSS goes (not part of all)
+//	benchrun prof-share [-focus RE] BINARY PROFILE...  share of profile samples under RE (default: kctl's history)
 //	benchrun sync-child -stack S -want N            one initial-sync measurement (used by sync)
 //
 // With -kctl-base DIR it also measures kctl as checked out in DIR, as the
@@ -38,7 +40,10 @@ import (
 type env struct {
 	self, benchDir, repoDir, binDir, logDir string
 	kubeconfig, profileDir                  string
-	kctlBase                                string // -kctl-base: another checkout of kctl, measured as the stack kctl-base
+	profileHz                               int      // -cpuprofile-hz: CPU profile rate of kctl's binary
+	syncOnly                                []string // -sync-stacks: exactly these sync stacks
+	syncHeapDir                             string   // -sync-heapprofile-dir: a heap profile per sync child
+	kctlBase                                string   // -kctl-base: another checkout of kctl, measured as the stack kctl-base
 	cs                                      *kubernetes.Clientset
 	stacks                                  []string
 
@@ -80,14 +85,17 @@ func (env *env) progress(format string, args ...any) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchrun all|footprint|rss|e2e|sync|queue|sync-child [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchrun all|footprint|rss|e2e|sync|queue|rss-probe|sync-child [flags]")
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
-	if cmd == "sync-child" {
+	switch cmd {
+	case "sync-child":
 		err = syncChild(args)
-	} else {
+	case "prof-share":
+		err = profShare(args)
+	default:
 		err = runParts(cmd, args)
 	}
 	if err != nil {
@@ -99,7 +107,7 @@ func main() {
 func runParts(cmd string, args []string) error {
 	parts := map[string][]string{
 		"all": {"footprint", "rss", "e2e", "sync", "queue"}, "footprint": {"footprint"}, "rss": {"footprint", "rss"},
-		"e2e": {"e2e"}, "sync": {"sync"}, "queue": {"queue"},
+		"e2e": {"e2e"}, "sync": {"sync"}, "queue": {"queue"}, "rss-probe": {"rss-probe"},
 	}[cmd]
 	if parts == nil {
 		return fmt.Errorf("unknown command %q", cmd)
@@ -125,12 +133,20 @@ func runParts(cmd string, args []string) error {
 	fs.IntVar(&env.churnRate, "churn-rate", 20, "Pod changes per second in the churn")
 	fs.IntVar(&env.churnSeconds, "churn-seconds", 15, "length of the churn")
 	fs.StringVar(&env.profileDir, "cpuprofile-dir", "", "write a CPU profile of each end-to-end controller run into this folder (for analysis; adds overhead)")
+	fs.IntVar(&env.profileHz, "cpuprofile-hz", 0, "with -cpuprofile-dir: kctl's binary (kctl, kctl-history) samples its CPU profile this "+
+		"many times a second (Go's default 100 gives about 100 samples a run) and also writes its allocation profile (*.allocs.pprof)")
+	syncOnly := fs.String("sync-stacks", "", "sync only these stacks (e.g. kctl,kctl-paged), not every variant of -stacks")
+	fs.StringVar(&env.syncHeapDir, "sync-heapprofile-dir", "", "each sync child writes a heap profile (in use and allocated) into this folder")
 	fs.StringVar(&env.kctlBase, "kctl-base", "", "also measure kctl as checked out in this folder (e.g. a git worktree at "+
 		"an older commit), as the stack kctl-base, built by that checkout's own bench module")
+	variants := fs.String("probe-variants", "default,GOGC=50", "rss-probe: runtime settings to compare (see probeVariants)")
 	out := fs.String("out", "", "also write the markdown report to this file")
 	skip := fs.String("skip", "", "comma-separated parts to skip (footprint, rss, e2e, sync, queue)")
 	fs.Parse(args)
 	env.stacks = strings.Split(*stacks, ",")
+	if *syncOnly != "" {
+		env.syncOnly = strings.Split(*syncOnly, ",")
+	}
 	if env.kctlBase != "" && !slices.Contains(env.stacks, "kctl-base") {
 		env.stacks = append(env.stacks, "kctl-base")
 	}
@@ -160,7 +176,7 @@ func runParts(cmd string, args []string) error {
 	if err := os.MkdirAll(env.logDir, 0o755); err != nil {
 		return err
 	}
-	needCluster := slices.ContainsFunc(parts, func(p string) bool { return p == "rss" || p == "e2e" || p == "sync" })
+	needCluster := slices.ContainsFunc(parts, func(p string) bool { return p == "rss" || p == "e2e" || p == "sync" || p == "rss-probe" })
 	if needCluster {
 		if env.kubeconfig == "" {
 			return fmt.Errorf("no KCTL_TEST_KUBECONFIG: run through `go run ./hack/controlplane run -- ...` (make bench does)")
@@ -207,6 +223,8 @@ func runParts(cmd string, args []string) error {
 			}
 		case "queue":
 			err = queueSection(env, &report)
+		case "rss-probe":
+			err = probeSection(ctx, env, strings.Split(*variants, ","), &report)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", part, err)

@@ -25,6 +25,11 @@ type proc struct {
 
 // startProc runs bin with args, its output going to logFile.
 func startProc(bin, logFile string, args ...string) (*proc, error) {
+	return startProcEnv(bin, logFile, nil, args...)
+}
+
+// startProcEnv is startProc with extra environment variables (KEY=VALUE).
+func startProcEnv(bin, logFile string, extraEnv []string, args ...string) (*proc, error) {
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
 		return nil, err
 	}
@@ -33,6 +38,7 @@ func startProc(bin, logFile string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -65,6 +65,15 @@ func syncStacks(stacks []string) []string {
 	return out
 }
 
+// syncStacks is the sync table's stacks: -sync-stacks if given, else
+// syncStacks(env.stacks).
+func (env *env) syncStacks() []string {
+	if env.syncOnly != nil {
+		return env.syncOnly
+	}
+	return syncStacks(env.stacks)
+}
+
 // syncClientGo is client-go as shipped: its typed clients prefer protobuf,
 // and its reflector streams the initial list (WatchListClient, on since v0.35).
 func syncClientGo(ctx context.Context, cfg *rest.Config, added func()) (func() int, error) {
@@ -214,7 +223,7 @@ func memStats() runtime.MemStats {
 
 // syncPhase fills syncNamespace and runs every stack's child env.syncRuns times, alternating.
 func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
-	stacks := syncStacks(env.stacks)
+	stacks := env.syncStacks()
 	// kctl-base's child is the -kctl-base checkout's benchrun, measuring its kctl.
 	child := map[string][]string{}
 	for _, st := range stacks {
@@ -262,7 +271,11 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 	for run := range env.syncRuns {
 		for _, st := range rotate(stacks, run) {
 			c := child[st]
-			cmd := exec.CommandContext(ctx, c[0], "sync-child", c[1], c[2], "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want))
+			args := []string{"sync-child", c[1], c[2], "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want)}
+			if env.syncHeapDir != "" {
+				args = append(args, "-heapprofile", filepath.Join(env.syncHeapDir, fmt.Sprintf("sync-%s-%d.pprof", st, run)))
+			}
+			cmd := exec.CommandContext(ctx, c[0], args...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
@@ -307,7 +320,7 @@ func syncTable(env *env, res map[string][]syncResult) (string, []target) {
 	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "peak RSS (MB)", "runs"}}
 	med := map[string][4]float64{}
 	sums := map[string][4]summary{}
-	for _, st := range syncStacks(env.stacks) {
+	for _, st := range env.syncStacks() {
 		var sec, heap, alloc, rss []float64
 		for _, r := range res[st] {
 			sec, heap, alloc = append(sec, r.Seconds), append(heap, r.HeapMB), append(alloc, r.TotalAllocMB)
