@@ -29,6 +29,6 @@ func NewKeyController(
 	c := newController[Key](m, name)
 	c.byKey = reconcile
 	c.res = Resource{Kind: "key"}
-	m.register(c, name, "keys, made at "+caller())
+	m.register(&c.controller, name, "keys, made at "+caller())
 	return c
 }
