@@ -83,6 +83,9 @@ func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 // in kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
 // the fifth attempt in a row that fails (4 quick retries, about 75 ms)
 // reports its Conflict as any other error.
+//
+// Its state, worker loop and sources are those of its core, written over
+// P, which is *T: the core is compiled once for every T (see typeOps).
 type Controller[T any] struct {
 	controller[*T]
 }
@@ -405,6 +408,9 @@ func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) boo
 // reconciled, and OnDelete runs for it only if the controller saw that
 // object's delete and has not yet handed it to OnDelete (see OnDelete); a
 // key that names no object does nothing.
+func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
+
+// Enqueue is Controller.Enqueue in the core (Manager.Enqueue calls it).
 func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }
 
 // onEvent turns an event of T into a queued key.

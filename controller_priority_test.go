@@ -10,7 +10,7 @@ import (
 
 // offlineManager is a Manager whose connection goes nowhere: for tests that
 // drive a controller's handlers by hand and never start it.
-func offlineManager(t *testing.T) *Manager {
+func offlineManager(t testing.TB) *Manager {
 	t.Helper()
 	m, err := NewManager(Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}})
 	if err != nil {
