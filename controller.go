@@ -1,7 +1,7 @@
 package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the builder
-// (options, Owns, Watches, FromChannel, Enqueue) and how events become
+// (options, Owns, Watches, Enqueue) and how events become
 // queued keys (onEvent, enqueue). Its run, and each reconcile's life, are
 // in worker.go.
 
@@ -360,44 +360,6 @@ func addSource[PO any, P any](c *controller[P], s source[PO]) {
 	c.caches = append(c.caches, s.inf) // run waits for every source's cache
 	if s.cause == "mapped" {           // mapped keys need not be objects of T: replay them too
 		c.replays = append(c.replays, replay(s.inf, handle))
-	}
-}
-
-// FromChannel reconciles keys for events from outside the cluster (a ticker,
-// a webhook): every value received from ch that passes filter (nil passes
-// all) enqueues the keys toKeys returns. The channel is read while the
-// Manager runs; closing it ends the source.
-func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
-	fromChannel(&c.controller, ch, filter, toKeys)
-	return c
-}
-
-// fromChannel is FromChannel in the core.
-func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) {
-	c.mu.Lock()
-	c.channels++
-	needLeader := !c.everyReplica
-	c.mu.Unlock()
-	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case e, ok := <-ch:
-				if !ok {
-					return nil
-				}
-				if filter != nil && !filter(e) {
-					continue
-				}
-				for _, k := range toKeys(e) {
-					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, asKept)
-				}
-			}
-		}
-	}})
-	if err != nil {
-		c.log.Error(err.Error())
 	}
 }
 

@@ -26,7 +26,8 @@ func NewKeyController(
 	name string,
 	reconcile func(ctx context.Context, k Key) (Result, error),
 ) *Controller[Key] {
-	c := newController[Key](m, name)
+	c := &Controller[Key]{}
+	c.setUp(m, name)
 	c.byKey = reconcile
 	c.res = Resource{Kind: "key"}
 	m.register(&c.controller, name, "keys, made at "+caller())

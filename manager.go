@@ -226,30 +226,30 @@ func NewController[T any, PT Object[T]](
 	name string,
 	reconcile func(ctx context.Context, obj *T) (Result, error),
 ) *Controller[T] {
-	c := newController[T](m, name)
+	c := &Controller[T]{}
+	c.setUp(m, name)
 	c.reconcile = reconcile
 	c.client = &NewClient[T, PT](m.conn).client
 	c.ops = c.client.codec.ops
 	res, err := ResourceOf[T]()
+	var informer *Informer[T]
+	if err == nil {
+		c.res = res
+		informer, err = InformerFor[T, PT](m.cache)
+	}
 	if err != nil {
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
-	informer, err := InformerFor[T, PT](m.cache)
-	if err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
-		return c
-	}
-	c.watchOwn(res, &informer.informer, m.writes)
+	c.watchOwn(&informer.informer, m.writes)
 	m.register(&c.controller, name, res.Kind+", made at "+caller())
 	return c
 }
 
 // watchOwn makes the changes of inf, the informer of the controller's own
-// objects (of res), enqueue their keys, and has the finalizer writes of
+// objects (of c.res), enqueue their keys, and has the finalizer writes of
 // its client recorded by writes (read-your-writes).
-func (c *controller[P]) watchOwn(res Resource, inf *informer[P], writes *writeTracker) {
-	c.res = res
+func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
 	c.informer = inf
 	connect := func() { c.informer.addHandler(live(c.onEvent)) }
 	c.connects = append(c.connects, connect)
@@ -260,15 +260,8 @@ func (c *controller[P]) watchOwn(res Resource, inf *informer[P], writes *writeTr
 	c.replays = append(c.replays, replay(c.informer, c.onEvent))
 }
 
-// newController makes the parts of a controller that do not depend on
-// what it reconciles.
-func newController[T any](m *Manager, name string) *Controller[T] {
-	c := &Controller[T]{}
-	c.setUp(m, name)
-	return c
-}
-
-// setUp fills in c's name, defaults and host, from m.
+// setUp makes the parts of a new controller, named name, that do not
+// depend on what it reconciles: its defaults, and its host m.
 func (c *controller[P]) setUp(m *Manager, name string) {
 	c.name = name
 	c.workers = 1

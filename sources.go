@@ -3,7 +3,8 @@ package kctl
 // The mechanics of a controller's sources besides its own type: the owner
 // key of an owned object (ownerKeys), and the informer events a source
 // passes on (live) or replays at each run (replay). The sources themselves
-// (Owns, Watches, FromChannel) are builder calls in controller.go.
+// (Owns, Watches) are builder calls in controller.go; FromChannel is in
+// channel_source.go.
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
