@@ -1,7 +1,7 @@
 package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the builder
-// (options, Owns, Watches, FromChannel, Enqueue) and how events become
+// (options, Owns, Watches, Enqueue) and how events become
 // queued keys (onEvent, enqueue). Its run, and each reconcile's life, are
 // in worker.go.
 
@@ -83,20 +83,34 @@ func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 // in kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
 // the fifth attempt in a row that fails (4 quick retries, about 75 ms)
 // reports its Conflict as any other error.
+//
+// Its state, worker loop and sources are those of its core, written over
+// P, which is *T: the core is compiled once for every T (see typeOps).
 type Controller[T any] struct {
+	controller[*T]
+}
+
+// controller is a Controller[T]'s state and work, over P = *T: its worker
+// loop, queue and sources are compiled once for every T (see typeOps); the
+// typed handle Controller[T] adds the builder calls. The reconcile work
+// that needs T itself (the copy handed to reconcile) goes through ops.
+type controller[P any] struct {
 	name      string
 	host      controllerHost
 	res       Resource
-	reconcile func(ctx context.Context, obj *T) (Result, error)
+	reconcile reconcileFunc[P]
 	// around, if set, runs each reconcile in reconcile's place and calls
 	// it as next (finalizer.go sets it: the last Finalizer call wins).
-	around func(ctx context.Context, obj *T, next reconcileFunc[T]) (Result, error)
+	around func(ctx context.Context, obj P, next reconcileFunc[P]) (Result, error)
 	// byKey, if set, reconciles each key in reconcile's place, whether
 	// or not it names an object: a controller made by NewKeyController,
 	// which has no informer, client or type of its own.
 	byKey    func(ctx context.Context, k Key) (Result, error)
-	informer *Informer[T]
-	client   *Client[T] // writes finalizers; uncached
+	informer *informer[P]
+	client   *client[P] // writes finalizers; uncached
+	// ops copies the cached object for reconcile and onDelete; nil for
+	// a controller of keys, which reads no object.
+	ops      *typeOps[P]
 	log      *slog.Logger
 	replays  []func() // hand every cached object to its source's handler
 	connects []func() // add the sources' handlers to their informers, at the first run
@@ -121,7 +135,7 @@ type Controller[T any] struct {
 	priority   func(ObjectEvent) Priority
 	predicates []Predicate // own events only
 	filters    []Predicate // every object source
-	onDelete   func(ctx context.Context, obj *T)
+	onDelete   func(ctx context.Context, obj P)
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
@@ -142,14 +156,14 @@ type Controller[T any] struct {
 	// deleted holds the last known state of objects deleted while the
 	// controller runs, for onDelete, until their key's reconcile takes it;
 	// emptied when a run ends. Empty while not running.
-	deleted map[Key]*T
+	deleted map[Key]P
 	// kept holds keys from Enqueue and FromChannel that arrived while the
 	// controller was not running; the next run queues them after its replay.
 	kept map[Key]Trigger
 }
 
-// reconcileFunc is a controller's reconcile function.
-type reconcileFunc[T any] func(ctx context.Context, obj *T) (Result, error)
+// reconcileFunc is a controller's reconcile function, over P = *T.
+type reconcileFunc[P any] func(ctx context.Context, obj P) (Result, error)
 
 // controllerHost is what a Controller uses of the Manager that made it;
 // NewController (manager.go) fills it in.
@@ -209,10 +223,10 @@ type syncer interface {
 }
 
 // logError logs msg as an error of the controller.
-func (c *Controller[T]) logError(msg string) { c.log.Error(msg) }
+func (c *controller[P]) logError(msg string) { c.log.Error(msg) }
 
 // hasStarted reports whether the controller's configuration is fixed.
-func (c *Controller[T]) hasStarted() bool {
+func (c *controller[P]) hasStarted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.started
@@ -220,15 +234,20 @@ func (c *Controller[T]) hasStarted() bool {
 
 // configure applies a builder call, unless the controller has started: its
 // configuration is then fixed, and the call is ignored with an error log.
-func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
+func (c *controller[P]) configure(call string, apply func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
 		c.log.Error("kctl: " + call + " on a controller that has started is ignored: " +
 			"make every builder call right after NewController, before the controller's caches sync")
-		return c
+		return
 	}
 	apply()
+}
+
+// configure is the core's configure, returning c for the builder's chain.
+func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
+	c.controller.configure(call, apply)
 	return c
 }
 
@@ -263,7 +282,7 @@ func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Con
 // keysOnly reports whether c is a controller of keys (NewKeyController),
 // whose keys have no kind for an owner reference to match, and records
 // call on it as a builder mistake.
-func (c *Controller[T]) keysOnly(call string) bool {
+func (c *controller[P]) keysOnly(call string) bool {
 	if c.byKey == nil {
 		return false
 	}
@@ -300,63 +319,48 @@ func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, pre
 // informerSource makes the events of inf, an informer of objects of kind,
 // enqueue their keys: those of a cause "mapped" source are replayed too.
 func informerSource[O any, T any](c *Controller[T], inf *Informer[O], kind, cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
-	handle := func(ev Event[O]) {
+	s := source[*O]{inf: &inf.informer, kind: kind, cause: cause, preds: preds, keys: keys}
+	c.configure(cause+" source", func() { addSource(&c.controller, s) })
+	return c
+}
+
+// source is an object source of a controller (Owns, Watches...), over
+// PO = *O: what addSource needs, so that it is compiled once.
+type source[PO any] struct {
+	inf   *informer[PO]
+	kind  string // of O, for the trigger's detail
+	cause string // "owned" or "mapped"
+	preds []Predicate
+	keys  func(obj PO) []Key
+}
+
+// addSource makes the events of s.inf enqueue their keys, and has the
+// controller's run wait for s.inf; c is being configured (under c.mu).
+func addSource[PO any, P any](c *controller[P], s source[PO]) {
+	handle := func(ev event[PO]) {
 		oe := objectEvent(ev)
-		if !c.pass(oe, preds) {
+		if !c.pass(oe, s.preds) {
 			return
 		}
 		how := c.modeOf(oe)
-		m := metaOf(ev.Object)
-		t := Trigger{Cause: cause, Detail: fmt.Sprintf("%s %s %s", kind, Key{m.GetNamespace(), m.GetName()}, ev.Type)}
-		for _, k := range keys(ev.Object) {
+		m := objMeta(ev.Object)
+		k := Key{m.GetNamespace(), m.GetName()}
+		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type)}
+		for _, k := range s.keys(ev.Object) {
 			c.enqueue(k, t, how)
 		}
-		if ev.Old != nil && ev.Old != ev.Object { // an update that moved the object away from its old keys
-			for _, k := range keys(ev.Old) {
+		moved := !isNil(ev.Old) && any(ev.Old) != any(ev.Object)
+		if moved { // an update that moved the object away from its old keys
+			for _, k := range s.keys(ev.Old) {
 				c.enqueue(k, t, how)
 			}
 		}
 	}
-	return c.configure(cause+" source", func() {
-		c.connects = append(c.connects, func() { inf.AddHandler(live(handle)) })
-		c.caches = append(c.caches, inf) // run waits for every source's cache
-		if cause == "mapped" {           // mapped keys need not be objects of T: replay them too
-			c.replays = append(c.replays, replay(inf, handle))
-		}
-	})
-}
-
-// FromChannel reconciles keys for events from outside the cluster (a ticker,
-// a webhook): every value received from ch that passes filter (nil passes
-// all) enqueues the keys toKeys returns. The channel is read while the
-// Manager runs; closing it ends the source.
-func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
-	c.mu.Lock()
-	c.channels++
-	needLeader := !c.everyReplica
-	c.mu.Unlock()
-	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case e, ok := <-ch:
-				if !ok {
-					return nil
-				}
-				if filter != nil && !filter(e) {
-					continue
-				}
-				for _, k := range toKeys(e) {
-					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, asKept)
-				}
-			}
-		}
-	}})
-	if err != nil {
-		c.log.Error(err.Error())
+	c.connects = append(c.connects, func() { s.inf.addHandler(live(handle)) })
+	c.caches = append(c.caches, s.inf) // run waits for every source's cache
+	if s.cause == "mapped" {           // mapped keys need not be objects of T: replay them too
+		c.replays = append(c.replays, replay(s.inf, handle))
 	}
-	return c
 }
 
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
@@ -366,11 +370,14 @@ func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) boo
 // reconciled, and OnDelete runs for it only if the controller saw that
 // object's delete and has not yet handed it to OnDelete (see OnDelete); a
 // key that names no object does nothing.
-func (c *Controller[T]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }
+func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
+
+// Enqueue is Controller.Enqueue in the core (Manager.Enqueue calls it).
+func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }
 
 // onEvent turns an event of T into a queued key.
-func (c *Controller[T]) onEvent(ev Event[T]) {
-	m := metaOf(ev.Object)
+func (c *controller[P]) onEvent(ev event[P]) {
+	m := objMeta(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
 	oe := objectEvent(ev)
 	if !c.pass(oe, c.predicates) {
@@ -385,7 +392,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 		t.Cause = "resync"
 	case ev.Type == Updated:
 		t.Cause = "updated"
-		t.Detail = changes(metaOf(ev.Old), m)
+		t.Detail = changes(objMeta(ev.Old), m)
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
 		c.keepDeleted(k, ev.Object)
@@ -399,7 +406,7 @@ func (c *Controller[T]) onEvent(ev Event[T]) {
 // keepDeleted keeps obj, the last state of the deleted object k, for the
 // reconcile of k to hand to OnDelete; only while the controller runs (leads):
 // a replica that does not lead keeps no state for deletes.
-func (c *Controller[T]) keepDeleted(k Key, obj *T) {
+func (c *controller[P]) keepDeleted(k Key, obj P) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.onDelete != nil && c.queue != nil {
@@ -407,7 +414,7 @@ func (c *Controller[T]) keepDeleted(k Key, obj *T) {
 	}
 }
 
-func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
+func (c *controller[P]) pass(ev ObjectEvent, preds []Predicate) bool {
 	for _, p := range c.filters {
 		if !p(ev) {
 			return false
@@ -423,7 +430,7 @@ func (c *Controller[T]) pass(ev ObjectEvent, preds []Predicate) bool {
 
 // noteDrop tells the historian, if any, which predicate dropped ev, an
 // event of T for key k: "WithEventFilter #i" or "WithPredicates #i".
-func (c *Controller[T]) noteDrop(k Key, ev ObjectEvent) {
+func (c *controller[P]) noteDrop(k Key, ev ObjectEvent) {
 	c.mu.Lock()
 	hist := c.hist
 	c.mu.Unlock()
@@ -454,7 +461,7 @@ const (
 // modeOf is how an event's keys are queued: as WithPriority chooses, if
 // set; else asKnown for those of an initial list, a replay and a
 // periodic resync, and asLive for the rest.
-func (c *Controller[T]) modeOf(ev ObjectEvent) enqueueMode {
+func (c *controller[P]) modeOf(ev ObjectEvent) enqueueMode {
 	low := ev.Initial || ev.Resync
 	if c.priority != nil {
 		low = c.priority(ev) == PriorityLow
@@ -470,7 +477,7 @@ func (c *Controller[T]) modeOf(ev ObjectEvent) enqueueMode {
 // not running, keys are dropped (the next run replays every cached object)
 // or, asKept, kept for the next run. It queues k at low priority asKnown
 // or if t.low.
-func (c *Controller[T]) enqueue(k Key, t Trigger, how enqueueMode) {
+func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 	c.mu.Lock()
 	q := c.queue
 	if q == nil {

@@ -153,13 +153,13 @@ func TestController_DeleteWhileNotRunning_KeepsNothing(t *testing.T) {
 	c := NewController(m, "deletes", func(context.Context, *corev1.ConfigMap) (Result, error) { return Result{}, nil })
 	var onDelete []string
 	c.OnDelete(func(_ context.Context, cm *corev1.ConfigMap) { onDelete = append(onDelete, cm.Name) })
-	c.onEvent(Event[corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "standby", "1", nil)})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "standby", "1", nil)})
 	if n := len(c.deleted); n != 0 {
 		t.Errorf("a controller that does not run keeps %d deleted objects, want 0", n)
 	}
 	q := NewQueue(QueueOptions[Key]{})
 	c.queue = q // as run does, without starting the controller
-	c.onEvent(Event[corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "leading", "1", nil)})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "leading", "1", nil)})
 	if n := len(c.deleted); n != 1 {
 		t.Fatalf("a running controller keeps %d deleted objects, want 1", n)
 	}

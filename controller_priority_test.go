@@ -10,7 +10,7 @@ import (
 
 // offlineManager is a Manager whose connection goes nowhere: for tests that
 // drive a controller's handlers by hand and never start it.
-func offlineManager(t *testing.T) *Manager {
+func offlineManager(t testing.TB) *Manager {
 	t.Helper()
 	m, err := NewManager(Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}})
 	if err != nil {
@@ -29,12 +29,12 @@ func TestController_ResyncKeys_QueueBehindLiveChanges(t *testing.T) {
 	cm := func(name string) *corev1.ConfigMap { return storeCM("ns", name, "1", nil) }
 	resync := func(name string) {
 		obj := cm(name)
-		c.onEvent(Event[corev1.ConfigMap]{Type: Updated, Object: obj, Old: obj, Resync: true})
+		c.onEvent(event[*corev1.ConfigMap]{Type: Updated, Object: obj, Old: obj, Resync: true})
 	}
 	resync("resync-a")
 	resync("resync-b")
-	c.onEvent(Event[corev1.ConfigMap]{Type: Updated, Object: cm("live"), Old: storeCM("ns", "live", "0", nil)})
-	c.onEvent(Event[corev1.ConfigMap]{Type: Added, Object: cm("created")})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Updated, Object: cm("live"), Old: storeCM("ns", "live", "0", nil)})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Added, Object: cm("created")})
 
 	want := []string{"ns/live", "ns/created", "ns/resync-a", "ns/resync-b"}
 	for step, w := range want {
@@ -73,7 +73,7 @@ func TestController_ResyncOfAWatchedType_QueuesBehindLiveChanges(t *testing.T) {
 	s := &corev1.Secret{}
 	s.Namespace, s.Name, s.ResourceVersion = "ns", "resynced", "1"
 	handlers[0].fn(event[*corev1.Secret]{Type: Updated, Object: s, Old: s, Resync: true})
-	c.onEvent(Event[corev1.ConfigMap]{Type: Added, Object: storeCM("ns", "live", "1", nil)})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Added, Object: storeCM("ns", "live", "1", nil)})
 
 	want := []string{"ns/live", "ns/from-resynced"}
 	for step, w := range want {

@@ -48,7 +48,7 @@ type finalizer[T any] struct {
 func (f *finalizer[T]) reconcile(
 	ctx context.Context,
 	obj *T,
-	next reconcileFunc[T],
+	next reconcileFunc[*T],
 ) (Result, error) {
 	c := f.c
 	m := metaOf(obj)

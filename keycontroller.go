@@ -26,9 +26,10 @@ func NewKeyController(
 	name string,
 	reconcile func(ctx context.Context, k Key) (Result, error),
 ) *Controller[Key] {
-	c := newController[Key](m, name)
+	c := &Controller[Key]{}
+	c.setUp(m, name)
 	c.byKey = reconcile
 	c.res = Resource{Kind: "key"}
-	m.register(c, name, "keys, made at "+caller())
+	m.register(&c.controller, name, "keys, made at "+caller())
 	return c
 }

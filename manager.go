@@ -226,46 +226,51 @@ func NewController[T any, PT Object[T]](
 	name string,
 	reconcile func(ctx context.Context, obj *T) (Result, error),
 ) *Controller[T] {
-	c := newController[T](m, name)
+	c := &Controller[T]{}
+	c.setUp(m, name)
 	c.reconcile = reconcile
-	c.client = NewClient[T, PT](m.conn)
+	c.client = &NewClient[T, PT](m.conn).client
+	c.ops = c.client.codec.ops
 	res, err := ResourceOf[T]()
+	var informer *Informer[T]
+	if err == nil {
+		c.res = res
+		informer, err = InformerFor[T, PT](m.cache)
+	}
 	if err != nil {
 		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
 		return c
 	}
-	c.res = res
-	informer, err := InformerFor[T, PT](m.cache)
-	if err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
-		return c
-	}
-	c.informer = informer
-	connect := func() { c.informer.AddHandler(live(c.onEvent)) }
-	c.connects = append(c.connects, connect)
-	c.caches = append(c.caches, c.informer)
-	// Record the finalizer writes.
-	c.client.afterWrite = func(obj metav1.Object) {
-		m.writes.record(c.res, obj)
-	}
-	c.replays = append(c.replays, replay(c.informer, c.onEvent))
-	m.register(c, name, res.Kind+", made at "+caller())
+	c.watchOwn(&informer.informer, m.writes)
+	m.register(&c.controller, name, res.Kind+", made at "+caller())
 	return c
 }
 
-// newController makes the parts of a controller that do not depend on
-// what it reconciles.
-func newController[T any](m *Manager, name string) *Controller[T] {
-	c := &Controller[T]{
-		name:     name,
-		workers:  1,
-		log:      m.log.With("controller", name),
-		triggers: map[Key]*Trigger{},
-		later:    map[Key]*Trigger{},
-		deleted:  map[Key]*T{},
-		kept:     map[Key]Trigger{},
-		active:   map[Key]time.Time{},
+// watchOwn makes the changes of inf, the informer of the controller's own
+// objects (of c.res), enqueue their keys, and has the finalizer writes of
+// its client recorded by writes (read-your-writes).
+func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
+	c.informer = inf
+	connect := func() { c.informer.addHandler(live(c.onEvent)) }
+	c.connects = append(c.connects, connect)
+	c.caches = append(c.caches, c.informer)
+	c.client.afterWrite = func(obj metav1.Object) {
+		writes.record(c.res, obj)
 	}
+	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+}
+
+// setUp makes the parts of a new controller, named name, that do not
+// depend on what it reconciles: its defaults, and its host m.
+func (c *controller[P]) setUp(m *Manager, name string) {
+	c.name = name
+	c.workers = 1
+	c.log = m.log.With("controller", name)
+	c.triggers = map[Key]*Trigger{}
+	c.later = map[Key]*Trigger{}
+	c.deleted = map[Key]P{}
+	c.kept = map[Key]Trigger{}
+	c.active = map[Key]time.Time{}
 	c.host = controllerHost{
 		cache:           m.cache,
 		writes:          m.writes,
@@ -280,7 +285,6 @@ func newController[T any](m *Manager, name string) *Controller[T] {
 		owns:    m.owns,
 		sharded: m.sharded,
 	}
-	return c
 }
 
 // owns reports whether this replica owns key k now: always, unless the

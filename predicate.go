@@ -26,16 +26,17 @@ type ObjectEvent struct {
 	Relisted bool
 }
 
-func objectEvent[T any](ev Event[T]) ObjectEvent {
+// objectEvent is ev, an event of the core over P = *T, as predicates see it.
+func objectEvent[P any](ev event[P]) ObjectEvent {
 	oe := ObjectEvent{
 		Type:     ev.Type,
-		Object:   metaOf(ev.Object),
+		Object:   objMeta(ev.Object),
 		Initial:  ev.Initial,
 		Resync:   ev.Resync,
 		Relisted: ev.Relisted,
 	}
-	if ev.Old != nil {
-		oe.Old = metaOf(ev.Old)
+	if !isNil(ev.Old) {
+		oe.Old = objMeta(ev.Old)
 	}
 	return oe
 }

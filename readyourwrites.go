@@ -90,18 +90,9 @@ func (w *writeTracker) track(inf trackable) {
 	})
 }
 
-// readYourWrites waits, at most w.timeout, until inf has caught
-// up with every write of w to namespace/name (see pendingwrites.Tracker.In); a nil w has none.
-func readYourWrites[T any](
-	ctx context.Context,
-	w *writeTracker,
-	inf *Informer[T],
-	namespace, name string,
-) error {
-	return waitForWrites(ctx, w, &inf.informer, namespace, name)
-}
-
-// waitForWrites is readYourWrites in the core, over P = *T.
+// waitForWrites waits, at most w.timeout, until inf has caught up with
+// every write of w to namespace/name (see pendingwrites.Tracker.In); a nil
+// w has none. Over P = *T, as the informer's core.
 func waitForWrites[P any](
 	ctx context.Context,
 	w *writeTracker,

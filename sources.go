@@ -3,7 +3,8 @@ package kctl
 // The mechanics of a controller's sources besides its own type: the owner
 // key of an owned object (ownerKeys), and the informer events a source
 // passes on (live) or replays at each run (replay). The sources themselves
-// (Owns, Watches, FromChannel) are builder calls in controller.go.
+// (Owns, Watches) are builder calls in controller.go; FromChannel is in
+// channel_source.go.
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,8 +32,8 @@ func ownerKeys(res Resource, obj metav1.Object) []Key {
 // live passes on the events of a running informer except those of its first
 // list: each run's replay hands the controller every cached object anyway,
 // and the first list's events may still be on their way when it does.
-func live[O any](handle func(Event[O])) func(Event[O]) {
-	return func(ev Event[O]) {
+func live[P any](handle func(event[P])) func(event[P]) {
+	return func(ev event[P]) {
 		if !ev.Initial {
 			handle(ev)
 		}
@@ -41,11 +42,11 @@ func live[O any](handle func(Event[O])) func(Event[O]) {
 
 // replay returns a function that hands every cached object to handle as an
 // initial Added event: how a new run learns what happened while it was not running.
-func replay[O any](inf *Informer[O], handle func(Event[O])) func() {
+func replay[P any](inf *informer[P], handle func(event[P])) func() {
 	return func() {
 		all, _ := inf.List(ListOptions{}) // no selector: no error
 		for _, obj := range all {
-			handle(Event[O]{Type: Added, Object: obj, Initial: true})
+			handle(event[P]{Type: Added, Object: obj, Initial: true})
 		}
 	}
 }

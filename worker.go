@@ -21,7 +21,7 @@ import (
 // runLed is the run of a controller that needs leadership (the
 // default), in each term. One that runs on every replica (NeedLeader)
 // returns once its caches have synced, which fixes that choice.
-func (c *Controller[T]) runLed(ctx, leaseCtx context.Context) error {
+func (c *controller[P]) runLed(ctx, leaseCtx context.Context) error {
 	if c.waitForCaches(ctx) != nil {
 		return nil
 	}
@@ -34,7 +34,7 @@ func (c *Controller[T]) runLed(ctx, leaseCtx context.Context) error {
 // runEverywhere is the run of a controller on every replica, for the
 // whole Manager run; it returns once its caches have synced unless the
 // controller runs on every replica (NeedLeader).
-func (c *Controller[T]) runEverywhere(ctx context.Context) error {
+func (c *controller[P]) runEverywhere(ctx context.Context) error {
 	if c.waitForCaches(ctx) != nil {
 		return nil
 	}
@@ -45,7 +45,7 @@ func (c *Controller[T]) runEverywhere(ctx context.Context) error {
 }
 
 // runsEverywhere reports whether the controller runs on every replica.
-func (c *Controller[T]) runsEverywhere() bool {
+func (c *controller[P]) runsEverywhere() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.everyReplica || c.host.sharded()
@@ -56,7 +56,7 @@ func (c *Controller[T]) runsEverywhere() bool {
 // the workers, until ctx ends. In-flight reconciles may then finish until
 // the shutdown's drainBy, unless leaseCtx ends first: the lease is lost,
 // and another replica may already reconcile the same keys.
-func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
+func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	if err := c.waitForCaches(ctx); err != nil {
 		return nil // ctx ended first; /readyz said what it waited for
 	}
@@ -131,7 +131,7 @@ func (c *Controller[T]) run(ctx, leaseCtx context.Context) error {
 // configuration, so that the builder calls made while the caches synced
 // still apply (a controller made after Manager.Start), and connects the
 // sources' handlers.
-func (c *Controller[T]) waitForCaches(ctx context.Context) error {
+func (c *controller[P]) waitForCaches(ctx context.Context) error {
 	if c.unsynced() != nil {
 		c.log.Info("controller waiting for its caches to sync")
 	}
@@ -166,7 +166,7 @@ func (c *Controller[T]) waitForCaches(ctx context.Context) error {
 // unsynced is nil once every cache of the controller has synced, else an
 // error naming the controller, the first cache it waits for and why (e.g.
 // its CRD is not installed). For the readiness check.
-func (c *Controller[T]) unsynced() error {
+func (c *controller[P]) unsynced() error {
 	c.mu.Lock()
 	caches := c.caches
 	c.mu.Unlock()
@@ -185,7 +185,7 @@ func (c *Controller[T]) unsynced() error {
 
 // busy names the keys being reconciled and for how long, e.g.
 // "reconciling ns/a (for 2.5s)"; "" if none.
-func (c *Controller[T]) busy() string {
+func (c *controller[P]) busy() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keys := make([]string, 0, len(c.active))
@@ -202,7 +202,7 @@ func (c *Controller[T]) busy() string {
 // processNext is the worker loop's body: take a key, reconcile it, decide
 // what happens to it next. The queue never hands one key to two workers, so
 // no key is ever reconciled concurrently.
-func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
+func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	k, shutdown := q.Get()
 	if shutdown {
 		return false
@@ -239,7 +239,7 @@ func (c *Controller[T]) processNext(ctx context.Context, q *Queue[Key]) bool {
 
 // skipLocked drops k, a key this replica does not own (a sharded
 // Manager's other replica reconciles it): counted, logged at debug.
-func (c *Controller[T]) skipLocked(k Key) {
+func (c *controller[P]) skipLocked(k Key) {
 	delete(c.triggers, k)
 	delete(c.later, k)
 	c.observer.NotOwned()
@@ -252,7 +252,7 @@ func (c *Controller[T]) skipLocked(k Key) {
 // (controllerHost.owns) stopped owning it is in active already: so once
 // the hook says no and inFlight is false, no reconcile of such a key
 // runs until the hook says yes again.
-func (c *Controller[T]) inFlight(match func(k Key) bool) bool {
+func (c *controller[P]) inFlight(match func(k Key) bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.active {
@@ -266,7 +266,7 @@ func (c *Controller[T]) inFlight(match func(k Key) bool) bool {
 // replayKeys queues every cached key again, at low priority, while the
 // controller runs: a sharded replica that starts owning more keys
 // reconciles those already in its cache (its workers skip the rest).
-func (c *Controller[T]) replayKeys() {
+func (c *controller[P]) replayKeys() {
 	c.mu.Lock()
 	running := c.queue != nil
 	c.mu.Unlock()
@@ -279,7 +279,7 @@ func (c *Controller[T]) replayKeys() {
 }
 
 // handle runs one reconcile of k and applies the reconcile contract.
-func (c *Controller[T]) handle(ctx context.Context, q *Queue[Key], k Key, t Trigger) {
+func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trigger) {
 	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
@@ -332,7 +332,7 @@ type keyState struct {
 }
 
 // stateOf is where k is now.
-func (c *Controller[T]) stateOf(k Key) keyState {
+func (c *controller[P]) stateOf(k Key) keyState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var s keyState
@@ -361,7 +361,7 @@ const quietConflicts = 5
 // requeue records why k comes back when its wait ends, and adds it. An
 // event that queues k before then is the cause of its next reconcile
 // (processNext), which drops this one.
-func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
+func (c *controller[P]) requeue(k Key, t Trigger, add func()) {
 	c.mu.Lock()
 	t.queued = time.Now()
 	c.later[k] = &t
@@ -372,7 +372,7 @@ func (c *Controller[T]) requeue(k Key, t Trigger, add func()) {
 // reconcileTimed is reconcileKey bounded by the controller's timeout, if
 // any (WithReconcileTimeout): a reconcile that is still running when the
 // timeout passes is counted, and its result is an error.
-func (c *Controller[T]) reconcileTimed(ctx context.Context, k Key) (Result, error) {
+func (c *controller[P]) reconcileTimed(ctx context.Context, k Key) (Result, error) {
 	if c.timeout <= 0 {
 		return c.reconcileKey(ctx, k)
 	}
@@ -401,7 +401,7 @@ var errTimedOut = fmt.Errorf("reconcile timed out: %w",
 // with this Manager's writes of it (readyourwrites.go), and calls the
 // user's code: onDelete when the object is gone, else reconcile (through
 // around, if an extra set it). A panic becomes an error.
-func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
+func (c *controller[P]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
@@ -410,7 +410,7 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 	if c.byKey != nil {
 		return c.byKey(ctx, k)
 	}
-	if err := readYourWrites(ctx, c.host.writes, c.informer, k.Namespace, k.Name); err != nil {
+	if err := waitForWrites(ctx, c.host.writes, c.informer, k.Namespace, k.Name); err != nil {
 		return Result{}, err
 	}
 	cached, ok := c.informer.Get(k.Namespace, k.Name)
@@ -424,12 +424,12 @@ func (c *Controller[T]) reconcileKey(ctx context.Context, k Key) (res Result, er
 		last := c.deleted[k]
 		delete(c.deleted, k)
 		c.mu.Unlock()
-		if last != nil && c.onDelete != nil {
-			c.onDelete(ctx, deepCopy(last))
+		if !isNil(last) && c.onDelete != nil {
+			c.onDelete(ctx, c.ops.deepCopy(last))
 		}
 		return Result{}, nil
 	}
-	obj := deepCopy(cached)
+	obj := c.ops.deepCopy(cached)
 	if c.around != nil {
 		return c.around(ctx, obj, c.reconcile)
 	}
