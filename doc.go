@@ -57,11 +57,12 @@
 //  22. queue_shutdown.go: how a Queue ends: ShutDown, ShutDownWithDrain.
 //  23. runnable.go: Runnable, and the two contexts of a leadership term.
 //  24. shutdown.go: the schedule of a graceful shutdown; SignalContext.
-//  25. controller.go: Controller[T]: its builder, sources and enqueue.
-//  26. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  27. checks.go: the Manager's readiness and liveness checks.
-//  28. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  29. start.go: Manager.Start, and lead, one leadership term.
+//  25. controller.go: Controller[T]: its builder, predicates and enqueue.
+//  26. controller_sources.go: Owns and Watches, other types' events as keys.
+//  27. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
+//  28. checks.go: the Manager's readiness and liveness checks.
+//  29. manager.go: Manager: NewManager, ClientFor, NewController, Add.
+//  30. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //

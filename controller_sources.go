@@ -1,0 +1,107 @@
+package kctl
+
+import "fmt"
+
+// A controller's object sources: Owns and Watches make an informer of
+// another type feed the controller's queue, through its predicates
+// (controller.go's onEvent path) with the trigger "owned" or "mapped".
+
+// Owns makes changes to objects of type C enqueue their controller owner of
+// type T (the owner reference with controller: true, see SetControllerReference;
+// OwnsEveryOwner follows the others too). It caches C's objects whole;
+// OwnsMetadata caches only their metadata, for a reconcile that reads no
+// more of them (a tenth of the memory for Pods).
+// An owner reference matches T by group and kind, whatever its version: a
+// child whose owner reference says example.com/v1beta1 still enqueues its
+// owner after the controller moves to example.com/v1, as in controller-runtime.
+func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
+	if c.keysOnly("Owns") {
+		return c
+	}
+	keys := func(obj *C) []Key { return ownerKeys(c.res, metaOf(obj)) }
+	return watchSource[C, PC](c, "owned", preds, keys)
+}
+
+// keysOnly reports whether c is a controller of keys (NewKeyController),
+// whose keys have no kind for an owner reference to match, and records
+// call on it as a builder mistake.
+func (c *controller[P]) keysOnly(call string) bool {
+	if c.byKey == nil {
+		return false
+	}
+	c.host.misuse(fmt.Errorf("kctl: controller %q: %s on a "+
+		"controller of keys (NewKeyController), whose keys have "+
+		"no kind for an owner reference to match; use Watches "+
+		"with a mapping that reads the owner references",
+		c.name, call))
+	return true
+}
+
+// Watches makes changes to objects of type O enqueue the keys mapFn returns,
+// e.g. a ConfigMap change enqueues every object that mounts it.
+func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []Key, preds ...Predicate) *Controller[T] {
+	return watchSource[O, PO](c, "mapped", preds, mapFn)
+}
+
+func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
+	if c.hasStarted() { // ignored (configure logs it): make no informer for it
+		return c.configure(cause+" source", func() {})
+	}
+	inf, err := InformerFor[O, PO](c.host.cache)
+	if err != nil {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
+		return c
+	}
+	kind := ""
+	if r, err := ResourceOf[O](); err == nil {
+		kind = r.Kind
+	}
+	return informerSource(c, inf, kind, cause, preds, keys)
+}
+
+// informerSource makes the events of inf, an informer of objects of kind,
+// enqueue their keys: those of a cause "mapped" source are replayed too.
+func informerSource[O any, T any](c *Controller[T], inf *Informer[O], kind, cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
+	s := source[*O]{inf: &inf.informer, kind: kind, cause: cause, preds: preds, keys: keys}
+	c.configure(cause+" source", func() { addSource(&c.controller, s) })
+	return c
+}
+
+// source is an object source of a controller (Owns, Watches...), over
+// PO = *O: what addSource needs, so that it is compiled once.
+type source[PO any] struct {
+	inf   *informer[PO]
+	kind  string // of O, for the trigger's detail
+	cause string // "owned" or "mapped"
+	preds []Predicate
+	keys  func(obj PO) []Key
+}
+
+// addSource makes the events of s.inf enqueue their keys, and has the
+// controller's run wait for s.inf; c is being configured (under c.mu).
+func addSource[PO any, P any](c *controller[P], s source[PO]) {
+	handle := func(ev event[PO]) {
+		oe := objectEvent(ev)
+		if !c.pass(oe, s.preds) {
+			return
+		}
+		how := c.modeOf(oe)
+		m := objMeta(ev.Object)
+		k := Key{m.GetNamespace(), m.GetName()}
+		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type)}
+		for _, k := range s.keys(ev.Object) {
+			c.enqueue(k, t, how)
+		}
+		moved := !isNil(ev.Old) && any(ev.Old) != any(ev.Object)
+		if moved { // an update that moved the object away from its old keys
+			for _, k := range s.keys(ev.Old) {
+				c.enqueue(k, t, how)
+			}
+		}
+	}
+	c.connects = append(c.connects, func() { s.inf.addHandler(live(handle)) })
+	c.caches = append(c.caches, s.inf) // run waits for every source's cache
+	if s.cause == "mapped" {           // mapped keys need not be objects of T: replay them too
+		c.replays = append(c.replays, replay(s.inf, handle))
+	}
+}
