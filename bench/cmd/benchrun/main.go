@@ -87,6 +87,8 @@ func main() {
 	var err error
 	if cmd == "sync-child" {
 		err = syncChild(args)
+	} else if cmd == "shard" {
+		err = shardCommand(args) // shard.go: 1, 2 and 3 sharded replicas
 	} else {
 		err = runParts(cmd, args)
 	}

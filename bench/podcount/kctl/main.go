@@ -2,7 +2,7 @@
 // ReplicaSet with pod-count=<n>, n being the number of Pods in the cache that
 // match the ReplicaSet's selector, and writes only when the label changes.
 //
-//	kctl --kubeconfig FILE [--qps 500] [--workers 2] [--history] [--metrics-addr 127.0.0.1:0]
+//	kctl --kubeconfig FILE [--qps 500] [--workers 2] [--history] [--metrics-addr ADDR] [--pprof-addr ADDR]
 //	     [--shards --shard-namespace NS [--shard-group podcount] [--shard-identity ID]
 //	      [--lease-duration D --renew-deadline D --renew-period D]]
 //
@@ -37,6 +37,7 @@ func main() {
 	workers := flag.Int("workers", 2, "concurrent reconciles")
 	history := flag.Bool("history", false, "keep each key's last reconciles (Manager.KeepHistory with its defaults)")
 	metricsAddr := flag.String("metrics-addr", "", "serve the metrics page on this address (Manager.ServeMetrics); empty: none")
+	pprofAddr := flag.String("pprof-addr", "", "serve /debug/pprof/ on this address (Manager.ServePprof); heap?gc=1 collects first; empty: none")
 	shards := flag.Bool("shards", false, "run as one replica of a shard group (Manager.Shard): the replicas share the work and the cache")
 	var shard kctl.ShardOptions
 	flag.StringVar(&shard.Group, "shard-group", "podcount", "with --shards: the group's name")
@@ -71,10 +72,11 @@ func main() {
 			fail(log, err)
 		}
 	}
-	if *metricsAddr != "" {
-		if err := mgr.ServeMetrics(*metricsAddr); err != nil {
-			fail(log, err)
-		}
+	if err := mgr.ServeMetrics(*metricsAddr); err != nil {
+		fail(log, err)
+	}
+	if err := mgr.ServePprof(*pprofAddr); err != nil {
+		fail(log, err)
 	}
 	pods := kctl.ClientFor[corev1.Pod](mgr)
 	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
