@@ -50,6 +50,7 @@ type shardEnv struct {
 	kubeconfig, benchDir, bin, logDir, leaseNS string
 	cs                                         *kubernetes.Clientset
 	total, namespaces, runs, workers, ranges   int
+	pods                                       int // per ReplicaSet
 	replicas                                   []int
 	qps                                        float64
 	limit                                      time.Duration
@@ -78,6 +79,7 @@ func shardCommand(args []string) error {
 	fs.StringVar(&se.kubeconfig, "kubeconfig", os.Getenv("KCTL_TEST_KUBECONFIG"), "admin kubeconfig of the control plane")
 	fs.StringVar(&se.benchDir, "bench-dir", ".", "the bench module")
 	fs.IntVar(&se.total, "replicasets", 30000, "ReplicaSets in all (created once, kept between runs)")
+	fs.IntVar(&se.pods, "pods-per-replicaset", 0, "Pods of each ReplicaSet (realistic, with a controller owner reference)")
 	fs.IntVar(&se.namespaces, "namespaces", 300, "namespaces they are spread over, named as clusters name them")
 	fs.IntVar(&se.runs, "runs", 3, "runs of each replica count, alternating")
 	fs.IntVar(&se.workers, "workers", 2, "concurrent reconciles per replica")
@@ -164,8 +166,9 @@ func shardNamespaces(n int) []string {
 }
 
 // fixture creates the Leases' namespace, the namespaces and the
-// ReplicaSets (each already labelled pod-count=0, as podcount would),
-// keeping those that exist.
+// ReplicaSets (each already labelled pod-count=<its Pods>, as podcount
+// would) with their Pods; it fails unless the cluster then holds exactly
+// these (a fresh control plane).
 func (se *shardEnv) fixture(ctx context.Context) error {
 	se.leaseNS = "kctl-bench-shard"
 	nss := shardNamespaces(se.namespaces)
@@ -179,10 +182,14 @@ func (se *shardEnv) fixture(ctx context.Context) error {
 	start := time.Now()
 	err := parallel(se.total, 16, func(i int) error {
 		rs := replicaSet(nss[i/perNS], fmt.Sprintf("web-%05d", i%perNS), 0)
-		rs.Labels["pod-count"] = "0"
-		_, err := se.cs.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{FieldManager: fieldManager})
+		rs.Labels["pod-count"] = strconv.Itoa(se.pods)
+		made, err := se.cs.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{FieldManager: fieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
+		}
+		for j := 0; err == nil && j < se.pods; j++ {
+			pod := ownedPod(made, fmt.Sprintf("%s-%d", made.Name, j))
+			_, err = se.cs.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: fieldManager})
 		}
 		return err
 	})
@@ -195,6 +202,13 @@ func (se *shardEnv) fixture(ctx context.Context) error {
 	}
 	if len(list.Items) != se.total {
 		return fmt.Errorf("the cluster holds %d ReplicaSets, want %d: use a fresh control plane", len(list.Items), se.total)
+	}
+	pods, err := se.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return err
+	}
+	if len(pods.Items) != se.total*se.pods {
+		return fmt.Errorf("the cluster holds %d Pods, want %d: use a fresh control plane", len(pods.Items), se.total*se.pods)
 	}
 	se.progress("fixture ready in %.0f s", time.Since(start).Seconds())
 	return nil
@@ -306,16 +320,18 @@ func (se *shardEnv) settled(ms []map[string]float64, n int) bool {
 // all served, the caches hold every ReplicaSet once between them, the
 // reconciles add up to one per ReplicaSet and nothing is queued or busy.
 func (se *shardEnv) done(ms []map[string]float64, n int) bool {
-	var owned, cached, reconciles float64
+	var owned, cached, pods, reconciles float64
 	for _, m := range ms {
 		if m == nil || m["members"] != float64(n) || m["depth"] != 0 || m["active"] != 0 {
 			return false
 		}
 		owned += m["owned"]
 		cached += m["cached"]
+		pods += m["pods"]
 		reconciles += m["reconciles"]
 	}
-	return owned == float64(se.ranges) && cached == float64(se.total) && reconciles >= float64(se.total)
+	podsOK := pods == float64(se.total*se.pods)
+	return owned == float64(se.ranges) && cached == float64(se.total) && podsOK && reconciles >= float64(se.total)
 }
 
 // scrape reads the series benchrun shard needs from a metrics page:
@@ -364,6 +380,8 @@ func scrape(url string) (map[string]float64, error) {
 			m["handovers"] = v
 		case name == "kctl_cache_objects" && strings.Contains(labels, "replicasets"):
 			m["cached"] += v
+		case name == "kctl_cache_objects" && strings.Contains(labels, `"pods"`):
+			m["pods"] += v
 		case name == "kctl_cache_bytes" || name == "kctl_cache_metadata_bytes":
 			m["cache_bytes"] += v
 		case name == "go_memstats_heap_alloc_bytes":
@@ -453,17 +471,19 @@ func rounded(xs []float64) []float64 {
 
 // report is the markdown table of the runs, one row per replica count.
 func (se *shardEnv) report(results map[int][]shardRun, loadStart string) string {
-	t := &table{head: []string{"replicas", "group settled (s)", "synced + reconciled (s)", "reconciles/s", "vs 1 replica (time)",
+	t := &table{head: []string{"replicas", "group settled (s)", "synced + reconciled (s)", "vs 1 replica", "after settling (s)", "vs 1 replica (after settling)", "reconciles/s after settling",
 		"ReplicaSets cached per replica", "live heap per replica (MB)", "kctl_cache_bytes per replica (MB)",
 		"CPU per replica (s)", "CPU all replicas (s)", "control plane CPU (s)", "cores busy (replicas + control plane)", "handovers"}}
-	base := summarize(timesOf(results[1]))
+	base := summarize(timesOf(results[1], false))
+	baseAfter := summarize(timesOf(results[1], true))
 	for _, n := range se.replicas {
 		runs := results[n]
-		var settled, secs, rate, cachedMin, cachedMax, heap, cacheMB, cpu, cpuAll, plane, cores, hand []float64
+		var settled, secs, after, rate, cachedMin, cachedMax, heap, cacheMB, cpu, cpuAll, plane, cores, hand []float64
 		for _, r := range runs {
 			settled = append(settled, r.settled)
 			secs = append(secs, r.seconds)
-			rate = append(rate, r.reconciles/r.seconds)
+			after = append(after, r.seconds-r.settled)
+			rate = append(rate, r.reconciles/(r.seconds-r.settled))
 			cachedMin = append(cachedMin, slices.Min(r.cached))
 			cachedMax = append(cachedMax, slices.Max(r.cached))
 			heap = append(heap, r.heapMB...)
@@ -479,32 +499,39 @@ func (se *shardEnv) report(results map[int][]shardRun, loadStart string) string 
 			hand = append(hand, r.handovers)
 		}
 		s := summarize(secs)
-		vs := "1.00x"
-		if n != 1 {
-			vs = ratio(s.median, base.median)
-		}
-		t.add(fmt.Sprint(n), summarize(settled).format(1), s.format(1), summarize(rate).format(0), vs,
+		a := summarize(after)
+		t.add(fmt.Sprint(n), summarize(settled).format(1), s.format(1), ratio(s.median, base.median),
+			a.format(1), ratio(a.median, baseAfter.median), summarize(rate).format(0),
 			fmt.Sprintf("%.0f–%.0f", slices.Min(cachedMin), slices.Max(cachedMax)),
 			summarize(heap).format(1), summarize(cacheMB).format(1), summarize(cpu).format(1),
 			summarize(cpuAll).format(1), summarize(plane).format(1), summarize(cores).format(2), summarize(hand).format(0))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d ReplicaSets (no Pods) in %d namespaces (team-a, payments-prod, ..., tenant-0001...), "+
+	what := "no Pods"
+	if se.pods > 0 {
+		what = fmt.Sprintf("%d realistic Pod(s) each, %d Pods in all, whole Pods cached (Owns)", se.pods, se.total*se.pods)
+	}
+	fmt.Fprintf(&b, "%d ReplicaSets (%s) in %d namespaces (team-a, payments-prod, ..., tenant-0001...), "+
 		"podcount (bench/podcount/kctl --shards, %d workers, client QPS %v) as N processes of one fresh shard group started at once; "+
 		"group settled: from their start until every replica sees N members and all ranges are served; "+
-		"synced + reconciled: from their start until every replica sees N members, all %d ranges are served, the caches hold every ReplicaSet once "+
+		"synced + reconciled: from their start until every replica sees N members, all %d ranges are served, the caches hold every ReplicaSet (and Pod) once "+
 		"between them, the reconciles add up to one per ReplicaSet and no queue holds work. The ReplicaSets are already labelled, "+
 		"so a reconcile writes nothing. Live heap: go_memstats_heap_alloc_bytes after a GC (pprof heap?gc=1), once done. "+
 		"CPU: utime+stime until done. Replica counts alternate run by run, %d runs each; median (min–max), per-replica columns "+
 		"over every replica of every run.\n\n%s\nLoad average (1, 5, 15 min) at the start: %s; at the end: %s. %d CPUs.\n",
-		se.total, se.namespaces, se.workers, se.qps, se.ranges, se.runs, t, loadStart, loadavg(), runtime.NumCPU())
+		se.total, what, se.namespaces, se.workers, se.qps, se.ranges, se.runs, t, loadStart, loadavg(), runtime.NumCPU())
 	return b.String()
 }
 
-func timesOf(runs []shardRun) []float64 {
+// timesOf is the runs' times to done, or from settled to done.
+func timesOf(runs []shardRun, afterSettling bool) []float64 {
 	var xs []float64
 	for _, r := range runs {
-		xs = append(xs, r.seconds)
+		x := r.seconds
+		if afterSettling {
+			x -= r.settled
+		}
+		xs = append(xs, x)
 	}
 	return xs
 }
