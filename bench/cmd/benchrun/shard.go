@@ -347,8 +347,14 @@ func scrape(url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	return parseShardMetrics(resp.Body)
+}
+
+// parseShardMetrics reads a metrics page in the Prometheus text format
+// into the values scrape names.
+func parseShardMetrics(r io.Reader) (map[string]float64, error) {
 	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -378,9 +384,9 @@ func scrape(url string) (map[string]float64, error) {
 			m["owned"] = v
 		case name == "kctl_shard_handovers_total":
 			m["handovers"] = v
-		case name == "kctl_cache_objects" && strings.Contains(labels, "replicasets"):
+		case name == "kctl_cache_objects" && strings.Contains(labels, `resource="replicasets.apps/`):
 			m["cached"] += v
-		case name == "kctl_cache_objects" && strings.Contains(labels, `"pods"`):
+		case name == "kctl_cache_objects" && strings.Contains(labels, `resource="pods/`):
 			m["pods"] += v
 		case name == "kctl_cache_bytes" || name == "kctl_cache_metadata_bytes":
 			m["cache_bytes"] += v
