@@ -9,6 +9,12 @@
 //	go run ./hack/controlplane start -dir DIR       # start in the background: DIR/kubeconfig, DIR/env
 //	go run ./hack/controlplane stop -dir DIR        # stop it and remove DIR
 //
+// run and start take -apiserver-flag, once per extra kube-apiserver flag,
+// e.g. the feature gate sharding's server-side selector needs (bench's
+// benchrun shard):
+//
+//	go run ./hack/controlplane run -apiserver-flag=--feature-gates=ShardedListAndWatch=true -- CMD
+//
 // The binaries are built with the Go module proxy (nothing else is downloaded)
 // into the per-user cache, os.UserCacheDir()/kctl/..., once per version, and
 // shared with kctltest; build prints that folder. KCTL_CONTROLPLANE_BIN, when
@@ -45,9 +51,27 @@ import (
 
 const usage = `usage: go run ./hack/controlplane COMMAND
   build                                   build etcd, kube-apiserver and kubectl if need be, print their folder
-  run [-kubeconfig-out FILE] -- CMD ARGS  start a control plane, run CMD against it, stop it
-  start -dir DIR                          start a control plane in the background in DIR (must be new or empty)
-  stop -dir DIR                           stop the control plane started in DIR and remove DIR`
+  run [-kubeconfig-out FILE] [-apiserver-flag F]... -- CMD ARGS
+                                          start a control plane, run CMD against it, stop it
+  start -dir DIR [-apiserver-flag F]...   start a control plane in the background in DIR (must be new or empty)
+  stop -dir DIR                           stop the control plane started in DIR and remove DIR
+-apiserver-flag F adds F to kube-apiserver's command line (after kctl's own), once per flag, e.g.
+  -apiserver-flag=--feature-gates=ShardedListAndWatch=true   (sharding's server-side selector)`
+
+// apiFlags collects the repeated -apiserver-flag values.
+type apiFlags []string
+
+func (f *apiFlags) String() string { return strings.Join(*f, " ") }
+
+func (f *apiFlags) Set(v string) error {
+	if !strings.HasPrefix(v, "--") {
+		return fmt.Errorf("%q is not a kube-apiserver flag: give it with its dashes, e.g. --feature-gates=ShardedListAndWatch=true", v)
+	}
+	*f = append(*f, v)
+	return nil
+}
+
+const apiFlagHelp = "an extra kube-apiserver flag, e.g. --feature-gates=ShardedListAndWatch=true; repeat for more"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -94,6 +118,8 @@ func fail(err error) int {
 func runCommand(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	kubeconfigOut := fs.String("kubeconfig-out", "", "also write the admin kubeconfig to this file (left behind)")
+	var extra apiFlags
+	fs.Var(&extra, "apiserver-flag", apiFlagHelp)
 	fs.Parse(args)
 	if fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, usage)
@@ -116,7 +142,7 @@ func runCommand(args []string) int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	c := &controlplane.Cluster{Dir: dir, Bin: bin, Log: os.Stderr}
+	c := &controlplane.Cluster{Dir: dir, Bin: bin, Log: os.Stderr, APIFlags: extra}
 	defer c.Down()
 	err = os.WriteFile(filepath.Join(dir, "runner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if err == nil {
@@ -185,6 +211,8 @@ func forward(pid int, s syscall.Signal) {
 func startBackground(args []string) error {
 	fs := flag.NewFlagSet("start", flag.ExitOnError)
 	dir := fs.String("dir", "", "folder for the control plane's files; created, must be new or empty")
+	var extra apiFlags
+	fs.Var(&extra, "apiserver-flag", apiFlagHelp)
 	fs.Parse(args)
 	if *dir == "" {
 		return errors.New("start needs -dir DIR")
@@ -205,7 +233,7 @@ func startBackground(args []string) error {
 	}
 	ctx, stopNotify := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopNotify()
-	c := &controlplane.Cluster{Dir: abs, Bin: bin, Detach: true, Log: os.Stderr}
+	c := &controlplane.Cluster{Dir: abs, Bin: bin, Detach: true, Log: os.Stderr, APIFlags: extra}
 	if err := c.Up(ctx); err != nil {
 		c.Down()
 		os.RemoveAll(abs)

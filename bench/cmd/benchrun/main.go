@@ -7,6 +7,7 @@
 //	benchrun footprint|rss|e2e|sync|queue [flags]   one part
 //	benchrun rss-probe [flags]  where each stack's idle RSS goes (not part of all)
 //	benchrun prof-share [-focus RE] BINARY PROFILE...  share of profile samples under RE (default: kctl's history)
+//	benchrun shard [flags]      1, 2 and 3 sharded replicas (needs a gated control plane: see shard.go)
 //	benchrun sync-child -stack S -want N            one initial-sync measurement (used by sync)
 //
 // With -kctl-base DIR it also measures kctl as checked out in DIR, as the
@@ -85,7 +86,7 @@ func (env *env) progress(format string, args ...any) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchrun all|footprint|rss|e2e|sync|queue|rss-probe|sync-child [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchrun all|footprint|rss|e2e|sync|queue|rss-probe|prof-share|shard|sync-child [flags]")
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
@@ -95,6 +96,8 @@ func main() {
 		err = syncChild(args)
 	case "prof-share":
 		err = profShare(args)
+	case "shard":
+		err = shardCommand(args) // shard.go: 1, 2 and 3 sharded replicas
 	default:
 		err = runParts(cmd, args)
 	}

@@ -2,10 +2,15 @@
 // ReplicaSet with pod-count=<n>, n being the number of Pods in the cache that
 // match the ReplicaSet's selector, and writes only when the label changes.
 //
-//	kctl --kubeconfig FILE [--qps 500] [--workers 2] [--history]
+//	kctl --kubeconfig FILE [--qps 500] [--workers 2] [--history] [--metrics-addr ADDR] [--pprof-addr ADDR]
 //	     [--cpuprofile FILE [--cpuprofile-hz 1000]] [--memprofile FILE]
+//	     [--shards --shard-namespace NS [--shard-group podcount] [--shard-identity ID]
+//	      [--lease-duration D --renew-deadline D --renew-period D]]
 //
-// Everything not set by a flag is kctl's default. --history turns on the
+// Everything not set by a flag is kctl's default. --shards runs it as one
+// replica of a shard group (Manager.Shard): run the same command N times,
+// each with its own --shard-identity, and they share the ReplicaSets by
+// namespace (benchrun shard). --history turns on the
 // Manager's per-key reconcile history with its defaults
 // (Manager.KeepHistory), to measure what it costs (the stack kctl-history
 // of benchrun). --cpuprofile-hz samples the CPU profile more often than Go's
@@ -39,6 +44,16 @@ func main() {
 	cpuHz := flag.Int("cpuprofile-hz", 0, "CPU profile samples a second; 0 keeps Go's 100")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	history := flag.Bool("history", false, "keep each key's last reconciles (Manager.KeepHistory with its defaults)")
+	metricsAddr := flag.String("metrics-addr", "", "serve the metrics page on this address (Manager.ServeMetrics); empty: none")
+	pprofAddr := flag.String("pprof-addr", "", "serve /debug/pprof/ on this address (Manager.ServePprof); heap?gc=1 collects first; empty: none")
+	shards := flag.Bool("shards", false, "run as one replica of a shard group (Manager.Shard): the replicas share the work and the cache")
+	var shard kctl.ShardOptions
+	flag.StringVar(&shard.Group, "shard-group", "podcount", "with --shards: the group's name")
+	flag.StringVar(&shard.Namespace, "shard-namespace", "", "with --shards: the namespace of the group's Leases (required outside a cluster)")
+	flag.StringVar(&shard.Identity, "shard-identity", "", "with --shards: this replica's name in the group; empty: <hostname>-<random>")
+	flag.DurationVar(&shard.LeaseDuration, "lease-duration", 0, "with --shards: ShardOptions.LeaseDuration; 0: kctl's default")
+	flag.DurationVar(&shard.RenewDeadline, "renew-deadline", 0, "with --shards: ShardOptions.RenewDeadline; 0: kctl's default")
+	flag.DurationVar(&shard.RenewPeriod, "renew-period", 0, "with --shards: ShardOptions.RenewPeriod; 0: kctl's default")
 	flag.Parse()
 	if *cpuprofile != "" {
 		stop := startProfile(*cpuprofile, *cpuHz)
@@ -63,6 +78,17 @@ func main() {
 	}
 	if *history {
 		mgr.KeepHistory(kctl.HistoryOptions{})
+	}
+	if *shards {
+		if err := mgr.Shard(shard); err != nil {
+			fail(log, err)
+		}
+	}
+	if err := mgr.ServeMetrics(*metricsAddr); err != nil {
+		fail(log, err)
+	}
+	if err := mgr.ServePprof(*pprofAddr); err != nil {
+		fail(log, err)
 	}
 	pods := kctl.ClientFor[corev1.Pod](mgr)
 	rsets := kctl.ClientFor[appsv1.ReplicaSet](mgr)
