@@ -74,7 +74,7 @@ demo:
 # The bench/ module (controller-runtime and client-go side by side) must keep
 # building, though make bench itself is too slow for every test run.
 benchbuild:
-	cd bench && $(GO) vet ./...
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./cmd/...
 
 # make bench  compares kctl with controller-runtime and client-go (bench/, its
 #             own module): footprint, initial sync, queue, end to end, on a
