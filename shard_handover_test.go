@@ -20,7 +20,7 @@ func (r *shardReplica) round(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: live: %v", r.m.cfg.Identity, err)
 	}
-	owners := shardhash.Assign(view.members, r.m.cfg.Ranges)
+	owners := shardhash.AssignWeighted(view.members, make([]int, r.m.cfg.Ranges))
 	_, drain := r.h.Look(owners, view.taken)
 	for _, rg := range drain {
 		r.h.Drained(rg)
