@@ -27,6 +27,7 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	for _, id := range []string{"m-0", "m-1", "m-2"} {
 		live[id] = startShardMember(t, cfg, leaseNS, id, log)
 	}
+	var owners []string
 	settle := func(step string) {
 		t.Helper()
 		var ms []*shardMember
@@ -34,7 +35,7 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 			ms = append(ms, live[id])
 		}
 		start := time.Now()
-		waitServing(t, ms)
+		owners = waitServing(t, ms)
 		t.Logf("%s: %d members settled in %v", step, len(ms), time.Since(start).Round(time.Millisecond))
 	}
 	settle("start")
@@ -85,7 +86,7 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	churn.Wait()
 	t.Logf("%d changes made during the membership changes", changes)
 
-	per := checkReconciledBy(t, cfg, log, keys, []string{"m-0", "m-1", "m-2"}, "after-churn")
+	per := checkReconciledBy(t, cfg, log, keys, owners, "after-churn")
 	t.Logf("after the churn: reconciled %v", per)
 	if bad := log.overlaps(); len(bad) > 0 {
 		t.Errorf("%d keys reconciled by two members at once:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))

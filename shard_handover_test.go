@@ -20,7 +20,7 @@ func (r *shardReplica) round(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: live: %v", r.m.cfg.Identity, err)
 	}
-	owners := shardhash.Assign(view.members, r.m.cfg.Ranges)
+	owners := shardhash.AssignWeighted(view.members, namespaceWeights(r.m.cfg.Ranges))
 	_, drain := r.h.Look(owners, view.taken)
 	for _, rg := range drain {
 		r.h.Drained(rg)
@@ -28,6 +28,16 @@ func (r *shardReplica) round(t *testing.T) {
 	if err := r.m.renew(t.Context(), r.h.Recorded()); err != nil {
 		t.Fatalf("%s: renew: %v", r.m.cfg.Identity, err)
 	}
+}
+
+// namespaceWeights is the weights of n ranges holding 300 namespaces
+// named as clusters name them.
+func namespaceWeights(n int) []int {
+	w := make([]int, n)
+	for _, ns := range realNamespaceNames(300) {
+		w[shardhash.Bucket(ns, n)]++
+	}
+	return w
 }
 
 // checkShards fails t if two replicas serve one range, and reports how
@@ -78,7 +88,7 @@ func TestShardHandover_JoinAndLeave_OnTheServer(t *testing.T) {
 	settle(64, a)
 	b := newReplica("b")
 	settle(64, a, b)
-	owners := shardhash.Assign([]string{"a", "b"}, 64)
+	owners := shardhash.AssignWeighted([]string{"a", "b"}, namespaceWeights(64))
 	for rg, o := range owners {
 		r := map[string]*shardReplica{"a": a, "b": b}[o]
 		if r.h.State(rg) != handover.Serving {

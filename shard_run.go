@@ -2,7 +2,7 @@ package kctl
 
 // An extra (sharding): one member's run (shardRun.run): join the group,
 // then every RenewPeriod look at the live members, assign the ranges
-// (shardhash.Assign), hand over (internal/handover), renew its Lease
+// (shardhash.AssignWeighted), hand over (internal/handover), renew its Lease
 // recording what it holds, and act (shard_state.go); on shutdown drain
 // everything and leave; on losing its Lease stop all work.
 
@@ -127,7 +127,8 @@ func (s *shardRun) look(ctx context.Context) error {
 		case err != nil:
 			s.log.Warn("sharding: could not list the group", "err", err)
 		default:
-			owners := shardhash.Assign(view.members, s.cfg.Ranges)
+			owners := shardhash.AssignWeighted(view.members,
+				s.weights())
 			start, drain = s.hand.Look(owners, view.taken)
 			s.setLive(len(view.members))
 		}

@@ -293,6 +293,17 @@ func (s *shardRun) controllers() []namedController {
 	return cs
 }
 
+// weights is the number of namespaces in each range, as this member's
+// Namespace informer sees them now: what the assignment balances.
+func (s *shardRun) weights() []int {
+	nss, _ := s.namespaces.List(ListOptions{}) // no selector: no error
+	w := make([]int, s.cfg.Ranges)
+	for _, ns := range nss {
+		w[shardhash.Bucket(ns.Name, s.cfg.Ranges)]++
+	}
+	return w
+}
+
 // updateSelector makes the selector name the namespaces of the held
 // ranges; if it changed, the informers list again with it, except those
 // whose server ignores it. The run loop's only.

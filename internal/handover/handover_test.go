@@ -77,6 +77,7 @@ type sim struct {
 	rng     *rand.Rand
 	members map[string]*simMember
 	records map[string][]int // the Leases' records, by member; a dead member's until it expires
+	weights []int            // the namespaces in each range now
 	step    int
 }
 
@@ -86,6 +87,9 @@ type simMember struct {
 	leave  bool // leaving gracefully: owns nothing, leaves once all is released
 	stale  []string
 	staleN int // looks left with the stale view of the group
+	// weights: the namespaces in each range as this member's informer
+	// sees them: it catches up with the sim's at random.
+	weights []int
 	// listed: the others' records as listed, for the next look; nil: list
 	// first. A list and the look that uses it are separate steps, so other
 	// members' writes fall between them.
@@ -127,7 +131,10 @@ func (s *sim) look(id string) {
 		view = m.stale
 		m.staleN--
 	}
-	own := shardhash.Assign(view, s.n)
+	if s.rng.IntN(2) == 0 {
+		m.weights = slices.Clone(s.weights)
+	}
+	own := shardhash.AssignWeighted(view, m.weights)
 	if m.leave {
 		own = make([]string, s.n)
 	}
@@ -162,17 +169,23 @@ func (s *sim) check(t *testing.T) {
 	}
 }
 
-// Under joins, graceful leaves, deaths, divergent views of the group and
-// random interleavings, no range is ever served by two members; once views
-// agree and nothing changes, every range is served by its assigned owner.
+// Under joins, graceful leaves, deaths, divergent views of the group,
+// namespaces coming and going (the ranges' weights) seen by each member
+// at its own time, and random interleavings, no range is ever served by
+// two members; once views agree and nothing changes, every range is
+// served by its assigned owner.
 func TestMember_Simulation_NoRangeServedTwice(t *testing.T) {
 	for seed := range uint64(30) {
 		s := &sim{n: 16, rng: rand.New(rand.NewPCG(seed, 99)), members: map[string]*simMember{}, records: map[string][]int{}}
+		s.weights = make([]int, s.n)
+		for range 40 {
+			s.weights[s.rng.IntN(s.n)]++
+		}
 		next := 0
 		join := func() {
 			id := fmt.Sprintf("m%d", next)
 			next++
-			s.members[id] = &simMember{h: New(id, s.n), alive: true}
+			s.members[id] = &simMember{h: New(id, s.n), alive: true, weights: slices.Clone(s.weights)}
 		}
 		join()
 		for s.step = 0; s.step < 3000; s.step++ {
@@ -200,7 +213,11 @@ func TestMember_Simulation_NoRangeServedTwice(t *testing.T) {
 				m := s.members[ids[s.rng.IntN(len(ids))]]
 				m.stale = s.live()
 				m.staleN = s.rng.IntN(20)
-			case p < 13:
+			case p < 16:
+				// a namespace is created or deleted: one range's weight changes
+				r := s.rng.IntN(s.n)
+				s.weights[r] = max(0, s.weights[r]+s.rng.IntN(3)-1)
+			case p < 19:
 				// a dead member's Lease expires: its records stop counting
 				for id, m := range s.members {
 					if !m.alive {
@@ -233,6 +250,7 @@ func TestMember_Simulation_NoRangeServedTwice(t *testing.T) {
 		for range 10 {
 			for id, m := range s.members {
 				m.staleN = 0
+				m.weights = slices.Clone(s.weights)
 				for r := range s.n {
 					m.h.Drained(r)
 				}
@@ -245,7 +263,7 @@ func TestMember_Simulation_NoRangeServedTwice(t *testing.T) {
 				s.check(t)
 			}
 		}
-		want := shardhash.Assign(s.live(), s.n)
+		want := shardhash.AssignWeighted(s.live(), s.weights)
 		for r := range s.n {
 			if want[r] == "" {
 				continue

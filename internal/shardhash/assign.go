@@ -1,7 +1,6 @@
 package shardhash
 
 import (
-	"cmp"
 	"encoding/binary"
 	"hash/fnv"
 	"slices"
@@ -25,23 +24,7 @@ func Assign(members []string, n int) []string {
 	if len(ms) == 0 {
 		return owners
 	}
-	type pair struct {
-		score  uint64
-		rng    int
-		member int
-	}
-	pairs := make([]pair, 0, n*len(ms))
-	for r := range n {
-		for j, m := range ms {
-			p := pair{score: Score(m, r), rng: r, member: j}
-			pairs = append(pairs, p)
-		}
-	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		return cmp.Or(cmp.Compare(b.score, a.score),
-			cmp.Compare(a.rng, b.rng),
-			cmp.Compare(a.member, b.member))
-	})
+	pairs := rankedPairs(ms, n)
 	// n%m members may own one range more than n/m.
 	share := n / len(ms)
 	extra := n % len(ms)
