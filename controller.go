@@ -188,6 +188,10 @@ type controllerHost struct {
 	owns func(k Key) bool
 	// sharded: the controllers run on every replica (Manager.ownsKey).
 	sharded func() bool
+	// leaseOf, if set, is the lease context of a run on every replica:
+	// ctx's values, ending only when this replica must stop reconciling
+	// at once (Manager.leaseOf: a sharded member that lost its Lease).
+	leaseOf func(ctx context.Context) context.Context
 }
 
 // historian keeps a controller's per-key history (history.go): each

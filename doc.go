@@ -61,8 +61,9 @@
 //  26. controller_sources.go: Owns and Watches, other types' events as keys.
 //  27. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
 //  28. checks.go: the Manager's readiness and liveness checks.
-//  29. manager.go: Manager: NewManager, ClientFor, NewController, Add.
-//  30. start.go: Manager.Start, and lead, one leadership term.
+//  29. manager.go: Manager: NewManager, ClientFor, Add.
+//  30. manager_controllers.go: NewController, and the Manager as its controllers' host.
+//  31. start.go: Manager.Start, and lead, one leadership term.
 //
 // # How data flows
 //

@@ -1,17 +1,15 @@
 package kctl
 
 // Manager: its Options, NewManager, and what it makes and holds: the
-// shared cache, ClientFor, NewController, the runnables (Add) and the
-// health checks. How it runs is in start.go.
+// shared cache, ClientFor, the runnables (Add) and the health checks. Its
+// controllers (NewController) are in manager_controllers.go; how it runs,
+// in start.go.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -22,6 +20,19 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
+
+// namedController is what the Manager uses of a Controller[T] of any T.
+type namedController interface {
+	unsynced() error
+	runLed(ctx, leaseCtx context.Context) error
+	runEverywhere(ctx context.Context) error
+	busy() string
+	logError(msg string)
+	Enqueue(k Key)
+	stateOf(k Key) keyState
+	inFlight(match func(k Key) bool) bool
+	replayKeys()
+}
 
 // Options configure a Manager. The zero value is ready to use.
 type Options struct {
@@ -87,6 +98,10 @@ type Manager struct {
 	// (controllerHost.owns). nil: every key is this replica's. Fixed from
 	// Start on; it must be fast and safe for concurrent use.
 	ownsKey func(k Key) bool
+	// memberLost, if set (Shard, before Start), ends when this member
+	// lost its Lease: the runs on every replica then cancel their
+	// in-flight reconciles (leaseOf).
+	memberLost context.Context
 	// informerMade, if set (shard.go's Shard, before Start), sees every
 	// informer of the cache, whole or metadata-only, as it is made and
 	// before it runs, under the cache's lock (Cache.made).
@@ -215,171 +230,6 @@ func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
 //
 //	kctl.ScopeFor[corev1.Secret](mgr.Cache(), kctl.Scope{Namespaces: []string{"app"}})
 func (m *Manager) Cache() *Cache { return m.cache }
-
-// NewController makes a controller named name that calls reconcile for every
-// object of type T that changes, and for every key other sources enqueue.
-// T is inferred from reconcile:
-//
-//	c := kctl.NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (kctl.Result, error) { ... })
-func NewController[T any, PT Object[T]](
-	m *Manager,
-	name string,
-	reconcile func(ctx context.Context, obj *T) (Result, error),
-) *Controller[T] {
-	c := &Controller[T]{}
-	c.setUp(m, name)
-	c.reconcile = reconcile
-	c.client = &NewClient[T, PT](m.conn).client
-	c.ops = c.client.codec.ops
-	res, err := ResourceOf[T]()
-	var informer *Informer[T]
-	if err == nil {
-		c.res = res
-		informer, err = InformerFor[T, PT](m.cache)
-	}
-	if err != nil {
-		m.misuse(fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err)))
-		return c
-	}
-	c.watchOwn(&informer.informer, m.writes)
-	m.register(&c.controller, name, res.Kind+", made at "+caller())
-	return c
-}
-
-// watchOwn makes the changes of inf, the informer of the controller's own
-// objects (of c.res), enqueue their keys, and has the finalizer writes of
-// its client recorded by writes (read-your-writes).
-func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
-	c.informer = inf
-	connect := func() { c.informer.addHandler(live(c.onEvent)) }
-	c.connects = append(c.connects, connect)
-	c.caches = append(c.caches, c.informer)
-	c.client.afterWrite = func(obj metav1.Object) {
-		writes.record(c.res, obj)
-	}
-	c.replays = append(c.replays, replay(c.informer, c.onEvent))
-}
-
-// setUp makes the parts of a new controller, named name, that do not
-// depend on what it reconciles: its defaults, and its host m.
-func (c *controller[P]) setUp(m *Manager, name string) {
-	c.name = name
-	c.workers = 1
-	c.log = m.log.With("controller", name)
-	c.triggers = map[Key]*Trigger{}
-	c.later = map[Key]*Trigger{}
-	c.deleted = map[Key]P{}
-	c.kept = map[Key]Trigger{}
-	c.active = map[Key]time.Time{}
-	c.host = controllerHost{
-		cache:           m.cache,
-		writes:          m.writes,
-		misuse:          m.misuse,
-		add:             m.Add,
-		drainBy:         m.shutdown.drainBy,
-		shutdownTimeout: m.opts.ShutdownTimeout,
-		observe: func(name string, workers int) controllerObserver {
-			return m.metrics.Controller(name, workers)
-		},
-		history: m.historyOf,
-		owns:    m.owns,
-		sharded: m.sharded,
-	}
-}
-
-// owns reports whether this replica owns key k now: always, unless the
-// Manager is sharded (ownsKey).
-func (m *Manager) owns(k Key) bool {
-	if m.ownsKey == nil {
-		return true
-	}
-	return m.ownsKey(k)
-}
-
-// sharded reports whether ownsKey is set (Shard).
-func (m *Manager) sharded() bool { return m.ownsKey != nil }
-
-// historyOf is the historian of controller name, or nil while the
-// Manager keeps no history.
-func (m *Manager) historyOf(name string) historian {
-	m.mu.Lock()
-	hook := m.history
-	m.mu.Unlock()
-	if hook == nil {
-		return nil
-	}
-	return hook(name)
-}
-
-// namedController is what the Manager uses of a Controller[T] of any T.
-type namedController interface {
-	unsynced() error
-	runLed(ctx, leaseCtx context.Context) error
-	runEverywhere(ctx context.Context) error
-	busy() string
-	logError(msg string)
-	Enqueue(k Key)
-	stateOf(k Key) keyState
-	inFlight(match func(k Key) bool) bool
-	replayKeys()
-}
-
-// register adds controller c, named name, to the Manager, unless the
-// name is taken; made says what made it, for that error.
-func (m *Manager) register(
-	c namedController,
-	name string,
-	made string,
-) {
-	// Two runnables: which one runs the controller is fixed when its
-	// caches have synced (NeedLeader); the other then returns.
-	runnable := Runnable{
-		Name:       "controller " + name,
-		NeedLeader: true,
-		runTerm:    c.runLed,
-		busy:       c.busy,
-	}
-	// Run is what runTerm does outside a term, whose lease never ends.
-	runnable.Run = func(ctx context.Context) error {
-		return c.runLed(ctx, context.WithoutCancel(ctx))
-	}
-	everywhere := Runnable{
-		Name: "controller " + name + " (every replica)",
-		Run:  c.runEverywhere,
-		busy: c.busy,
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	first, taken := m.names[name]
-	if taken {
-		m.misuseLocked(fmt.Errorf("kctl: two controllers are named %q: "+
-			"one of %s, and one of %s; "+
-			"give each a name of its own "+
-			"(metrics and logs are keyed by it)",
-			name, first, made))
-		return
-	}
-	m.names[name] = made
-	m.byName[name] = c
-	m.controllers = append(m.controllers, c)
-	err := errors.Join(
-		m.addLocked(runnable),
-		m.addLocked(everywhere),
-	)
-	if err != nil {
-		c.logError(err.Error())
-	}
-}
-
-// caller names the file and line that called NewController, e.g.
-// "main.go:42".
-func caller() string {
-	_, file, line, ok := runtime.Caller(2)
-	if !ok {
-		return "an unknown place"
-	}
-	return fmt.Sprintf("%s:%d", filepath.Base(file), line)
-}
 
 // ClientFor returns a client for T whose reads come from the manager's shared
 // cache (as copies you may change) and whose writes go to the API server.

@@ -13,9 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Membership changes while objects change at about 50/s: members stop
-// gracefully, are killed (their Lease left to expire) and come back under
-// their own identity, 8 changes in all. After each the live members settle
+// Membership changes while objects change at about 50/s: the group grows
+// from 1 member to 3; members stop gracefully, are killed (their context
+// ends at once and their Lease is left to expire, as after a SIGKILL) and
+// come back under their own identity, 20 changes in all. After each the live members settle
 // on their ranges; at no time is a key reconciled by two members at once;
 // and once the changes stop, every object is reconciled by its owner.
 func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
@@ -24,9 +25,7 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	keys := shardFixture(t, cfg, realNamespaceNames(60), 2)
 	log := &shardLog{}
 	live := map[string]*shardMember{}
-	for _, id := range []string{"m-0", "m-1", "m-2"} {
-		live[id] = startShardMember(t, cfg, leaseNS, id, log)
-	}
+	live["m-0"] = startShardMember(t, cfg, leaseNS, "m-0", log)
 	var owners []string
 	settle := func(step string) {
 		t.Helper()
@@ -43,6 +42,11 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	// Changes at about 50/s, round robin over the ReplicaSets.
 	stop := make(chan struct{})
 	var churn sync.WaitGroup
+	stopChurn := sync.OnceFunc(func() {
+		close(stop)
+		churn.Wait()
+	})
+	t.Cleanup(stopChurn) // a failed step ends the test: no Errorf after it
 	changes := 0
 	churn.Go(func() {
 		rsets := NewClient[appsv1.ReplicaSet](testProbeConn(t, cfg))
@@ -64,9 +68,15 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 			changes = i + 1
 		}
 	})
+	// From 1 member to 3, then 18 changes more: 4 kills, 5 graceful
+	// stops, and back to 3 each time.
 	steps := []struct{ op, id string }{
-		{"stop", "m-2"}, {"start", "m-2"}, {"kill", "m-1"}, {"start", "m-1"},
+		{"start", "m-1"}, {"start", "m-2"},
+		{"kill", "m-1"}, {"stop", "m-2"}, {"start", "m-1"}, {"start", "m-2"},
 		{"stop", "m-0"}, {"start", "m-0"}, {"kill", "m-2"}, {"start", "m-2"},
+		{"stop", "m-1"}, {"start", "m-1"}, {"kill", "m-0"}, {"start", "m-0"},
+		{"stop", "m-2"}, {"kill", "m-1"}, {"start", "m-1"}, {"start", "m-2"},
+		{"stop", "m-0"}, {"start", "m-0"},
 	}
 	for _, s := range steps {
 		switch s.op {
@@ -82,8 +92,7 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 		}
 		settle(s.op + " " + s.id)
 	}
-	close(stop)
-	churn.Wait()
+	stopChurn()
 	t.Logf("%d changes made during the membership changes", changes)
 
 	per := checkReconciledBy(t, cfg, log, keys, owners, "after-churn")

@@ -5,6 +5,7 @@ package kctl
 // core declares (ownsKey, informerMade) and the member's run.
 
 import (
+	"context"
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -48,7 +49,11 @@ type shardLeases interface {
 
 // shard is Shard returning the member it made (for tests).
 func (m *Manager) shard(opts ShardOptions) (*shardRun, error) {
-	leases := NewClient[coordinationv1.Lease](m.conn)
+	conn, err := m.leaseConn()
+	if err != nil {
+		return nil, err
+	}
+	leases := NewClient[coordinationv1.Lease](conn)
 	return m.shardWith(opts, leases)
 }
 
@@ -106,8 +111,11 @@ func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, e
 		}
 	}
 	m.cache.mu.Unlock()
+	lost, loseWork := context.WithCancelCause(context.Background())
+	s.loseWork = loseWork
 	m.mu.Lock()
 	m.ownsKey = s.owns
+	m.memberLost = lost
 	m.mu.Unlock()
 	m.health.addNoted("shard", true, s.notReady, s.note)
 	err = m.Add(Runnable{Name: "shard member", Run: s.run})

@@ -210,17 +210,23 @@ func (s *shardRun) lose(err error) {
 	s.series.Owned.Store(0)
 	s.log.Error("sharding: lost this member's Lease; "+
 		"stopping all work", "err", err)
+	cause := fmt.Errorf("kctl: sharding: member %q of group %q "+
+		"stopped all its work (%w): %w", s.cfg.Identity,
+		s.cfg.Group, unprefixed(ErrLeaderLost), unprefixed(err))
+	if s.loseWork != nil {
+		s.loseWork(cause)
+	}
 	s.m.mu.Lock()
 	cancel := s.m.cancel
 	s.m.mu.Unlock()
-	cancel(fmt.Errorf("kctl: sharding: member %q of group %q "+
-		"stopped all its work (%w): %w", s.cfg.Identity,
-		s.cfg.Group, unprefixed(ErrLeaderLost), unprefixed(err)))
+	cancel(cause)
 }
 
 // stop is a graceful stop: take no key, renew until no reconcile is in
 // flight (at most until the shutdown's abandonAt), then delete the
-// Lease, so that the peers take the ranges at their next look.
+// Lease, so that the peers take the ranges at their next look. If no
+// renewal succeeds for RenewDeadline meanwhile, it cancels the in-flight
+// reconciles (lose) before a peer may judge the Lease expired.
 func (s *shardRun) stop(ctx context.Context) {
 	s.mu.Lock()
 	clear(s.serving)
@@ -236,6 +242,12 @@ func (s *shardRun) stop(ctx context.Context) {
 		if time.Now().After(next) {
 			s.renewOnce(rctx)
 			next = time.Now().Add(s.cfg.RenewPeriod)
+		}
+		if !time.Now().Before(s.renewBy()) {
+			s.lose(fmt.Errorf("kctl: sharding: not renewed for "+
+				"RenewDeadline (%v) while draining",
+				s.cfg.RenewDeadline))
+			return
 		}
 		time.Sleep(10 * time.Millisecond) // a poll; bounded by abandonAt
 	}
@@ -257,9 +269,12 @@ func (s *shardRun) stop(ctx context.Context) {
 func (s *shardRun) renewOnce(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewPeriod)
 	defer cancel()
+	begun := time.Now()
 	err := s.members.renew(rctx, s.hand.Recorded())
 	if err != nil {
 		s.log.Warn("sharding: could not renew while draining",
 			"err", err)
+		return
 	}
+	s.renewed = begun
 }

@@ -7,6 +7,7 @@ package kctl
 // is in shard_run.go.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -52,6 +53,10 @@ type shardRun struct {
 	draining map[int]*drainState
 	// renewed is the start of the last successful renewal.
 	renewed time.Time
+	// loseWork cancels the in-flight reconciles of every controller
+	// (Manager.memberLost) with its cause: the Lease is lost or no
+	// longer renewed in time, so peers may take the ranges.
+	loseWork context.CancelCauseFunc
 	// recorded: the last renewal wrote hand.Recorded(); a Look is
 	// made only then (handover's rule).
 	recorded bool

@@ -41,7 +41,11 @@ func (c *controller[P]) runEverywhere(ctx context.Context) error {
 	if !c.runsEverywhere() {
 		return nil
 	}
-	return c.run(ctx, context.WithoutCancel(ctx))
+	lease := context.WithoutCancel(ctx)
+	if c.host.leaseOf != nil {
+		lease = c.host.leaseOf(ctx)
+	}
+	return c.run(ctx, lease)
 }
 
 // runsEverywhere reports whether the controller runs on every replica.
