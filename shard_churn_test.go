@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/podfixture"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -22,7 +23,7 @@ import (
 func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	cfg := testShardedConfig(t)
 	leaseNS := testNamespace(t, cfg)
-	keys := shardFixture(t, cfg, realNamespaceNames(60), 2)
+	keys := shardFixture(t, cfg, podfixture.Namespaces(60), 2)
 	log := &shardLog{}
 	live := map[string]*shardMember{}
 	live["m-0"] = startShardMember(t, cfg, leaseNS, "m-0", log)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kctl-dev/kctl/internal/handover"
+	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/shardhash"
 )
 
@@ -34,7 +35,7 @@ func (r *shardReplica) round(t *testing.T) {
 // named as clusters name them.
 func namespaceWeights(n int) []int {
 	w := make([]int, n)
-	for _, ns := range realNamespaceNames(300) {
+	for _, ns := range podfixture.Namespaces(300) {
 		w[shardhash.Bucket(ns, n)]++
 	}
 	return w

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/shardhash"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -176,17 +177,6 @@ func (m *shardMember) readyz() string {
 	return rec.Body.String()
 }
 
-// realNamespaceNames is n namespaces named as clusters name them.
-func realNamespaceNames(n int) []string {
-	ns := []string{"team-a", "team-b", "team-c", "payments-prod", "payments-staging",
-		"checkout-prod", "checkout-staging", "search-prod", "search-staging", "data-platform",
-		"ml-training", "monitoring", "logging", "ingress-nginx", "cert-manager", "argocd", "ci"}
-	for i := 1; len(ns) < n; i++ {
-		ns = append(ns, fmt.Sprintf("tenant-%04d", i))
-	}
-	return ns[:n]
-}
-
 // shardFixture creates the namespaces (kept if they exist: namespaces
 // are never deleted on a test control plane) and perNS ReplicaSets named
 // rs-<run>-<j> in each, and returns their keys.
@@ -312,7 +302,7 @@ func waitServing(t *testing.T, ms []*shardMember) []string {
 // serverSide says whether it serves the shard selector.
 func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 	leaseNS := testNamespace(t, cfg)
-	nss := realNamespaceNames(300)
+	nss := podfixture.Namespaces(300)
 	keys := shardFixture(t, cfg, nss, 2)
 	log := &shardLog{}
 	ids := []string{"m-0", "m-1", "m-2"}

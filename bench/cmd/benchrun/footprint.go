@@ -203,26 +203,9 @@ func rssPhase(ctx context.Context, env *env, fp map[string]*footprint) error {
 	}
 	defer clearNamespace(context.WithoutCancel(ctx), cs, rssNamespace)
 	env.progress("rss: creating %d ReplicaSets with %d Pods each", env.rssRS, env.rssPods)
-	err := parallel(env.rssRS, 16, func(i int) error {
-		rs, err := cs.AppsV1().ReplicaSets(rssNamespace).Create(ctx, replicaSet(rssNamespace, fmt.Sprintf("rs-%d", i), int32(env.rssPods)),
-			metav1.CreateOptions{FieldManager: fieldManager})
-		if err != nil {
-			return err
-		}
-		for j := range env.rssPods {
-			if _, err := cs.CoreV1().Pods(rssNamespace).Create(ctx, ownedPod(rs, fmt.Sprintf("%s-p%d", rs.Name, j)),
-				metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	want, err := createIdleFixture(ctx, env, rssNamespace)
 	if err != nil {
 		return err
-	}
-	want := map[string]string{}
-	for i := range env.rssRS {
-		want[fmt.Sprintf("rs-%d", i)] = fmt.Sprint(env.rssPods)
 	}
 	for run := range env.runs {
 		for _, st := range rotate(env.stacks, run) {

@@ -223,3 +223,32 @@ func createVariedPods(ctx context.Context, cs kubernetes.Interface, ns, _ string
 		return err
 	})
 }
+
+// createIdleFixture creates env.rssRS ReplicaSets rs-<i> in ns with
+// env.rssPods Pods each (the idle RSS measurements' cluster), and returns
+// the pod-count label podcount must write on each.
+func createIdleFixture(ctx context.Context, env *env, ns string) (map[string]string, error) {
+	cs := env.cs
+	err := parallel(env.rssRS, 16, func(i int) error {
+		rs, err := cs.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(ns, fmt.Sprintf("rs-%d", i), int32(env.rssPods)),
+			metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return err
+		}
+		for j := range env.rssPods {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, ownedPod(rs, fmt.Sprintf("%s-p%d", rs.Name, j)),
+				metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{}
+	for i := range env.rssRS {
+		want[fmt.Sprintf("rs-%d", i)] = fmt.Sprint(env.rssPods)
+	}
+	return want, nil
+}

@@ -49,26 +49,9 @@ func probeSection(ctx context.Context, env *env, variants []string, report *stri
 	}
 	defer clearNamespace(context.WithoutCancel(ctx), cs, probeNamespace)
 	env.progress("rss-probe: creating %d ReplicaSets with %d Pods each", env.rssRS, env.rssPods)
-	err := parallel(env.rssRS, 16, func(i int) error {
-		rs, err := cs.AppsV1().ReplicaSets(probeNamespace).Create(ctx, replicaSet(probeNamespace, fmt.Sprintf("rs-%d", i), int32(env.rssPods)),
-			metav1.CreateOptions{FieldManager: fieldManager})
-		if err != nil {
-			return err
-		}
-		for j := range env.rssPods {
-			if _, err := cs.CoreV1().Pods(probeNamespace).Create(ctx, ownedPod(rs, fmt.Sprintf("%s-p%d", rs.Name, j)),
-				metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	want, err := createIdleFixture(ctx, env, probeNamespace)
 	if err != nil {
 		return err
-	}
-	want := map[string]string{}
-	for i := range env.rssRS {
-		want[fmt.Sprintf("rs-%d", i)] = fmt.Sprint(env.rssPods)
 	}
 	type row struct{ stack, variant string }
 	var rows []row

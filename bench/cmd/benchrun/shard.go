@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/podfixture"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -150,25 +151,13 @@ func (se *shardEnv) progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(se.started).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// shardNamespaces is n namespaces named as clusters name them: teams,
-// services by stage, platform tools, then tenant-0001 on.
-func shardNamespaces(n int) []string {
-	ns := []string{"team-a", "team-b", "team-c", "payments-prod", "payments-staging",
-		"checkout-prod", "checkout-staging", "search-prod", "search-staging", "data-platform",
-		"ml-training", "monitoring", "logging", "ingress-nginx", "cert-manager", "argocd", "ci"}
-	for i := 1; len(ns) < n; i++ {
-		ns = append(ns, fmt.Sprintf("tenant-%04d", i))
-	}
-	return ns[:n]
-}
-
 // fixture creates the Leases' namespace, the namespaces and the
 // ReplicaSets (each already labelled pod-count=<its Pods>, as podcount
 // would) with their Pods; it fails unless the cluster then holds exactly
 // these (a fresh control plane).
 func (se *shardEnv) fixture(ctx context.Context) error {
 	se.leaseNS = "kctl-bench-shard"
-	nss := shardNamespaces(se.namespaces)
+	nss := podfixture.Namespaces(se.namespaces)
 	for _, ns := range append([]string{se.leaseNS}, nss...) {
 		if err := ensureNamespace(ctx, se.cs, ns); err != nil {
 			return err
