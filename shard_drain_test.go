@@ -23,7 +23,6 @@ func TestShardGroup_StuckReconcile_DrainEndsAfterShutdownTimeout(t *testing.T) {
 	const timeout = 2 * time.Second
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	stuck := func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
 		if rs.Namespace != ns {
 			return Result{}, nil
@@ -59,6 +58,10 @@ func TestShardGroup_StuckReconcile_DrainEndsAfterShutdownTimeout(t *testing.T) {
 			t.Errorf("d-0: Start did not return 30s after its context ended")
 		}
 	})
+	// Registered after Start's cleanup, so it runs first: the stuck
+	// reconcile returns before the Manager stops, and its worker does
+	// not log through t after the test has ended.
+	t.Cleanup(func() { close(release) })
 	d0 := &shardMember{id: "d-0", run: run}
 	waitServing(t, []*shardMember{d0})
 	select {
