@@ -25,9 +25,13 @@ import (
 // nothingSelected is the shard selector of a member that holds no
 // namespace: the hash point of the namespace "", which namespaced
 // objects never have (the server rejects an empty selector, and no
-// selector would select everything).
-var nothingSelected = shardhash.Selector(shardhash.FieldNamespace,
-	shardhash.Point(shardhash.Sum("")))
+// selector would select everything). It is a function, not a package
+// variable, so that a program that never shards does not link the
+// selector's code through the package's initialisation.
+func nothingSelected() string {
+	none := shardhash.Point(shardhash.Sum(""))
+	return shardhash.Selector(shardhash.FieldNamespace, none)
+}
 
 // shardRun is one member of a shard group, running with its Manager.
 //
@@ -100,7 +104,7 @@ func newShardRun(m *Manager, cfg ShardOptions, store memberStore) *shardRun {
 		draining: map[int]*drainState{},
 		serving:  make([]bool, cfg.Ranges),
 		held:     make([]bool, cfg.Ranges),
-		selector: nothingSelected,
+		selector: nothingSelected(),
 		mode:     "not probed yet",
 	}
 }
@@ -322,7 +326,7 @@ func (s *shardRun) updateSelector() {
 			points = append(points, shardhash.Point(shardhash.Sum(ns.Name)))
 		}
 	}
-	sel := nothingSelected
+	sel := nothingSelected()
 	if len(points) > 0 {
 		sel = shardhash.Selector(shardhash.FieldNamespace, points...)
 	}

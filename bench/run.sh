@@ -32,6 +32,10 @@
 # heap from its GC trace), under runtime settings; BENCH_CMD names a benchrun
 # command to run in place of all:
 #   BENCH_CMD=rss-probe bash bench/run.sh -runs 5 -probe-variants default,GOGC=50,madvdontneed=0
+# The stack kctl-lean is podcount/kctllean: podcount with only the flags and
+# metrics server controller-runtime's podcount has, without the --shards,
+# --history and --pprof-addr that link more of kctl into podcount/kctl:
+#   bash bench/run.sh -skip footprint,e2e,queue,sync -runs 7 -stacks kctl,kctl-lean,controller-runtime
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/bin .cache/bin

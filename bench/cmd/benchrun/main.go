@@ -281,12 +281,16 @@ func footprintTable(env *env, fp map[string]*footprint) (string, []target) {
 		meds[st] = med{f.sizeMB, float64(f.modules), b.median, c.median, e.median, p.median}
 		t.add(st, fmt.Sprintf("%.2f", f.sizeMB), fmt.Sprint(f.modules), b.format(1), c.format(1), e.format(1), p.format(1))
 	}
-	for _, other := range []string{"controller-runtime", "client-go", "kctl-base"} {
-		k, okK := meds["kctl"]
-		o, okO := meds[other]
-		if okK && okO {
-			t.add("kctl / "+other, ratio(k.size, o.size), ratio(k.mods, o.mods), ratio(k.build, o.build), ratio(k.cpu, o.cpu),
-				ratio(k.empty, o.empty), ratio(k.pods, o.pods))
+	// kctl-lean (podcount/kctllean) is compared too: podcount with only
+	// controller-runtime's program's flags and servers linked.
+	for _, mine := range []string{"kctl", "kctl-lean"} {
+		for _, other := range []string{"controller-runtime", "client-go", "kctl-base"} {
+			k, okK := meds[mine]
+			o, okO := meds[other]
+			if okK && okO {
+				t.add(mine+" / "+other, ratio(k.size, o.size), ratio(k.mods, o.mods), ratio(k.build, o.build), ratio(k.cpu, o.cpu),
+					ratio(k.empty, o.empty), ratio(k.pods, o.pods))
+			}
 		}
 	}
 	k, okK := meds["kctl"]
