@@ -8,11 +8,12 @@ package kctl
 // list_watch.go calls them.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -305,14 +306,12 @@ func (i *informer[P]) resyncKeys() []objKey {
 		}
 	}
 	i.mu.RUnlock()
-	// sort.Slice, not slices.SortFunc: the generic sort would be compiled
-	// for objKey's shape into every binary (16 KB), while apimachinery
-	// links sort.Slice already; a resync sorts rarely.
-	sort.Slice(keys, func(a, b int) bool {
-		if keys[a].namespace != keys[b].namespace {
-			return keys[a].namespace < keys[b].namespace
+	slices.SortFunc(keys, func(a, b objKey) int {
+		c := cmp.Compare(a.namespace, b.namespace)
+		if c != 0 {
+			return c
 		}
-		return keys[a].name < keys[b].name
+		return cmp.Compare(a.name, b.name)
 	})
 	return keys
 }
