@@ -99,9 +99,13 @@ func TestController_WithQueueOptions_MinIntervalSpacesAKeysReconciles(t *testing
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	// MinInterval spaces the queue's Gets of a key; each reconcile reads
+	// the clock a little after its Get, so the gaps seen here may be
+	// that scheduling delay short (20 µs seen under -race and load).
+	const jitter = 10 * time.Millisecond
 	for i := 1; i < len(at); i++ {
-		if gap := at[i].Sub(at[i-1]); gap < interval {
-			t.Errorf("reconciles %d and %d of one key were %v apart, want at least MinInterval %v", i, i+1, gap, interval)
+		if gap := at[i].Sub(at[i-1]); gap < interval-jitter {
+			t.Errorf("reconciles %d and %d of one key were %v apart, want at least MinInterval %v (less %v of scheduling delay)", i, i+1, gap, interval, jitter)
 		}
 	}
 }
