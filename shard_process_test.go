@@ -410,7 +410,7 @@ func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
 		{"stop", "m-2"}, {"kill", "m-1"}, {"start", "m-1"}, {"start", "m-2"},
 		{"stop", "m-0"}, {"start", "m-0"},
 	}
-	bound := testShardLease + testShardRenew
+	bound := testShardLease + processShardRenew
 	var took []time.Duration
 	for _, s := range steps {
 		var killedAt time.Time

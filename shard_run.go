@@ -2,7 +2,7 @@ package kctl
 
 // An extra (sharding): one member's run (shardRun.run): join the group,
 // then every RenewPeriod (and when a peer's Lease expires, or a peek
-// halfway between finds the members changed) look at the live members,
+// between two finds the members changed) look at the live members,
 // assign the ranges (shardhash.AssignWeighted), hand over
 // (internal/handover), renew its Lease recording what it holds, and act
 // (shard_state.go); on shutdown drain everything and leave; on losing
@@ -22,7 +22,7 @@ import (
 
 // run is the member's Runnable: it joins, then looks every RenewPeriod
 // and when a peer's Lease expires, until ctx ends, then drains and
-// leaves (stop). Half a period after each look it peeks. Losing the
+// leaves (stop). Between two looks it peeks shardPeeks times. Losing the
 // Lease stops the Manager (lose).
 func (s *shardRun) run(ctx context.Context) error {
 	err := s.join(ctx)
@@ -32,6 +32,7 @@ func (s *shardRun) run(ctx context.Context) error {
 	tick := time.NewTicker(s.cfg.RenewPeriod)
 	defer tick.Stop()
 	var peekAt time.Time
+	peeks := 0 // left before the next look
 	for {
 		expired := time.After(time.Until(s.renewBy()))
 		peerExpires := fireAt(s.members.nextExpiry())
@@ -48,7 +49,8 @@ func (s *shardRun) run(ctx context.Context) error {
 				"RenewDeadline (%v)", s.cfg.RenewDeadline))
 			return nil
 		case <-peek:
-			peekAt = time.Time{}
+			peeks--
+			peekAt = s.nextPeek(peeks)
 			changed, err := s.peek(ctx)
 			if err != nil {
 				s.lose(err)
@@ -60,7 +62,8 @@ func (s *shardRun) run(ctx context.Context) error {
 		case <-peerExpires:
 		case <-tick.C:
 		}
-		peekAt = time.Now().Add(s.cfg.RenewPeriod / 2)
+		peeks = shardPeeks
+		peekAt = s.nextPeek(peeks)
 		err := s.look(ctx)
 		if err == nil && s.hurried() {
 			err = s.look(ctx)
@@ -80,16 +83,30 @@ func fireAt(t time.Time) <-chan time.Time {
 	return time.After(time.Until(t))
 }
 
+// shardPeeks is how many times a member lists its group between two
+// looks, every RenewPeriod/(shardPeeks+1).
+const shardPeeks = 3
+
+// nextPeek is when to peek with left peeks to go before the next look
+// (zero: none).
+func (s *shardRun) nextPeek(left int) time.Time {
+	if left <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(s.cfg.RenewPeriod / (shardPeeks + 1))
+}
+
 // peek lists the group between two looks, to see the peers' renewals
 // and departures sooner: a peer's Lease expires LeaseDuration after this
 // member first saw its last renewal, so a member killed right after a
 // renewal has its ranges served again about LeaseDuration +
-// RenewPeriod/2 after the kill (plus a look and a hurried one), not
+// RenewPeriod/4 after the kill (plus a look and a hurried one), not
 // LeaseDuration + 2 RenewPeriods. It reports whether the live members
 // changed since the last look (a look should follow at once): a peer
-// left, or another judged it expired and deleted its Lease. It costs a
-// list of the group's Leases per RenewPeriod. It returns an error only
-// when the member lost its Lease; another waits for the next look.
+// left, or another judged it expired and deleted its Lease. It costs
+// shardPeeks lists of the group's Leases per RenewPeriod. It returns an
+// error only when the member lost its Lease; another waits for the next
+// look.
 func (s *shardRun) peek(ctx context.Context) (bool, error) {
 	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx),
 		s.renewBy())
