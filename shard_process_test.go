@@ -8,7 +8,6 @@ package kctl
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -328,21 +327,22 @@ func (g *procGroup) servedAgain(at time.Time, ranges []int) time.Duration {
 }
 
 // unreconciled lists the keys whose last change (the churn annotation
-// last[k], "-" if none) no reconcile of their owner's running process saw.
-func (g *procGroup) unreconciled(keys []Key, last map[Key]string, owners []string) []string {
+// last[k]) no reconcile of their owner's running process saw.
+func (g *procGroup) unreconciled(keys []Key, last map[Key]int, owners []string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	seen := map[Key]bool{}
 	for _, sp := range g.spans {
 		p := g.live[expectedOwner(owners, sp.key)]
-		if sp.life == p.life && sp.churn == cmp.Or(last[sp.key], "-") {
+		n, ok := last[sp.key]
+		if ok && sp.life == p.life && sp.churn == strconv.Itoa(n) {
 			seen[sp.key] = true
 		}
 	}
 	var missing []string
 	for _, k := range keys {
 		if !seen[k] {
-			missing = append(missing, fmt.Sprintf("%s (churn %s)", k, cmp.Or(last[k], "-")))
+			missing = append(missing, fmt.Sprintf("%s (churn %d)", k, last[k]))
 		}
 	}
 	return missing
@@ -367,9 +367,11 @@ func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
 	g.start("m-0")
 	owners := g.settle("start m-0")
 
-	// Changes at about 50/s, round robin over the ReplicaSets; last
-	// holds each one's last churn annotation.
-	last := map[Key]string{}
+	// Changes at 50/s, round robin over the ReplicaSets, up to 16 at once
+	// (a loaded server answers a patch in more than 20 ms); last holds
+	// each one's last churn annotation.
+	last := map[Key]int{}
+	var lastMu sync.Mutex
 	changes := 0
 	stop := make(chan struct{})
 	var churn sync.WaitGroup
@@ -379,8 +381,25 @@ func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
 	})
 	t.Cleanup(stopChurn) // a failed step ends the test: no Errorf after it
 	churnBegan := time.Now()
+	rsets := NewClient[appsv1.ReplicaSet](testProbeConn(t, cfg))
+	inFlight := make(chan struct{}, 16)
+	patch := func(i int) {
+		defer func() { <-inFlight }()
+		k := keys[i%len(keys)]
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+		body := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"churn":"%d"}}}`, i))
+		if err := rsets.Patch(t.Context(), rs, MergePatch, body, PatchOptions{}); err != nil {
+			t.Errorf("churn: %v", err)
+			return
+		}
+		lastMu.Lock()
+		defer lastMu.Unlock()
+		changes++
+		if n, ok := last[k]; !ok || i > n {
+			last[k] = i
+		}
+	}
 	churn.Go(func() {
-		rsets := NewClient[appsv1.ReplicaSet](testProbeConn(t, cfg))
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; ; i++ {
@@ -389,15 +408,12 @@ func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			k := keys[i%len(keys)]
-			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
-			patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"churn":"%d"}}}`, i))
-			if err := rsets.Patch(t.Context(), rs, MergePatch, patch, PatchOptions{}); err != nil {
-				t.Errorf("churn: %v", err)
+			select {
+			case <-stop:
 				return
+			case inFlight <- struct{}{}:
 			}
-			last[k] = strconv.Itoa(i)
-			changes = i + 1
+			churn.Go(func() { patch(i) })
 		}
 	})
 	// From 1 member to 3, then 18 changes more: 4 SIGKILLs, 5 graceful
