@@ -136,8 +136,9 @@ type ShardOptions struct {
 	// how long a member tries to renew before it stops all its work;
 	// defaults to 10s, < LeaseDuration
 	RenewDeadline time.Duration
-	// the interval of renewals and of looks at the group; defaults to 2s,
-	// 1.2× < RenewDeadline
+	// the interval of renewals and of looks at the group (with three
+	// lists of the group between, and a look when a peer's Lease
+	// expires); defaults to 2s, 1.2× < RenewDeadline
 	RenewPeriod time.Duration
 }
 

@@ -47,12 +47,15 @@ type memberStore interface {
 // last written. seen holds, for each Lease of the group listed last time,
 // its resourceVersion and the local time at which this member first saw
 // that version; a Lease is live while now - that time < its duration.
+// listed is the time of that list.
 type shardMembers struct {
 	cfg   ShardOptions // completed
 	store memberStore
 	now   func() time.Time // time.Now; a fake clock in tests
 	own   *coordinationv1.Lease
 	seen  map[string]seenLease
+	// listed is when the last list of the group was answered
+	listed time.Time
 }
 
 // seenLease is one Lease as this member saw it last.
@@ -205,6 +208,7 @@ func (m *shardMembers) live(ctx context.Context) (shardView, error) {
 		}
 	}
 	m.seen = seen
+	m.listed = now
 	joined := m.own != nil
 	if joined && !slices.Contains(view.members, m.cfg.Identity) {
 		// our Lease is not listed: deleted by a peer
@@ -217,6 +221,28 @@ func (m *shardMembers) live(ctx context.Context) (shardView, error) {
 	slices.Sort(view.members)
 	view.members = slices.Compact(view.members)
 	return view, nil
+}
+
+// nextExpiry is when the first Lease of another member that was live at
+// the last list expires by what this member saw (zero if none), perhaps
+// already past: a look then judges it expired at once, not up to a
+// RenewPeriod later.
+func (m *shardMembers) nextExpiry() time.Time {
+	var first time.Time
+	for name, s := range m.seen {
+		ours := m.own != nil && name == m.own.Name
+		if s.identity == "" || ours {
+			continue
+		}
+		at := s.at.Add(s.duration)
+		judged := !at.After(m.listed)
+		later := !first.IsZero() && !at.Before(first)
+		if judged || later {
+			continue
+		}
+		first = at
+	}
+	return first
 }
 
 // markTaken sets taken[r] for each range r the live Lease l records. A

@@ -1,10 +1,12 @@
 package kctl
 
 // An extra (sharding): one member's run (shardRun.run): join the group,
-// then every RenewPeriod look at the live members, assign the ranges
-// (shardhash.AssignWeighted), hand over (internal/handover), renew its Lease
-// recording what it holds, and act (shard_state.go); on shutdown drain
-// everything and leave; on losing its Lease stop all work.
+// then every RenewPeriod (and when a peer's Lease expires, or a peek
+// between two finds the members changed) look at the live members,
+// assign the ranges (shardhash.AssignWeighted), hand over
+// (internal/handover), renew its Lease recording what it holds, and act
+// (shard_state.go); on shutdown drain everything and leave; on losing
+// its Lease stop all work.
 
 import (
 	"context"
@@ -19,8 +21,9 @@ import (
 )
 
 // run is the member's Runnable: it joins, then looks every RenewPeriod
-// until ctx ends, then drains and leaves (stop). Losing the Lease stops
-// the Manager (lose).
+// and when a peer's Lease expires, until ctx ends, then drains and
+// leaves (stop). Between two looks it peeks shardPeeks times. Losing the
+// Lease stops the Manager (lose).
 func (s *shardRun) run(ctx context.Context) error {
 	err := s.join(ctx)
 	if err != nil || ctx.Err() != nil {
@@ -28,8 +31,12 @@ func (s *shardRun) run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(s.cfg.RenewPeriod)
 	defer tick.Stop()
+	var peekAt time.Time
+	peeks := 0 // left before the next look
 	for {
 		expired := time.After(time.Until(s.renewBy()))
+		peerExpires := fireAt(s.members.nextExpiry())
+		peek := fireAt(peekAt)
 		select {
 		case <-ctx.Done():
 			s.stop(ctx)
@@ -41,8 +48,22 @@ func (s *shardRun) run(ctx context.Context) error {
 			s.lose(fmt.Errorf("kctl: sharding: not renewed for "+
 				"RenewDeadline (%v)", s.cfg.RenewDeadline))
 			return nil
+		case <-peek:
+			peeks--
+			peekAt = s.nextPeek(peeks)
+			changed, err := s.peek(ctx)
+			if err != nil {
+				s.lose(err)
+				return nil
+			}
+			if !changed {
+				continue
+			}
+		case <-peerExpires:
 		case <-tick.C:
 		}
+		peeks = shardPeeks
+		peekAt = s.nextPeek(peeks)
 		err := s.look(ctx)
 		if err == nil && s.hurried() {
 			err = s.look(ctx)
@@ -52,6 +73,53 @@ func (s *shardRun) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// fireAt is a channel that receives at t, or nil (never) if t is zero.
+func fireAt(t time.Time) <-chan time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return time.After(time.Until(t))
+}
+
+// shardPeeks is how many times a member lists its group between two
+// looks, every RenewPeriod/(shardPeeks+1).
+const shardPeeks = 3
+
+// nextPeek is when to peek with left peeks to go before the next look
+// (zero: none).
+func (s *shardRun) nextPeek(left int) time.Time {
+	if left <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(s.cfg.RenewPeriod / (shardPeeks + 1))
+}
+
+// peek lists the group between two looks, to see the peers' renewals
+// and departures sooner: a peer's Lease expires LeaseDuration after this
+// member first saw its last renewal, so a member killed right after a
+// renewal has its ranges served again about LeaseDuration +
+// RenewPeriod/4 after the kill (plus a look and a hurried one), not
+// LeaseDuration + 2 RenewPeriods. It reports whether the live members
+// changed since the last look (a look should follow at once): a peer
+// left, or another judged it expired and deleted its Lease. It costs
+// shardPeeks lists of the group's Leases per RenewPeriod. It returns an
+// error only when the member lost its Lease; another waits for the next
+// look.
+func (s *shardRun) peek(ctx context.Context) (bool, error) {
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx),
+		s.renewBy())
+	defer cancel()
+	view, err := s.members.live(rctx)
+	if errors.Is(err, errShardLeaseLost) {
+		return false, err
+	}
+	if err != nil {
+		return false, nil
+	}
+	changed := !slices.Equal(view.members, s.lastMembers)
+	return changed, nil
 }
 
 // hurried reports whether a look should follow at once, not a period
@@ -130,6 +198,7 @@ func (s *shardRun) look(ctx context.Context) error {
 			owners := shardhash.AssignWeighted(view.members,
 				s.weights())
 			start, drain = s.hand.Look(owners, view.taken)
+			s.lastMembers = view.members
 			s.setLive(len(view.members))
 		}
 	}

@@ -36,10 +36,11 @@ func nothingSelected() string {
 // shardRun is one member of a shard group, running with its Manager.
 //
 // The run loop's goroutine alone uses hand, members, served, draining,
-// renewed, recorded and released. mu guards the rest. Invariants: serving[r]
-// implies held[r]; serving[r] only while hand says Serving; held[r] from
-// Serving until a drain's in-flight reconciles are done; selector names
-// the namespaces of the held ranges (nothingSelected if none).
+// renewed, recorded, released and lastMembers. mu guards the rest.
+// Invariants: serving[r] implies held[r]; serving[r] only while hand
+// says Serving; held[r] from Serving until a drain's in-flight
+// reconciles are done; selector names the namespaces of the held ranges
+// (nothingSelected if none).
 type shardRun struct {
 	m          *Manager
 	cfg        ShardOptions // completed
@@ -66,6 +67,8 @@ type shardRun struct {
 	recorded bool
 	// released: a range was released since the last renewal.
 	released bool
+	// lastMembers: the live members at the last look.
+	lastMembers []string
 	// keepLease (tests) makes a stop leave the Lease to expire, as a
 	// killed process does.
 	keepLease atomic.Bool

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(signalHelperEnv) != "" {
 		signalHelper() // before RunTests, whose own SIGINT handler would stop the process
 	}
+	if id := os.Getenv(shardMemberEnv); id != "" {
+		os.Exit(shardMemberMain(id)) // a member process of shard_process_test.go
+	}
 	os.Exit(controlplane.RunTests(m))
 }
 

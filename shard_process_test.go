@@ -1,0 +1,475 @@
+package kctl
+
+// The shard group's churn check with each member a process of its own
+// (shard_process_member_test.go): a kill is a real SIGKILL, the process
+// ends between any two instructions, its Lease is left to expire, its
+// in-flight reconciles end with it. The test reads the members' lines
+// from their standard output as they come.
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kctl-dev/kctl/internal/controlplane"
+	"github.com/kctl-dev/kctl/internal/podfixture"
+	"github.com/kctl-dev/kctl/internal/shardhash"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// parseInts reads "1,2,3".
+func parseInts(s string) []int {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, _ := strconv.Atoi(p)
+		out = append(out, n)
+	}
+	return out
+}
+
+// memberProc is one life of a member process: the n-th process of its
+// identity. procGroup.mu guards partial, open and states.
+type memberProc struct {
+	id, life string // life: "<id>#<n>"
+	cmd      *exec.Cmd
+	log      logBuffer
+	exited   chan struct{} // closed once reaped and its lines read
+	partial  []byte
+	open     map[string]procSpan // started, not ended, by seq
+	states   []memberState
+}
+
+// memberState is one state line.
+type memberState struct {
+	at        time.Time
+	releasing int
+	serving   []bool
+	weights   []int
+}
+
+// procSpan is one reconcile of a member process, with the churn
+// annotation it saw.
+type procSpan struct {
+	shardSpan
+	life, churn string
+}
+
+// procGroup runs the member processes of one test and collects their
+// lines.
+type procGroup struct {
+	t          *testing.T
+	kubeconfig string
+	leaseNS    string
+	lives      map[string]int         // processes started, by identity
+	live       map[string]*memberProc // running, by identity
+
+	mu     sync.Mutex
+	all    []*memberProc
+	spans  []procSpan
+	byID   *shardLog // member: the identity
+	byLife *shardLog // member: the life
+}
+
+// start starts a process of member id.
+func (g *procGroup) start(id string) {
+	t := g.t
+	t.Helper()
+	g.lives[id]++
+	life := fmt.Sprintf("%s#%d", id, g.lives[id])
+	p := &memberProc{id: id, life: life, exited: make(chan struct{}), open: map[string]procSpan{}}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), shardMemberEnv+"="+id,
+		shardMemberConfigEnv+"="+g.kubeconfig, shardMemberLeasesEnv+"="+g.leaseNS)
+	p.cmd.Stdout = procLines{g, p}
+	p.cmd.Stderr = &p.log
+	stdin, err := p.cmd.StdinPipe() // the member's lifeline; Wait closes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.cmd.Wait() // returns once every line is read
+		reaped := time.Now()
+		g.mu.Lock()
+		for _, sp := range p.open {
+			sp.end = reaped
+			g.add(sp)
+		}
+		clear(p.open)
+		g.mu.Unlock()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill() // an error if it has exited already
+		<-p.exited
+		stdin.Close()
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", life, p.log.String())
+		}
+	})
+	g.mu.Lock()
+	g.all = append(g.all, p)
+	g.mu.Unlock()
+	g.live[id] = p
+}
+
+// stop sends SIGTERM to member id and waits for it to exit, with status 0
+// (Start returned nil after its graceful stop).
+func (g *procGroup) stop(id string) {
+	t := g.t
+	t.Helper()
+	p := g.live[id]
+	delete(g.live, id)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to %s: %v", p.life, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still runs 30s after SIGTERM (ShutdownTimeout 10s)", p.life)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("%s exited with status %d after SIGTERM, want 0", p.life, code)
+	}
+}
+
+// kill sends SIGKILL to member id, waits until it is reaped, and returns
+// when it was sent and the ranges the member served by its last state
+// line.
+func (g *procGroup) kill(id string) (time.Time, []int) {
+	t := g.t
+	t.Helper()
+	p := g.live[id]
+	delete(g.live, id)
+	var served []int
+	g.mu.Lock()
+	for r, on := range p.states[len(p.states)-1].serving { // settled: it wrote one
+		if on {
+			served = append(served, r)
+		}
+	}
+	g.mu.Unlock()
+	at := time.Now()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatalf("SIGKILL to %s: %v", p.life, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s not reaped 10s after SIGKILL", p.life)
+	}
+	return at, served
+}
+
+// procLines takes in a member process's standard output.
+type procLines struct {
+	g *procGroup
+	p *memberProc
+}
+
+// Write parses the whole lines of b, keeping the rest for the next.
+func (w procLines) Write(b []byte) (int, error) {
+	w.g.mu.Lock()
+	defer w.g.mu.Unlock()
+	buf := append(w.p.partial, b...)
+	end := bytes.LastIndexByte(buf, '\n') + 1
+	for line := range strings.Lines(string(buf[:end])) {
+		w.g.parse(w.p, strings.Fields(line))
+	}
+	w.p.partial = slices.Clone(buf[end:])
+	return len(b), nil
+}
+
+// parse takes in one line of p. g.mu is held.
+func (g *procGroup) parse(p *memberProc, f []string) {
+	at := func(s string) time.Time {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return time.Unix(0, n)
+	}
+	switch {
+	case len(f) == 5 && f[0] == "start":
+		ns, name, _ := strings.Cut(f[2], "/")
+		sp := shardSpan{member: p.id, key: Key{ns, name}, start: at(f[3])}
+		p.open[f[1]] = procSpan{shardSpan: sp, life: p.life, churn: f[4]}
+	case len(f) == 3 && f[0] == "end":
+		sp, ok := p.open[f[1]]
+		if !ok {
+			g.t.Errorf("%s: end of reconcile %s, never started", p.life, f[1])
+			return
+		}
+		delete(p.open, f[1])
+		sp.end = at(f[2])
+		g.add(sp)
+	case len(f) == 5 && f[0] == "state":
+		st := memberState{at: at(f[1]), weights: parseInts(f[4])}
+		st.releasing, _ = strconv.Atoi(f[2])
+		for _, c := range f[3] {
+			st.serving = append(st.serving, c == '1')
+		}
+		p.states = append(p.states, st)
+	default:
+		g.t.Errorf("%s: a line not understood: %q", p.life, strings.Join(f, " "))
+	}
+}
+
+// add records an ended reconcile. g.mu is held.
+func (g *procGroup) add(sp procSpan) {
+	g.spans = append(g.spans, sp)
+	g.byID.mu.Lock()
+	g.byID.spans = append(g.byID.spans, sp.shardSpan)
+	g.byID.mu.Unlock()
+	byLife := sp.shardSpan
+	byLife.member = sp.life
+	g.byLife.mu.Lock()
+	g.byLife.spans = append(g.byLife.spans, byLife)
+	g.byLife.mu.Unlock()
+}
+
+// settle waits until the live members' latest state lines agree on the
+// weights of the ranges, and each serves exactly its ranges among them
+// and drains none; it returns the owners. A member that exits meanwhile
+// fails the test.
+func (g *procGroup) settle(step string) []string {
+	t := g.t
+	t.Helper()
+	ids := slices.Sorted(maps.Keys(g.live))
+	began := time.Now()
+	deadline := began.Add(60 * time.Second)
+	for {
+		owners, why := g.settled(ids)
+		if why == "" {
+			t.Logf("%s: %d member processes settled in %v", step, len(ids), time.Since(began).Round(time.Millisecond))
+			return owners
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: members %v did not settle within 60s: %s", step, ids, why)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by the deadline
+	}
+}
+
+// settled returns the owners of the ranges among ids, or why the live
+// members have not settled on them.
+func (g *procGroup) settled(ids []string) ([]string, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var w []int
+	var owners []string
+	for _, id := range ids {
+		p := g.live[id]
+		select {
+		case <-p.exited:
+			g.t.Fatalf("%s exited (%v) while it should run", p.life, p.cmd.ProcessState)
+		default:
+		}
+		if len(p.states) == 0 {
+			return nil, p.life + " wrote no state yet"
+		}
+		st := p.states[len(p.states)-1]
+		if w == nil {
+			w = st.weights
+			owners = shardhash.AssignWeighted(ids, w)
+		}
+		if !slices.Equal(st.weights, w) {
+			return nil, p.life + " counts other namespaces per range"
+		}
+		if st.releasing > 0 {
+			return nil, p.life + " drains ranges"
+		}
+		for r, o := range owners {
+			if st.serving[r] != (o == id) {
+				return nil, fmt.Sprintf("%s: range %d is %s's, served: %v", p.life, r, o, st.serving[r])
+			}
+		}
+	}
+	return owners, ""
+}
+
+// servedAgain returns how long after at each of ranges was first
+// served by a live member (the longest), and checks that none served it
+// at that time.
+func (g *procGroup) servedAgain(at time.Time, ranges []int) time.Duration {
+	t := g.t
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var took time.Duration
+	for _, r := range ranges {
+		first := time.Time{}
+		for _, p := range g.live {
+			i, _ := slices.BinarySearchFunc(p.states, at, func(st memberState, at time.Time) int { return st.at.Compare(at) })
+			if i > 0 && p.states[i-1].serving[r] {
+				t.Errorf("%s served range %d when its owner was killed", p.life, r)
+			}
+			j := slices.IndexFunc(p.states[i:], func(st memberState) bool { return st.serving[r] })
+			if j >= 0 && (first.IsZero() || p.states[i+j].at.Before(first)) {
+				first = p.states[i+j].at
+			}
+		}
+		if first.IsZero() {
+			t.Fatalf("range %d of the killed member is served by no live member", r)
+		}
+		took = max(took, first.Sub(at))
+	}
+	return took
+}
+
+// unreconciled lists the keys whose last change (the churn annotation
+// last[k]) no reconcile of their owner's running process saw.
+func (g *procGroup) unreconciled(keys []Key, last map[Key]int, owners []string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := map[Key]bool{}
+	for _, sp := range g.spans {
+		p := g.live[expectedOwner(owners, sp.key)]
+		n, ok := last[sp.key]
+		if ok && sp.life == p.life && sp.churn == strconv.Itoa(n) {
+			seen[sp.key] = true
+		}
+	}
+	var missing []string
+	for _, k := range keys {
+		if !seen[k] {
+			missing = append(missing, fmt.Sprintf("%s (churn %d)", k, last[k]))
+		}
+	}
+	return missing
+}
+
+// The churn check with each member a process: from 1 member to 3, then
+// SIGKILLs, graceful stops (SIGTERM) and restarts, 20 changes in all,
+// while ReplicaSets change at about 50/s. No key is reconciled by two
+// processes at once; each ReplicaSet's last change is reconciled by its
+// final owner; and after each SIGKILL the survivors serve the killed
+// member's ranges within LeaseDuration + RenewPeriod.
+func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
+	began := time.Now()
+	cfg := testShardedConfig(t)
+	kubeconfig := controlplane.RequireFlags(t, shardGate).Kubeconfig()
+	g := &procGroup{
+		t: t, kubeconfig: kubeconfig, leaseNS: testNamespace(t, cfg),
+		lives: map[string]int{}, live: map[string]*memberProc{},
+		byID: &shardLog{}, byLife: &shardLog{},
+	}
+	keys := shardFixture(t, cfg, podfixture.Namespaces(60), 2)
+	g.start("m-0")
+	owners := g.settle("start m-0")
+
+	// Changes at 50/s, round robin over the ReplicaSets, up to 16 at once
+	// (a loaded server answers a patch in more than 20 ms); last holds
+	// each one's last churn annotation.
+	last := map[Key]int{}
+	var lastMu sync.Mutex
+	changes := 0
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	stopChurn := sync.OnceFunc(func() {
+		close(stop)
+		churn.Wait()
+	})
+	t.Cleanup(stopChurn) // a failed step ends the test: no Errorf after it
+	churnBegan := time.Now()
+	rsets := NewClient[appsv1.ReplicaSet](testProbeConn(t, cfg))
+	inFlight := make(chan struct{}, 16)
+	patch := func(i int) {
+		defer func() { <-inFlight }()
+		k := keys[i%len(keys)]
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+		body := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"churn":"%d"}}}`, i))
+		if err := rsets.Patch(t.Context(), rs, MergePatch, body, PatchOptions{}); err != nil {
+			t.Errorf("churn: %v", err)
+			return
+		}
+		lastMu.Lock()
+		defer lastMu.Unlock()
+		changes++
+		if n, ok := last[k]; !ok || i > n {
+			last[k] = i
+		}
+	}
+	churn.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			select {
+			case <-stop:
+				return
+			case inFlight <- struct{}{}:
+			}
+			churn.Go(func() { patch(i) })
+		}
+	})
+	// From 1 member to 3, then 18 changes more: 4 SIGKILLs, 5 graceful
+	// stops, and back to 3 each time.
+	steps := []struct{ op, id string }{
+		{"start", "m-1"}, {"start", "m-2"},
+		{"kill", "m-1"}, {"stop", "m-2"}, {"start", "m-1"}, {"start", "m-2"},
+		{"stop", "m-0"}, {"start", "m-0"}, {"kill", "m-2"}, {"start", "m-2"},
+		{"stop", "m-1"}, {"start", "m-1"}, {"kill", "m-0"}, {"start", "m-0"},
+		{"stop", "m-2"}, {"kill", "m-1"}, {"start", "m-1"}, {"start", "m-2"},
+		{"stop", "m-0"}, {"start", "m-0"},
+	}
+	bound := testShardLease + processShardRenew
+	var took []time.Duration
+	for _, s := range steps {
+		var killedAt time.Time
+		var ranges []int
+		switch s.op {
+		case "start":
+			g.start(s.id)
+		case "stop":
+			g.stop(s.id)
+		case "kill":
+			killedAt, ranges = g.kill(s.id)
+		}
+		owners = g.settle(s.op + " " + s.id)
+		if s.op != "kill" {
+			continue
+		}
+		d := g.servedAgain(killedAt, ranges)
+		took = append(took, d)
+		t.Logf("SIGKILL %s at %s: its %d ranges served again after %v (bound %v)", s.id, killedAt.Format(time.StampMicro), len(ranges), d.Round(time.Millisecond), bound)
+		if d > bound {
+			t.Errorf("the ranges of %s were served again %v after its SIGKILL, want at most LeaseDuration + RenewPeriod = %v", s.id, d, bound)
+		}
+	}
+	stopChurn()
+	rate := float64(changes) / time.Since(churnBegan).Seconds()
+	t.Logf("%d changes during the membership changes (%.1f/s)", changes, rate)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for missing := g.unreconciled(keys, last, owners); len(missing) > 0; missing = g.unreconciled(keys, last, owners) {
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after the churn, %d ReplicaSets' last change was not reconciled by their owner: %v", len(missing), missing[:min(len(missing), 10)])
+		}
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by the deadline
+	}
+	per := checkReconciledBy(t, cfg, g.byID, keys, owners, "after-churn")
+	t.Logf("after the churn: reconciled %v", per)
+	if bad := g.byLife.overlaps(); len(bad) > 0 {
+		t.Errorf("%d keys reconciled by two processes at once:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
+	}
+	slices.Sort(took)
+	g.mu.Lock()
+	t.Logf("%d reconciles by %d processes; SIGKILL to served again: min %v, median %v, max %v (bound %v); the test took %v",
+		len(g.spans), len(g.all), took[0].Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond),
+		took[len(took)-1].Round(time.Millisecond), bound, time.Since(began).Round(time.Second))
+	g.mu.Unlock()
+}
