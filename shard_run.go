@@ -159,12 +159,13 @@ func (s *shardRun) look(ctx context.Context) error {
 }
 
 // probe asks the server, once per resource, whether it honours the
-// selector, and logs the mode when it changes.
+// selector, and logs the mode when it changes. A resource whose probe
+// failed is unknown: the mode says so until a later probe tells.
 func (s *shardRun) probe(ctx context.Context) {
 	s.mu.RLock()
 	infs := slices.Clone(s.informers)
 	s.mu.RUnlock()
-	var unserved []string
+	var unserved, unknown []string
 	for _, inf := range infs {
 		res := inf.resource()
 		served, known := s.served[res]
@@ -174,6 +175,7 @@ func (s *shardRun) probe(ctx context.Context) {
 				s.log.Warn("sharding: could not probe the "+
 					"shard selector", "resource", res.String(),
 					"err", err)
+				unknown = append(unknown, res.String())
 				continue
 			}
 			s.served[res] = ok
@@ -184,10 +186,14 @@ func (s *shardRun) probe(ctx context.Context) {
 		}
 	}
 	mode := "server-side selector"
-	if len(unserved) > 0 {
+	switch {
+	case len(unserved) > 0:
 		mode = fmt.Sprintf("client-side filter: memory not "+
 			"split (the server ignores the selector on %v)",
 			unserved)
+	case len(unknown) > 0:
+		mode = fmt.Sprintf("not probed yet (the probe of %v "+
+			"failed; tried again at the next look)", unknown)
 	}
 	s.mu.Lock()
 	changed := mode != s.mode
