@@ -30,12 +30,19 @@ func (s *shardRun) run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		expired := time.After(time.Until(s.renewBy()))
+		var listing <-chan time.Time
+		if count(s.starting) > 0 {
+			listing = time.After(listingPoll)
+		}
 		select {
 		case <-ctx.Done():
 			s.stop(ctx)
 			return nil
 		case <-s.wake:
 			s.updateSelector()
+			continue
+		case <-listing:
+			s.serveListed()
 			continue
 		case <-expired:
 			s.lose(fmt.Errorf("kctl: sharding: not renewed for "+
@@ -209,6 +216,7 @@ func (s *shardRun) probe(ctx context.Context) {
 // expires. The Manager stops with an error matching ErrLeaderLost.
 func (s *shardRun) lose(err error) {
 	s.hand.Lost()
+	clear(s.starting)
 	s.mu.Lock()
 	clear(s.serving)
 	clear(s.held)
@@ -234,6 +242,7 @@ func (s *shardRun) lose(err error) {
 // renewal succeeds for RenewDeadline meanwhile, it cancels the in-flight
 // reconciles (lose) before a peer may judge the Lease expired.
 func (s *shardRun) stop(ctx context.Context) {
+	clear(s.starting)
 	s.mu.Lock()
 	clear(s.serving)
 	s.mu.Unlock()
