@@ -152,6 +152,19 @@ func (m *shardMember) serves(owners []string) bool {
 	return true
 }
 
+// holds reports whether m holds (has claimed: lists, or serves) every
+// range owners gives it.
+func (m *shardMember) holds(owners []string) bool {
+	m.run.mu.RLock()
+	defer m.run.mu.RUnlock()
+	for r, o := range owners {
+		if o == m.id && !m.run.held[r] {
+			return false
+		}
+	}
+	return true
+}
+
 // readyz is m's /readyz?verbose answer.
 func (m *shardMember) readyz() string {
 	rec := httptest.NewRecorder()
@@ -288,17 +301,22 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 	ms[1].run.keepLease.Store(true)
 	killed := time.Now()
 	ms[1].stop(t, fmt.Errorf("killed: %w", ErrLeaderLost))
+	alone := slices.Repeat([]string{"m-0"}, testShardRanges)
+	eventually(t, "m-0 claims m-1's ranges", func() bool { return ms[0].holds(alone) })
+	claimed := time.Since(killed)
 	owners = waitServing(t, ms[:1])
 	took := time.Since(killed)
-	t.Logf("after m-1 was killed, m-0 served its ranges in %v (LeaseDuration %v, RenewPeriod %v)", took.Round(time.Millisecond), podGroupLease, podGroupRenew)
+	t.Logf("after m-1 was killed, m-0 claimed its ranges in %v and served them in %v, once its caches had listed its share again (LeaseDuration %v, RenewPeriod %v)",
+		claimed.Round(time.Millisecond), took.Round(time.Millisecond), podGroupLease, podGroupRenew)
 	// The peer first sees the last renewal up to one period after it,
 	// and judges it expired at a look up to one period after its
-	// LeaseDuration; it claims at once (hurried), and serves once its
-	// caches have listed its share again: all 6,000 objects here, 2 s
-	// under -race on a loaded machine. Half a second more for the load.
-	limit := podGroupLease + 2*podGroupRenew + 2500*time.Millisecond
-	if took > limit {
-		t.Errorf("m-0 served m-1's ranges %v after the kill, want at most %v", took, limit)
+	// LeaseDuration; it claims at once (hurried). Half a second more
+	// for a loaded machine. It serves once its caches have listed its
+	// share again (all 6,000 objects here): 0.2 to 4 s under -race on
+	// a loaded 2-core machine, which waitServing bounds.
+	limit := podGroupLease + 2*podGroupRenew + 500*time.Millisecond
+	if claimed > limit {
+		t.Errorf("m-0 claimed m-1's ranges %v after the kill, want at most %v", claimed, limit)
 	}
 	checkReconciledBy(t, cfg, log, sample, owners, "1-member")
 
@@ -411,18 +429,22 @@ func cacheSeries(page string) string {
 	return strings.Join(out, ", ")
 }
 
-// 3 members on the server with the feature gate ShardedListAndWatch:
-// every ReplicaSet is reconciled, each member reconciles and caches the
-// namespaces of its ranges only (about a third), no key is reconciled by
-// two members at once, and after a graceful stop and a kill the others
-// take the ranges over and reconcile every object.
+// 3 members on the server with the feature gate ShardedListAndWatch,
+// over 3,000 ReplicaSets in 300 namespaces named as clusters name them,
+// each controlling a Pod: every ReplicaSet is reconciled, each member
+// reconciles and caches (ReplicaSets, and Pods as metadata) the
+// namespaces of its ranges only, a third within 10 % (25 % where other
+// tests' namespaces are over a tenth of the server's), no key is
+// reconciled by two members at once, every reconcile finds its Pod in
+// its member's cache, and after a graceful stop and a kill the others
+// take the ranges over and reconcile every namespace's objects.
 func TestShardGroup_ThreeMembers_ServerSideSelector(t *testing.T) {
 	runShardGroup(t, testShardedConfig(t), true)
 }
 
-// The same on the default server, without the gate: the caches hold
-// everything (the selector is ignored), the reconciles are still split,
-// and /readyz says the memory is not split.
+// The same on the default server, without the gate: the reconciles are
+// still split, each member's cache holds all 6,000 objects (the selector
+// is ignored: the memory is not split), and /readyz says so.
 func TestShardGroup_ThreeMembers_GateOff_FilterOnly(t *testing.T) {
 	runShardGroup(t, testConfig(t), false)
 }
