@@ -56,6 +56,7 @@ func (i *informer[P]) stored(
 	report := i.badChangesLocked(before)
 	w.rv = rv
 	w.synced = true
+	w.listed = w.shard
 	w.err = nil
 	i.notifyLocked()
 	i.mu.Unlock()

@@ -123,6 +123,8 @@ type watchState struct {
 	err error
 	// shard is the shard selector of the current list or watch.
 	shard string
+	// listed is the shard selector of the list stored last.
+	listed string
 	// reshard: the selector changed, list again (see Informer.reshard).
 	reshard bool
 	// cancel ends the current list or watch; nil before the first.

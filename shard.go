@@ -38,7 +38,10 @@ package kctl
 // evenly, not within 10 %. A range changes hands only through
 // internal/handover: the old owner stops taking its keys, waits for its
 // in-flight reconciles, drops its objects, records the release in its
-// Lease; the new owner claims it and serves it a look later.
+// Lease; the new owner claims it, a look later lists its objects, and
+// takes its keys once every sharded informer has listed them (so that no
+// reconcile reads a cache of another type, a ReplicaSet's Pods, that
+// does not hold the range yet).
 //
 // Each replica's informers of namespaced types list and watch with a
 // server-side shard selector naming the EXACT hash points of the

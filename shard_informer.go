@@ -2,8 +2,9 @@ package kctl
 
 // An extra (sharding): what a shard member needs of each informer of the
 // Manager's cache, through the Informer fields the core declares for it
-// (Informer.shard, reshard): set its selector, and tell which ranges its
-// store still holds objects of. It adds no state to the informer.
+// (Informer.shard, reshard): set its selector, tell whether its store
+// holds a list made with a selector, and which ranges its store still
+// holds objects of. It adds no state to the informer.
 
 import "github.com/kctl-dev/kctl/internal/shardhash"
 
@@ -12,6 +13,7 @@ type shardable interface {
 	resource() Resource
 	setShard(selector func() string)
 	reshard()
+	listedWith(selector string) bool
 	heldRanges(n int) []bool
 }
 
@@ -34,4 +36,19 @@ func (i *Informer[T]) heldRanges(n int) []bool {
 		held[shardhash.Bucket(ns, n)] = true
 	}
 	return held
+}
+
+// listedWith reports whether the store holds, for every namespace in
+// scope, a list made with selector (the objects of the held ranges),
+// followed by its watch: a range may be served once every informer
+// has listed with a selector that takes it in.
+func (i *Informer[T]) listedWith(selector string) bool {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	for _, w := range i.watches {
+		if !w.synced || w.listed != selector {
+			return false
+		}
+	}
+	return true
 }

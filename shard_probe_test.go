@@ -1,8 +1,11 @@
 package kctl
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -67,5 +70,43 @@ func TestProbeShardSelector_Forbidden_ErrorNamesThePermission(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// A probe that fails tells nothing, so /readyz must not claim the
+// server-side selector: it did when every probe failed (seen with the
+// gate off, on a loaded machine, where probes timed out). The mode says
+// "not probed yet" until a probe answers. The failure is injected by
+// pointing the Manager's Conn at a loopback port nobody listens on.
+func TestShardProbe_Failed_ModeSaysNotProbedYet(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	run, err := mgr.shard(ShardOptions{Group: "probe", Namespace: ns, Identity: "m-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InformerFor[corev1.ConfigMap](mgr.Cache()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := rest.CopyConfig(cfg)
+	dead.Host = "https://" + l.Addr().String()
+	l.Close()
+	live := mgr.conn
+	mgr.conn = testProbeConn(t, dead)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	run.probe(ctx)
+	if note := run.note(); !strings.Contains(note, "not probed yet") || strings.Contains(note, "server-side selector") {
+		t.Errorf("after a failed probe, the shard note is %q; want \"not probed yet\"", note)
+	}
+	mgr.conn = live
+	run.probe(t.Context())
+	if note := run.note(); !strings.Contains(note, "client-side filter: memory not split") {
+		t.Errorf("after a probe of the default server, the shard note is %q; want the client-side filter", note)
 	}
 }

@@ -37,12 +37,19 @@ func (s *shardRun) run(ctx context.Context) error {
 		expired := time.After(time.Until(s.renewBy()))
 		peerExpires := fireAt(s.members.nextExpiry())
 		peek := fireAt(peekAt)
+		var listing <-chan time.Time
+		if count(s.starting) > 0 {
+			listing = time.After(listingPoll)
+		}
 		select {
 		case <-ctx.Done():
 			s.stop(ctx)
 			return nil
 		case <-s.wake:
 			s.updateSelector()
+			continue
+		case <-listing:
+			s.serveListed()
 			continue
 		case <-expired:
 			s.lose(fmt.Errorf("kctl: sharding: not renewed for "+
@@ -228,12 +235,13 @@ func (s *shardRun) look(ctx context.Context) error {
 }
 
 // probe asks the server, once per resource, whether it honours the
-// selector, and logs the mode when it changes.
+// selector, and logs the mode when it changes. A resource whose probe
+// failed is unknown: the mode says so until a later probe tells.
 func (s *shardRun) probe(ctx context.Context) {
 	s.mu.RLock()
 	infs := slices.Clone(s.informers)
 	s.mu.RUnlock()
-	var unserved []string
+	var unserved, unknown []string
 	for _, inf := range infs {
 		res := inf.resource()
 		served, known := s.served[res]
@@ -243,6 +251,7 @@ func (s *shardRun) probe(ctx context.Context) {
 				s.log.Warn("sharding: could not probe the "+
 					"shard selector", "resource", res.String(),
 					"err", err)
+				unknown = append(unknown, res.String())
 				continue
 			}
 			s.served[res] = ok
@@ -253,10 +262,14 @@ func (s *shardRun) probe(ctx context.Context) {
 		}
 	}
 	mode := "server-side selector"
-	if len(unserved) > 0 {
+	switch {
+	case len(unserved) > 0:
 		mode = fmt.Sprintf("client-side filter: memory not "+
 			"split (the server ignores the selector on %v)",
 			unserved)
+	case len(unknown) > 0:
+		mode = fmt.Sprintf("not probed yet (the probe of %v "+
+			"failed; tried again at the next look)", unknown)
 	}
 	s.mu.Lock()
 	changed := mode != s.mode
@@ -272,6 +285,7 @@ func (s *shardRun) probe(ctx context.Context) {
 // expires. The Manager stops with an error matching ErrLeaderLost.
 func (s *shardRun) lose(err error) {
 	s.hand.Lost()
+	clear(s.starting)
 	s.mu.Lock()
 	clear(s.serving)
 	clear(s.held)
@@ -297,6 +311,7 @@ func (s *shardRun) lose(err error) {
 // renewal succeeds for RenewDeadline meanwhile, it cancels the in-flight
 // reconciles (lose) before a peer may judge the Lease expired.
 func (s *shardRun) stop(ctx context.Context) {
+	clear(s.starting)
 	s.mu.Lock()
 	clear(s.serving)
 	s.mu.Unlock()

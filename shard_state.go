@@ -36,11 +36,13 @@ func nothingSelected() string {
 // shardRun is one member of a shard group, running with its Manager.
 //
 // The run loop's goroutine alone uses hand, members, served, draining,
-// renewed, recorded, released and lastMembers. mu guards the rest.
+// starting, renewed, recorded, released and lastMembers. mu guards the
+// rest.
 // Invariants: serving[r] implies held[r]; serving[r] only while hand
-// says Serving; held[r] from Serving until a drain's in-flight
-// reconciles are done; selector names the namespaces of the held ranges
-// (nothingSelected if none).
+// says Serving, and once every sharded informer has listed with a
+// selector that takes r in (starting[r] until then); held[r] from
+// Serving until a drain's in-flight reconciles are done; selector names
+// the namespaces of the held ranges (nothingSelected if none).
 type shardRun struct {
 	m          *Manager
 	cfg        ShardOptions // completed
@@ -56,6 +58,9 @@ type shardRun struct {
 	served map[Resource]bool
 	// draining holds each range being drained.
 	draining map[int]*drainState
+	// starting[r]: r is held, not yet served: an informer has not
+	// listed its objects yet (serveListed).
+	starting []bool
 	// renewed is the start of the last successful renewal.
 	renewed time.Time
 	// loseWork cancels the in-flight reconciles of every controller
@@ -105,6 +110,7 @@ func newShardRun(m *Manager, cfg ShardOptions, store memberStore) *shardRun {
 		wake:     make(chan struct{}, 1),
 		served:   map[Resource]bool{},
 		draining: map[int]*drainState{},
+		starting: make([]bool, cfg.Ranges),
 		serving:  make([]bool, cfg.Ranges),
 		held:     make([]bool, cfg.Ranges),
 		selector: nothingSelected(),
@@ -173,8 +179,9 @@ func (s *shardRun) setLive(n int) {
 	s.series.Members.Store(int64(n))
 }
 
-// act serves the ranges to start and begins draining those to drain:
-// their keys are no longer taken from now on.
+// act holds the ranges to start (serveListed serves them once the
+// caches hold their objects) and begins draining those to drain: their
+// keys are no longer taken from now on.
 func (s *shardRun) act(start, drain []int) {
 	if len(start) == 0 && len(drain) == 0 {
 		return
@@ -182,10 +189,11 @@ func (s *shardRun) act(start, drain []int) {
 	now := time.Now()
 	s.mu.Lock()
 	for _, r := range start {
-		s.serving[r] = true
+		s.starting[r] = true
 		s.held[r] = true
 	}
 	for _, r := range drain {
+		s.starting[r] = false
 		s.serving[r] = false
 		s.draining[r] = &drainState{since: now}
 	}
@@ -198,10 +206,60 @@ func (s *shardRun) act(start, drain []int) {
 		"draining", drain, "serving", owned)
 	if len(start) > 0 {
 		s.updateSelector()
-		for _, c := range s.controllers() {
-			c.replayKeys()
+	}
+	s.serveListed()
+}
+
+// serveListed serves the starting ranges once every sharded informer
+// has listed with the selector that takes them in: until then a
+// reconcile of their keys could read a cache of another type (a
+// ReplicaSet's Pods) that does not hold them yet. Then it queues every
+// cached key again (their events came while the ranges were not
+// served). The run loop calls it at each look, and every
+// listingPoll while a range starts.
+func (s *shardRun) serveListed() {
+	if count(s.starting) == 0 || !s.listed() {
+		return
+	}
+	s.mu.Lock()
+	for r, st := range s.starting {
+		if st {
+			s.serving[r] = true
 		}
 	}
+	clear(s.starting)
+	owned := count(s.serving)
+	s.mu.Unlock()
+	s.series.Owned.Store(int64(owned))
+	s.log.Info("sharding: the caches hold the started ranges; "+
+		"serving them", "serving", owned)
+	for _, c := range s.controllers() {
+		c.replayKeys()
+	}
+}
+
+// listingPoll is how often the run loop looks whether the informers
+// have listed the starting ranges.
+const listingPoll = 20 * time.Millisecond
+
+// listed reports whether every sharded informer holds a list made with
+// the current selector, or holds everything (its server ignores the
+// selector).
+func (s *shardRun) listed() bool {
+	s.mu.RLock()
+	sel := s.selector
+	infs := slices.Clone(s.informers)
+	s.mu.RUnlock()
+	for _, inf := range infs {
+		served, known := s.served[inf.resource()]
+		if known && !served {
+			continue
+		}
+		if !inf.listedWith(sel) {
+			return false
+		}
+	}
+	return true
 }
 
 // drainStep moves each draining range on: once no reconcile of its keys
