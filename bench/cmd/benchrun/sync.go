@@ -157,9 +157,10 @@ func syncChild(args []string) error {
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KCTL_TEST_KUBECONFIG"), "kubeconfig")
 	want := fs.Int("want", 0, "Pods expected in the cache")
 	profile := fs.String("heapprofile", "", "write a heap profile (in use and allocated since start) to this file")
+	rate := fs.Int("memprofilerate", 4096, "with -heapprofile: record one allocation every this many bytes (1: every allocation, exact but slow)")
 	fs.Parse(args)
 	if *profile != "" {
-		runtime.MemProfileRate = 4096
+		runtime.MemProfileRate = *rate
 	}
 	sync, ok := syncers[*stack]
 	if !ok {
@@ -274,6 +275,9 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 			args := []string{"sync-child", c[1], c[2], "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want)}
 			if env.syncHeapDir != "" {
 				args = append(args, "-heapprofile", filepath.Join(env.syncHeapDir, fmt.Sprintf("sync-%s-%d.pprof", st, run)))
+				if env.syncHeapRate != 0 {
+					args = append(args, "-memprofilerate", fmt.Sprint(env.syncHeapRate))
+				}
 			}
 			cmd := exec.CommandContext(ctx, c[0], args...)
 			var stdout, stderr bytes.Buffer

@@ -1,0 +1,254 @@
+// Package presize decodes protobuf into k8s.io/api objects with each
+// repeated field's slice made once, as long as the message's count of it.
+//
+// The generated Unmarshal of a k8s.io/api type appends each element of a
+// repeated field to its slice as it comes, so a slice is reallocated at 1,
+// 2, 4, 8 elements: a Pod's 5 conditions cost 15 elements of memory, and
+// leave room for 8. On the initial sync of a cache of varied Pods that
+// growth was a third of all the memory allocated (issue 24). A Plan
+// counts each repeated field of a message in its wire bytes first, makes
+// its slice with exactly that room, and lets the generated Unmarshal
+// append into it; it decodes by itself only the fields on the way to a
+// nested repeated field (a Pod's spec, its containers), and hands every
+// other run of fields to the generated code, which merges.
+//
+//	plan := presize.For(reflect.TypeFor[corev1.Pod]())
+//	pod := new(corev1.Pod)
+//	err := plan.Unmarshal(pod, raw) // as pod.Unmarshal(raw)
+//
+// The result equals the generated Unmarshal's, field for field; only the
+// slices' capacities differ. A Plan is immutable and safe for concurrent
+// use.
+package presize
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/kctl-dev/kctl/internal/protowire"
+)
+
+// Unmarshaler is a pointer to a generated protobuf message.
+type Unmarshaler interface {
+	Unmarshal([]byte) error
+}
+
+// maxFields bounds the fields a Plan handles in one message type, so that
+// their counts fit an array on the stack; a type's further ones are
+// decoded, and grown, by the generated code alone.
+const maxFields = 48
+
+// lengthDelimited is the wire type of messages, strings and bytes.
+const lengthDelimited = 2
+
+// Plan is how to decode one message type with its slices sized once.
+// A nil *Plan decodes with the generated Unmarshal alone.
+type Plan struct {
+	// fields are the type's repeated fields and the singular messages
+	// whose type has a plan, at most maxFields.
+	fields []field
+	// byNum is the index in fields of protobuf field number n, or -1.
+	byNum []int8
+	// nested: some field has a plan of its own, so the message is
+	// decoded field by field, not in one call.
+	nested bool
+}
+
+// field is one field of a Plan's type.
+type field struct {
+	// index is the Go field's index in the struct.
+	index int
+	// repeated: a slice of strings or of messages; else a message (ptr:
+	// a pointer to one).
+	repeated bool
+	ptr      bool
+	// plan is the element's or message's plan; nil for a repeated field
+	// whose elements the generated code decodes alone.
+	plan *Plan
+}
+
+var unmarshaler = reflect.TypeFor[Unmarshaler]()
+
+// For returns the plan of struct type t (whose pointer is a generated
+// message), or nil if t has no repeated field to size, itself or below.
+func For(t reflect.Type) *Plan {
+	return planOf(t, map[reflect.Type]bool{})
+}
+
+// planOf is For; open holds the types being planned, so a type that
+// holds itself is decoded there by the generated code alone.
+func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
+	if t.Kind() != reflect.Struct || open[t] {
+		return nil
+	}
+	if !reflect.PointerTo(t).Implements(unmarshaler) {
+		return nil
+	}
+	open[t] = true
+	defer delete(open, t)
+	p := &Plan{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		num, rep, ok := tag(sf)
+		if !ok || len(p.fields) == maxFields {
+			continue
+		}
+		f := field{index: i, repeated: rep}
+		ft := sf.Type
+		switch {
+		case rep:
+			if ft.Kind() != reflect.Slice {
+				continue // a map
+			}
+			e := ft.Elem()
+			if e.Kind() == reflect.Struct {
+				f.plan = planOf(e, open)
+			} else if e.Kind() != reflect.String {
+				continue
+			}
+		case ft.Kind() == reflect.Struct:
+			f.plan = planOf(ft, open)
+		case ft.Kind() == reflect.Pointer:
+			f.ptr = true
+			f.plan = planOf(ft.Elem(), open)
+		}
+		if !rep && f.plan == nil {
+			continue
+		}
+		p.nested = p.nested || f.plan != nil
+		p.add(num, f)
+	}
+	if len(p.fields) == 0 {
+		return nil
+	}
+	return p
+}
+
+// tag reads a field's protobuf tag, e.g. "bytes,2,rep,name=containers":
+// its number, and whether it repeats; ok only for a length-delimited
+// field (a message, string, bytes, map or packed list).
+func tag(sf reflect.StructField) (num int, rep, ok bool) {
+	parts := strings.Split(sf.Tag.Get("protobuf"), ",")
+	if len(parts) < 3 || parts[0] != "bytes" {
+		return 0, false, false
+	}
+	num, err := strconv.Atoi(parts[1])
+	if err != nil || num <= 0 || num > 1<<12 {
+		return 0, false, false
+	}
+	return num, parts[2] == "rep", true
+}
+
+// add records f as protobuf field number num.
+func (p *Plan) add(num int, f field) {
+	for len(p.byNum) <= num {
+		p.byNum = append(p.byNum, -1)
+	}
+	p.byNum[num] = int8(len(p.fields))
+	p.fields = append(p.fields, f)
+}
+
+// Unmarshal decodes b into msg, a pointer to p's type, as
+// msg.Unmarshal(b) does (merging into what msg holds).
+func (p *Plan) Unmarshal(msg Unmarshaler, b []byte) error {
+	if p == nil {
+		return msg.Unmarshal(b)
+	}
+	v := reflect.ValueOf(msg).Elem()
+	return p.decode(v, b)
+}
+
+// at returns the plan's field of protobuf field number num, if any.
+func (p *Plan) at(num int) (field, bool) {
+	if num >= len(p.byNum) || p.byNum[num] < 0 {
+		return field{}, false
+	}
+	return p.fields[p.byNum[num]], true
+}
+
+// decode decodes b into v, an addressable value of p's type: it sizes the
+// slices, then decodes.
+func (p *Plan) decode(v reflect.Value, b []byte) error {
+	p.size(v, b)
+	if !p.nested {
+		return generated(v, b)
+	}
+	run := b
+	rest := b
+	for len(rest) > 0 {
+		num, wire, val, next, err := protowire.Next(rest)
+		if err != nil {
+			break // the generated code reports it
+		}
+		f, ok := p.at(num)
+		if !ok || f.plan == nil || wire != lengthDelimited {
+			rest = next
+			continue
+		}
+		before := run[:len(run)-len(rest)]
+		err = generated(v, before)
+		if err != nil {
+			return err
+		}
+		err = f.decode(v.Field(f.index), val)
+		if err != nil {
+			return err
+		}
+		run = next
+		rest = next
+	}
+	return generated(v, run)
+}
+
+// size counts the repeated fields in b and makes room in v's slices for
+// as many more elements.
+func (p *Plan) size(v reflect.Value, b []byte) {
+	var counts [maxFields]int
+	for len(b) > 0 {
+		num, wire, _, next, err := protowire.Next(b)
+		if err != nil {
+			break
+		}
+		f, ok := p.at(num)
+		if ok && f.repeated && wire == lengthDelimited {
+			counts[p.byNum[num]]++
+		}
+		b = next
+	}
+	for i, f := range p.fields {
+		if counts[i] == 0 {
+			continue
+		}
+		s := v.Field(f.index)
+		s.Grow(counts[i])
+	}
+}
+
+// decode decodes val, one occurrence of f, into fv, f's Go field.
+func (f field) decode(fv reflect.Value, val []byte) error {
+	switch {
+	case f.repeated:
+		n := fv.Len()
+		fv.Grow(1) // a no-op: size made the room
+		fv.SetLen(n + 1)
+		e := fv.Index(n)
+		e.SetZero()
+		return f.plan.decode(e, val)
+	case f.ptr:
+		if fv.IsNil() {
+			fv.Set(reflect.New(fv.Type().Elem()))
+		}
+		return f.plan.decode(fv.Elem(), val)
+	}
+	return f.plan.decode(fv, val)
+}
+
+// generated decodes b into v with v's generated Unmarshal.
+func generated(v reflect.Value, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	m := v.Addr().Interface().(Unmarshaler)
+	return m.Unmarshal(b)
+}
