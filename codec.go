@@ -101,6 +101,12 @@ type codec[P any] struct {
 	// sizes decodes protobuf with each slice made once, as long as its
 	// elements (nil: T has no slice to size).
 	sizes *presize.Plan
+	// reuse: objects decoded together (one list; a watch until its first
+	// bookmark, which ends a watch-list's initial events) may share the
+	// maps decoded from equal bytes (a container's resources), in memo.
+	// Only for objects that stay read-only: the informer's.
+	reuse bool
+	memo  *presize.Memo
 }
 
 // asMetadata, after a media type, asks the server for objects as
@@ -309,7 +315,8 @@ func recovered(err *error) {
 	}
 }
 
-// unmarshal decodes protobuf into obj, its slices sized once (c.sizes).
+// unmarshal decodes protobuf into obj, its slices sized once (c.sizes),
+// its maps from c.memo if any.
 // With skipManagedFields it skips metadata.managedFields (field 17 of
 // ObjectMeta, field 1 of every k8s.io/api object), decoding the runs
 // around them: the generated Unmarshal merges.
@@ -320,7 +327,7 @@ func (c codec[P]) unmarshal(obj P, raw []byte) error {
 			"for a type without protobuf support")
 	}
 	decode := func(b []byte) error {
-		return c.sizes.Unmarshal(p, b)
+		return c.sizes.UnmarshalMemo(c.memo, p, b)
 	}
 	var meta *metav1.ObjectMeta
 	acc, ok := any(obj).(metav1.ObjectMetaAccessor)
@@ -350,6 +357,9 @@ func (c codec[P]) decodeList(
 	contentType string,
 	body []byte,
 ) (items []P, meta metav1.ListMeta, skipped []error, err error) {
+	if c.reuse {
+		c.memo = presize.NewMemo() // this list's
+	}
 	add := func(raw []byte, proto bool) {
 		obj, err := c.decodeItem(raw, proto)
 		if err != nil {

@@ -19,6 +19,13 @@
 // The result equals the generated Unmarshal's, field for field; only the
 // slices' capacities differ. A Plan is immutable and safe for concurrent
 // use.
+//
+// With a Memo (UnmarshalMemo), objects decoded one after another share
+// the maps they hold alike: a message of a planned type that decodes to
+// maps alone (a container's resources: limits and requests) is decoded
+// once for each distinct run of bytes, and given again to every later
+// object with the same bytes. Such objects must then be read-only, as a
+// cache's are.
 package presize
 
 import (
@@ -53,6 +60,9 @@ type Plan struct {
 	// nested: some field has a plan of its own, so the message is
 	// decoded field by field, not in one call.
 	nested bool
+	// maps: the type has map fields, so a value may be maps alone, and
+	// a Memo may remember it.
+	maps bool
 }
 
 // field is one field of a Plan's type.
@@ -90,30 +100,33 @@ func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
 	p := &Plan{}
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		num, rep, ok := tag(sf)
+		num, ok := tag(sf)
 		if !ok || len(p.fields) == maxFields {
 			continue
 		}
-		f := field{index: i, repeated: rep}
+		f := field{index: i}
 		ft := sf.Type
-		switch {
-		case rep:
-			if ft.Kind() != reflect.Slice {
-				continue // a map
-			}
+		switch ft.Kind() {
+		case reflect.Map:
+			p.maps = true
+			continue
+		case reflect.Slice:
+			// A tag may say "opt" of a slice (Claims of
+			// ResourceRequirements): the Go type decides.
+			f.repeated = true
 			e := ft.Elem()
 			if e.Kind() == reflect.Struct {
 				f.plan = planOf(e, open)
 			} else if e.Kind() != reflect.String {
-				continue
+				continue // bytes
 			}
-		case ft.Kind() == reflect.Struct:
+		case reflect.Struct:
 			f.plan = planOf(ft, open)
-		case ft.Kind() == reflect.Pointer:
+		case reflect.Pointer:
 			f.ptr = true
 			f.plan = planOf(ft.Elem(), open)
 		}
-		if !rep && f.plan == nil {
+		if !f.repeated && f.plan == nil {
 			continue
 		}
 		p.nested = p.nested || f.plan != nil
@@ -126,18 +139,18 @@ func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
 }
 
 // tag reads a field's protobuf tag, e.g. "bytes,2,rep,name=containers":
-// its number, and whether it repeats; ok only for a length-delimited
-// field (a message, string, bytes, map or packed list).
-func tag(sf reflect.StructField) (num int, rep, ok bool) {
+// its number; ok only for a length-delimited field (a message, string,
+// bytes, map or packed list).
+func tag(sf reflect.StructField) (num int, ok bool) {
 	parts := strings.Split(sf.Tag.Get("protobuf"), ",")
-	if len(parts) < 3 || parts[0] != "bytes" {
-		return 0, false, false
+	if len(parts) < 2 || parts[0] != "bytes" {
+		return 0, false
 	}
 	num, err := strconv.Atoi(parts[1])
 	if err != nil || num <= 0 || num > 1<<12 {
-		return 0, false, false
+		return 0, false
 	}
-	return num, parts[2] == "rep", true
+	return num, true
 }
 
 // add records f as protobuf field number num.
@@ -152,11 +165,17 @@ func (p *Plan) add(num int, f field) {
 // Unmarshal decodes b into msg, a pointer to p's type, as
 // msg.Unmarshal(b) does (merging into what msg holds).
 func (p *Plan) Unmarshal(msg Unmarshaler, b []byte) error {
+	return p.UnmarshalMemo(nil, msg, b)
+}
+
+// UnmarshalMemo is Unmarshal that takes from m, and adds to it, the
+// messages that decode to maps alone (see Memo); m may be nil.
+func (p *Plan) UnmarshalMemo(m *Memo, msg Unmarshaler, b []byte) error {
 	if p == nil {
 		return msg.Unmarshal(b)
 	}
 	v := reflect.ValueOf(msg).Elem()
-	return p.decode(v, b)
+	return p.decode(m, v, b)
 }
 
 // at returns the plan's field of protobuf field number num, if any.
@@ -169,7 +188,7 @@ func (p *Plan) at(num int) (field, bool) {
 
 // decode decodes b into v, an addressable value of p's type: it sizes the
 // slices, then decodes.
-func (p *Plan) decode(v reflect.Value, b []byte) error {
+func (p *Plan) decode(m *Memo, v reflect.Value, b []byte) error {
 	p.size(v, b)
 	if !p.nested {
 		return generated(v, b)
@@ -191,7 +210,7 @@ func (p *Plan) decode(v reflect.Value, b []byte) error {
 		if err != nil {
 			return err
 		}
-		err = f.decode(v.Field(f.index), val)
+		err = f.decode(m, v.Field(f.index), val)
 		if err != nil {
 			return err
 		}
@@ -226,7 +245,7 @@ func (p *Plan) size(v reflect.Value, b []byte) {
 }
 
 // decode decodes val, one occurrence of f, into fv, f's Go field.
-func (f field) decode(fv reflect.Value, val []byte) error {
+func (f field) decode(m *Memo, fv reflect.Value, val []byte) error {
 	switch {
 	case f.repeated:
 		n := fv.Len()
@@ -234,14 +253,22 @@ func (f field) decode(fv reflect.Value, val []byte) error {
 		fv.SetLen(n + 1)
 		e := fv.Index(n)
 		e.SetZero()
-		return f.plan.decode(e, val)
+		return f.plan.decode(m, e, val)
 	case f.ptr:
 		if fv.IsNil() {
 			fv.Set(reflect.New(fv.Type().Elem()))
 		}
-		return f.plan.decode(fv.Elem(), val)
+		return f.plan.decode(m, fv.Elem(), val)
+	case m == nil || !f.plan.maps:
+		return f.plan.decode(m, fv, val)
+	case !fv.IsZero():
+		// A second occurrence, which merges: into maps of its own,
+		// as the first one's may be a Memo's.
+		cloneMaps(fv)
+		return f.plan.decode(m, fv, val)
 	}
-	return f.plan.decode(fv, val)
+	// In a struct, zero so far: a value of the memo is all it will hold.
+	return m.decode(f.plan, fv, val)
 }
 
 // generated decodes b into v with v's generated Unmarshal.
@@ -251,4 +278,76 @@ func generated(v reflect.Value, b []byte) error {
 	}
 	m := v.Addr().Interface().(Unmarshaler)
 	return m.Unmarshal(b)
+}
+
+// memoMax bounds the values a Memo holds: once full, it remembers no more.
+const memoMax = 1024
+
+// Memo holds the messages decoded to maps alone, by their plan and their
+// bytes, for UnmarshalMemo. It is for one goroutine, and for a bounded
+// while (the decoding of one list, or of a watch's initial events): what
+// it holds stays alive as long as it does, at most memoMax values.
+type Memo struct {
+	// seen is the value each run of bytes decoded to, by plan; every
+	// value is maps alone, read-only once here.
+	seen map[*Plan]map[string]reflect.Value
+	// n is the values in seen.
+	n int
+}
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo {
+	return &Memo{seen: map[*Plan]map[string]reflect.Value{}}
+}
+
+// decode decodes b into fv, a zero value of p's type: as an earlier
+// value of the same bytes if m has one, else by p, remembering the
+// result if it is maps alone.
+func (m *Memo) decode(p *Plan, fv reflect.Value, b []byte) error {
+	byBytes := m.seen[p]
+	old, ok := byBytes[string(b)]
+	if ok {
+		fv.Set(old)
+		return nil
+	}
+	err := p.decode(m, fv, b)
+	if err != nil || m.n == memoMax || !mapsAlone(fv) {
+		return err
+	}
+	if byBytes == nil {
+		byBytes = map[string]reflect.Value{}
+		m.seen[p] = byBytes
+	}
+	keep := reflect.New(fv.Type()).Elem()
+	keep.Set(fv)
+	byBytes[string(b)] = keep
+	m.n++
+	return nil
+}
+
+// cloneMaps gives each map field of struct v a copy of its own.
+func cloneMaps(v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.Map || f.IsNil() {
+			continue
+		}
+		c := reflect.MakeMapWithSize(f.Type(), f.Len())
+		it := f.MapRange()
+		for it.Next() {
+			c.SetMapIndex(it.Key(), it.Value())
+		}
+		f.Set(c)
+	}
+}
+
+// mapsAlone says whether every field of struct v is a map or zero.
+func mapsAlone(v reflect.Value) bool {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.Map && !f.IsZero() {
+			return false
+		}
+	}
+	return true
 }

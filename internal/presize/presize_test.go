@@ -8,6 +8,7 @@ import (
 	"github.com/kctl-dev/kctl/internal/presize"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -193,5 +194,83 @@ func BenchmarkUnmarshal_VariedPods(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestMemo_VariedPods_EqualGeneratedAndShareEqualResources(t *testing.T) {
+	plan := presize.For(reflect.TypeFor[corev1.Pod]())
+	memo := presize.NewMemo()
+	limits := map[uintptr]bool{} // the limits maps, by address
+	var pods []*corev1.Pod
+	for i, b := range variedPods(t, 200) {
+		want := new(corev1.Pod)
+		if err := want.Unmarshal(b); err != nil {
+			t.Fatal(err)
+		}
+		got := new(corev1.Pod)
+		if err := plan.UnmarshalMemo(memo, got, b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("pod %d decodes to\n%v\nwant\n%v", i, got, want)
+		}
+		for _, c := range got.Spec.Containers {
+			limits[reflect.ValueOf(c.Resources.Limits).Pointer()] = true
+		}
+		pods = append(pods, got)
+	}
+	// 20 workloads: their containers' resources, not 200 Pods' worth.
+	if len(limits) > 3*podfixture.Workloads {
+		t.Fatalf("%d limits maps in 200 Pods, want one per workload's container", len(limits))
+	}
+	// What the memo gave is unchanged by the Pods decoded after.
+	for i, p := range pods {
+		want := new(corev1.Pod)
+		if err := want.Unmarshal(variedPods(t, i+1)[i]); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(p, want) {
+			t.Fatalf("pod %d changed after decoding", i)
+		}
+	}
+}
+
+func TestMemo_AFieldTwice_MergesIntoMapsOfItsOwn(t *testing.T) {
+	first := corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1")}}
+	second := corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	container := func(rs ...corev1.ResourceRequirements) []byte {
+		var out []byte
+		for _, r := range rs {
+			c := corev1.Container{Name: "app", Resources: r}
+			b, err := c.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b...) // a message twice: merged
+		}
+		return out
+	}
+	plan := presize.For(reflect.TypeFor[corev1.Container]())
+	memo := presize.NewMemo()
+	one := new(corev1.Container)
+	if err := plan.UnmarshalMemo(memo, one, container(first)); err != nil {
+		t.Fatal(err)
+	}
+	both := container(first, second)
+	got := new(corev1.Container)
+	if err := plan.UnmarshalMemo(memo, got, both); err != nil {
+		t.Fatal(err)
+	}
+	want := new(corev1.Container)
+	if err := want.Unmarshal(both); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || len(got.Resources.Limits) != 2 {
+		t.Fatalf("merged to %v, want %v", got.Resources, want.Resources)
+	}
+	if len(one.Resources.Limits) != 1 {
+		t.Fatalf("the merge changed an earlier container's limits: %v", one.Resources.Limits)
 	}
 }
