@@ -63,6 +63,8 @@ type Plan struct {
 	// maps: the type has map fields, so a value may be maps alone, and
 	// a Memo may remember it.
 	maps bool
+	// repeats: some field is repeated, so size has slices to make.
+	repeats bool
 }
 
 // field is one field of a Plan's type.
@@ -130,6 +132,7 @@ func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
 			continue
 		}
 		p.nested = p.nested || f.plan != nil
+		p.repeats = p.repeats || f.repeated
 		p.add(num, f)
 	}
 	if len(p.fields) == 0 {
@@ -189,7 +192,9 @@ func (p *Plan) at(num int) (field, bool) {
 // decode decodes b into v, an addressable value of p's type: it sizes the
 // slices, then decodes.
 func (p *Plan) decode(m *Memo, v reflect.Value, b []byte) error {
-	p.size(v, b)
+	if p.repeats {
+		p.size(v, b)
+	}
 	if !p.nested {
 		return generated(v, b)
 	}
