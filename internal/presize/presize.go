@@ -60,8 +60,8 @@ type Plan struct {
 	// nested: some field has a plan of its own, so the message is
 	// decoded field by field, not in one call.
 	nested bool
-	// maps: the type has map fields, so a value may be maps alone, and
-	// a Memo may remember it.
+	// maps: the type's fields are maps and slices, some of them maps, so
+	// a value may be maps alone, and a Memo may remember it.
 	maps bool
 	// repeats: some field is repeated, so size has slices to make.
 	repeats bool
@@ -100,8 +100,17 @@ func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
 	open[t] = true
 	defer delete(open, t)
 	p := &Plan{}
+	hasMaps := false
+	onlyMapsAndSlices := true
 	for i := range t.NumField() {
 		sf := t.Field(i)
+		switch sf.Type.Kind() {
+		case reflect.Map:
+			hasMaps = true
+		case reflect.Slice:
+		default:
+			onlyMapsAndSlices = false
+		}
 		num, ok := tag(sf)
 		if !ok || len(p.fields) == maxFields {
 			continue
@@ -110,7 +119,6 @@ func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
 		ft := sf.Type
 		switch ft.Kind() {
 		case reflect.Map:
-			p.maps = true
 			continue
 		case reflect.Slice:
 			// A tag may say "opt" of a slice (Claims of
@@ -138,6 +146,7 @@ func planOf(t reflect.Type, open map[reflect.Type]bool) *Plan {
 	if len(p.fields) == 0 {
 		return nil
 	}
+	p.maps = hasMaps && onlyMapsAndSlices
 	return p
 }
 
