@@ -281,3 +281,28 @@ func TestMemo_AFieldTwice_MergesIntoMapsOfItsOwn(t *testing.T) {
 		t.Fatalf("the merge changed an earlier container's limits: %v", one.Resources.Limits)
 	}
 }
+
+// FuzzPlan_DecodesAsGenerated: whatever the bytes, a Plan (with a Memo,
+// decoding them twice) fails where the generated Unmarshal fails, and
+// decodes what it decodes.
+func FuzzPlan_DecodesAsGenerated(f *testing.F) {
+	for _, b := range variedPods(f, 3) {
+		f.Add(b)
+	}
+	plan := presize.For(reflect.TypeFor[corev1.Pod]())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := new(corev1.Pod)
+		wantErr := want.Unmarshal(b)
+		memo := presize.NewMemo()
+		for range 2 {
+			got := new(corev1.Pod)
+			err := plan.UnmarshalMemo(memo, got, b)
+			if (err == nil) != (wantErr == nil) {
+				t.Fatalf("error %v, generated %v", err, wantErr)
+			}
+			if err == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodes to\n%v\nwant\n%v", got, want)
+			}
+		}
+	})
+}
