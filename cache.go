@@ -319,6 +319,8 @@ func initInformer[P any](
 	}
 	// Not even decoded (protobuf).
 	cl.codec.skipManagedFields = !keep
+	// Its objects are read-only: equal maps may be decoded once.
+	cl.codec.reuse = true
 	var none P
 	*inf = informer[P]{
 		res:       res,

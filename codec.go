@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
+	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,6 +98,15 @@ type codec[P any] struct {
 	// objects, which the server sends as such (asMetadata), in protobuf
 	// whatever res's own encoding.
 	metadata bool
+	// sizes decodes protobuf with each slice made once, as long as its
+	// elements (nil: T has no slice to size).
+	sizes *presize.Plan
+	// reuse: objects decoded together (one list; a watch until its first
+	// bookmark, which ends a watch-list's initial events) may share the
+	// maps decoded from equal bytes (a container's resources), in memo.
+	// Only for objects that stay read-only: the informer's.
+	reuse bool
+	memo  *presize.Memo
 }
 
 // asMetadata, after a media type, asks the server for objects as
@@ -113,14 +124,20 @@ func newCodec[P any](
 	res Resource,
 	builtin bool,
 ) codec[P] {
-	_, ok := any(ops.newObject()).(protoObject)
-	return codec[P]{
+	obj := any(ops.newObject())
+	_, ok := obj.(protoObject)
+	c := codec[P]{
 		ops:        ops,
 		res:        res,
 		apiVersion: res.APIVersion(),
 		builtin:    builtin,
 		proto:      ok && builtin,
 	}
+	if c.proto {
+		t := reflect.TypeOf(obj).Elem()
+		c.sizes = presize.For(t)
+	}
+	return c
 }
 
 // newMetadataCodec is the codec of the metadata of res's objects;
@@ -298,14 +315,19 @@ func recovered(err *error) {
 	}
 }
 
-// unmarshal decodes protobuf into obj. With skipManagedFields it skips
-// metadata.managedFields (field 17 of ObjectMeta, field 1 of every k8s.io/api
-// object), decoding the runs around them: the generated Unmarshal merges.
+// unmarshal decodes protobuf into obj, its slices sized once (c.sizes),
+// its maps from c.memo if any.
+// With skipManagedFields it skips metadata.managedFields (field 17 of
+// ObjectMeta, field 1 of every k8s.io/api object), decoding the runs
+// around them: the generated Unmarshal merges.
 func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	p, ok := any(obj).(protoObject)
 	if !ok {
 		return errors.New("the server sent protobuf " +
 			"for a type without protobuf support")
+	}
+	decode := func(b []byte) error {
+		return c.sizes.UnmarshalMemo(c.memo, p, b)
 	}
 	var meta *metav1.ObjectMeta
 	acc, ok := any(obj).(metav1.ObjectMetaAccessor)
@@ -313,13 +335,13 @@ func (c codec[P]) unmarshal(obj P, raw []byte) error {
 		meta, _ = acc.GetObjectMeta().(*metav1.ObjectMeta)
 	}
 	if meta == nil {
-		return p.Unmarshal(raw)
+		return decode(raw)
 	}
 	ignore := func([]byte) error { return nil }
 	decodeMeta := func(m []byte) error {
 		return protowire.DecodeAround(m, 17, meta.Unmarshal, ignore)
 	}
-	return protowire.DecodeAround(raw, 1, p.Unmarshal, decodeMeta)
+	return protowire.DecodeAround(raw, 1, decode, decodeMeta)
 }
 
 // jsonList is a JSON list with items of type I.
@@ -335,6 +357,9 @@ func (c codec[P]) decodeList(
 	contentType string,
 	body []byte,
 ) (items []P, meta metav1.ListMeta, skipped []error, err error) {
+	if c.reuse {
+		c.memo = presize.NewMemo() // this list's
+	}
 	add := func(raw []byte, proto bool) {
 		obj, err := c.decodeItem(raw, proto)
 		if err != nil {

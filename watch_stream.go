@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -48,6 +49,9 @@ func newWatchStream[P any](
 	contentType string,
 	body io.ReadCloser,
 ) *watchStream[P] {
+	if c.reuse {
+		c.memo = presize.NewMemo() // until the first bookmark
+	}
 	w := &watchStream[P]{
 		c:     c,
 		body:  body,
@@ -99,6 +103,9 @@ func (w *watchStream[P]) Next() (watchEvent[P], error) {
 		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
 			w.c.res, err)
 		return watchEvent[P]{Err: err}, nil
+	}
+	if string(typ) == "BOOKMARK" {
+		w.c.memo = nil
 	}
 	return w.c.event(string(typ), object, mediaProtobuf), nil
 }

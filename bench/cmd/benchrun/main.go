@@ -44,6 +44,7 @@ type env struct {
 	profileHz                               int      // -cpuprofile-hz: CPU profile rate of kctl's binary
 	syncOnly                                []string // -sync-stacks: exactly these sync stacks
 	syncHeapDir                             string   // -sync-heapprofile-dir: a heap profile per sync child
+	syncHeapRate                            int      // -sync-memprofilerate: the sync children's MemProfileRate (0: theirs)
 	kctlBase                                string   // -kctl-base: another checkout of kctl, measured as the stack kctl-base
 	cs                                      *kubernetes.Clientset
 	stacks                                  []string
@@ -140,6 +141,7 @@ func runParts(cmd string, args []string) error {
 		"many times a second (Go's default 100 gives about 100 samples a run) and also writes its allocation profile (*.allocs.pprof)")
 	syncOnly := fs.String("sync-stacks", "", "sync only these stacks (e.g. kctl,kctl-paged), not every variant of -stacks")
 	fs.StringVar(&env.syncHeapDir, "sync-heapprofile-dir", "", "each sync child writes a heap profile (in use and allocated) into this folder")
+	fs.IntVar(&env.syncHeapRate, "sync-memprofilerate", 0, "with -sync-heapprofile-dir: the children's runtime.MemProfileRate (1: every allocation; 0: the child's default, 4096)")
 	fs.StringVar(&env.kctlBase, "kctl-base", "", "also measure kctl as checked out in this folder (e.g. a git worktree at "+
 		"an older commit), as the stack kctl-base, built by that checkout's own bench module")
 	variants := fs.String("probe-variants", "default,GOGC=50", "rss-probe: runtime settings to compare (see probeVariants)")

@@ -133,6 +133,10 @@ type syncResult struct {
 	PeakRSSMB    float64 `json:"peak_rss_mb"`    // the process's peak resident set (VmHWM) when synced
 	Objects      int     `json:"objects"`
 	Events       int64   `json:"events"`
+	// CPUSeconds is the child's user and system CPU time over its whole
+	// life (start, sync, the measurement's collections, exit), set by
+	// the parent: on a loaded machine it varies far less than Seconds.
+	CPUSeconds float64 `json:"-"`
 }
 
 // peakRSS is the process's peak resident set size in MB (VmHWM).
@@ -157,9 +161,10 @@ func syncChild(args []string) error {
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KCTL_TEST_KUBECONFIG"), "kubeconfig")
 	want := fs.Int("want", 0, "Pods expected in the cache")
 	profile := fs.String("heapprofile", "", "write a heap profile (in use and allocated since start) to this file")
+	rate := fs.Int("memprofilerate", 4096, "with -heapprofile: record one allocation every this many bytes (1: every allocation, exact but slow)")
 	fs.Parse(args)
 	if *profile != "" {
-		runtime.MemProfileRate = 4096
+		runtime.MemProfileRate = *rate
 	}
 	sync, ok := syncers[*stack]
 	if !ok {
@@ -274,6 +279,9 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 			args := []string{"sync-child", c[1], c[2], "-kubeconfig", env.kubeconfig, "-want", fmt.Sprint(want)}
 			if env.syncHeapDir != "" {
 				args = append(args, "-heapprofile", filepath.Join(env.syncHeapDir, fmt.Sprintf("sync-%s-%d.pprof", st, run)))
+				if env.syncHeapRate != 0 {
+					args = append(args, "-memprofilerate", fmt.Sprint(env.syncHeapRate))
+				}
 			}
 			cmd := exec.CommandContext(ctx, c[0], args...)
 			var stdout, stderr bytes.Buffer
@@ -285,11 +293,12 @@ func syncPhase(ctx context.Context, env *env) (map[string][]syncResult, error) {
 			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 				return nil, fmt.Errorf("sync child %s printed %q: %v", st, stdout.String(), err)
 			}
+			r.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 			if r.Objects != want {
 				return nil, fmt.Errorf("sync child %s cached %d Pods, want %d", st, r.Objects, want)
 			}
-			env.progress("sync run %d %-18s %.2f s, heap %.1f MB, alloc %.1f MB, peak RSS %.1f MB",
-				run+1, st, r.Seconds, r.HeapMB, r.TotalAllocMB, r.PeakRSSMB)
+			env.progress("sync run %d %-18s %.2f s, CPU %.2f s, heap %.1f MB, alloc %.1f MB, peak RSS %.1f MB",
+				run+1, st, r.Seconds, r.CPUSeconds, r.HeapMB, r.TotalAllocMB, r.PeakRSSMB)
 			out[st] = append(out[st], r)
 		}
 	}
@@ -317,42 +326,50 @@ func (env *env) describePod(ctx context.Context) error {
 }
 
 func syncTable(env *env, res map[string][]syncResult) (string, []target) {
-	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "peak RSS (MB)", "runs"}}
+	t := &table{head: []string{"stack", "time to synced (s)", "retained heap (MB)", "total allocation (MB)", "peak RSS (MB)",
+		"process CPU (s)", "runs"}}
 	med := map[string][4]float64{}
 	sums := map[string][4]summary{}
+	cpu := map[string]summary{}
 	for _, st := range env.syncStacks() {
-		var sec, heap, alloc, rss []float64
+		var sec, heap, alloc, rss, cpus []float64
 		for _, r := range res[st] {
 			sec, heap, alloc = append(sec, r.Seconds), append(heap, r.HeapMB), append(alloc, r.TotalAllocMB)
 			rss = append(rss, r.PeakRSSMB)
+			cpus = append(cpus, r.CPUSeconds)
 		}
 		s, h, a, p := summarize(sec), summarize(heap), summarize(alloc), summarize(rss)
 		med[st], sums[st] = [4]float64{s.median, h.median, a.median, p.median}, [4]summary{s, h, a, p}
-		t.add(st, s.format(2), h.format(1), a.format(1), p.format(1), fmt.Sprint(s.n))
+		cpu[st] = summarize(cpus)
+		t.add(st, s.format(2), h.format(1), a.format(1), p.format(1), cpu[st].format(2), fmt.Sprint(s.n))
 	}
 	for _, other := range []string{"controller-runtime", "controller-runtime-strip-managedfields", "client-go"} {
 		k, o := med["kctl"], med[other]
 		if _, ok := res["kctl"]; !ok || len(res[other]) == 0 {
 			continue
 		}
-		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), ratio(k[3], o[3]), "")
+		t.add("kctl / "+other, ratio(k[0], o[0]), ratio(k[1], o[1]), ratio(k[2], o[2]), ratio(k[3], o[3]),
+			ratio(cpu["kctl"].median, cpu[other].median), "")
 	}
 	for _, base := range []string{"kctl-paged", "kctl-base"} {
 		if len(res["kctl-metadata"]) > 0 && base == "kctl-paged" {
 			m := med["kctl-metadata"]
 			k := med["kctl"]
-			t.add("kctl-metadata / kctl", ratio(m[0], k[0]), ratio(m[1], k[1]), ratio(m[2], k[2]), ratio(m[3], k[3]), "")
+			t.add("kctl-metadata / kctl", ratio(m[0], k[0]), ratio(m[1], k[1]), ratio(m[2], k[2]), ratio(m[3], k[3]),
+				ratio(cpu["kctl-metadata"].median, cpu["kctl"].median), "")
 		}
 		if len(res["kctl"]) > 0 && len(res[base]) > 0 {
 			k, b := sums["kctl"], sums[base]
-			t.add("kctl / "+base, versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), versus(k[3], b[3]), "")
+			t.add("kctl / "+base, versus(k[0], b[0]), versus(k[1], b[1]), versus(k[2], b[2]), versus(k[3], b[3]),
+				versus(cpu["kctl"], cpu[base]), "")
 		}
 	}
 	pk, pm, pcr := med["kctl-podcount"], med["kctl-podcount-metadata"], med["controller-runtime-podcount-metadata"]
 	for _, row := range [][2]string{{"kctl-podcount-metadata", "kctl-podcount"}, {"kctl-podcount-metadata", "controller-runtime-podcount-metadata"}} {
 		if len(res[row[0]]) > 0 && len(res[row[1]]) > 0 {
 			a, b := med[row[0]], med[row[1]]
-			t.add(row[0]+" / "+row[1], ratio(a[0], b[0]), ratio(a[1], b[1]), ratio(a[2], b[2]), ratio(a[3], b[3]), "")
+			t.add(row[0]+" / "+row[1], ratio(a[0], b[0]), ratio(a[1], b[1]), ratio(a[2], b[2]), ratio(a[3], b[3]),
+				ratio(cpu[row[0]].median, cpu[row[1]].median), "")
 		}
 	}
 	var ts []target
