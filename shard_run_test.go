@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/shardhash"
 	appsv1 "k8s.io/api/apps/v1"
@@ -278,12 +279,16 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 	per := checkReconciledBy(t, cfg, log, keys, owners, "3-members")
 	t.Logf("3 members, %d ReplicaSets in %d namespaces: reconciled %v (ideal %d each)", len(keys), len(nss), per, len(keys)/3)
 	checkNamespaceBalance(t, ms[0].run.weights(), owners, ids)
-	bound := shareBound(t, ms[0].run.weights(), len(nss))
+	weighed := 0
+	for _, w := range ms[0].run.weights() {
+		weighed += w
+	}
+	t.Logf("the members weigh %d namespaces, the fixture's %d among them", weighed, len(nss))
 	for _, id := range ids {
-		checkThird(t, id+" reconciled", per[id], len(keys), bound)
+		checkThird(t, id+" reconciled", per[id], len(keys), shareBound)
 	}
 	for _, m := range ms {
-		checkMemberCache(t, m, fx, owners, serverSide, bound)
+		checkMemberCache(t, m, fx, owners, serverSide, shareBound)
 	}
 
 	// A graceful stop: the Lease is deleted, the others take over at once.
@@ -347,24 +352,25 @@ func onePerNamespace(keys []Key, perNS int) []Key {
 	return out
 }
 
-// shareBound is how far, in percent, a member's share of the fixture's
-// objects may be from a third. The assignment balances every namespace
-// of the cluster (weights); the fixture's nss are a sample of them where
-// others abound (the plain control plane keeps every test's namespace):
-// 10 % only where the fixture's namespaces are nearly all of them.
-func shareBound(t *testing.T, weights []int, nss int) int {
+// testGroupConfig is a control plane of the group tests' own, with the
+// shard gate on or off: RequireFlags starts one per distinct flag list,
+// and --event-ttl (unused here) sets this list apart from the other
+// tests'. The members weigh every namespace of the cluster, so on a
+// cluster of their own those are the fixture's 300, the server's four
+// and the Leases' own: the balance measured is the fixture's, at the
+// issue's 10 %.
+func testGroupConfig(t *testing.T, gate bool) *rest.Config {
 	t.Helper()
-	total := 0
-	for _, x := range weights {
-		total += x
+	flags := []string{
+		fmt.Sprintf("--feature-gates=ShardedListAndWatch=%t", gate),
+		"--event-ttl=59m",
 	}
-	bound := 10
-	if nss*10 < total*9 {
-		bound = 25
-	}
-	t.Logf("the fixture's %d namespaces of the %d the members see: bound %d %%", nss, total, bound)
-	return bound
+	return testLoadConfig(t, controlplane.RequireFlags(t, flags...).Kubeconfig())
 }
+
+// shareBound is how far, in percent, a member's share of the fixture's
+// objects may be from a third.
+const shareBound = 10
 
 // checkThird checks that n of total is within bound percent of a third.
 func checkThird(t *testing.T, what string, n, total, bound int) {
@@ -436,18 +442,17 @@ func cacheSeries(page string) string {
 // over 3,000 ReplicaSets in 300 namespaces named as clusters name them,
 // each controlling a Pod: every ReplicaSet is reconciled, each member
 // reconciles and caches (ReplicaSets, and Pods as metadata) the
-// namespaces of its ranges only, a third within 10 % (25 % where other
-// tests' namespaces are over a tenth of the server's), no key is
+// namespaces of its ranges only, a third within 10 %, no key is
 // reconciled by two members at once, every reconcile finds its Pod in
 // its member's cache, and after a graceful stop and a kill the others
 // take the ranges over and reconcile every namespace's objects.
 func TestShardGroup_ThreeMembers_ServerSideSelector(t *testing.T) {
-	runShardGroup(t, testShardedConfig(t), true)
+	runShardGroup(t, testGroupConfig(t, true), true)
 }
 
-// The same on the default server, without the gate: the reconciles are
+// The same on a server without the gate: the reconciles are
 // still split, each member's cache holds all 6,000 objects (the selector
 // is ignored: the memory is not split), and /readyz says so.
 func TestShardGroup_ThreeMembers_GateOff_FilterOnly(t *testing.T) {
-	runShardGroup(t, testConfig(t), false)
+	runShardGroup(t, testGroupConfig(t, false), false)
 }
