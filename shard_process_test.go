@@ -23,8 +23,6 @@ import (
 	"github.com/kctl-dev/kctl/internal/controlplane"
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/shardhash"
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // parseInts reads "1,2,3".
@@ -367,68 +365,10 @@ func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
 	g.start("m-0")
 	owners := g.settle("start m-0")
 
-	// Changes at 50/s, round robin over the ReplicaSets, up to 16 at once
-	// (a loaded server answers a patch in more than 20 ms); last holds
-	// each one's last churn annotation.
-	last := map[Key]int{}
-	var lastMu sync.Mutex
-	changes := 0
-	stop := make(chan struct{})
-	var churn sync.WaitGroup
-	stopChurn := sync.OnceFunc(func() {
-		close(stop)
-		churn.Wait()
-	})
-	t.Cleanup(stopChurn) // a failed step ends the test: no Errorf after it
-	churnBegan := time.Now()
-	rsets := NewClient[appsv1.ReplicaSet](testProbeConn(t, cfg))
-	inFlight := make(chan struct{}, 16)
-	patch := func(i int) {
-		defer func() { <-inFlight }()
-		k := keys[i%len(keys)]
-		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
-		body := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"churn":"%d"}}}`, i))
-		if err := rsets.Patch(t.Context(), rs, MergePatch, body, PatchOptions{}); err != nil {
-			t.Errorf("churn: %v", err)
-			return
-		}
-		lastMu.Lock()
-		defer lastMu.Unlock()
-		changes++
-		if n, ok := last[k]; !ok || i > n {
-			last[k] = i
-		}
-	}
-	churn.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			select {
-			case <-stop:
-				return
-			case inFlight <- struct{}{}:
-			}
-			churn.Go(func() { patch(i) })
-		}
-	})
-	// From 1 member to 3, then 18 changes more: 4 SIGKILLs, 5 graceful
-	// stops, and back to 3 each time.
-	steps := []struct{ op, id string }{
-		{"start", "m-1"}, {"start", "m-2"},
-		{"kill", "m-1"}, {"stop", "m-2"}, {"start", "m-1"}, {"start", "m-2"},
-		{"stop", "m-0"}, {"start", "m-0"}, {"kill", "m-2"}, {"start", "m-2"},
-		{"stop", "m-1"}, {"start", "m-1"}, {"kill", "m-0"}, {"start", "m-0"},
-		{"stop", "m-2"}, {"kill", "m-1"}, {"start", "m-1"}, {"start", "m-2"},
-		{"stop", "m-0"}, {"start", "m-0"},
-	}
+	ch := startChurn(t, cfg, keys)
 	bound := testShardLease + processShardRenew
 	var took []time.Duration
-	for _, s := range steps {
+	for _, s := range churnSteps {
 		var killedAt time.Time
 		var ranges []int
 		switch s.op {
@@ -450,9 +390,10 @@ func TestShardGroup_ThreeProcesses_SIGKILLChurn(t *testing.T) {
 			t.Errorf("the ranges of %s were served again %v after its SIGKILL, want at most LeaseDuration + RenewPeriod = %v", s.id, d, bound)
 		}
 	}
-	stopChurn()
-	rate := float64(changes) / time.Since(churnBegan).Seconds()
-	t.Logf("%d changes during the membership changes (%.1f/s)", changes, rate)
+	ch.stop()
+	n, rate := ch.made()
+	t.Logf("%d changes during the membership changes (%.1f/s)", n, rate)
+	last := ch.lastOf()
 
 	deadline := time.Now().Add(30 * time.Second)
 	for missing := g.unreconciled(keys, last, owners); len(missing) > 0; missing = g.unreconciled(keys, last, owners) {
