@@ -143,7 +143,8 @@
 // member's ranges and its loop, shard_informer.go, shard_probe.go) and
 // helpers.go (CreateOrUpdate, CreateOrPatch,
 // SetControllerReference, RetryOnConflict). Leaves that need no kctl type
-// live in internal/: apitype, protowire, discovery, pendingwrites, share,
+// live in internal/: apitype, protowire, presize (protobuf decoded with
+// each slice made once), discovery, pendingwrites, share,
 // metrics, prom, group, fieldlabel (the field labels a server filters
 // by), warnings (the server's Warning headers, logged once each),
 // jsonpatch (a defaulting webhook's patch), certwatch (a serving
@@ -184,7 +185,9 @@
 // The cache stores each object once, shares equal strings, maps and lists
 // between objects (internal/share), and drops managedFields unless asked.
 // Built-in types travel as protobuf, decoded by hand around managedFields
-// (codec.go); declared types travel as JSON. A cached List is answered
+// (codec.go) with each slice made once at its length, and, in a cache, a
+// workload's container resources decoded once (internal/presize);
+// declared types travel as JSON. A cached List is answered
 // from indexes, so it costs what it returns (store.go).
 //
 // # Testing
