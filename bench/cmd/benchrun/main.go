@@ -256,16 +256,22 @@ func runParts(cmd string, args []string) error {
 	fmt.Fprintf(&report, "Total benchmark time: %.0f s. Load average (1, 5, 15 min) at the start: %s; at the end: %s "+
 		"(other work on the machine shows here, and makes every number noisier).\n\n",
 		time.Since(env.started).Seconds(), env.loadStart, loadavg())
+	return writeReport(*out, report.String())
+}
+
+// writeReport writes report to stdout and, if out is not empty, to the
+// file out too.
+func writeReport(out, report string) error {
 	w := io.Writer(os.Stdout)
-	if *out != "" {
-		f, err := os.Create(*out)
+	if out != "" {
+		f, err := os.Create(out)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		w = io.MultiWriter(os.Stdout, f)
 	}
-	_, err = io.WriteString(w, report.String())
+	_, err := io.WriteString(w, report)
 	return err
 }
 

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,17 +133,7 @@ func shardCommand(args []string) error {
 		}
 	}
 	report := se.report(results, loadStart)
-	w := io.Writer(os.Stdout)
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = io.MultiWriter(os.Stdout, f)
-	}
-	_, err = io.WriteString(w, report)
-	return err
+	return writeReport(*out, report)
 }
 
 func (se *shardEnv) progress(format string, args ...any) {
