@@ -13,7 +13,7 @@ import (
 // historyFrames are the functions of kctl's per-key history on the
 // reconcile and event paths: what the worker (c.hist.reconciled) and the
 // predicate hook (noteDrop, dropped) run, and what they call.
-const historyFrames = `^github\.com/kctl-dev/kctl\.(\(\*keyBook\)\.|\(\*historyBooks\)\.|resultOf$|dropper$|\(\*Controller\[.*\]\)\.noteDrop$)`
+const historyFrames = `^github\.com/kctl-dev/kctl\.(\(\*keyBook\)\.|\(\*historyBooks\)\.|resultOf$|dropper$|\(\*controller\[.*\]\)\.noteDrop$)`
 
 // profShare is `benchrun prof-share [-focus RE] [-sample-index I] BINARY
 // PROFILE...`: for each profile, the samples in stacks with a frame
@@ -107,10 +107,13 @@ func shareOf(bin, prof, index string, re *regexp.Regexp) (in, all float64, unit 
 // label matches a label line of `go tool pprof -traces`.
 var label = regexp.MustCompile(`^\s*[a-zA-Z_]+:\s`)
 
+// quantity matches a number with its unit, e.g. "1.50s" or "512kB".
+var quantity = regexp.MustCompile(`^([0-9.]+)([a-zA-Z]*)$`)
+
 // parseQuantity reads "10ms", "1.50s", "512kB", "3MB" or a plain number,
 // in ms for times and bytes for sizes.
 func parseQuantity(s string) (float64, string, bool) {
-	m := regexp.MustCompile(`^([0-9.]+)([a-zA-Z]*)$`).FindStringSubmatch(s)
+	m := quantity.FindStringSubmatch(s)
 	if m == nil {
 		return 0, "", false
 	}
