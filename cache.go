@@ -319,8 +319,9 @@ func initInformer[P any](
 	}
 	// Not even decoded (protobuf).
 	cl.codec.skipManagedFields = !keep
-	// Its objects are read-only: equal maps may be decoded once.
-	cl.codec.reuse = true
+	// Its objects are read-only: equal maps may be decoded once, unless
+	// a transform owns (and may change) each object it is given.
+	cl.codec.reuse = transform == nil
 	var none P
 	*inf = informer[P]{
 		res:       res,

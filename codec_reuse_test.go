@@ -3,6 +3,7 @@ package kctl
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"reflect"
 	"testing"
 
@@ -100,5 +101,51 @@ func TestWatchStream_Informers_SharesEqualResourcesOnlyUntilTheFirstBookmark(t *
 	}
 	if sameLimits(pods[1], pods[3]) {
 		t.Error("a Pod after the bookmark shares a map decoded before it")
+	}
+}
+
+// A transform owns each object it is given (TransformFor), so an
+// informer with one decodes every object's maps its own: the transform
+// changing one Pod's limits leaves its workload's other Pod's alone.
+func TestCache_TransformFor_ChangesOnlyTheObjectItIsGiven(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	conn := testProbeConn(t, cfg)
+	a, b := twoOfAWorkload(t)
+	pods := NewClient[corev1.Pod](conn)
+	for _, p := range []*corev1.Pod{a, b} {
+		p.Namespace = ns
+		p.ResourceVersion = ""
+		p.UID = ""
+		if err := pods.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewCache(conn, CacheOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := ScopeFor[corev1.Pod](c, Scope{Namespaces: []string{ns}}); err != nil {
+		t.Fatal(err)
+	}
+	err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
+		if p.Name == a.Name {
+			clear(p.Spec.Containers[0].Resources.Limits)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := InformerFor[corev1.Pod](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCache(t, c)
+	eventually(t, "the sync", inf.HasSynced)
+	got, ok := inf.Get(ns, b.Name)
+	if !ok {
+		t.Fatalf("%s is not cached", b.Name)
+	}
+	limits := got.Spec.Containers[0].Resources.Limits
+	want := b.Spec.Containers[0].Resources.Limits
+	if !reflect.DeepEqual(limits, want) {
+		t.Errorf("%s's limits are %v after the transform changed %s's, want %v", b.Name, limits, a.Name, want)
 	}
 }
