@@ -32,6 +32,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kctl-dev/kctl/internal/protowire"
 )
@@ -84,9 +85,20 @@ var unmarshaler = reflect.TypeFor[Unmarshaler]()
 
 // For returns the plan of struct type t (whose pointer is a generated
 // message), or nil if t has no repeated field to size, itself or below.
+// A type's plan is made once (about half a millisecond for a Pod) and
+// kept for the process's life, like the types themselves.
 func For(t reflect.Type) *Plan {
-	return planOf(t, map[reflect.Type]bool{})
+	known, ok := plans.Load(t)
+	if ok {
+		return known.(*Plan)
+	}
+	p := planOf(t, map[reflect.Type]bool{})
+	known, _ = plans.LoadOrStore(t, p)
+	return known.(*Plan)
 }
+
+// plans holds For's plan (perhaps nil) of each type asked for.
+var plans sync.Map
 
 // planOf is For; open holds the types being planned, so a type that
 // holds itself is decoded there by the generated code alone.

@@ -209,7 +209,8 @@ func TestMemo_VariedPods_EqualGeneratedAndShareEqualResources(t *testing.T) {
 	memo := presize.NewMemo()
 	limits := map[uintptr]bool{} // the limits maps, by address
 	var pods []*corev1.Pod
-	for i, b := range variedPods(t, 200) {
+	bodies := variedPods(t, 200)
+	for i, b := range bodies {
 		want := new(corev1.Pod)
 		if err := want.Unmarshal(b); err != nil {
 			t.Fatal(err)
@@ -233,7 +234,7 @@ func TestMemo_VariedPods_EqualGeneratedAndShareEqualResources(t *testing.T) {
 	// What the memo gave is unchanged by the Pods decoded after.
 	for i, p := range pods {
 		want := new(corev1.Pod)
-		if err := want.Unmarshal(variedPods(t, i+1)[i]); err != nil {
+		if err := want.Unmarshal(bodies[i]); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(p, want) {
