@@ -33,9 +33,10 @@ func (s *shardRun) run(ctx context.Context) error {
 	defer tick.Stop()
 	var peekAt time.Time
 	peeks := 0 // left before the next look
+	lookedAt := time.Now()
 	for {
 		expired := time.After(time.Until(s.renewBy()))
-		peerExpires := fireAt(s.members.nextExpiry())
+		peerExpires := fireAt(s.expiryAfter(lookedAt))
 		peek := fireAt(peekAt)
 		var listing <-chan time.Time
 		if count(s.starting) > 0 {
@@ -71,6 +72,7 @@ func (s *shardRun) run(ctx context.Context) error {
 		}
 		peeks = shardPeeks
 		peekAt = s.nextPeek(peeks)
+		lookedAt = time.Now()
 		err := s.look(ctx)
 		if err == nil && s.hurried() {
 			err = s.look(ctx)
@@ -80,6 +82,20 @@ func (s *shardRun) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// expiryAfter is when the first peer's Lease expires (nextExpiry), if
+// that is after the look at lookedAt, else zero: a look that could not
+// list or renew has not judged an expiry before it, and must not be
+// repeated at once for it (with a server answering errors fast, that
+// was a loop of requests until RenewDeadline); a peek that sees the
+// expiry asks for a look itself.
+func (s *shardRun) expiryAfter(lookedAt time.Time) time.Time {
+	at := s.members.nextExpiry()
+	if !at.After(lookedAt) {
+		return time.Time{}
+	}
+	return at
 }
 
 // fireAt is a channel that receives at t, or nil (never) if t is zero.
@@ -296,9 +312,7 @@ func (s *shardRun) lose(err error) {
 	cause := fmt.Errorf("kctl: sharding: member %q of group %q "+
 		"stopped all its work (%w): %w", s.cfg.Identity,
 		s.cfg.Group, unprefixed(ErrLeaderLost), unprefixed(err))
-	if s.loseWork != nil {
-		s.loseWork(cause)
-	}
+	s.loseWork(cause)
 	s.m.mu.Lock()
 	cancel := s.m.cancel
 	s.m.mu.Unlock()

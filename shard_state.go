@@ -63,9 +63,10 @@ type shardRun struct {
 	starting []bool
 	// renewed is the start of the last successful renewal.
 	renewed time.Time
-	// loseWork cancels the in-flight reconciles of every controller
-	// (Manager.memberLost) with its cause: the Lease is lost or no
-	// longer renewed in time, so peers may take the ranges.
+	// loseWork (set by shardWith, before run) cancels the in-flight
+	// reconciles of every controller (Manager.memberLost) with its
+	// cause: the Lease is lost or no longer renewed in time, so peers
+	// may take the ranges.
 	loseWork context.CancelCauseFunc
 	// recorded: the last renewal wrote hand.Recorded(); a Look is
 	// made only then (handover's rule).
@@ -238,6 +239,13 @@ func (s *shardRun) serveListed() {
 	}
 }
 
+// ignoresSelector reports whether the probe found that the server
+// ignores the shard selector for res: its informer holds everything.
+func (s *shardRun) ignoresSelector(res Resource) bool {
+	served, known := s.served[res]
+	return known && !served
+}
+
 // listingPoll is how often the run loop looks whether the informers
 // have listed the starting ranges.
 const listingPoll = 20 * time.Millisecond
@@ -251,8 +259,7 @@ func (s *shardRun) listed() bool {
 	infs := slices.Clone(s.informers)
 	s.mu.RUnlock()
 	for _, inf := range infs {
-		served, known := s.served[inf.resource()]
-		if known && !served {
+		if s.ignoresSelector(inf.resource()) {
 			continue
 		}
 		if !inf.listedWith(sel) {
@@ -399,9 +406,8 @@ func (s *shardRun) updateSelector() {
 		return
 	}
 	for _, inf := range infs {
-		served, known := s.served[inf.resource()]
-		if known && !served {
-			continue // the server ignores the selector
+		if s.ignoresSelector(inf.resource()) {
+			continue
 		}
 		inf.reshard()
 	}
