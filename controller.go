@@ -188,7 +188,7 @@ type controllerHost struct {
 	owns func(k Key) bool
 	// sharded: the controllers run on every replica (Manager.ownsKey).
 	sharded func() bool
-	// leaseOf, if set, is the lease context of a run on every replica:
+	// leaseOf is the lease context of a run on every replica:
 	// ctx's values, ending only when this replica must stop reconciling
 	// at once (Manager.leaseOf: a sharded member that lost its Lease).
 	leaseOf func(ctx context.Context) context.Context

@@ -41,11 +41,7 @@ func (c *controller[P]) runEverywhere(ctx context.Context) error {
 	if !c.runsEverywhere() {
 		return nil
 	}
-	lease := context.WithoutCancel(ctx)
-	if c.host.leaseOf != nil {
-		lease = c.host.leaseOf(ctx)
-	}
-	return c.run(ctx, lease)
+	return c.run(ctx, c.host.leaseOf(ctx))
 }
 
 // runsEverywhere reports whether the controller runs on every replica.
