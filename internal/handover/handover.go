@@ -65,7 +65,7 @@ func New(self string, n int) *Member {
 }
 
 // Look applies one look at the group: owners[r] is the member that should
-// own range r (from the live members, e.g. shardhash.Assign), and
+// own range r (from the live members, e.g. shardhash.AssignWeighted), and
 // others[r] tells whether another live member records r in its Lease. It
 // returns the ranges to start serving and the ranges to start draining.
 // Write Recorded in this member's Lease after Look and before the next
