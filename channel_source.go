@@ -36,8 +36,9 @@ func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) boo
 				if filter != nil && !filter(e) {
 					continue
 				}
+				why := Trigger{Cause: "channel", Detail: fmt.Sprint(e)}
 				for _, k := range toKeys(e) {
-					c.enqueue(k, Trigger{Cause: "channel", Detail: fmt.Sprint(e)}, asKept)
+					c.enqueue(k, why, asKept)
 				}
 			}
 		}
