@@ -84,7 +84,7 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 	bookmark := e.Type == "BOOKMARK"
 	broken := e.Err != nil || isNil(e.Object)
 	if !broken && !bookmark {
-		noName := objMeta(e.Object).GetName() == ""
+		noName := metaOf(e.Object).GetName() == ""
 		broken = noName || !change
 	}
 	if broken {
@@ -95,7 +95,7 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 		return nil
 	}
 	obj := e.Object
-	m := objMeta(e.Object)
+	m := metaOf(e.Object)
 	// an object not kept is deleted from the store, if there
 	gone := e.Type == "DELETED" || !i.kept(obj)
 	if !bookmark {
@@ -139,7 +139,7 @@ func (i *informer[P]) kept(obj P) bool {
 	if i.keep == nil {
 		return true
 	}
-	uid := objMeta(obj).GetUID()
+	uid := metaOf(obj).GetUID()
 	return i.keep(string(uid))
 }
 

@@ -311,7 +311,7 @@ func initInformer[P any](
 	transform, _ := c.transforms[res].(func(P))
 	prepare := func(obj P) {
 		if !keep {
-			objMeta(obj).SetManagedFields(nil)
+			metaOf(obj).SetManagedFields(nil)
 		}
 		if transform != nil {
 			transform(obj)

@@ -444,7 +444,7 @@ func (c *client[P]) object(ctx context.Context, r request) (obj P, err error) {
 	err = c.call(ctx, r, func(ct string, body []byte) error {
 		obj, err = c.codec.decode(ct, body)
 		if err == nil && c.afterWrite != nil && r.method != http.MethodGet {
-			c.afterWrite(objMeta(obj))
+			c.afterWrite(metaOf(obj))
 		}
 		return err
 	})

@@ -46,7 +46,7 @@ func (c *client[P]) write(
 	if err != nil {
 		return err
 	}
-	m := objMeta(obj)
+	m := metaOf(obj)
 	r := request{
 		verb:        verb,
 		method:      method,
@@ -102,7 +102,7 @@ func (c *client[P]) Patch(
 	data []byte,
 	opts PatchOptions,
 ) error {
-	m := objMeta(obj)
+	m := metaOf(obj)
 	out, err := c.patch(
 		ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
 	if err != nil {
@@ -310,7 +310,7 @@ func (c *client[P]) DeleteWithOptions(
 			// last state
 			obj, err := c.codec.decode(ct, body)
 			if err == nil {
-				c.afterWrite(objMeta(obj))
+				c.afterWrite(metaOf(obj))
 			}
 		}
 		return nil

@@ -43,7 +43,7 @@ type protoObject interface {
 // shape of its type arguments, and every pointer is one shape when the
 // constraint has methods only (one naming *T, as Object[T] does, makes
 // each T a shape of its own). So the core is compiled once for every T,
-// and reaches T only through typeOps, metav1.Object (objMeta) and type
+// and reaches T only through typeOps, metav1.Object (metaOf) and type
 // assertions: work that needs T goes here. The typed entry points
 // (NewClient, InformerFor...) stay thin; opsOf, compiled per T, is small.
 type typeOps[P any] struct {
@@ -65,12 +65,6 @@ func opsOf[T any]() *typeOps[*T] {
 		deepCopy:  deepCopy[T],
 		set:       func(dst, src *T) { *dst = *src },
 	}
-}
-
-// objMeta returns obj's metadata: P is *T for an Object[T], which
-// constructors check.
-func objMeta[P any](obj P) metav1.Object {
-	return any(obj).(metav1.Object)
 }
 
 // isNil reports whether obj, a pointer, is nil.
@@ -205,7 +199,7 @@ func (c codec[P]) encode(
 		contentType = mediaProtobuf
 	}
 	if err != nil {
-		key := keyOf(objMeta(obj))
+		key := keyOf(metaOf(obj))
 		return nil, "", fmt.Errorf(
 			"kctl: encoding %s %s: %w", c.res, key, err)
 	}

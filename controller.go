@@ -280,7 +280,7 @@ func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, 
 
 // onEvent turns an event of T into a queued key.
 func (c *controller[P]) onEvent(ev event[P]) {
-	m := objMeta(ev.Object)
+	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
 	oe := objectEvent(ev)
 	if !c.pass(oe, c.predicates) {
@@ -295,7 +295,7 @@ func (c *controller[P]) onEvent(ev event[P]) {
 		t.Cause = "resync"
 	case ev.Type == Updated:
 		t.Cause = "updated"
-		t.Detail = changes(objMeta(ev.Old), m)
+		t.Detail = changes(metaOf(ev.Old), m)
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
 		c.keepDeleted(k, ev.Object)

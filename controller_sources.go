@@ -86,7 +86,7 @@ func addSource[PO any, P any](c *controller[P], s source[PO]) {
 			return
 		}
 		how := c.modeOf(oe)
-		m := objMeta(ev.Object)
+		m := metaOf(ev.Object)
 		k := Key{m.GetNamespace(), m.GetName()}
 		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type)}
 		for _, k := range s.keys(ev.Object) {

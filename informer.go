@@ -337,7 +337,7 @@ func (i *informer[P]) waitForObject(
 	}
 	caughtUp := func() bool {
 		cur, stored := i.store.get(namespace, name)
-		fresh := stored && rvAtLeast(objMeta(cur).GetResourceVersion(), rv)
+		fresh := stored && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
 		// behind reports whether w is one that is behind: a list/watch of
 		// namespace that has not synced, or has not applied rv while the
 		// cache does not hold namespace/name at rv either.
@@ -481,6 +481,6 @@ func watchesHold(watches []*watchState, obj metav1.Object) bool {
 // onChange calls fn with the metadata of every change i stores.
 func (i *informer[P]) onChange(fn func(obj metav1.Object, deleted bool)) {
 	i.addHandler(func(ev event[P]) {
-		fn(objMeta(ev.Object), ev.Type == Deleted)
+		fn(metaOf(ev.Object), ev.Type == Deleted)
 	})
 }

@@ -288,7 +288,7 @@ func (i *informer[P]) watchList(
 		case e.Type == "ERROR" && e.Status != nil:
 			return false, i.apply(w, e)
 		case e.Type == "BOOKMARK" && initialEventsEnd(obj):
-			rv := objMeta(obj).GetResourceVersion()
+			rv := metaOf(obj).GetResourceVersion()
 			i.stored(w, all, bad, rv)
 			all = nil
 			return true, i.follow(w, stream)
@@ -365,7 +365,7 @@ func initialEventsEnd[P any](obj P) bool {
 	if isNil(obj) {
 		return false
 	}
-	a := objMeta(obj).GetAnnotations()
+	a := metaOf(obj).GetAnnotations()
 	return a[metav1.InitialEventsAnnotationKey] == "true"
 }
 

@@ -30,13 +30,13 @@ type ObjectEvent struct {
 func objectEvent[P any](ev event[P]) ObjectEvent {
 	oe := ObjectEvent{
 		Type:     ev.Type,
-		Object:   objMeta(ev.Object),
+		Object:   metaOf(ev.Object),
 		Initial:  ev.Initial,
 		Resync:   ev.Resync,
 		Relisted: ev.Relisted,
 	}
 	if !isNil(ev.Old) {
-		oe.Old = objMeta(ev.Old)
+		oe.Old = metaOf(ev.Old)
 	}
 	return oe
 }

@@ -111,7 +111,7 @@ func waitForWrites[P any](
 			what := "drop deleted " + k.String()
 			err = inf.wait(ctx, what, func() bool {
 				cur, ok := inf.store.get(k.Namespace, k.Name)
-				return !ok || objMeta(cur).GetUID() != wr.UID
+				return !ok || metaOf(cur).GetUID() != wr.UID
 			})
 		} else {
 			err = inf.waitForObject(ctx, k.Namespace, k.Name, wr.RV)

@@ -86,8 +86,10 @@ func typeName[T any]() string {
 	return fmt.Sprintf("%T", zero)
 }
 
-// metaOf returns obj's metadata; constructors check T through Object[T].
-func metaOf[T any](obj *T) metav1.Object { return any(obj).(metav1.Object) }
+// metaOf returns obj's metadata: obj is a *T for an Object[T], which
+// constructors check. Over P (a pointer), it is compiled once for all
+// types.
+func metaOf[P any](obj P) metav1.Object { return any(obj).(metav1.Object) }
 
 // keyOf is "namespace/name" or "name".
 func keyOf(m metav1.Object) string { return nsKey(m.GetNamespace(), m.GetName()) }

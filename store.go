@@ -61,7 +61,7 @@ func (s *store[P]) get(namespace, name string) (P, bool) {
 // put stores obj unless the object stored under its key has the same
 // resourceVersion, and says what changed: Added, or Updated from old.
 func (s *store[P]) put(obj P) (t EventType, old P, changed bool) {
-	m := objMeta(obj)
+	m := metaOf(obj)
 	k := objKey{m.GetNamespace(), m.GetName()}
 	if s.objects[k.namespace] == nil {
 		s.objects[k.namespace] = map[string]entry[P]{}
@@ -69,7 +69,7 @@ func (s *store[P]) put(obj P) (t EventType, old P, changed bool) {
 	delete(s.bad, k) // decodes again
 	prev, had := s.objects[k.namespace][k.name]
 	e := prev
-	changed = !had || objMeta(prev.obj).GetResourceVersion() != m.GetResourceVersion()
+	changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion()
 	if changed {
 		s.untrack(k, prev, had)
 		e = entry[P]{obj: obj}
@@ -135,7 +135,7 @@ func (s *store[P]) markBad(k objKey, err error) (first bool) {
 func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, changed func(t EventType, obj, old P)) {
 	sizes := map[string]int{}
 	for _, obj := range objs {
-		sizes[objMeta(obj).GetNamespace()]++
+		sizes[metaOf(obj).GetNamespace()]++
 	}
 	for ns, n := range sizes {
 		if s.objects[ns] == nil {
@@ -206,7 +206,7 @@ func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq
 		}
 	}
 	match := func(k objKey, e entry[P]) {
-		if sel != nil && !sel.Matches(labels.Set(objMeta(e.obj).GetLabels())) {
+		if sel != nil && !sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
 			return
 		}
 		for _, f := range fields {
@@ -309,7 +309,7 @@ func labelIndexName(key string) string { return "\x00label " + key }
 func (s *store[P]) labelIndex(key string) {
 	if s.indexes[labelIndexName(key)] == nil {
 		_ = s.addIndex(labelIndexName(key), func(obj P) []string {
-			if v, ok := objMeta(obj).GetLabels()[key]; ok {
+			if v, ok := metaOf(obj).GetLabels()[key]; ok {
 				return []string{v}
 			}
 			return nil
@@ -325,7 +325,7 @@ func (s *store[P]) all() []P {
 
 // setSize records obj's size if obj is still stored and unmeasured.
 func (s *store[P]) setSize(obj P, size int) {
-	m := objMeta(obj)
+	m := metaOf(obj)
 	if e, ok := s.objects[m.GetNamespace()][m.GetName()]; ok && any(e.obj) == any(obj) && e.size == 0 {
 		e.size = uint32(size)
 		s.bytes += int64(size)
