@@ -457,13 +457,10 @@ func (i *informer[P]) resource() Resource { return i.res }
 // no shard selector.
 func (i *informer[P]) holds(obj metav1.Object) bool {
 	sharded := i.shard != nil || i.keep != nil
-	return !sharded && watchesHold(i.watches, obj)
-}
-
-// watchesHold reports whether one of watches, without a field selector,
-// takes in obj (holds, for any P).
-func watchesHold(watches []*watchState, obj metav1.Object) bool {
-	return slices.ContainsFunc(watches, func(w *watchState) bool {
+	if sharded {
+		return false
+	}
+	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
 		// Set when the informer is made, never changed.
 		o := w.opts
 		if o.Fields != "" {
