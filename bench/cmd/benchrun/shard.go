@@ -121,8 +121,7 @@ func shardCommand(args []string) error {
 	}
 	results := map[int][]shardRun{}
 	for r := range se.runs {
-		k := r % len(se.replicas) // each count goes first in turn
-		for _, n := range append(slices.Clone(se.replicas[k:]), se.replicas[:k]...) {
+		for _, n := range rotate(se.replicas, r) {
 			res, err := se.run(ctx, r, n)
 			if err != nil {
 				return fmt.Errorf("run %d, %d replicas: %w", r+1, n, err)

@@ -113,11 +113,12 @@ func targetsTable(ts []target) string {
 	return t.String()
 }
 
-// rotate returns stacks starting at run mod len, so each stack goes first in turn.
-func rotate(stacks []string, run int) []string {
-	if len(stacks) == 0 {
+// rotate returns xs (stacks, replica counts) starting at run mod len, so
+// each goes first in turn.
+func rotate[E any](xs []E, run int) []E {
+	if len(xs) == 0 {
 		return nil
 	}
-	k := run % len(stacks)
-	return append(slices.Clone(stacks[k:]), stacks[:k]...)
+	k := run % len(xs)
+	return append(slices.Clone(xs[k:]), xs[:k]...)
 }
