@@ -10,9 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // rssNamespace holds the ReplicaSets and Pods of the idle RSS measurement.
@@ -210,12 +207,7 @@ func rssPhase(ctx context.Context, env *env, fp map[string]*footprint) error {
 	}
 	for run := range env.runs {
 		for _, st := range rotate(env.stacks, run) {
-			// Remove the label the last controller wrote, so every run does the same work.
-			err := parallel(env.rssRS, 16, func(i int) error {
-				_, err := cs.AppsV1().ReplicaSets(rssNamespace).Patch(ctx, fmt.Sprintf("rs-%d", i), types.MergePatchType,
-					[]byte(`{"metadata":{"labels":{"pod-count":null}}}`), metav1.PatchOptions{FieldManager: fieldManager})
-				return err
-			})
+			err := clearPodCounts(ctx, env, rssNamespace)
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -251,4 +252,15 @@ func createIdleFixture(ctx context.Context, env *env, ns string) (map[string]str
 		want[fmt.Sprintf("rs-%d", i)] = fmt.Sprint(env.rssPods)
 	}
 	return want, nil
+}
+
+// clearPodCounts removes the pod-count label the last controller wrote on
+// the idle fixture's ReplicaSets in ns, so that every run does the same
+// work.
+func clearPodCounts(ctx context.Context, env *env, ns string) error {
+	return parallel(env.rssRS, 16, func(i int) error {
+		_, err := env.cs.AppsV1().ReplicaSets(ns).Patch(ctx, fmt.Sprintf("rs-%d", i), types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"pod-count":null}}}`), metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	})
 }

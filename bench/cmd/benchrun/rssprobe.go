@@ -9,9 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // probeNamespace holds the ReplicaSets and Pods of the rss-probe part.
@@ -67,12 +64,7 @@ func probeSection(ctx context.Context, env *env, variants []string, report *stri
 	for run := range env.runs {
 		for i := range rows {
 			r := rows[(i+run)%len(rows)]
-			// Remove the label the last controller wrote, so every run does the same work.
-			err := parallel(env.rssRS, 16, func(i int) error {
-				_, err := cs.AppsV1().ReplicaSets(probeNamespace).Patch(ctx, fmt.Sprintf("rs-%d", i), types.MergePatchType,
-					[]byte(`{"metadata":{"labels":{"pod-count":null}}}`), metav1.PatchOptions{FieldManager: fieldManager})
-				return err
-			})
+			err := clearPodCounts(ctx, env, probeNamespace)
 			if err != nil {
 				return err
 			}
