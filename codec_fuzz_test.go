@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"reflect"
 	"testing"
@@ -52,12 +53,64 @@ func rawPodForFuzz(i int) []byte { raw, _ := realisticPod(i).Marshal(); return r
 
 func FuzzDecodeJSONList(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"},"spec":{"size":1}}]}`))
+	f.Add([]byte(`{"metadata":{},"items":[{"metadata":{"name":"a"},"spec":{"size":"x"}},null,{"metadata":{"name":"b"}}]}`))
 	c := gizmoCodec()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, _, _, _ = c.decodeList(mediaJSON, body)
+		items, meta, skipped, err := c.decodeList(mediaJSON, body)
+		wantItems, wantMeta, wantSkipped, wantErr := decodeJSONListByHand(body)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("decodeList error = %v, encoding/json's = %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if len(skipped) != wantSkipped {
+			t.Fatalf("decodeList skipped %d items, encoding/json fails on %d", len(skipped), wantSkipped)
+		}
+		if !reflect.DeepEqual(meta, wantMeta) {
+			t.Fatalf("decodeList metadata = %+v, encoding/json's = %+v", meta, wantMeta)
+		}
+		for _, obj := range items {
+			c.setTypeMeta(obj) // what decodeList must have set too
+		}
+		for _, obj := range wantItems {
+			c.setTypeMeta(obj)
+		}
+		if len(items) != len(wantItems) {
+			t.Fatalf("decodeList gave %d items, encoding/json %d", len(items), len(wantItems))
+		}
+		for i := range items {
+			if !reflect.DeepEqual(items[i], wantItems[i]) {
+				t.Fatalf("item %d: decodeList = %+v, encoding/json = %+v", i, items[i], wantItems[i])
+			}
+		}
 		_, _ = c.decode(mediaJSON, body)
 		_, _ = decodeStatus(mediaJSON, body)
 	})
+}
+
+// decodeJSONListByHand is what decodeList must return for a JSON list, by
+// encoding/json alone: the list's metadata and each item that decodes into
+// a gizmo on its own, in order, with the number of items that do not.
+func decodeJSONListByHand(body []byte) (items []*gizmo, meta metav1.ListMeta, skipped int, err error) {
+	var list struct {
+		Metadata metav1.ListMeta   `json:"metadata"`
+		Items    []json.RawMessage `json:"items"`
+	}
+	err = json.Unmarshal(body, &list)
+	if err != nil {
+		return nil, metav1.ListMeta{}, 0, err
+	}
+	for _, raw := range list.Items {
+		obj := new(gizmo)
+		itemErr := json.Unmarshal(raw, obj)
+		if itemErr != nil {
+			skipped++
+			continue
+		}
+		items = append(items, obj)
+	}
+	return items, list.Metadata, skipped, nil
 }
 
 func FuzzDecodeProtobufWatch(f *testing.F) {

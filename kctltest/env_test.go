@@ -80,7 +80,12 @@ func TestNamespace_IsDeletedAtCleanup(t *testing.T) {
 	var ns string
 	t.Run("inner", func(t *testing.T) { ns = env.Namespace(t) })
 	got, err := kctl.NewClient[corev1.Namespace](env.Conn).Get(t.Context(), "", ns)
-	if err == nil && got.DeletionTimestamp == nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		// deleted and finalized: fine
+	case err != nil:
+		t.Fatalf("reading namespace %s after its test: %v", ns, err)
+	case got.DeletionTimestamp == nil:
 		t.Errorf("namespace %s after its test: %+v, want it deleted (Terminating: nothing finalizes it)", ns, got.Status)
 	}
 }

@@ -121,7 +121,7 @@ func wantClosed(t *testing.T, url string) {
 			return
 		}
 		conn.Close()
-		if time.Now().After(deadline) {
+		if buildsStarted(count) > 1 || time.Now().After(deadline) {
 			t.Fatalf("%s still accepts connections 15 s after its test binary ended", host)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -132,15 +132,26 @@ func wantClosed(t *testing.T, url string) {
 // stand-in for go build that copies the real binaries and counts its runs),
 // the other waits for it, and each runs a kube-apiserver of its own.
 func TestBinaries_TwoTestBinariesAtOnce_ShareOneBuildAndEachGetsItsOwnServer(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("tells that a helper waits on the build lock through /proc")
+	}
 	real := Require(t).Bin
 	tmp := t.TempDir()
 	fakeGo := filepath.Join(tmp, "bin", "go")
 	count := filepath.Join(tmp, "builds")
+	release := filepath.Join(tmp, "release")
+	// The build holds the lock until the test releases it: the test does so
+	// only once the other helper is seen waiting for that lock.
 	script := `#!/bin/sh
-# A stand-in for go build: counts its runs, takes 3 s, copies the real binaries to -o.
+# A stand-in for go build: counts its runs, waits for the test's release
+# (at most 5 minutes), copies the real binaries to -o.
 echo "$PWD" >>"` + count + `"
 test -f go.mod && test -f go.sum && test -f tools.go && test -f etcd/main.go || { echo "no tools module in $PWD" >&2; exit 1; }
-sleep 3
+i=0
+until test -f "` + release + `"; do
+	i=$((i+1)); test $i -gt 3000 && { echo "the test never released the build" >&2; exit 1; }
+	sleep 0.1
+done
 while [ $# -gt 0 ]; do if [ "$1" = -o ]; then out=$2; fi; shift; done
 cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$out"
 `
@@ -150,10 +161,25 @@ cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$ou
 	if err := os.WriteFile(fakeGo, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"XDG_CACHE_HOME=" + filepath.Join(tmp, "cache"), BinEnv + "=",
+	cache := filepath.Join(tmp, "cache")
+	env := []string{"XDG_CACHE_HOME=" + cache, BinEnv + "=",
 		"PATH=" + filepath.Dir(fakeGo) + string(os.PathListSeparator) + os.Getenv("PATH")}
 	a, aOut := helper(t, "return", env...)
 	b, bOut := helper(t, "return", env...)
+	// Both helpers have the build lock open while one build runs: the
+	// builder holds it, so the other is waiting for it.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !(buildsStarted(count) == 1 && holdsLockFile(a.Process.Pid, cache) && holdsLockFile(b.Process.Pid, cache)) {
+		if time.Now().After(deadline) {
+			os.WriteFile(release, nil, 0o644)
+			t.Fatalf("want one build, with both helpers at its lock within 2 min; builds started: %d:\n--- a:\n%s\n--- b:\n%s",
+				buildsStarted(count), aOut, bOut)
+		}
+		time.Sleep(20 * time.Millisecond) // polling /proc, with the deadline above
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	errA := a.Wait()
 	errB := b.Wait()
 	if errA != nil || errB != nil {
@@ -167,15 +193,31 @@ cp "` + real + `/etcd" "` + real + `/kube-apiserver" "` + real + `/kubectl" "$ou
 	if urlA == urlB {
 		t.Errorf("both test binaries used the kube-apiserver at %s, want one each", urlA)
 	}
-	builds, _ := os.ReadFile(count)
-	if n := strings.Count(string(builds), "\n"); n != 1 {
-		t.Errorf("go build ran %d times, want once:\n%s\n--- a:\n%s\n--- b:\n%s", n, builds, aOut, bOut)
-	}
-	if both := aOut.String() + bOut.String(); !strings.Contains(both, "waiting") || !strings.Contains(both, "built the control plane") {
-		t.Logf("(progress went to the terminal, not to the helpers' output)")
+	if n := buildsStarted(count); n != 1 {
+		t.Errorf("go build ran %d times, want once\n--- a:\n%s\n--- b:\n%s", n, aOut, bOut)
 	}
 	wantClosed(t, urlA)
 	wantClosed(t, urlB)
+}
+
+// buildsStarted is how many times the stand-in go build has started.
+func buildsStarted(count string) int {
+	b, _ := os.ReadFile(count)
+	return strings.Count(string(b), "\n")
+}
+
+// holdsLockFile reports whether process pid has a build lock file under
+// cache open (buildLocked opens it before it takes or waits for the lock).
+func holdsLockFile(pid int, cache string) bool {
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, _ := os.ReadDir(fds)
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(fds, e.Name()))
+		if err == nil && strings.HasPrefix(target, cache) && strings.HasSuffix(target, ".lock") {
+			return true
+		}
+	}
+	return false
 }
 
 // However the test binary ends, etcd and kube-apiserver end with it, and
