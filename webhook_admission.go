@@ -155,11 +155,28 @@ func callValidate[T any](
 //		return nil
 //	})
 //
-// kctl answers with the JSON patch of exactly what def changed: it
-// compares T encoded before and after def, so fields T does not know, or
-// that def leaves alone, are never touched (internal/jsonpatch). An error
-// denies the request as Validate's does. Other operations are admitted
-// without calling def.
+// kctl answers with the JSON patch of what def changed, applied to the
+// object as received: it compares T encoded before and after def, so a
+// field T does not know, at any depth, and a field def leaves alone stay
+// byte for byte (internal/jsonpatch). In detail:
+//
+//   - A field def sets is set. Inside an object (a struct, a map value)
+//     only the fields def changed are set, even where T's encoding had
+//     omitted the object (omitempty, omitzero), so fields T lacks stay.
+//   - A field def removes, or sets to a value T's encoding omits (nil, or
+//     zero under omitempty), is removed whole, with what T lacks inside it.
+//   - A list def changes is matched item by item: items changed in place
+//     keep the fields T lacks, items appended are added, items dropped
+//     from the end are removed, and so are one run of items inserted or
+//     removed anywhere (the items equal before and after at either end of
+//     the list are left alone). Any other change of a list's length (say,
+//     an item inserted at the front and another changed) is applied by
+//     index between those ends: the fields T lacks stay at their index,
+//     on whatever item def put there, and those of items past the new end
+//     go with them. Items T encodes alike are told apart only by place.
+//
+// An error denies the request as Validate's does. Other operations are
+// admitted without calling def.
 //
 // Register Create and Update in the MutatingWebhookConfiguration's rules,
 // with admissionReviewVersions ["v1"] and reinvocationPolicy as you need.
