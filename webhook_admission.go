@@ -163,17 +163,20 @@ func callValidate[T any](
 //   - A field def sets is set. Inside an object (a struct, a map value)
 //     only the fields def changed are set, even where T's encoding had
 //     omitted the object (omitempty, omitzero), so fields T lacks stay.
-//   - A field def removes, or sets to a value T's encoding omits (nil, or
-//     zero under omitempty), is removed whole, with what T lacks inside it.
-//   - A list def changes is matched item by item: items changed in place
-//     keep the fields T lacks, items appended are added, items dropped
-//     from the end are removed, and so are one run of items inserted or
-//     removed anywhere (the items equal before and after at either end of
-//     the list are left alone). Any other change of a list's length (say,
-//     an item inserted at the front and another changed) is applied by
-//     index between those ends: the fields T lacks stay at their index,
-//     on whatever item def put there, and those of items past the new end
-//     go with them. Items T encodes alike are told apart only by place.
+//   - A field def removes (a map key deleted, a pointer set to nil, a
+//     value set to one T's encoding omits) is removed whole, with the
+//     fields T lacks inside it.
+//   - A list def changes is matched item by item. Items changed in place
+//     keep the fields T lacks; items appended are added and items dropped
+//     from the end removed. So is one run of items inserted or removed
+//     anywhere, with the other items left as they were: kctl leaves alone
+//     the items equal before and after at the start and at the end of the
+//     list. Any other change of a list's length (say, an item inserted at
+//     the front and another item changed) is applied by index between
+//     those ends: the i-th item received takes def's i-th item there and
+//     keeps the fields T lacks, whichever item def meant, and the last
+//     items received are the ones added or removed. Items T encodes alike
+//     are told apart only by their place.
 //
 // An error denies the request as Validate's does. Other operations are
 // admitted without calling def.
