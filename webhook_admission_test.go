@@ -48,7 +48,7 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 		case "panic":
 			panic("the validator panicked on purpose")
 		}
-		return nil, nil
+		return []string{"validated"}, nil
 	})
 	Default(f.hooks, func(ctx context.Context, g *gadget) error {
 		mu.Lock()
@@ -223,7 +223,7 @@ func TestWebhooks_RealAPIServer_DenialsHoldUnderFailurePolicyIgnore(t *testing.T
 		case "panic":
 			panic("the validator panicked on purpose")
 		}
-		return nil, nil
+		return []string{"validated"}, nil
 	})
 	Default(f.hooks, func(ctx context.Context, g *gadget) error {
 		switch g.Spec.Color {
@@ -244,14 +244,10 @@ func TestWebhooks_RealAPIServer_DenialsHoldUnderFailurePolicyIgnore(t *testing.T
 	defer applyWebhooks(t, f.cfg, "Mutating", "mutate.ignore.kctl.dev", hook("mutate.ignore.kctl.dev", "/mutate-webhook-kctl-dev-v1-gadget"))()
 	gadgets := "/apis/webhook.kctl.dev/v1/namespaces/" + f.ns + "/gadgets"
 	i := 0
-	eventually(t, "both webhooks in effect", func() bool {
+	eventually(t, "both webhooks in effect", func() bool { // seen without a denial
 		i++
-		r := testRequest(t, f.cfg, "POST", gadgets, gadgetJSON(fmt.Sprintf("probe-%d", i), `{"color":"forbidden"}`))
-		if r.code != 403 {
-			return false
-		}
-		r = testRequest(t, f.cfg, "POST", gadgets, gadgetJSON(fmt.Sprintf("probe-%d-ok", i), `{}`))
-		return r.code == 201 && strings.Contains(string(r.body), `"size":1`)
+		r := testRequest(t, f.cfg, "POST", gadgets, gadgetJSON(fmt.Sprintf("probe-%d", i), `{}`))
+		return r.code == 201 && strings.Contains(string(r.body), `"size":1`) && len(r.warnings) == 1
 	})
 	for _, tc := range []struct {
 		spec    string
