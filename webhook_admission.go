@@ -155,11 +155,31 @@ func callValidate[T any](
 //		return nil
 //	})
 //
-// kctl answers with the JSON patch of exactly what def changed: it
-// compares T encoded before and after def, so fields T does not know, or
-// that def leaves alone, are never touched (internal/jsonpatch). An error
-// denies the request as Validate's does. Other operations are admitted
-// without calling def.
+// kctl answers with the JSON patch of what def changed, applied to the
+// object as received: it compares T encoded before and after def, so a
+// field T does not know, at any depth, and a field def leaves alone stay
+// byte for byte (internal/jsonpatch). In detail:
+//
+//   - A field def sets is set. Inside an object (a struct, a map value)
+//     only the fields def changed are set, even where T's encoding had
+//     omitted the object (omitempty, omitzero), so fields T lacks stay.
+//   - A field def removes (a map key deleted, a pointer set to nil, a
+//     value set to one T's encoding omits) is removed whole, with the
+//     fields T lacks inside it.
+//   - A list def changes is matched item by item. Items changed in place
+//     keep the fields T lacks; items appended are added and items dropped
+//     from the end removed. So is one run of items inserted or removed
+//     anywhere, with the other items left as they were: kctl leaves alone
+//     the items equal before and after at the start and at the end of the
+//     list. Any other change of a list's length (say, an item inserted at
+//     the front and another item changed) is applied by index between
+//     those ends: the i-th item received takes def's i-th item there and
+//     keeps the fields T lacks, whichever item def meant, and the last
+//     items received are the ones added or removed. Items T encodes alike
+//     are told apart only by their place.
+//
+// An error denies the request as Validate's does. Other operations are
+// admitted without calling def.
 //
 // Register Create and Update in the MutatingWebhookConfiguration's rules,
 // with admissionReviewVersions ["v1"] and reinvocationPolicy as you need.

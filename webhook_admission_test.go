@@ -48,7 +48,7 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 		case "panic":
 			panic("the validator panicked on purpose")
 		}
-		return nil, nil
+		return []string{"validated"}, nil
 	})
 	Default(f.hooks, func(ctx context.Context, g *gadget) error {
 		mu.Lock()
@@ -207,37 +207,69 @@ func untilDenied(t *testing.T, f *webhookFixture, ns string) {
 	})
 }
 
-// TestWebhooks_RealAPIServer_FailurePolicyWhenDown: a webhook whose server
-// does not answer refuses the request under failurePolicy Fail and admits
-// it under Ignore. Each configuration also holds a live webhook, so that
-// once it denies, the configuration is known to be in effect.
-func TestWebhooks_RealAPIServer_FailurePolicyWhenDown(t *testing.T) {
+// TestWebhooks_RealAPIServer_DenialsHoldUnderFailurePolicyIgnore: kctl
+// answers every denial (an error, a panic, an object that does not decode
+// into T) as a review that denies, never as a failed call, so the API
+// server denies even under failurePolicy Ignore, which admits a request
+// whose webhook call fails. A denial written as an HTTP error, or a panic
+// left to net/http, would admit the object here.
+func TestWebhooks_RealAPIServer_DenialsHoldUnderFailurePolicyIgnore(t *testing.T) {
 	f := newWebhookFixture(t)
-	denyConfigMapsNamedDeny(f)
+	installGadgetCRD(t, f.cfg, f.ns)
+	Validate(f.hooks, func(ctx context.Context, req AdmissionRequest[gadget]) ([]string, error) {
+		switch req.Object.Spec.Color {
+		case "forbidden":
+			return nil, errors.New("forbidden by the validator")
+		case "panic":
+			panic("the validator panicked on purpose")
+		}
+		return []string{"validated"}, nil
+	})
+	Default(f.hooks, func(ctx context.Context, g *gadget) error {
+		switch g.Spec.Color {
+		case "refuse":
+			return errors.New("refused by the defaulter")
+		case "panic-default":
+			panic("the defaulter panicked on purpose")
+		}
+		g.Spec.Size = max(g.Spec.Size, 1)
+		return nil
+	})
 	f.start(t)
-	down := "https://" + freeLoopbackAddr(t) + "/validate--v1-configmap" // nothing listens there
-	for _, policy := range []string{"Fail", "Ignore"} {
-		t.Run(policy, func(t *testing.T) {
-			ns := testNamespace(t, f.cfg)
-			name := "down-" + strings.ToLower(policy) + ".kctl.dev"
-			live := webhookConfig{name: "live.kctl.dev", url: "https://" + f.addr + "/validate--v1-configmap",
-				caBundle: f.ca.PEM(), ns: ns, resource: "configmaps", failurePolicy: "Fail", timeout: 5}
-			dead := live
-			dead.name, dead.url, dead.failurePolicy = name, down, policy
-			defer applyWebhooks(t, f.cfg, "Validating", name, live, dead)()
-			untilDenied(t, f, ns)
-			r := testRequest(t, f.cfg, "POST", "/api/v1/namespaces/"+ns+"/configmaps", `{"metadata":{"name":"cm"}}`)
-			switch policy {
-			case "Fail":
-				if s := r.status(t); r.code != 500 || !strings.Contains(s.Message, `failed calling webhook "down-fail.kctl.dev"`) {
-					t.Errorf("POST under Fail = %d %q, want 500 failed calling webhook", r.code, s.Message)
-				}
-			case "Ignore":
-				if r.code != 201 {
-					t.Errorf("POST under Ignore = %d %s, want 201", r.code, r.body)
-				}
-			}
-		})
+	hook := func(name, path string) webhookConfig {
+		return webhookConfig{name: name, url: "https://" + f.addr + path, caBundle: f.ca.PEM(), ns: f.ns,
+			resource: "gadgets.webhook.kctl.dev", failurePolicy: "Ignore", timeout: 10}
+	}
+	defer applyWebhooks(t, f.cfg, "Validating", "validate.ignore.kctl.dev", hook("validate.ignore.kctl.dev", "/validate-webhook-kctl-dev-v1-gadget"))()
+	defer applyWebhooks(t, f.cfg, "Mutating", "mutate.ignore.kctl.dev", hook("mutate.ignore.kctl.dev", "/mutate-webhook-kctl-dev-v1-gadget"))()
+	gadgets := "/apis/webhook.kctl.dev/v1/namespaces/" + f.ns + "/gadgets"
+	i := 0
+	eventually(t, "both webhooks in effect", func() bool { // seen without a denial
+		i++
+		r := testRequest(t, f.cfg, "POST", gadgets, gadgetJSON(fmt.Sprintf("probe-%d", i), `{}`))
+		return r.code == 201 && strings.Contains(string(r.body), `"size":1`) && len(r.warnings) == 1
+	})
+	for _, tc := range []struct {
+		spec    string
+		code    int
+		message string // the end of the Status's message
+	}{
+		{`{"color":"forbidden"}`, 403, `admission webhook "validate.ignore.kctl.dev" denied the request: forbidden by the validator`},
+		{`{"color":"panic"}`, 500, `admission webhook "validate.ignore.kctl.dev" denied the request: kctl: the validating webhook panicked: the validator panicked on purpose`},
+		{`{"color":"refuse"}`, 403, `admission webhook "mutate.ignore.kctl.dev" denied the request: refused by the defaulter`},
+		{`{"color":"panic-default"}`, 500, `admission webhook "mutate.ignore.kctl.dev" denied the request: kctl: the defaulting webhook panicked: the defaulter panicked on purpose`},
+		{`{"size":"big"}`, 400, `admission webhook "mutate.ignore.kctl.dev" denied the request: kctl: the review's object does not decode into`},
+	} {
+		r := testRequest(t, f.cfg, "POST", gadgets, gadgetJSON("denied", tc.spec))
+		if r.code == 201 {
+			t.Errorf("POST %s under failurePolicy Ignore = 201, admitted; want %d denied", tc.spec, tc.code)
+			testRequest(t, f.cfg, "DELETE", gadgets+"/denied", "")
+			continue
+		}
+		s := r.status(t)
+		if r.code != tc.code || !strings.Contains(s.Message, tc.message) {
+			t.Errorf("POST %s under failurePolicy Ignore = %d %q, want %d containing %q", tc.spec, r.code, s.Message, tc.code, tc.message)
+		}
 	}
 }
 

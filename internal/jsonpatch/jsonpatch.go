@@ -5,13 +5,33 @@
 //	patch, err := jsonpatch.Diff(raw, before, after)
 //
 // raw is the object as received; before is raw decoded into a Go type and
-// encoded again (so it lacks fields the type does not know, and may show
-// zero values raw omits); after is that Go value once the function changed
-// it, encoded. Only what differs between before and after is patched, so
-// fields the Go type drops are never removed, and each operation is valid
-// against raw: a member is set with "add" (which also replaces), a value
-// raw lacks is added whole at its nearest parent that raw has, and a
-// member raw lacks is never removed.
+// encoded again, so it lacks the fields the type does not know and the
+// values its encoding omits (omitempty, omitzero), and may show zero
+// values raw lacks; after is that Go value once the function changed it,
+// encoded. The patch is a three-way merge: it carries only what differs
+// between before and after, onto raw.
+//
+//   - An object member is set where after's differs from before's.
+//     When raw and after hold objects there (even if before omitted the
+//     member), only the members inside are set, so members raw has and
+//     the type lacks stay. Where raw lacks the member, it is added with
+//     only the members after changed.
+//   - A member before has and after lacks is removed, whole, if raw has
+//     it: the function removed it (or set it to a value the type's
+//     encoding omits). A member before lacks is never removed.
+//   - A list that differs is matched item by item: the items equal in
+//     before and after at its start and at its end are left as they are;
+//     between them, the i-th item of before becomes the i-th of after
+//     (changed member by member, keeping what the type lacks), the items
+//     after has beyond are added there, and the items before has beyond
+//     are removed. So changes in place, items appended or dropped at the
+//     end, and one run of items inserted or removed anywhere keep each
+//     received item's unknown members on that item; any other change of
+//     the list's length keeps them at their index, on whatever item is
+//     there after.
+//   - Every operation is valid against raw at the point it is applied:
+//     it names a member or item raw has, or adds one to a container raw
+//     has. Values equal in before and after yield none.
 package jsonpatch
 
 import (
@@ -26,9 +46,23 @@ import (
 
 // Op is one operation of a patch.
 type Op struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// Value is the value of an add or replace; a remove has none.
+	Value any `json:"value"`
+}
+
+// MarshalJSON writes op, with "value" (even a null one) unless op is a
+// remove.
+func (op Op) MarshalJSON() ([]byte, error) {
+	if op.Op == "remove" {
+		return json.Marshal(struct {
+			Op   string `json:"op"`
+			Path string `json:"path"`
+		}{op.Op, op.Path})
+	}
+	type plain Op // without this method
+	return json.Marshal(plain(op))
 }
 
 // Diff returns the patch, a JSON array, that makes raw change as before
@@ -48,7 +82,7 @@ func Diff(raw, before, after []byte) ([]byte, error) {
 		return nil, fmt.Errorf("jsonpatch: the object after: %w", err)
 	}
 	var ops []Op
-	diff(&ops, "", r, b, a)
+	diff(&ops, "", r, value{b, true}, a)
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -70,35 +104,41 @@ func decode(data []byte) (any, error) {
 	return v, nil
 }
 
-// diff appends to ops what sets the value at path, raw in the received
-// object (nil if absent there), from before to after.
-func diff(ops *[]Op, path string, raw, before, after any) {
-	if reflect.DeepEqual(before, after) {
+// value is a JSON value at some path of before, or its absence there
+// (ok false): a value the encoding omitted, or a member the type lacks.
+type value struct {
+	v  any
+	ok bool
+}
+
+// diff appends to ops what changes raw's value at path, which raw has, as
+// before's changed into after's.
+func diff(ops *[]Op, path string, raw any, before value, after any) {
+	if before.ok && reflect.DeepEqual(before.v, after) {
 		return
 	}
-	bm, bIsMap := before.(map[string]any)
-	am, aIsMap := after.(map[string]any)
+	if !before.ok && reflect.DeepEqual(raw, after) {
+		return
+	}
 	rm, rIsMap := raw.(map[string]any)
-	if bIsMap && aIsMap && rIsMap {
+	am, aIsMap := after.(map[string]any)
+	bm, bIsMap := before.v.(map[string]any)
+	if rIsMap && aIsMap && (bIsMap || !before.ok) {
 		diffObject(ops, path, rm, bm, am)
 		return
 	}
-	ba, bIsList := before.([]any)
-	aa, aIsList := after.([]any)
 	ra, rIsList := raw.([]any)
-	sameLen := len(ba) == len(aa) && len(ra) == len(aa)
-	if bIsList && aIsList && rIsList && sameLen {
-		for i := range aa {
-			at := path + "/" + strconv.Itoa(i)
-			diff(ops, at, ra[i], ba[i], aa[i])
-		}
+	aa, aIsList := after.([]any)
+	ba, bIsList := before.v.([]any)
+	if rIsList && aIsList && bIsList && len(ra) == len(ba) {
+		diffList(ops, path, ra, ba, aa)
 		return
 	}
-	op := Op{Op: "replace", Path: path, Value: after}
-	*ops = append(*ops, op)
+	*ops = append(*ops, Op{Op: "replace", Path: path, Value: after})
 }
 
-// diffObject is diff of three objects, member by member in sorted order.
+// diffObject is diff of three objects, member by member in sorted order;
+// before is nil where the encoding omitted it.
 func diffObject(ops *[]Op, path string, raw, before, after map[string]any) {
 	keys := make([]string, 0, len(before)+len(after))
 	for k := range before {
@@ -115,13 +155,68 @@ func diffObject(ops *[]Op, path string, raw, before, after map[string]any) {
 		a, inAfter := after[k]
 		r, inRaw := raw[k]
 		switch {
-		case inBefore && inAfter && inRaw:
-			diff(ops, at, r, b, a)
-		case inAfter && !reflect.DeepEqual(a, b):
-			*ops = append(*ops, Op{Op: "add", Path: at, Value: a})
-		case !inAfter && inRaw:
+		case inAfter && inRaw:
+			diff(ops, at, r, value{b, inBefore}, a)
+		case inAfter:
+			v, changed := added(value{b, inBefore}, a)
+			if changed {
+				*ops = append(*ops, Op{Op: "add", Path: at, Value: v})
+			}
+		case inBefore && inRaw:
 			*ops = append(*ops, Op{Op: "remove", Path: at})
 		}
+	}
+}
+
+// added is what to add where raw has nothing for before to have become
+// after: after's members that differ from before's, or after itself if
+// either is no object; changed is false if nothing differs.
+func added(before value, after any) (v any, changed bool) {
+	if before.ok && reflect.DeepEqual(before.v, after) {
+		return nil, false
+	}
+	bm, bIsMap := before.v.(map[string]any)
+	am, aIsMap := after.(map[string]any)
+	if !bIsMap || !aIsMap {
+		return after, true
+	}
+	members := map[string]any{}
+	for k, a := range am {
+		b, inBefore := bm[k]
+		v, changed := added(value{b, inBefore}, a)
+		if changed {
+			members[k] = v
+		}
+	}
+	return members, len(members) > 0
+}
+
+// diffList is diff of three lists, raw and before of one length: the
+// items equal in before and after at either end are left alone, and the
+// ones between are changed index by index, then added or removed at the
+// end of that stretch.
+func diffList(ops *[]Op, path string, raw, before, after []any) {
+	head := 0
+	for head < len(before) && head < len(after) && reflect.DeepEqual(before[head], after[head]) {
+		head++
+	}
+	tail := 0
+	for tail < len(before)-head && tail < len(after)-head &&
+		reflect.DeepEqual(before[len(before)-1-tail], after[len(after)-1-tail]) {
+		tail++
+	}
+	bEnd := len(before) - tail
+	aEnd := len(after) - tail
+	i := head
+	for i < bEnd && i < aEnd {
+		diff(ops, path+"/"+strconv.Itoa(i), raw[i], value{before[i], true}, after[i])
+		i++
+	}
+	for j := i; j < aEnd; j++ {
+		*ops = append(*ops, Op{Op: "add", Path: path + "/" + strconv.Itoa(j), Value: after[j]})
+	}
+	for j := bEnd - 1; j >= i; j-- {
+		*ops = append(*ops, Op{Op: "remove", Path: path + "/" + strconv.Itoa(j)})
 	}
 }
 

@@ -1,87 +1,35 @@
 package jsonpatch
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
+
+	evanphx "gopkg.in/evanphx/json-patch.v4"
 )
 
-// apply is a minimal RFC 6902 applier (add, replace, remove) that fails on
-// any operation invalid against doc, as the API server's would.
+// apply applies patch to doc as the API server does (the same library),
+// failing on any operation invalid against doc.
 func apply(t *testing.T, doc string, patch []byte) any {
 	t.Helper()
-	v, err := decode([]byte(doc))
+	if patch == nil {
+		v, _ := decode([]byte(doc))
+		return v
+	}
+	p, err := evanphx.DecodePatch(patch)
+	if err != nil {
+		t.Fatalf("patch %s: %v", patch, err)
+	}
+	out, err := p.Apply([]byte(doc))
+	if err != nil {
+		t.Fatalf("patch %s on %s: %v", patch, doc, err)
+	}
+	v, err := decode(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ops []Op
-	if len(patch) > 0 {
-		d := json.NewDecoder(bytes.NewReader(patch))
-		d.UseNumber()
-		if err := d.Decode(&ops); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, op := range ops {
-		if op.Path == "" {
-			v = op.Value
-			continue
-		}
-		tokens := strings.Split(op.Path[1:], "/")
-		parent := v
-		for _, tok := range tokens[:len(tokens)-1] {
-			parent = child(t, parent, unescape(tok), op)
-		}
-		last := unescape(tokens[len(tokens)-1])
-		switch p := parent.(type) {
-		case map[string]any:
-			_, exists := p[last]
-			switch {
-			case op.Op == "remove" && exists:
-				delete(p, last)
-			case op.Op == "add", op.Op == "replace" && exists:
-				p[last] = op.Value
-			default:
-				t.Fatalf("%v: no member %q", op, last)
-			}
-		case []any:
-			i, err := strconv.Atoi(last)
-			if err != nil || i >= len(p) || op.Op != "replace" {
-				t.Fatalf("%v: unsupported on a list", op)
-			}
-			p[i] = op.Value
-		default:
-			t.Fatalf("%v: parent is not a container", op)
-		}
-	}
 	return v
-}
-
-func child(t *testing.T, v any, tok string, op Op) any {
-	t.Helper()
-	switch c := v.(type) {
-	case map[string]any:
-		next, ok := c[tok]
-		if !ok {
-			t.Fatalf("%v: no member %q", op, tok)
-		}
-		return next
-	case []any:
-		i, err := strconv.Atoi(tok)
-		if err != nil || i >= len(c) {
-			t.Fatalf("%v: no index %q", op, tok)
-		}
-		return c[i]
-	}
-	t.Fatalf("%v: %q is in no container", op, tok)
-	return nil
-}
-
-func unescape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 }
 
 func TestDiff_PatchChangesOnlyWhatChanged(t *testing.T) {
@@ -94,19 +42,60 @@ func TestDiff_PatchChangesOnlyWhatChanged(t *testing.T) {
 		{"set a scalar, keep unknown fields",
 			`{"spec":{"n":1,"unknown":true}}`, `{"spec":{"n":1}}`, `{"spec":{"n":2}}`,
 			`{"spec":{"n":2,"unknown":true}}`},
-		{"add a member raw lacks under a zero value the type shows",
-			`{"metadata":{}}`, `{"metadata":{},"spec":{"n":0}}`, `{"metadata":{},"spec":{"n":3}}`,
+		{"add a member raw lacks under a zero value the type shows: only what changed",
+			`{"metadata":{}}`, `{"metadata":{},"spec":{"n":0,"s":""}}`, `{"metadata":{},"spec":{"n":3,"s":""}}`,
 			`{"metadata":{},"spec":{"n":3}}`},
 		{"add a label with an escaped key",
 			`{"metadata":{"labels":{"a":"b"}}}`, `{"metadata":{"labels":{"a":"b"}}}`,
 			`{"metadata":{"labels":{"a":"b","x/y~z":"1"}}}`,
 			`{"metadata":{"labels":{"a":"b","x/y~z":"1"}}}`},
+		{"change under escaped keys",
+			`{"a/b":{"~c":{"n":1,"u":1}}}`, `{"a/b":{"~c":{"n":1}}}`, `{"a/b":{"~c":{"n":2}}}`,
+			`{"a/b":{"~c":{"n":2,"u":1}}}`},
 		{"remove a member", `{"a":1,"b":2}`, `{"a":1,"b":2}`, `{"a":1}`, `{"a":1}`},
 		{"never remove what raw lacks", `{"a":1}`, `{"a":1,"b":0}`, `{"a":1}`, `{"a":1}`},
+		{"a value omitted on both sides is no change",
+			`{"l":{"u":5}}`, `{}`, `{}`, `{"l":{"u":5}}`},
+		{"a value the encoding omitted before is set member by member",
+			`{"spec":{"limits":{"burst":5}}}`, `{"spec":{}}`, `{"spec":{"limits":{"max":3}}}`,
+			`{"spec":{"limits":{"burst":5,"max":3}}}`},
+		{"a value the encoding omitted before, unchanged where raw has it",
+			`{"l":{"max":0,"u":1}}`, `{}`, `{"l":{"max":0,"min":2}}`,
+			`{"l":{"max":0,"min":2,"u":1}}`},
+		{"an empty list the encoding omitted is replaced",
+			`{"l":[]}`, `{}`, `{"l":[1]}`, `{"l":[1]}`},
+		{"a null value is written, not dropped",
+			`{"p":{"u":1}}`, `{"p":{}}`, `{"p":null}`, `{"p":null}`},
 		{"a list element in place",
 			`{"l":[{"n":1,"u":1},{"n":2,"u":2}]}`, `{"l":[{"n":1},{"n":2}]}`, `{"l":[{"n":1},{"n":5}]}`,
 			`{"l":[{"n":1,"u":1},{"n":5,"u":2}]}`},
-		{"a list that grows is replaced", `{"l":[1]}`, `{"l":[1]}`, `{"l":[1,2]}`, `{"l":[1,2]}`},
+		{"a list that grows keeps its items' unknown fields",
+			`{"l":[{"n":1,"u":1}]}`, `{"l":[{"n":1}]}`, `{"l":[{"n":2},{"n":3},{"n":4}]}`,
+			`{"l":[{"n":2,"u":1},{"n":3},{"n":4}]}`},
+		{"a list that shrinks at its end",
+			`{"l":[{"n":1,"u":1},{"n":2,"u":2},{"n":3,"u":3}]}`, `{"l":[{"n":1},{"n":2},{"n":3}]}`, `{"l":[{"n":9}]}`,
+			`{"l":[{"n":9,"u":1}]}`},
+		{"items inserted in the middle",
+			`{"l":[{"n":1,"u":1},{"n":2,"u":2}]}`, `{"l":[{"n":1},{"n":2}]}`, `{"l":[{"n":1},{"n":7},{"n":8},{"n":2}]}`,
+			`{"l":[{"n":1,"u":1},{"n":7},{"n":8},{"n":2,"u":2}]}`},
+		{"an item inserted first",
+			`{"l":[{"n":1,"u":1},{"n":2,"u":2}]}`, `{"l":[{"n":1},{"n":2}]}`, `{"l":[{"n":0},{"n":1},{"n":2}]}`,
+			`{"l":[{"n":0},{"n":1,"u":1},{"n":2,"u":2}]}`},
+		{"items removed from the middle",
+			`{"l":[{"n":1,"u":1},{"n":2,"u":2},{"n":3,"u":3},{"n":4,"u":4}]}`, `{"l":[{"n":1},{"n":2},{"n":3},{"n":4}]}`,
+			`{"l":[{"n":1},{"n":4}]}`,
+			`{"l":[{"n":1,"u":1},{"n":4,"u":4}]}`},
+		{"an item inserted and another changed: unknown fields stay at their index",
+			`{"l":[{"n":1,"u":1},{"n":2,"u":2}]}`, `{"l":[{"n":1},{"n":2}]}`, `{"l":[{"n":0},{"n":1},{"n":5}]}`,
+			`{"l":[{"n":0,"u":1},{"n":1,"u":2},{"n":5}]}`},
+		{"lists in list items",
+			`{"l":[{"m":[{"k":1,"u":1}],"u":0}]}`, `{"l":[{"m":[{"k":1}]}]}`, `{"l":[{"m":[{"k":1},{"k":2}]}]}`,
+			`{"l":[{"m":[{"k":1,"u":1},{"k":2}],"u":0}]}`},
+		{"a map value changed, another added, another removed",
+			`{"m":{"a":{"max":1,"u":1},"b":{"max":2,"u":2},"c":{"max":3,"u":3}}}`,
+			`{"m":{"a":{"max":1},"b":{"max":2},"c":{"max":3}}}`,
+			`{"m":{"a":{"max":9},"c":{"max":3},"d":{"max":4}}}`,
+			`{"m":{"a":{"max":9,"u":1},"c":{"max":3,"u":3},"d":{"max":4}}}`},
 		{"big numbers kept exactly", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`,
 			`{"n":12345678901234567891}`, `{"n":12345678901234567891}`},
 	}
@@ -122,10 +111,28 @@ func TestDiff_PatchChangesOnlyWhatChanged(t *testing.T) {
 				g, _ := json.Marshal(got)
 				t.Errorf("patch %s gives %s, want %s", patch, g, tt.want)
 			}
-			if tt.name == "equal" && patch != nil {
+			if tt.raw == tt.want && patch != nil {
 				t.Errorf("patch %s for no change, want nil", patch)
 			}
 		})
+	}
+}
+
+// TestDiff_OperationsAreMinimal: the patch names exactly the values that
+// changed, and a remove carries no value.
+func TestDiff_OperationsAreMinimal(t *testing.T) {
+	patch, err := Diff([]byte(`{"l":[{"n":1,"u":1},{"n":2}],"s":{"a":1,"b":2}}`),
+		[]byte(`{"l":[{"n":1},{"n":2}],"s":{"a":1,"b":2}}`),
+		[]byte(`{"l":[{"n":1},{"n":3},{"n":4}],"s":{"a":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"op":"replace","path":"/l/1/n","value":3},{"op":"add","path":"/l/2","value":{"n":4}},{"op":"remove","path":"/s/b"}]`
+	if string(patch) != want {
+		t.Errorf("patch = %s, want %s", patch, want)
+	}
+	if strings.Contains(string(patch), `"u"`) {
+		t.Errorf("patch %s names a member the type lacks", patch)
 	}
 }
 
