@@ -40,7 +40,7 @@ ginkgotest: controlplane
 # worker is mid-call (golang/go#75804, fixed in Go 1.27); seen here in CI.
 FUZZTIME ?= 20000x
 # A target outside the root package is written package:Target.
-FUZZ_TARGETS = FuzzQueue FuzzAdmissionReview FuzzConversionReview FuzzDecodeProtobufList FuzzSkipManagedFields FuzzDecodeJSONList FuzzDecodeProtobufWatch FuzzDecodeJSONWatch ./internal/protowire:FuzzNext ./internal/presize:FuzzPlan_DecodesAsGenerated
+FUZZ_TARGETS = FuzzQueue FuzzAdmissionReview FuzzDefaultPatch FuzzConversionReview FuzzDecodeProtobufList FuzzSkipManagedFields FuzzDecodeJSONList FuzzDecodeProtobufWatch FuzzDecodeJSONWatch ./internal/protowire:FuzzNext ./internal/presize:FuzzPlan_DecodesAsGenerated
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		case $$t in *:*) pkg=$${t%%:*}; f=$${t##*:};; *) pkg=.; f=$$t;; esac; \
