@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,9 +89,10 @@ func TestShardReadYourWrites_ServedNamespace_ReadsSeeTheWriteAtOnce(t *testing.T
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(list) == 0 || list[0].Annotations["round"] != round {
+			i := slices.IndexFunc(list, func(cm *corev1.ConfigMap) bool { return cm.Name == "cm" })
+			if i < 0 || list[i].Annotations["round"] != round {
 				stale++
-				t.Errorf("%s: after Patch round %s, a cached List read %d objects, not the patch", ns, round, len(list))
+				t.Errorf("%s: after Patch round %s, a cached List of %d objects did not read the patch", ns, round, len(list))
 			}
 
 			made := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made-" + round}}
