@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -150,18 +149,6 @@ func (s *shardRun) currentSelector() string {
 	return s.selector
 }
 
-// covers reports whether the caches hold, and go on holding while it
-// does, the objects of namespace ns: this member serves its range, and
-// every sharded informer has listed with a selector that names it and
-// watches with one that does. Read-your-writes waits only for the writes
-// it covers (writeTracker.shardBy).
-func (s *shardRun) covers(ns string) bool {
-	r := shardhash.Bucket(ns, s.cfg.Ranges)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.serving[r] && s.selected[ns] && s.listed[ns]
-}
-
 // informerMade is the Manager's informerMade hook: a namespaced
 // informer lists and watches with the member's selector, and
 // read-your-writes waits for its objects only where covers says so.
@@ -269,15 +256,6 @@ func (s *shardRun) serveListed() {
 	for _, c := range s.controllers() {
 		c.replayKeys(inGained)
 	}
-}
-
-// catchingUp reports whether the informers have yet to list the
-// current selector (as far as serveListed last saw): a namespace came
-// or went in a held range.
-func (s *shardRun) catchingUp() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return !maps.Equal(s.selected, s.listed)
 }
 
 // ignoresSelector reports whether the probe found that the server
