@@ -62,7 +62,7 @@ type writeTracker struct {
 	// timeout bounds a read's wait: readYourWritesTimeout, shorter in tests.
 	timeout time.Duration
 
-	mu sync.RWMutex
+	mu sync.RWMutex // guards covers
 	// covers, by resource (a Resource's String), tells for the resources
 	// a shard member's caches split (shardBy) whether they hold the
 	// objects of a namespace; a resource not in it is held whole.
