@@ -111,9 +111,9 @@ type controller[P any] struct {
 	// a controller of keys, which reads no object.
 	ops      *typeOps[P]
 	log      *slog.Logger
-	replays  []func() // hand every cached object to its source's handler
-	connects []func() // add the sources' handlers to their informers, at the first run
-	caches   []syncer // the informers of T and of every source; run waits for them
+	replays  []replayFunc // hand cached objects to their source's handler
+	connects []func()     // add the sources' handlers to their informers, at the first run
+	caches   []syncer     // the informers of T and of every source; run waits for them
 
 	observer controllerObserver // its metrics
 	// hist keeps the per-key history; nil while off. Set by run, under mu.

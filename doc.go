@@ -101,7 +101,8 @@
 //   - Read your writes: after a Client from ClientFor writes an object of a
 //     type the cache holds (the controller's own type, children, anything),
 //     a cached Get or List that could see it, and the next reconcile of its
-//     key, wait until the cache holds that write, at most 10 s (see ClientFor).
+//     key, wait until the cache holds that write, at most 10 s (see ClientFor;
+//     a shard member: in the namespaces of the ranges it serves).
 //   - Reconciliation is level-based: many events for one key before a worker
 //     takes it give one reconcile. Do not count events; look at the state.
 //   - An error requeues with controller-runtime's backoff (per key 5 ms

@@ -453,13 +453,10 @@ func (i *informer[P]) Undecodable() int {
 func (i *informer[P]) resource() Resource { return i.res }
 
 // holds reports whether i's scope takes in obj: its namespace and labels
-// match one of i's list/watches, which have no field selector, and i has
-// no shard selector.
+// match one of i's list/watches, which have no field selector. A shard
+// selector is not its part: read-your-writes asks the shard member
+// (writeTracker.shardBy).
 func (i *informer[P]) holds(obj metav1.Object) bool {
-	sharded := i.shard != nil || i.keep != nil
-	if sharded {
-		return false
-	}
 	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
 		// Set when the informer is made, never changed.
 		o := w.opts

@@ -31,7 +31,7 @@ type namedController interface {
 	Enqueue(k Key)
 	stateOf(k Key) keyState
 	inFlight(match func(k Key) bool) bool
-	replayKeys()
+	replayKeys(match func(Key) bool)
 }
 
 // Options configure a Manager. The zero value is ready to use.

@@ -85,7 +85,7 @@ func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
 	c.client.afterWrite = func(obj metav1.Object) {
 		writes.record(c.res, obj)
 	}
-	c.replays = append(c.replays, replay(c.informer, c.onEvent))
+	c.replays = append(c.replays, replay(c.informer, ownKeys[P], c.onEvent))
 }
 
 // owns reports whether this replica owns key k now: always, unless the

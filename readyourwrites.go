@@ -6,6 +6,7 @@ package kctl
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/pendingwrites"
@@ -38,6 +39,19 @@ import (
 // made then lists after them anyway), and objects the cache does not hold: outside the
 // type's namespaces or label selector, or any object of a type scoped with a
 // field selector (kctl cannot evaluate it).
+//
+// On a member of a shard group (Manager.Shard) the same holds for the
+// namespaced objects of the ranges the member serves, once its caches
+// have listed their namespace (a namespace created in a served range is
+// covered once the caches have listed it again, within a RenewPeriod).
+// Not covered there: a write to an object in another namespace (a range
+// another member serves: this member's cache never holds it, so a
+// cached read does not wait for it and does not see it), a write made
+// while the member serves no range (before it joined, after it lost its
+// Lease), and a write whose range moves away before the cache has it
+// (the read no longer waits once the member stops serving the range).
+// Cluster-scoped types are cached whole on every member: covered as
+// without sharding.
 const readYourWritesTimeout = 10 * time.Second
 
 // writeTracker is a Manager's read-your-writes: the writes its caches
@@ -47,6 +61,12 @@ type writeTracker struct {
 	pending *pendingwrites.Tracker
 	// timeout bounds a read's wait: readYourWritesTimeout, shorter in tests.
 	timeout time.Duration
+
+	mu sync.RWMutex // guards covers
+	// covers, by resource (a Resource's String), tells for the resources
+	// a shard member's caches split (shardBy) whether they hold the
+	// objects of a namespace; a resource not in it is held whole.
+	covers map[string]func(namespace string) bool
 }
 
 func newWriteTracker() *writeTracker {
@@ -69,6 +89,30 @@ func (w *writeTracker) recordDelete(
 	w.pending.RecordDelete(r, namespace, name, uid)
 }
 
+// shardBy makes read-your-writes of res wait only for writes to
+// objects whose namespace covers takes in: res's cache is a shard
+// member's share (shardRun.covers). Call it before the informer runs;
+// a write recorded before that whose namespace covers does not take in
+// is not waited for (waitForWrites checks again).
+func (w *writeTracker) shardBy(res Resource, covers func(namespace string) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.covers == nil {
+		w.covers = map[string]func(string) bool{}
+	}
+	w.covers[res.String()] = covers
+}
+
+// covered reports whether the cache of res (a Resource's String) holds
+// the objects of namespace as far as sharding goes: always, unless
+// shardBy split it.
+func (w *writeTracker) covered(res, namespace string) bool {
+	w.mu.RLock()
+	covers := w.covers[res]
+	w.mu.RUnlock()
+	return covers == nil || covers(namespace)
+}
+
 // trackable is what the tracker needs of an informer of any type.
 type trackable interface {
 	resource() Resource
@@ -80,12 +124,25 @@ type trackable interface {
 
 // track starts read-your-writes for inf's resource; a Manager's cache
 // calls it for each informer it makes. Calling it again does nothing.
+//
+// A write is remembered if the informer's scope takes its object in and,
+// for a shard member's share, the member covers its namespace. An object
+// that leaves the cache because its namespace is no longer covered (a
+// range the member drained) ends its write: the cache will not see it.
 func (w *writeTracker) track(inf trackable) {
 	res := inf.resource().String()
-	if !w.pending.Track(res, inf.holds) {
+	holds := func(obj metav1.Object) bool {
+		return inf.holds(obj) && w.covered(res, obj.GetNamespace())
+	}
+	if !w.pending.Track(res, holds) {
 		return
 	}
 	inf.onChange(func(obj metav1.Object, deleted bool) {
+		ns := obj.GetNamespace()
+		if deleted && !w.covered(res, ns) {
+			w.pending.Forget(res, ns, obj.GetName())
+			return
+		}
 		w.pending.CaughtUp(res, obj, deleted)
 	})
 }
@@ -106,6 +163,11 @@ func waitForWrites[P any](
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	for k, wr := range writes {
+		if !w.covered(inf.name, k.Namespace) {
+			// The member no longer serves its range: it will not come.
+			w.pending.Forget(inf.name, k.Namespace, k.Name)
+			continue
+		}
 		var err error
 		if wr.Deleted {
 			what := "drop deleted " + k.String()

@@ -76,9 +76,9 @@ package kctl
 //     bytes each: 1.5 KB at 1024 over 3) and n·N scores per look;
 //   - a key from Enqueue or a channel source is reconciled only on the
 //     replica that owns its range (the others skip it: the skipped-keys
-//     series), and a handover replays only cached keys: feed such keys
-//     to every replica, and again after a handover if they have no
-//     cached object;
+//     series), and a handover replays only the cached keys of the
+//     ranges gained: feed such keys to every replica, and again after a
+//     handover if they have no cached object;
 //   - cluster-scoped types are not split in memory: every replica caches
 //     them whole, and reconciles only the names in its ranges (the
 //     server's selector hashes only uids or namespaces, and a key, which
@@ -88,7 +88,9 @@ package kctl
 //     cache holds everything and only the reconciles are split: "memory
 //     not split" in the log and on /readyz;
 //   - cached reads see only the replica's namespaces: a reconcile that
-//     reads another namespace's objects must read them Uncached.
+//     reads another namespace's objects must read them Uncached, and
+//     read-your-writes covers only the namespaces of the ranges the
+//     replica serves (readyourwrites.go).
 
 import (
 	"cmp"

@@ -42,7 +42,9 @@ func nothingSelected() string {
 // says Serving, and once every sharded informer has listed with a
 // selector that takes r in (starting[r] until then); held[r] from
 // Serving until a drain's in-flight reconciles are done; selector names
-// the namespaces of the held ranges (nothingSelected if none).
+// the namespaces of the held ranges (nothingSelected if none), which
+// are selected; listed holds the namespaces of a selector that every
+// sharded informer has listed with since.
 type shardRun struct {
 	m          *Manager
 	cfg        ShardOptions // completed
@@ -83,6 +85,8 @@ type shardRun struct {
 	serving   []bool
 	held      []bool
 	selector  string
+	selected  map[string]bool
+	listed    map[string]bool
 	informers []shardable
 	// releasing is len(draining), for tests and /readyz.
 	releasing int
@@ -146,7 +150,8 @@ func (s *shardRun) currentSelector() string {
 }
 
 // informerMade is the Manager's informerMade hook: a namespaced
-// informer lists and watches with the member's selector.
+// informer lists and watches with the member's selector, and
+// read-your-writes waits for its objects only where covers says so.
 // Cluster-scoped ones hold everything (see shard.go).
 func (s *shardRun) informerMade(inf madeInformer) {
 	sh, ok := inf.(shardable)
@@ -154,6 +159,7 @@ func (s *shardRun) informerMade(inf madeInformer) {
 		return
 	}
 	sh.setShard(s.currentSelector)
+	s.m.writes.shardBy(inf.resource(), s.covers)
 	s.mu.Lock()
 	s.informers = append(s.informers, sh)
 	s.mu.Unlock()
@@ -214,28 +220,41 @@ func (s *shardRun) act(start, drain []int) {
 // serveListed serves the starting ranges once every sharded informer
 // has listed with the selector that takes them in: until then a
 // reconcile of their keys could read a cache of another type (a
-// ReplicaSet's Pods) that does not hold them yet. Then it queues every
-// cached key again (their events came while the ranges were not
-// served). The run loop calls it at each look, and every
-// listingPoll while a range starts.
+// ReplicaSet's Pods) that does not hold them yet. Then it queues again
+// the cached keys of those ranges, and only those: every event of
+// theirs came while they were not served (skipped, or before the
+// member held them), so every object changed meanwhile is among them;
+// the ranges served all along lost no event. The run loop calls it at
+// each look, and every listingPoll while a range starts or the
+// informers list a new selector (catchingUp).
 func (s *shardRun) serveListed() {
-	if count(s.starting) == 0 || !s.listed() {
+	if count(s.starting) == 0 && !s.catchingUp() {
 		return
 	}
+	nss, ok := s.listedAll()
+	if !ok {
+		return
+	}
+	gained := slices.Clone(s.starting)
 	s.mu.Lock()
-	for r, st := range s.starting {
+	s.listed = nss
+	for r, st := range gained {
 		if st {
 			s.serving[r] = true
 		}
 	}
-	clear(s.starting)
 	owned := count(s.serving)
 	s.mu.Unlock()
+	clear(s.starting)
+	if count(gained) == 0 {
+		return
+	}
 	s.series.Owned.Store(int64(owned))
 	s.log.Info("sharding: the caches hold the started ranges; "+
 		"serving them", "serving", owned)
+	inGained := func(k Key) bool { return gained[s.rangeOf(k)] }
 	for _, c := range s.controllers() {
-		c.replayKeys()
+		c.replayKeys(inGained)
 	}
 }
 
@@ -247,15 +266,16 @@ func (s *shardRun) ignoresSelector(res Resource) bool {
 }
 
 // listingPoll is how often the run loop looks whether the informers
-// have listed the starting ranges.
+// have listed the starting ranges, or a new selector.
 const listingPoll = 20 * time.Millisecond
 
-// listed reports whether every sharded informer holds a list made with
-// the current selector, or holds everything (its server ignores the
-// selector).
-func (s *shardRun) listed() bool {
+// listedAll reports whether every sharded informer holds a list made
+// with the current selector, or holds everything (its server ignores
+// the selector), and returns the namespaces that selector names.
+func (s *shardRun) listedAll() (map[string]bool, bool) {
 	s.mu.RLock()
 	sel := s.selector
+	nss := s.selected
 	infs := slices.Clone(s.informers)
 	s.mu.RUnlock()
 	for _, inf := range infs {
@@ -263,10 +283,10 @@ func (s *shardRun) listed() bool {
 			continue
 		}
 		if !inf.listedWith(sel) {
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return nss, true
 }
 
 // drainStep moves each draining range on: once no reconcile of its keys
@@ -388,10 +408,12 @@ func (s *shardRun) updateSelector() {
 	nss, _ := s.namespaces.List(ListOptions{}) // no selector: no error
 	s.mu.Lock()
 	var points []shardhash.Range
+	selected := map[string]bool{}
 	for _, ns := range nss {
 		r := shardhash.Bucket(ns.Name, s.cfg.Ranges)
 		if s.held[r] {
 			points = append(points, shardhash.Point(shardhash.Sum(ns.Name)))
+			selected[ns.Name] = true
 		}
 	}
 	sel := nothingSelected()
@@ -400,6 +422,7 @@ func (s *shardRun) updateSelector() {
 	}
 	changed := sel != s.selector
 	s.selector = sel
+	s.selected = selected
 	infs := slices.Clone(s.informers)
 	s.mu.Unlock()
 	if !changed {

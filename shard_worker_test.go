@@ -69,7 +69,7 @@ func TestShardWorker_OwnsHook_SkipsKeysNotOwnedAndReportsInFlight(t *testing.T) 
 	}
 	mu.Unlock()
 	mine.Store("b", true)
-	named.replayKeys()
+	named.replayKeys(func(k Key) bool { return k.Name == "b" })
 	eventually(t, "b reconciled once owned", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

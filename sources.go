@@ -7,6 +7,8 @@ package kctl
 // channel_source.go.
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -40,13 +42,34 @@ func live[P any](handle func(event[P])) func(event[P]) {
 	}
 }
 
-// replay returns a function that hands every cached object to handle as an
-// initial Added event: how a new run learns what happened while it was not running.
-func replay[P any](inf *informer[P], handle func(event[P])) func() {
-	return func() {
+// replay returns a function that hands cached objects to handle as
+// initial Added events: how a new run learns what happened while it was
+// not running. Called with a nil match, it hands every one; else only
+// those with a key (keys, the keys handle queues for it) that match
+// takes, e.g. the keys of the ranges a shard member gained (handle then
+// queues all of that object's keys).
+func replay[P any](
+	inf *informer[P],
+	keys func(obj P) []Key,
+	handle func(event[P]),
+) replayFunc {
+	return func(match func(Key) bool) {
 		all, _ := inf.List(ListOptions{}) // no selector: no error
 		for _, obj := range all {
+			if match != nil && !slices.ContainsFunc(keys(obj), match) {
+				continue
+			}
 			handle(event[P]{Type: Added, Object: obj, Initial: true})
 		}
 	}
+}
+
+// replayFunc is what replay returns: a nil match replays every object.
+type replayFunc func(match func(Key) bool)
+
+// ownKeys is the key of obj itself: what a controller queues for an
+// object of its own type.
+func ownKeys[P any](obj P) []Key {
+	m := metaOf(obj)
+	return []Key{{Namespace: m.GetNamespace(), Name: m.GetName()}}
 }

@@ -86,7 +86,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 		c.enqueue(k, t, asLive)
 	}
 	for _, replay := range c.replays {
-		replay()
+		replay(nil)
 	}
 	// Reconciles run on their own context so that a graceful shutdown lets
 	// them finish: it ends at the shutdown's drainBy (ShutdownTimeout less a
@@ -263,10 +263,11 @@ func (c *controller[P]) inFlight(match func(k Key) bool) bool {
 	return false
 }
 
-// replayKeys queues every cached key again, at low priority, while the
-// controller runs: a sharded replica that starts owning more keys
-// reconciles those already in its cache (its workers skip the rest).
-func (c *controller[P]) replayKeys() {
+// replayKeys queues again, at low priority, the cached keys that match
+// takes, while the controller runs: a sharded replica that starts
+// owning more keys (match: those of the ranges it gained) reconciles
+// those already in its cache, not every key it holds.
+func (c *controller[P]) replayKeys(match func(Key) bool) {
 	c.mu.Lock()
 	running := c.queue != nil
 	c.mu.Unlock()
@@ -274,7 +275,7 @@ func (c *controller[P]) replayKeys() {
 		return // the next run replays everything
 	}
 	for _, replay := range c.replays {
-		replay()
+		replay(match)
 	}
 }
 

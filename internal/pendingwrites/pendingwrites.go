@@ -127,6 +127,18 @@ func (w *Tracker) CaughtUp(res string, obj metav1.Object, deleted bool) {
 	}
 }
 
+// Forget forgets the write of namespace/name of res, if any: the cache
+// will not see it (it no longer holds the object's namespace).
+func (w *Tracker) Forget(res, namespace, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byKey := w.pending[res]
+	delete(byKey, Key{namespace, name})
+	if len(byKey) == 0 {
+		delete(w.pending, res)
+	}
+}
+
 // In returns the pending writes of res to namespace/name; name "" means
 // every object of namespace, and namespace "" every namespace too.
 func (w *Tracker) In(res, namespace, name string) map[Key]Write {
