@@ -68,7 +68,7 @@ func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) er
 		opts.KlogToLogger = false
 		opts.Logger.Info("kctltest: Options.KlogToLogger is ignored: klog's lines go where Main says")
 	}
-	r := &RunningManager{opts: opts, setup: setup}
+	r := &RunningManager{opts: opts, setup: setup, inMemory: e.mem != nil}
 	t.Cleanup(func() { r.Stop(t) })
 	r.Start(t)
 	return r
@@ -78,8 +78,9 @@ func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) er
 // stops and Start replaces with a new one made the same way. Its methods
 // are for the test's goroutine (a Ginkgo spec's too).
 type RunningManager struct {
-	opts  kctl.Options
-	setup func(*kctl.Manager) error
+	opts     kctl.Options
+	setup    func(*kctl.Manager) error
+	inMemory bool // no metrics page: no socket, so that it runs in a synctest bubble
 
 	mu      sync.Mutex
 	mgr     *kctl.Manager // the current one; nil before the first Start
@@ -116,12 +117,16 @@ func (r *RunningManager) Start(t TB) {
 			t.Fatalf("kctltest: the Manager's setup: %v", err)
 		}
 	}
-	addr, err := freeAddr()
-	if err == nil {
-		err = mgr.ServeMetrics(addr)
-	}
-	if err != nil {
-		t.Fatalf("kctltest: serving the Manager's metrics: %v", err)
+	addr := ""
+	if !r.inMemory {
+		var err error
+		addr, err = freeAddr()
+		if err == nil {
+			err = mgr.ServeMetrics(addr)
+		}
+		if err != nil {
+			t.Fatalf("kctltest: serving the Manager's metrics: %v", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -139,6 +144,9 @@ func (r *RunningManager) Start(t TB) {
 		r.mu.Unlock()
 		close(done)
 	}()
+	if r.inMemory {
+		return
+	}
 	if !waitServing(t, "http://"+addr+"/metrics", done) {
 		r.mu.Lock()
 		err := r.err
@@ -210,6 +218,9 @@ func (r *RunningManager) Stop(t TB) {
 // controller not (yet) on the page gives an empty map; a failed read fails t.
 func (r *RunningManager) Reconciles(t TB, controller string) map[string]int {
 	t.Helper()
+	if r.inMemory {
+		t.Fatalf("kctltest: RunningManager.Reconciles reads the Manager's metrics page, which an in-memory Env's does not serve: count reconciles in the test, or use Start")
+	}
 	r.mu.Lock()
 	url := r.metrics
 	r.mu.Unlock()
