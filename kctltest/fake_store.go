@@ -79,6 +79,11 @@ func (f *fakeResource) storeLocked(key fakeKey, old, doc map[string]any, manager
 		return nil, err
 	}
 	fin, _ := meta["finalizers"].([]any)
+	if f.res.Group == "" && f.res.Kind == "Namespace" {
+		spec, _ := doc["spec"].(map[string]any)
+		specFin, _ := spec["finalizers"].([]any)
+		fin = append(fin, specFin...) // a namespace's own, which its controller removes
+	}
 	if meta["deletionTimestamp"] != nil && len(fin) == 0 {
 		f.store.objs[key] = b // as it goes: what a watch's DELETED event shows
 		f.forgetLocked(key)

@@ -192,7 +192,13 @@ func (s *memServer) emptyNamespaceLocked(ns fakeKey, res *memResource) {
 	}
 	if !left {
 		f := s.fakeOf(res)
-		f.forgetLocked(ns)
+		old, err := f.currentLocked(ns, "", false)
+		if err != nil {
+			return
+		}
+		next := clone(old)
+		delete(next, "spec") // its finalizer "kubernetes", and so the namespace
+		f.storeLocked(ns, old, next, "")
 	}
 }
 

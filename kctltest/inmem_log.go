@@ -106,6 +106,9 @@ func (l *changeLog) index(key fakeKey, b []byte) {
 	if had {
 		delete(l.byUID, old.UID)
 		for _, r := range old.OwnerReferences {
+			if owner, ok := l.byUID[string(r.UID)]; ok {
+				l.dirty[owner] = struct{}{} // one deleted in the foreground may wait for it
+			}
 			delete(l.children[string(r.UID)], key)
 			if len(l.children[string(r.UID)]) == 0 {
 				delete(l.children, string(r.UID))
