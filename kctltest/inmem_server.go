@@ -43,6 +43,7 @@ func newMemServer() *memServer {
 		f.createLocked(doc, "")
 		fake.mu.Unlock()
 	}
+	fake.log.oldest = fake.rv // history begins now: a watch from before is 410 Gone, as with a new watch cache
 	return s
 }
 

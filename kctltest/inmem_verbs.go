@@ -254,7 +254,11 @@ func (s *memServer) write(w http.ResponseWriter, r *http.Request, c call) {
 	case "update":
 		b, err = s.update(c, doc)
 	case "patch", "apply":
-		b, err = s.patch(r, c)
+		var created bool
+		b, created, err = s.patch(r, c)
+		if created {
+			code = http.StatusCreated
+		}
 	case "delete", "deletecollection":
 		s.delete(w, r, c)
 		return
@@ -289,25 +293,28 @@ func (s *memServer) update(c call, doc map[string]any) ([]byte, error) {
 	return f.storeLocked(c.key(), old, f.merge(old, doc, c.sub == "status"), "")
 }
 
-func (s *memServer) patch(r *http.Request, c call) ([]byte, error) {
+// patch answers a patch or an apply, and tells whether an apply created
+// the object.
+func (s *memServer) patch(r *http.Request, c call) ([]byte, bool, error) {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	exists := true
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if c.verb == "apply" {
 		if data, err = decodeBody(ct, data, c.res); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		s.fake.mu.Lock()
-		_, exists := s.fake.objs[c.key()]
+		_, exists = s.fake.objs[c.key()]
 		var closed error
 		if !exists {
 			closed = s.namespaceOpenLocked(c)
 		}
 		s.fake.mu.Unlock()
 		if closed != nil {
-			return nil, closed
+			return nil, false, closed
 		}
 	}
 	q := r.URL.Query()
@@ -316,7 +323,7 @@ func (s *memServer) patch(r *http.Request, c call) ([]byte, error) {
 	s.fake.mu.Lock()
 	s.changedLocked(c)
 	s.fake.mu.Unlock()
-	return b, err
+	return b, !exists && err == nil, err
 }
 
 // namespaceOpenLocked refuses a new object in a namespace that does not

@@ -25,7 +25,7 @@ const bookmarkEvery = time.Minute
 // (resourceVersion "" or "0", or sendInitialEvents, which a BOOKMARK
 // annotated k8s.io/initial-events-end ends), then each change. A change
 // that makes an object enter or leave a selective watch is ADDED or
-// DELETED, as the watch cache sends it.
+// DELETED (with the object as it last matched), as the watch cache sends it.
 func (s *memServer) watch(w http.ResponseWriter, r *http.Request, c call) {
 	q := r.URL.Query()
 	sel, err := selectorOf(c, q)
@@ -172,7 +172,7 @@ func (sel selector) see(ch change) (string, []byte) {
 	case now:
 		return "ADDED", ch.obj
 	case before:
-		return "DELETED", ch.obj
+		return "DELETED", ch.prev // as the watch cache sends it: the object as it last matched
 	}
 	return "", nil
 }
