@@ -227,6 +227,10 @@ func notModelled(what string) error {
 func (s *memServer) fail(w http.ResponseWriter, err error) {
 	var st apierrors.APIStatus
 	status := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error()}
+	if strings.Contains(err.Error(), "test it with Start") {
+		status.Code = http.StatusNotImplemented // what the fake's store does not model
+		status.Reason = "NotImplemented"
+	}
 	if errors.As(err, &st) {
 		status = st.Status()
 	}
