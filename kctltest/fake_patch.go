@@ -284,11 +284,30 @@ func pointerRemove(root any, path string) (any, any, error) {
 	return nil, nil, fmt.Errorf("cannot remove %s", path)
 }
 
+// cloneValue deep-copies decoded JSON: maps and lists are copied, other
+// values (strings, numbers, booleans, nil) are immutable.
 func cloneValue(v any) any {
-	b, _ := json.Marshal(v) // decoded JSON: cannot fail
-	var out any
-	json.Unmarshal(b, &out)
-	return out
+	switch c := v.(type) {
+	case map[string]any:
+		if c == nil {
+			return c
+		}
+		out := make(map[string]any, len(c))
+		for k, e := range c {
+			out[k] = cloneValue(e)
+		}
+		return out
+	case []any:
+		if c == nil {
+			return c
+		}
+		out := make([]any, len(c))
+		for i, e := range c {
+			out[i] = cloneValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 // strategicMerge applies a strategic merge patch to doc, an object of Go

@@ -3,6 +3,7 @@ package kctltest
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"strconv"
 
@@ -64,12 +65,16 @@ func (f *fakeResource) merge(old, next map[string]any, status bool) map[string]a
 // unchanged (the API server writes nothing then), and returns the result.
 // old is nil for a new object. The fields that changed become
 // manager's alone (see leaves); Apply records what it shares itself.
+//
+// Objects are stored normal (see normal), so old, read back from the
+// store, is; doc is made so here.
 func (f *fakeResource) storeLocked(key fakeKey, old, doc map[string]any, manager string) ([]byte, error) {
+	doc = f.normal(doc)
 	f.own(key, old, doc, manager)
 	meta := metadata(doc)
 	doc["apiVersion"] = f.res.APIVersion()
 	doc["kind"] = f.res.Kind
-	changed := old == nil || !f.same(old, doc)
+	changed := old == nil || !sameButRV(old, doc)
 	if changed {
 		f.store.rv++
 		meta["resourceVersion"] = strconv.FormatInt(f.store.rv, 10)
@@ -123,13 +128,17 @@ func (f *fakeResource) normal(doc map[string]any) map[string]any {
 	return out
 }
 
-// same tells whether a and b are the same object but for resourceVersion.
-func (f *fakeResource) same(a, b map[string]any) bool {
-	na := f.normal(a)
-	nb := f.normal(b)
-	delete(metadata(na), "resourceVersion")
-	delete(metadata(nb), "resourceVersion")
-	return reflect.DeepEqual(na, nb)
+// sameButRV tells whether a and b, both normal, are the same object but
+// for resourceVersion.
+func sameButRV(a, b map[string]any) bool {
+	strip := func(doc map[string]any) map[string]any {
+		out := maps.Clone(doc)
+		meta := maps.Clone(metadata(out))
+		delete(meta, "resourceVersion")
+		out["metadata"] = meta
+		return out
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
 }
 
 func (f *FakeClient[T]) decode(b []byte) (*T, error) {
@@ -189,10 +198,9 @@ func spec(doc map[string]any) map[string]any {
 	return out
 }
 
+// clone deep-copies decoded JSON (nil stays nil).
 func clone(doc map[string]any) map[string]any {
-	b, _ := json.Marshal(doc) // decoded JSON: cannot fail
-	var out map[string]any
-	json.Unmarshal(b, &out)
+	out, _ := cloneValue(doc).(map[string]any)
 	return out
 }
 
