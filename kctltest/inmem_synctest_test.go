@@ -2,6 +2,8 @@ package kctltest_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -111,6 +113,74 @@ func TestInMemory_InjectError_ControllerRetriesThrough(t *testing.T) {
 		mu.Unlock()
 		if err != nil || cm.Data["seen"] != "yes" || n != 4 {
 			t.Errorf("after a 429 and two Conflicts: %v, %v, after %d updates; want seen=yes after 4", cm, err, n)
+		}
+	})
+}
+
+// A controller's Events reach the in-memory server, and a second Manager
+// electing the same leader waits while the first holds the Lease: in a
+// bubble, a Lease's 15 s duration passes in no time.
+func TestInMemory_EventsAndLeaderElection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := kctltest.StartInMemory(t)
+		ns := env.Namespace(t)
+		opts := kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}
+		var mu sync.Mutex
+		by := map[string]int{}
+		setup := func(name string) func(*kctl.Manager) error {
+			return func(mgr *kctl.Manager) error {
+				if err := mgr.ElectLeader(kctl.LeaderElection{Name: "events", Namespace: ns, Identity: name}); err != nil {
+					return err
+				}
+				rec := mgr.EventRecorder("events")
+				kctl.NewController(mgr, "events", func(ctx context.Context, cm *corev1.ConfigMap) (kctl.Result, error) {
+					mu.Lock()
+					by[name]++
+					mu.Unlock()
+					rec.Event(cm, corev1.EventTypeNormal, "Seen", "seen by "+name)
+					return kctl.Result{}, nil
+				})
+				return nil
+			}
+		}
+		first := env.StartManager(t, opts, setup("first"))
+		synctest.Wait()
+		env.StartManager(t, opts, setup("second"))
+		cms := kctl.NewClient[corev1.ConfigMap](env.Conn)
+		if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		seen := fmt.Sprint(by)
+		mu.Unlock()
+		if seen != "map[first:1]" {
+			t.Errorf("reconciles by Manager while the first leads: %s, want map[first:1]", seen)
+		}
+		first.Stop(t)
+		if err := cms.Delete(t.Context(), ns, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		seen = fmt.Sprint(by)
+		mu.Unlock()
+		if seen != "map[first:1 second:1]" {
+			t.Errorf("reconciles by Manager after the first stopped: %s, want map[first:1 second:1]", seen)
+		}
+		events, err := kctl.NewClient[corev1.Event](env.Conn).List(t.Context(), kctl.ListOptions{Namespace: ns})
+		var notes []string
+		for _, e := range events {
+			notes = append(notes, e.InvolvedObject.Name+": "+e.Message)
+		}
+		slices.Sort(notes)
+		if err != nil || fmt.Sprint(notes) != "[a: seen by first b: seen by second]" {
+			t.Errorf("Events: %v, %v; want one about a by first, one about b by second", notes, err)
 		}
 	})
 }
