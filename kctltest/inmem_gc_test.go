@@ -3,6 +3,7 @@ package kctltest_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kctl-dev/kctl"
@@ -172,5 +173,25 @@ func TestInMemory_DeletePreconditions_ConflictOnMismatch(t *testing.T) {
 	}
 	if err := cms.DeleteWithOptions(ctx, "default", "a", kctl.DeleteOptions{UID: cm.UID, ResourceVersion: cm.ResourceVersion}); err != nil {
 		t.Errorf("delete with its uid and resourceVersion: %v", err)
+	}
+}
+
+// What the in-memory server does not model is an error naming Start, not
+// an object stored and ignored.
+func TestInMemory_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
+	env := kctltest.StartInMemory(t)
+	quotas := kctl.NewClient[corev1.ResourceQuota](env.Conn)
+	err := quotas.Create(t.Context(), &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "q"}})
+	if err == nil || !strings.Contains(err.Error(), "quotas") || !strings.Contains(err.Error(), "Start") {
+		t.Errorf("create a ResourceQuota: %v, want an error naming quotas and Start", err)
+	}
+	pods := kctl.NewClient[corev1.Pod](env.Conn)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"}}
+	if err := pods.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	err = pods.Patch(t.Context(), p, kctl.MergePatch, []byte(`{}`), kctl.PatchOptions{Subresource: "ephemeralcontainers"})
+	if err == nil || !strings.Contains(err.Error(), "Start") {
+		t.Errorf("patch a subresource other than status: %v, want an error naming Start", err)
 	}
 }

@@ -161,7 +161,24 @@ func (s *memServer) parseLocked(r *http.Request, gv string, rest []string) (call
 	default:
 		return c, apierrors.NewMethodNotSupported(schema.GroupResource{Group: res.res.Group, Resource: res.res.Plural}, r.Method)
 	}
+	if what, ok := unenforced[resourceName(res)]; ok && (c.verb == "create" || c.verb == "apply") {
+		return c, notModelled(what + " (" + resourceName(res) + ")")
+	}
 	return c, nil
+}
+
+// unenforced are the resources whose objects the in-memory server would
+// store without doing what they ask: making one is an error instead.
+var unenforced = map[string]string{
+	"mutatingwebhookconfigurations.admissionregistration.k8s.io":     "admission webhooks",
+	"validatingwebhookconfigurations.admissionregistration.k8s.io":   "admission webhooks",
+	"validatingadmissionpolicies.admissionregistration.k8s.io":       "admission policies",
+	"validatingadmissionpolicybindings.admissionregistration.k8s.io": "admission policies",
+	"mutatingadmissionpolicies.admissionregistration.k8s.io":         "admission policies",
+	"mutatingadmissionpolicybindings.admissionregistration.k8s.io":   "admission policies",
+	"resourcequotas":                     "quotas",
+	"limitranges":                        "limit ranges",
+	"apiservices.apiregistration.k8s.io": "aggregated API servers",
 }
 
 // discovery serves /api, /apis, and the discovery documents of group versions.
