@@ -52,8 +52,8 @@
 //
 // StartInMemory returns an Env of the same shape whose API server is an
 // http.Handler in the test process, reached through rest.Config.Transport:
-// nothing to build, no process, no port, a fresh server per call in well
-// under a millisecond. Conn, Config, Namespace, Apply, Delete, Manager,
+// nothing to build, no process, no port, a fresh server per call in about a
+// millisecond. Conn, Config, Namespace, Apply, Delete, Manager,
 // StartManager, WaitFor, Eventually and Consistently work as with Start, so
 // a test switches by changing one line:
 //

@@ -12,7 +12,7 @@ import (
 // test process, reached through rest.Config.Transport: no binary, no
 // socket, no port, no TLS; each call returns a new, empty one (with the
 // namespaces default, kube-system, kube-public and kube-node-lease), in
-// well under a millisecond. Its Conn, Config, Namespace, Apply, Delete,
+// about a millisecond. Its Conn, Config, Namespace, Apply, Delete,
 // Manager and StartManager work as with Start, so that a test switches by
 // changing one line:
 //
@@ -53,9 +53,9 @@ import (
 // Manager (informers, queue, backoff, RequeueAfter, leader election) then
 // runs on the bubble's fake clock, and time.Sleep(10*time.Minute) is
 // instant. Make the Env inside the bubble, and stop the Manager before it
-// ends (StartManager's cleanup does, within the test). The Manager of
-// StartManager serves no metrics page in memory: RunningManager.Reconciles
-// fails the test.
+// ends (StartManager's cleanup does, within the test). There, the Manager
+// of StartManager serves no metrics page (a socket would stall the
+// bubble's clock): RunningManager.Reconciles fails the test.
 //
 // InjectError, DropWatches and Compact make the server fail as a test needs.
 func StartInMemory(t TB) *Env {

@@ -200,3 +200,25 @@ func TestInMemory_SampleControllerTest_StartsInMilliseconds(t *testing.T) {
 		t.Errorf("ready after %v, want milliseconds", ready)
 	}
 }
+
+// Outside a synctest bubble, an in-memory Env's RunningManager serves its
+// metrics page as with Start, so Reconciles counts.
+func TestInMemory_StartManager_ReconcilesCounts(t *testing.T) {
+	env := kctltest.StartInMemory(t)
+	ns := env.Namespace(t)
+	run := env.StartManager(t, kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}, func(mgr *kctl.Manager) error {
+		kctl.NewController(mgr, "cms", func(ctx context.Context, cm *corev1.ConfigMap) (kctl.Result, error) {
+			return kctl.Result{}, nil
+		})
+		return nil
+	})
+	if err := kctl.NewClient[corev1.ConfigMap](env.Conn).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	kctltest.Eventually(t, "one successful reconcile counted", func() string {
+		if got := run.Reconciles(t, "cms"); got["success"] != 1 {
+			return fmt.Sprint(got)
+		}
+		return ""
+	})
+}
