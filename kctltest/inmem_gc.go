@@ -26,7 +26,8 @@ const (
 // delete answers a delete, or a deletecollection.
 func (s *memServer) delete(w http.ResponseWriter, r *http.Request, c call) {
 	var opts metav1.DeleteOptions
-	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+	b, _ := io.ReadAll(r.Body)
+	if len(b) > 0 {
 		if err := json.Unmarshal(b, &opts); err != nil {
 			s.fail(w, apierrors.NewBadRequest("the body is not DeleteOptions: "+err.Error()))
 			return

@@ -167,7 +167,8 @@ func TestInMemory_DeletePreconditions_ConflictOnMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for what, opts := range map[string]kctl.DeleteOptions{"uid": {UID: "other"}, "resourceVersion": {ResourceVersion: "1"}} {
-		if err := cms.DeleteWithOptions(ctx, "default", "a", opts); !apierrors.IsConflict(err) {
+		err := cms.DeleteWithOptions(ctx, "default", "a", opts)
+		if !apierrors.IsConflict(err) {
 			t.Errorf("delete with another %s: %v, want Conflict", what, err)
 		}
 	}
