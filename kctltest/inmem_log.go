@@ -72,11 +72,7 @@ func (s *Fake) recordDeleted(key fakeKey, b []byte) {
 		return
 	}
 	s.rv++
-	var doc map[string]any
-	if json.Unmarshal(b, &doc) == nil {
-		metadata(doc)["resourceVersion"] = strconv.FormatInt(s.rv, 10)
-		b, _ = json.Marshal(doc)
-	}
+	b = withResourceVersion(b, s.rv)
 	l.add(change{rv: s.rv, typ: "DELETED", key: key, obj: b})
 	l.index(key, nil)
 }
@@ -148,4 +144,21 @@ func namespaceKey(ns string) fakeKey {
 	k := fakeKey{resource: "namespaces."}
 	k.Name = ns
 	return k
+}
+
+// withResourceVersion is the stored object b with its resourceVersion set
+// to rv, decoding no more of it than its top level and metadata.
+func withResourceVersion(b []byte, rv int64) []byte {
+	var doc map[string]json.RawMessage
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(b, &doc) != nil || json.Unmarshal(doc["metadata"], &meta) != nil {
+		return b
+	}
+	meta["resourceVersion"], _ = json.Marshal(strconv.FormatInt(rv, 10))
+	doc["metadata"], _ = json.Marshal(meta)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return b
+	}
+	return out
 }
