@@ -1,5 +1,6 @@
-// Package kctltest runs a controller's tests against a real API server, from
-// any module that requires kctl, with nothing installed but Go. It is to kctl
+// Package kctltest runs a controller's tests against a real API server, or
+// one in memory (StartInMemory), from any module that requires kctl, with
+// nothing installed but Go. It is to kctl
 // what net/http/httptest is to net/http: test code only, never linked into a
 // production binary.
 //
@@ -46,6 +47,24 @@
 // process group of its own, with no output, that waits for the test binary
 // to close a pipe) kills what is left and removes the folder. kctltest works
 // on Linux and macOS, not Windows.
+//
+// # In memory
+//
+// StartInMemory returns an Env of the same shape whose API server is an
+// http.Handler in the test process, reached through rest.Config.Transport:
+// nothing to build, no process, no port, a fresh server per call in about a
+// millisecond. Conn, Config, Namespace, Apply, Delete, Manager,
+// StartManager, WaitFor, Eventually and Consistently work as with Start, so
+// a test switches by changing one line:
+//
+//	env := kctltest.StartInMemory(t) // was: kctltest.Start(t)
+//
+// It serves kctl's data path on the real wire formats and garbage-collects
+// as the controller-manager would; StartInMemory's doc lists what it models
+// and what it does not (admission webhooks, RBAC, defaults from OpenAPI,
+// quotas), which it answers with 501 naming Start. Made inside a
+// testing/synctest bubble, the whole Manager runs on the bubble's fake
+// clock. InjectError, DropWatches and Compact make it fail as a test needs.
 //
 // # Helpers
 //

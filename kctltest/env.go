@@ -111,7 +111,8 @@ type Env struct {
 	//	widgets := kctl.NewClient[Widget](env.Conn)
 	Conn *kctl.Conn
 
-	cluster   *controlplane.Cluster
+	cluster   *controlplane.Cluster // nil in memory
+	mem       *memServer            // the in-memory server (StartInMemory); nil with a control plane
 	cfg       *rest.Config
 	http      *http.Client
 	discovery discovery
@@ -214,6 +215,7 @@ func (e *Env) Config() *rest.Config { return rest.CopyConfig(e.cfg) }
 //	env.Kubectl(t, "get", "widgets", "-n", ns, "-o", "yaml")
 func (e *Env) Kubectl(t TB, args ...string) string {
 	t.Helper()
+	e.needsControlPlane(t, "Kubectl")
 	cmd := exec.CommandContext(t.Context(), filepath.Join(e.cluster.Bin, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
 	out, err := cmd.CombinedOutput()
@@ -254,6 +256,9 @@ func (e *Env) Namespace(t TB) string {
 // restart too.
 func (e *Env) RestartAPIServer(t TB) {
 	t.Helper()
+	if !e.needsControlPlane(t, "RestartAPIServer") {
+		return
+	}
 	if err := e.cluster.RestartAPIServer(t.Context()); err != nil {
 		t.Fatalf("kctltest: restarting kube-apiserver: %v", err)
 	}

@@ -70,11 +70,8 @@ import (
 // against a real API server with Start. A FakeClient is safe for concurrent
 // use.
 type FakeClient[T any] struct {
-	res       kctl.Resource
-	hasStatus bool // T has a status field: the status subresource is modelled
-	builtin   bool // T is a k8s.io/api type: Update without resourceVersion is allowed
-	t         TB   // fails on a misuse of InjectError
-	store     *Fake
+	fakeResource
+	t TB // fails on a misuse of InjectError
 
 	injectMu sync.Mutex
 	inject   map[string]func(namespace, name string) error // by verb
@@ -88,10 +85,38 @@ type FakeClient[T any] struct {
 //	configMaps := kctltest.FakeClientIn[corev1.ConfigMap](t, fake)
 type Fake struct {
 	mu      sync.Mutex
+	log     *changeLog                             // the changes, for an in-memory server's watches; nil for FakeClients alone
 	objs    map[fakeKey][]byte                     // the stored objects, as JSON
 	applied map[fakeKey]map[string]map[string]any  // by object, then field manager: what it last applied
 	owners  map[fakeKey]map[string]map[string]bool // by object, then field path (see leaves): its managers ("" for writes not by Apply)
 	rv      int64                                  // the last resourceVersion given
+}
+
+// fakeResource is what the store's writes need to know of one resource:
+// the part of a FakeClient that is not its Go type, which the in-memory
+// server (StartInMemory) shares.
+type fakeResource struct {
+	res       kctl.Resource
+	hasStatus bool           // the status subresource is modelled
+	builtin   bool           // a k8s.io/api type: Update without resourceVersion is allowed
+	typ       reflect.Type   // the Go type objects are normalized by (see normal); nil: none known
+	schema    map[string]any // without typ: a CRD's OpenAPI v3 schema, which prunes unknown fields (see prune); nil: none
+	store     *Fake
+	// initial, if set, sets what the server sets on a new object (a
+	// Namespace's phase), after Create dropped the status.
+	initial func(doc map[string]any)
+}
+
+// newFakeResource describes res, whose objects are of Go type typ (nil:
+// unknown, as for a CRD from YAML: a status subresource is assumed), in
+// store.
+func newFakeResource(store *Fake, res kctl.Resource, typ reflect.Type) fakeResource {
+	f := fakeResource{res: res, store: store, typ: typ, hasStatus: true}
+	if typ != nil {
+		f.hasStatus = hasJSONField(typ, "status")
+		f.builtin = strings.HasPrefix(typ.PkgPath(), "k8s.io/api/")
+	}
+	return f
 }
 
 // fakeKey names one object of one resource.
@@ -122,9 +147,7 @@ func FakeClientIn[T any, PT kctl.Object[T]](t TB, fake *Fake, objs ...*T) *FakeC
 	if err != nil {
 		t.Fatalf("kctltest: NewFakeClient: %v", err)
 	}
-	rt := reflect.TypeFor[T]()
-	f := &FakeClient[T]{res: res, store: fake, t: t,
-		hasStatus: hasJSONField(rt, "status"), builtin: strings.HasPrefix(rt.PkgPath(), "k8s.io/api/")}
+	f := &FakeClient[T]{fakeResource: newFakeResource(fake, res, reflect.TypeFor[T]()), t: t}
 	for _, obj := range objs {
 		if err := f.Create(t.Context(), obj); err != nil {
 			t.Fatalf("kctltest: NewFakeClient: %v", err)
@@ -169,8 +192,8 @@ func (f *FakeClient[T]) injected(verb, namespace, name string) error {
 	return fail(namespace, name)
 }
 
-// key is the store's key of the object namespace/name of T.
-func (f *FakeClient[T]) key(namespace, name string) fakeKey {
+// key is the store's key of the object namespace/name of the resource.
+func (f *fakeResource) key(namespace, name string) fakeKey {
 	return fakeKey{resource: f.res.Plural + "." + f.res.Group, NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
 }
 
@@ -262,12 +285,16 @@ func (f *FakeClient[T]) Create(ctx context.Context, obj *T) error {
 	}
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
-	return f.createLocked(doc, obj, "")
+	b, err := f.createLocked(doc, "")
+	if err != nil {
+		return err
+	}
+	return into(b, obj)
 }
 
-// createLocked stores doc as a new object written by manager and decodes
-// the result into obj.
-func (f *FakeClient[T]) createLocked(doc map[string]any, obj *T, manager string) error {
+// createLocked stores doc as a new object written by manager and returns
+// the stored object.
+func (f *fakeResource) createLocked(doc map[string]any, manager string) ([]byte, error) {
 	meta := metadata(doc)
 	name, _ := meta["name"].(string)
 	generateName, _ := meta["generateName"].(string)
@@ -278,17 +305,17 @@ func (f *FakeClient[T]) createLocked(doc map[string]any, obj *T, manager string)
 	}
 	switch {
 	case name == "":
-		return apierrors.NewInvalid(f.groupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+		return nil, apierrors.NewInvalid(f.groupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	case f.res.Namespaced && namespace == "":
-		return apierrors.NewBadRequest(fmt.Sprintf("a %s needs a namespace", f.res.Kind))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("a %s needs a namespace", f.res.Kind))
 	case rv != "":
 		// The API server answers 500 with no reason: its storage layer refuses it.
-		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 			Message: "resourceVersion should not be set on objects to be created"}}
 	}
 	key := f.key(namespace, name)
 	if _, ok := f.store.objs[key]; ok {
-		return apierrors.NewAlreadyExists(f.groupResource(), name)
+		return nil, apierrors.NewAlreadyExists(f.groupResource(), name)
 	}
 	meta["name"] = name
 	meta["uid"] = strings.ToLower(rand.Text())
@@ -298,9 +325,12 @@ func (f *FakeClient[T]) createLocked(doc map[string]any, obj *T, manager string)
 	if f.hasStatus {
 		delete(doc, "status") // written through the status subresource only
 	}
+	if f.initial != nil {
+		f.initial(doc)
+	}
 	delete(f.store.applied, key) // a namesake deleted before
 	delete(f.store.owners, key)
-	return f.storeLocked(key, nil, doc, obj, manager)
+	return f.storeLocked(key, nil, doc, manager)
 }
 
 // Update replaces the object obj names; with a status subresource its status
@@ -333,7 +363,11 @@ func (f *FakeClient[T]) update(obj *T, status bool) error {
 	if err != nil {
 		return err
 	}
-	return f.storeLocked(key, old, f.merge(old, doc, status), obj, "")
+	b, err := f.storeLocked(key, old, f.merge(old, doc, status), "")
+	if err != nil {
+		return err
+	}
+	return into(b, obj)
 }
 
 // Delete deletes the object namespace/name, or, while it has finalizers,
@@ -362,11 +396,15 @@ func (f *FakeClient[T]) Delete(ctx context.Context, namespace, name string) erro
 	meta["deletionTimestamp"] = time.Now().UTC().Format(time.RFC3339)
 	gen, _ := meta["generation"].(float64)
 	meta["generation"] = gen + 1 // as the API server does
-	return f.storeLocked(key, old, next, new(T), "")
+	_, err = f.storeLocked(key, old, next, "")
+	return err
 }
 
 // forgetLocked deletes the object key and what the store knows of it.
-func (f *FakeClient[T]) forgetLocked(key fakeKey) {
+func (f *fakeResource) forgetLocked(key fakeKey) {
+	if b, ok := f.store.objs[key]; ok {
+		f.store.recordDeleted(key, b)
+	}
 	delete(f.store.objs, key)
 	delete(f.store.applied, key)
 	delete(f.store.owners, key)

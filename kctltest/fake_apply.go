@@ -17,7 +17,7 @@ import (
 // A field is owned by the managers that set it to its value (see own); an
 // Apply that would change a field another manager owns fails with the API
 // server's Conflict unless opts.Force, which makes the field its alone.
-func (f *FakeClient[T]) apply(namespace, name string, data []byte, opts kctl.PatchOptions) (*T, error) {
+func (f *fakeResource) apply(namespace, name string, data []byte, opts kctl.PatchOptions) ([]byte, error) {
 	manager := opts.FieldManager
 	switch {
 	case manager == "":
@@ -49,9 +49,9 @@ func (f *FakeClient[T]) apply(namespace, name string, data []byte, opts kctl.Pat
 	key := f.key(namespace, name)
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
-	out := new(T)
 	if _, ok := f.store.objs[key]; !ok {
-		if err := f.createLocked(clone(cfg), out, manager); err != nil {
+		out, err := f.createLocked(clone(cfg), manager)
+		if err != nil {
 			return nil, err
 		}
 		f.remember(key, manager, cfg)
@@ -96,7 +96,8 @@ func (f *FakeClient[T]) apply(namespace, name string, data []byte, opts kctl.Pat
 		}
 	}
 	next = f.normal(mergePatch(next, clone(cfg)).(map[string]any))
-	if err := f.storeLocked(key, old, f.merge(old, next, false), out, manager); err != nil {
+	out, err := f.storeLocked(key, old, f.merge(old, next, false), manager)
+	if err != nil {
 		return nil, err
 	}
 	f.remember(key, manager, cfg)
@@ -113,7 +114,7 @@ func cmpManager(m string) string {
 
 // remember records cfg as what manager last applied to key, and makes
 // manager an owner of each field cfg sets.
-func (f *FakeClient[T]) remember(key fakeKey, manager string, cfg map[string]any) {
+func (f *fakeResource) remember(key fakeKey, manager string, cfg map[string]any) {
 	if f.store.applied[key] == nil {
 		f.store.applied[key] = map[string]map[string]any{}
 	}
@@ -135,7 +136,7 @@ func (f *FakeClient[T]) remember(key fakeKey, manager string, cfg map[string]any
 // own makes manager the only owner of each field that differs between old
 // (nil for a new object) and next, and forgets the owners of fields next
 // lacks.
-func (f *FakeClient[T]) own(key fakeKey, old, next map[string]any, manager string) {
+func (f *fakeResource) own(key fakeKey, old, next map[string]any, manager string) {
 	if f.store.owners[key] == nil {
 		f.store.owners[key] = map[string]map[string]bool{}
 	}

@@ -31,16 +31,15 @@ func (f *FakeClient[T]) Patch(ctx context.Context, obj *T, typ kctl.PatchType, d
 	if err := f.injected(verb, m.GetNamespace(), m.GetName()); err != nil {
 		return err
 	}
-	out, err := f.patch(m.GetNamespace(), m.GetName(), typ, data, opts)
+	b, err := f.patch(m.GetNamespace(), m.GetName(), typ, data, opts)
 	if err != nil {
 		return err
 	}
-	*obj = *out
-	return nil
+	return into(b, obj)
 }
 
 // patch is Patch of the object namespace/name, returning the result.
-func (f *FakeClient[T]) patch(namespace, name string, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) (*T, error) {
+func (f *fakeResource) patch(namespace, name string, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) ([]byte, error) {
 	if typ == kctl.ApplyPatch {
 		return f.apply(namespace, name, data, opts)
 	}
@@ -65,11 +64,7 @@ func (f *FakeClient[T]) patch(namespace, name string, typ kctl.PatchType, data [
 	if err != nil {
 		return nil, err
 	}
-	out := new(T)
-	if err := f.storeLocked(key, old, f.merge(old, patched, status), out, ""); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return f.storeLocked(key, old, f.merge(old, patched, status), "")
 }
 
 // Apply is server-side apply of obj as the field manager
@@ -84,7 +79,7 @@ func (f *FakeClient[T]) Apply(ctx context.Context, obj *T, opts kctl.PatchOption
 }
 
 // patched returns the stored object b with a patch of type typ applied.
-func (f *FakeClient[T]) patched(b []byte, typ kctl.PatchType, data []byte) (map[string]any, error) {
+func (f *fakeResource) patched(b []byte, typ kctl.PatchType, data []byte) (map[string]any, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, err
@@ -111,7 +106,7 @@ func (f *FakeClient[T]) patched(b []byte, typ kctl.PatchType, data []byte) (map[
 		if err := json.Unmarshal(data, &patch); err != nil {
 			return nil, apierrors.NewBadRequest("the patch is not a JSON object: " + err.Error())
 		}
-		out, err := strategicMerge(doc, patch, reflect.TypeFor[T]())
+		out, err := strategicMerge(doc, patch, f.typ)
 		if err != nil {
 			return nil, fmt.Errorf("kctltest: FakeClient[%s].Patch: %w: test it with Start", f.res.Kind, err)
 		}
@@ -289,11 +284,30 @@ func pointerRemove(root any, path string) (any, any, error) {
 	return nil, nil, fmt.Errorf("cannot remove %s", path)
 }
 
+// cloneValue deep-copies decoded JSON: maps and lists are copied, other
+// values (strings, numbers, booleans, nil) are immutable.
 func cloneValue(v any) any {
-	b, _ := json.Marshal(v) // decoded JSON: cannot fail
-	var out any
-	json.Unmarshal(b, &out)
-	return out
+	switch c := v.(type) {
+	case map[string]any:
+		if c == nil {
+			return c
+		}
+		out := make(map[string]any, len(c))
+		for k, e := range c {
+			out[k] = cloneValue(e)
+		}
+		return out
+	case []any:
+		if c == nil {
+			return c
+		}
+		out := make([]any, len(c))
+		for i, e := range c {
+			out[i] = cloneValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 // strategicMerge applies a strategic merge patch to doc, an object of Go

@@ -3,6 +3,7 @@ package kctltest
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"strconv"
 
@@ -13,7 +14,7 @@ import (
 
 // currentLocked returns the stored object key as a map. rv, unless "", must
 // be its resourceVersion; needRV makes "" an error.
-func (f *FakeClient[T]) currentLocked(key fakeKey, rv string, needRV bool) (map[string]any, error) {
+func (f *fakeResource) currentLocked(key fakeKey, rv string, needRV bool) (map[string]any, error) {
 	b, ok := f.store.objs[key]
 	if !ok {
 		return nil, f.notFound(key.Name)
@@ -37,7 +38,7 @@ func (f *FakeClient[T]) currentLocked(key fakeKey, rv string, needRV bool) (map[
 // merge returns what a write of next over old stores: with status, old with
 // next's status; else next with old's status (if modelled) and old's
 // server-owned metadata, and generation bumped if the rest changed.
-func (f *FakeClient[T]) merge(old, next map[string]any, status bool) map[string]any {
+func (f *fakeResource) merge(old, next map[string]any, status bool) map[string]any {
 	if status {
 		out := clone(old)
 		out["status"] = next["status"]
@@ -61,28 +62,92 @@ func (f *FakeClient[T]) merge(old, next map[string]any, status bool) map[string]
 
 // storeLocked stores doc under key (or deletes it, if it is being deleted
 // and has no finalizer left) with a new resourceVersion, unless it is old
-// unchanged (the API server writes nothing then), and decodes the result
-// into obj. old is nil for a new object. The fields that changed become
+// unchanged (the API server writes nothing then), and returns the result.
+// old is nil for a new object. The fields that changed become
 // manager's alone (see leaves); Apply records what it shares itself.
-func (f *FakeClient[T]) storeLocked(key fakeKey, old, doc map[string]any, obj *T, manager string) error {
+//
+// Objects are stored normal (see normal), so old, read back from the
+// store, is; doc is made so here.
+func (f *fakeResource) storeLocked(key fakeKey, old, doc map[string]any, manager string) ([]byte, error) {
+	doc = f.normal(doc)
 	f.own(key, old, doc, manager)
 	meta := metadata(doc)
 	doc["apiVersion"] = f.res.APIVersion()
 	doc["kind"] = f.res.Kind
-	if old == nil || !f.same(old, doc) {
+	changed := old == nil || !sameButRV(old, doc)
+	if changed {
 		f.store.rv++
 		meta["resourceVersion"] = strconv.FormatInt(f.store.rv, 10)
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fin, _ := meta["finalizers"].([]any)
-	if meta["deletionTimestamp"] != nil && len(fin) == 0 {
-		f.forgetLocked(key)
-	} else {
-		f.store.objs[key] = b
+	if f.res.Group == "" && f.res.Kind == "Namespace" {
+		spec, _ := doc["spec"].(map[string]any)
+		specFin, _ := spec["finalizers"].([]any)
+		fin = append(fin, specFin...) // a namespace's own, which its controller removes
 	}
+	if meta["deletionTimestamp"] != nil && len(fin) == 0 {
+		f.store.objs[key] = b // as it goes: what a watch's DELETED event shows
+		f.forgetLocked(key)
+		return b, nil
+	}
+	prev := f.store.objs[key]
+	f.store.objs[key] = b
+	switch {
+	case old == nil:
+		f.store.record(key, "ADDED", b, nil)
+	case changed:
+		f.store.record(key, "MODIFIED", b, prev)
+	}
+	return b, nil
+}
+
+// normal is doc as the Go type holds it: fields it lacks dropped, as the API
+// server drops those its schema lacks, and zero values as its JSON tags
+// say. Without a Go type, it is doc without its null values.
+func (f *fakeResource) normal(doc map[string]any) map[string]any {
+	if f.typ == nil {
+		out := dropNulls(clone(doc)).(map[string]any)
+		if f.schema != nil {
+			prune(out, f.schema, true)
+		}
+		return out
+	}
+	b, _ := json.Marshal(doc) // decoded JSON: cannot fail
+	obj := reflect.New(f.typ).Interface()
+	if json.Unmarshal(b, obj) != nil {
+		return doc
+	}
+	out, err := toMap(obj)
+	if err != nil {
+		return doc
+	}
+	return out
+}
+
+// sameButRV tells whether a and b, both normal, are the same object but
+// for resourceVersion.
+func sameButRV(a, b map[string]any) bool {
+	strip := func(doc map[string]any) map[string]any {
+		out := maps.Clone(doc)
+		meta := maps.Clone(metadata(out))
+		delete(meta, "resourceVersion")
+		out["metadata"] = meta
+		return out
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+func (f *FakeClient[T]) decode(b []byte) (*T, error) {
+	obj := new(T)
+	return obj, json.Unmarshal(b, obj)
+}
+
+// into decodes the stored object b into obj.
+func into[T any](b []byte, obj *T) error {
 	var out T
 	if err := json.Unmarshal(b, &out); err != nil {
 		return err
@@ -91,44 +156,15 @@ func (f *FakeClient[T]) storeLocked(key fakeKey, old, doc map[string]any, obj *T
 	return nil
 }
 
-// normal is doc as T holds it: fields T lacks dropped, as the API server
-// drops those its schema lacks, and zero values as T's JSON tags say.
-func (f *FakeClient[T]) normal(doc map[string]any) map[string]any {
-	b, _ := json.Marshal(doc) // decoded JSON: cannot fail
-	var obj T
-	if json.Unmarshal(b, &obj) != nil {
-		return doc
-	}
-	out, err := toMap(&obj)
-	if err != nil {
-		return doc
-	}
-	return out
-}
-
-// same tells whether a and b are the same object but for resourceVersion.
-func (f *FakeClient[T]) same(a, b map[string]any) bool {
-	na := f.normal(a)
-	nb := f.normal(b)
-	delete(metadata(na), "resourceVersion")
-	delete(metadata(nb), "resourceVersion")
-	return reflect.DeepEqual(na, nb)
-}
-
-func (f *FakeClient[T]) decode(b []byte) (*T, error) {
-	obj := new(T)
-	return obj, json.Unmarshal(b, obj)
-}
-
-func (f *FakeClient[T]) groupResource() schema.GroupResource {
+func (f *fakeResource) groupResource() schema.GroupResource {
 	return schema.GroupResource{Group: f.res.Group, Resource: f.res.Plural}
 }
 
-func (f *FakeClient[T]) groupKind() schema.GroupKind {
+func (f *fakeResource) groupKind() schema.GroupKind {
 	return schema.GroupKind{Group: f.res.Group, Kind: f.res.Kind}
 }
 
-func (f *FakeClient[T]) notFound(name string) error {
+func (f *fakeResource) notFound(name string) error {
 	return apierrors.NewNotFound(f.groupResource(), name)
 }
 
@@ -162,10 +198,9 @@ func spec(doc map[string]any) map[string]any {
 	return out
 }
 
+// clone deep-copies decoded JSON (nil stays nil).
 func clone(doc map[string]any) map[string]any {
-	b, _ := json.Marshal(doc) // decoded JSON: cannot fail
-	var out map[string]any
-	json.Unmarshal(b, &out)
+	out, _ := cloneValue(doc).(map[string]any)
 	return out
 }
 

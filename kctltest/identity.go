@@ -31,6 +31,7 @@ const identities = "kctltest-identities"
 // Bounds: 30 s for the rules to be in force.
 func (e *Env) Unprivileged(t TB, rules ...rbacv1.PolicyRule) *rest.Config {
 	t.Helper()
+	e.needsControlPlane(t, "Unprivileged (RBAC)")
 	e.ensureNamespace(t, identities)
 	name := "user-" + strings.ToLower(rand.Text()[:10])
 	e.create(t, "/api/v1/namespaces/"+identities+"/serviceaccounts",
@@ -66,6 +67,7 @@ func (e *Env) Unprivileged(t TB, rules ...rbacv1.PolicyRule) *rest.Config {
 // as it would.
 func (e *Env) ServiceAccount(t TB, namespace, name string) *rest.Config {
 	t.Helper()
+	e.needsControlPlane(t, "ServiceAccount (authentication)")
 	path := fmt.Sprintf("/api/v1/namespaces/%s/serviceaccounts/%s/token", namespace, name)
 	body := `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":3600}}`
 	b := e.mustDo(t, http.StatusCreated, "POST", path, "application/json", body)

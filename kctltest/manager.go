@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing/synctest"
 	"time"
 
 	"github.com/kctl-dev/kctl"
@@ -68,7 +69,7 @@ func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) er
 		opts.KlogToLogger = false
 		opts.Logger.Info("kctltest: Options.KlogToLogger is ignored: klog's lines go where Main says")
 	}
-	r := &RunningManager{opts: opts, setup: setup}
+	r := &RunningManager{opts: opts, setup: setup, inMemory: e.mem != nil}
 	t.Cleanup(func() { r.Stop(t) })
 	r.Start(t)
 	return r
@@ -78,8 +79,9 @@ func (e *Env) StartManager(t TB, opts kctl.Options, setup func(*kctl.Manager) er
 // stops and Start replaces with a new one made the same way. Its methods
 // are for the test's goroutine (a Ginkgo spec's too).
 type RunningManager struct {
-	opts  kctl.Options
-	setup func(*kctl.Manager) error
+	opts     kctl.Options
+	setup    func(*kctl.Manager) error
+	inMemory bool // in memory: no metrics page inside a synctest bubble (a socket would stall its clock)
 
 	mu      sync.Mutex
 	mgr     *kctl.Manager // the current one; nil before the first Start
@@ -116,18 +118,26 @@ func (r *RunningManager) Start(t TB) {
 			t.Fatalf("kctltest: the Manager's setup: %v", err)
 		}
 	}
-	addr, err := freeAddr()
-	if err == nil {
-		err = mgr.ServeMetrics(addr)
-	}
-	if err != nil {
-		t.Fatalf("kctltest: serving the Manager's metrics: %v", err)
+	addr := ""
+	serve := !r.inMemory || !inSynctestBubble()
+	if serve {
+		var err error
+		addr, err = freeAddr()
+		if err == nil {
+			err = mgr.ServeMetrics(addr)
+		}
+		if err != nil {
+			t.Fatalf("kctltest: serving the Manager's metrics: %v", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	r.mu.Lock()
 	r.mgr = mgr
-	r.metrics = "http://" + addr + "/metrics"
+	r.metrics = ""
+	if serve {
+		r.metrics = "http://" + addr + "/metrics"
+	}
 	r.cancel = cancel
 	r.done = done
 	r.err = nil
@@ -139,6 +149,9 @@ func (r *RunningManager) Start(t TB) {
 		r.mu.Unlock()
 		close(done)
 	}()
+	if !serve {
+		return
+	}
 	if !waitServing(t, "http://"+addr+"/metrics", done) {
 		r.mu.Lock()
 		err := r.err
@@ -153,6 +166,7 @@ func (r *RunningManager) Start(t TB) {
 func waitServing(t TB, url string, done <-chan struct{}) bool {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	every := time.Millisecond
 	for {
 		resp, err := http.Get(url)
 		if err == nil {
@@ -165,8 +179,9 @@ func waitServing(t TB, url string, done <-chan struct{}) bool {
 		select {
 		case <-done:
 			return false
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(every):
 		}
+		every = min(2*every, 20*time.Millisecond)
 	}
 }
 
@@ -213,6 +228,9 @@ func (r *RunningManager) Reconciles(t TB, controller string) map[string]int {
 	r.mu.Lock()
 	url := r.metrics
 	r.mu.Unlock()
+	if url == "" {
+		t.Fatalf("kctltest: RunningManager.Reconciles reads the Manager's metrics page, which a Manager in a synctest bubble does not serve (a socket would stall the bubble's clock): count reconciles in the test")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -326,4 +344,17 @@ type logfWriter struct{ t TB }
 func (w logfWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s", bytes.TrimSuffix(p, []byte("\n")))
 	return len(p), nil
+}
+
+// inSynctestBubble tells whether the calling goroutine is in a
+// testing/synctest bubble: synctest.Wait panics outside one (and inside,
+// waits until the bubble's other goroutines are blocked).
+func inSynctestBubble() (in bool) {
+	defer func() {
+		if recover() != nil {
+			in = false
+		}
+	}()
+	synctest.Wait()
+	return true
 }

@@ -48,7 +48,7 @@ func TestOutsideModule_TestsACRDControllerEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go test in %s: %v\n%s", dir, err, out)
 	}
-	for _, want := range []string{"--- PASS: TestFoo_GetsItsConfigMapAndStatus", "--- PASS: TestReconcile_WritesTheConfigMapThenTheStatus",
+	for _, want := range []string{"--- PASS: TestFoo_GetsItsConfigMapAndStatus", "--- PASS: TestFoo_GetsItsConfigMapAndStatus_InMemory", "--- PASS: TestReconcile_WritesTheConfigMapThenTheStatus",
 		"--- PASS: TestStart_WithoutMain_FailsTheTestAndNamesTheFix"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("go test output lacks %q:\n%s", want, out)

@@ -47,7 +47,7 @@ type Getter[T any] interface {
 	Get(ctx context.Context, namespace, name string) (*T, error)
 }
 
-// WaitFor reads the object namespace/name through c every 50 ms until cond
+// WaitFor reads the object namespace/name through c as Eventually calls its check until cond
 // holds for it, and returns it. cond gets nil while the object does not
 // exist, so waiting for a deletion is
 //
@@ -76,8 +76,10 @@ func WaitFor[T any](t TB, c Getter[T], namespace, name string, cond func(obj *T)
 	return found
 }
 
-// Eventually calls check every 50 ms until it returns "" (the awaited state
-// holds), and after WaitTimeout (30 s, or Timeout's) fails t with what and check's last
+// Eventually calls check until it returns "" (the awaited state holds):
+// at once, then after 1 ms, then twice as long each time up to every 50 ms
+// (a state an in-memory server reaches in a millisecond is seen in one);
+// and after WaitTimeout (30 s, or Timeout's) fails t with what and check's last
 // answer, which says what it saw instead:
 //
 //	kctltest.Eventually(t, "two ReplicaSets labelled", func() string {
@@ -91,6 +93,7 @@ func Eventually(t TB, what string, check func() (saw string), opts ...WaitOption
 	t.Helper()
 	w := waitWith(WaitTimeout, opts)
 	deadline := time.Now().Add(w.timeout)
+	every := time.Millisecond
 	for {
 		saw := check()
 		if saw == "" {
@@ -102,8 +105,9 @@ func Eventually(t TB, what string, check func() (saw string), opts ...WaitOption
 		select {
 		case <-t.Context().Done():
 			t.Fatalf("kctltest: the test ended while waiting for %s; last seen: %s", what, saw)
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(every):
 		}
+		every = min(2*every, 50*time.Millisecond)
 	}
 }
 

@@ -25,8 +25,17 @@ func inNamespace(ns string) kctl.Options {
 	return kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}
 }
 
+// The same test runs against the real control plane and in memory: only
+// the line that makes the Env differs.
 func TestPodcount_LabelsFollowTheReplicaSetsPods(t *testing.T) {
-	env := kctltest.Start(t)
+	labelsFollowPods(t, kctltest.Start(t))
+}
+
+func TestPodcount_LabelsFollowTheReplicaSetsPods_InMemory(t *testing.T) {
+	labelsFollowPods(t, kctltest.StartInMemory(t))
+}
+
+func labelsFollowPods(t *testing.T, env *kctltest.Env) {
 	ns := env.Namespace(t)
 	env.Manager(t, inNamespace(ns), setup)
 

@@ -15,7 +15,15 @@ func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
 
 // End to end, against a real kube-apiserver.
 func TestFoo_GetsItsConfigMapAndStatus(t *testing.T) {
-	env := kctltest.Start(t)
+	getsItsConfigMapAndStatus(t, kctltest.Start(t))
+}
+
+// The same, against the in-memory server.
+func TestFoo_GetsItsConfigMapAndStatus_InMemory(t *testing.T) {
+	getsItsConfigMapAndStatus(t, kctltest.StartInMemory(t))
+}
+
+func getsItsConfigMapAndStatus(t *testing.T, env *kctltest.Env) {
 	env.Apply(t, "testdata/foo-crd.yaml")
 	ns := env.Namespace(t)
 	env.Manager(t, kctl.Options{Cache: kctl.CacheOptions{DefaultScope: kctl.Scope{Namespaces: []string{ns}}}}, foo.Setup)

@@ -1,0 +1,270 @@
+package kctltest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kctl-dev/kctl/kctltest"
+	"k8s.io/client-go/rest"
+)
+
+// wire is raw HTTP to an Env's API server, as the admin, in JSON.
+type wire struct {
+	t    *testing.T
+	host string
+	hc   *http.Client
+	base string // the gadgets of the namespace
+}
+
+func newWire(t *testing.T, env *kctltest.Env, ns string) *wire {
+	cfg := env.Config()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &wire{t: t, host: strings.TrimSuffix(cfg.Host, "/"), hc: hc, base: "/apis/kctltest.kctl.dev/v1/namespaces/" + ns + "/gadgets"}
+}
+
+// do sends a request and returns the status code and the decoded body.
+func (w *wire) do(method, path, contentType, body string) (int, map[string]any) {
+	req, err := http.NewRequestWithContext(w.t.Context(), method, w.host+path, strings.NewReader(body))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := w.hc.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	json.NewDecoder(resp.Body).Decode(&doc)
+	return resp.StatusCode, doc
+}
+
+// watch opens a watch with query q and returns a function that reads its
+// next n events (but initial-end-less BOOKMARKs, which a server sends when
+// it likes), as "TYPE name" lines, waiting at most 10 s, then closes it.
+func (w *wire) watch(q string) func(n int) []string {
+	ctx, cancel := context.WithCancel(w.t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "GET", w.host+w.base+"?watch=true&"+q, nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := w.hc.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return func(int) []string { return []string{fmt.Sprintf("HTTP %d %s", resp.StatusCode, statusOf(b))} }
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var ev struct {
+				Type   string         `json:"type"`
+				Object map[string]any `json:"object"`
+			}
+			if dec.Decode(&ev) != nil {
+				return
+			}
+			lines <- eventLine(ev.Type, ev.Object)
+		}
+	}()
+	return func(n int) []string {
+		defer cancel()
+		defer resp.Body.Close()
+		var out []string
+		deadline := time.After(10 * time.Second)
+		for len(out) < n {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return append(out, "(the watch ended)")
+				}
+				if l != "BOOKMARK" {
+					out = append(out, l)
+				}
+			case <-deadline:
+				return append(out, "(no more events in 10 s)")
+			}
+		}
+		return out
+	}
+}
+
+func statusOf(b []byte) string {
+	var st struct {
+		Code   int    `json:"code"`
+		Reason string `json:"reason"`
+	}
+	json.Unmarshal(b, &st)
+	return fmt.Sprintf("%d %s", st.Code, st.Reason)
+}
+
+// eventLine is "TYPE name", with what a scenario compares of the object.
+func eventLine(typ string, obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	switch typ {
+	case "ERROR":
+		return fmt.Sprintf("ERROR %v %v", obj["code"], obj["reason"])
+	case "BOOKMARK":
+		ann, _ := meta["annotations"].(map[string]any)
+		if ann["k8s.io/initial-events-end"] == "true" {
+			return "BOOKMARK initial-events-end"
+		}
+		return "BOOKMARK"
+	}
+	labels, _ := meta["labels"].(map[string]any)
+	spec, _ := obj["spec"].(map[string]any)
+	return fmt.Sprintf("%s %v app=%v size=%v deleting=%t", typ, meta["name"], labels["app"], spec["size"], meta["deletionTimestamp"] != nil)
+}
+
+// wireScenario is what a controller's informer and writes see on the wire
+// (JSON): list pages and selectors, a selective watch from a list's
+// resourceVersion (objects entering and leaving it), a watch from a
+// resourceVersion long gone (410), the watch-list stream, finalizers, and
+// apply conflicts. Garbage collection is not in it: the test control
+// plane has no controller-manager.
+func wireScenario(t *testing.T, env *kctltest.Env, ns string) []string {
+	w := newWire(t, env, ns)
+	var saw []string
+	say := func(format string, args ...any) { saw = append(saw, fmt.Sprintf(format, args...)) }
+	gadget := func(name, app string, size int, finalizer bool) string {
+		fin := ""
+		if finalizer {
+			fin = `,"finalizers":["kctl.dev/test"]`
+		}
+		return fmt.Sprintf(`{"apiVersion":"kctltest.kctl.dev/v1","kind":"Gadget","metadata":{"name":%q,"labels":{"app":%q}%s},"spec":{"size":%d}}`, name, app, fin, size)
+	}
+	names := func(doc map[string]any) []string {
+		items, _ := doc["items"].([]any)
+		var out []string
+		for _, it := range items {
+			m, _ := it.(map[string]any)["metadata"].(map[string]any)
+			out = append(out, fmt.Sprint(m["name"]))
+		}
+		return out
+	}
+	code, _ := w.do("POST", w.base, "application/json", gadget("a", "x", 1, true))
+	say("create a: %d", code)
+	code, _ = w.do("POST", w.base, "application/json", gadget("b", "y", 2, false))
+	say("create b: %d", code)
+	code, doc := w.do("GET", w.base+"?labelSelector=app%3Dx", "", "")
+	say("list app=x: %d %v", code, names(doc))
+	code, doc = w.do("GET", w.base+"?fieldSelector=metadata.name%3Db", "", "")
+	say("list metadata.name=b: %d %v", code, names(doc))
+	code, doc = w.do("GET", w.base+"?fieldSelector=spec.size%3D1", "", "")
+	say("list spec.size=1: %d %v", code, doc["reason"])
+	code, doc = w.do("GET", w.base+"?limit=1", "", "")
+	meta, _ := doc["metadata"].(map[string]any)
+	cont, _ := meta["continue"].(string)
+	rv, _ := meta["resourceVersion"].(string)
+	say("list limit=1: %d %v, continue given %t, remaining %v", code, names(doc), cont != "", meta["remainingItemCount"])
+	code, doc = w.do("GET", w.base+"?limit=1&continue="+url.QueryEscape(cont), "", "")
+	meta, _ = doc["metadata"].(map[string]any)
+	say("its next page: %d %v, continue given %t", code, names(doc), meta["continue"] != nil && meta["continue"] != "")
+
+	next := w.watch("allowWatchBookmarks=true&labelSelector=app%3Dx&resourceVersion=" + rv)
+	w.do("PATCH", w.base+"/a", "application/merge-patch+json", `{"spec":{"size":3}}`)
+	w.do("PATCH", w.base+"/b", "application/merge-patch+json", `{"spec":{"size":3}}`) // not app=x: unseen
+	w.do("PATCH", w.base+"/a", "application/merge-patch+json", `{"metadata":{"labels":{"app":"z"}}}`)
+	w.do("PATCH", w.base+"/b", "application/merge-patch+json", `{"metadata":{"labels":{"app":"x"}}}`)
+	w.do("PATCH", w.base+"/a", "application/merge-patch+json", `{"metadata":{"labels":{"app":"x"}}}`)
+	code, _ = w.do("DELETE", w.base+"/a", "", "")
+	say("delete a, which has a finalizer: %d", code)
+	code, _ = w.do("PATCH", w.base+"/a", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`)
+	say("remove its finalizer: %d", code)
+	for _, l := range next(6) {
+		say("watch app=x from the list: %s", l)
+	}
+	for _, l := range w.watch("resourceVersion=1")(1) {
+		say("watch from resourceVersion 1: %s", l)
+	}
+	for _, l := range w.watch("allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")(2) {
+		say("watch-list: %s", l)
+	}
+	code, doc = w.do("GET", w.base+"?watch=true&sendInitialEvents=true", "", "")
+	say("watch-list without resourceVersionMatch: %d %v", code, doc["reason"])
+
+	apply := func(manager string, size int, force bool) (int, string) {
+		q := "?fieldManager=" + manager
+		if force {
+			q += "&force=true"
+		}
+		code, doc := w.do("PATCH", w.base+"/c"+q, "application/apply-patch+yaml",
+			fmt.Sprintf(`{"apiVersion":"kctltest.kctl.dev/v1","kind":"Gadget","metadata":{"name":"c"},"spec":{"size":%d}}`, size))
+		msg, _ := doc["message"].(string)
+		return code, msg
+	}
+	code, _ = apply("m1", 1, false)
+	say("apply c size 1 as m1: %d", code)
+	code, msg := apply("m2", 2, false)
+	say("apply c size 2 as m2: %d, names m1 and .spec.size: %t", code, strings.Contains(msg, `conflict with "m1"`) && strings.Contains(msg, ".spec.size"))
+	code, _ = apply("m2", 2, true)
+	say("apply c size 2 as m2, forced: %d", code)
+	code, doc = w.do("GET", w.base+"/c", "", "")
+	spec, _ := doc["spec"].(map[string]any)
+	say("c: %d size %v", code, spec["size"])
+	return saw
+}
+
+var wantWireScenario = []string{
+	"create a: 201",
+	"create b: 201",
+	"list app=x: 200 [a]",
+	"list metadata.name=b: 200 [b]",
+	"list spec.size=1: 400 BadRequest",
+	"list limit=1: 200 [a], continue given true, remaining 1",
+	"its next page: 200 [b], continue given false",
+	"delete a, which has a finalizer: 200",
+	"remove its finalizer: 200",
+	"watch app=x from the list: MODIFIED a app=x size=3 deleting=false",
+	"watch app=x from the list: DELETED a app=x size=3 deleting=false",
+	"watch app=x from the list: ADDED b app=x size=3 deleting=false",
+	"watch app=x from the list: ADDED a app=x size=3 deleting=false",
+	"watch app=x from the list: MODIFIED a app=x size=3 deleting=true",
+	"watch app=x from the list: DELETED a app=x size=3 deleting=true",
+	"watch from resourceVersion 1: ERROR 410 Expired",
+	"watch-list: ADDED b app=x size=3 deleting=false",
+	"watch-list: BOOKMARK initial-events-end",
+	"watch-list without resourceVersionMatch: 422 Invalid",
+	"apply c size 1 as m1: 201",
+	"apply c size 2 as m2: 409, names m1 and .spec.size: true",
+	"apply c size 2 as m2, forced: 200",
+	"c: 200 size 2",
+}
+
+func TestInMemory_WireScenario_IsWhatTheAPIServerDoes(t *testing.T) {
+	env := kctltest.StartInMemory(t)
+	env.Apply(t, "testdata/gadget-crd.yaml")
+	got := wireScenario(t, env, env.Namespace(t))
+	if !slices.Equal(got, wantWireScenario) {
+		t.Errorf("in-memory wire scenario:\n%s", diffLines(got, wantWireScenario))
+	}
+}
+
+// The in-memory server's answers are the API server's: the same scenario
+// against a real kube-apiserver sees the same.
+func TestWireScenario_IsWhatTheAPIServerDoes(t *testing.T) {
+	env := kctltest.Start(t)
+	env.Apply(t, "testdata/gadget-crd.yaml")
+	got := wireScenario(t, env, env.Namespace(t))
+	if !slices.Equal(got, wantWireScenario) {
+		t.Errorf("API server wire scenario:\n%s", diffLines(got, wantWireScenario))
+	}
+}
