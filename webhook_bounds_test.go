@@ -104,7 +104,7 @@ func (v *heldValidator) awaitEntered(t *testing.T, n int) {
 }
 
 // TestWebhooks_InFlightLimit_429Beyond: with MaxInFlight(2) and two
-// reviews held, a third is answered 429 with Retry-After, unread, and
+// reviews held, a third is answered 429 with Retry-After, undecoded, and
 // counted; the held ones are answered once released. Through the real API
 // server, a 429 is retried, so the admission succeeds once a slot frees.
 func TestWebhooks_InFlightLimit_429Beyond(t *testing.T) {
