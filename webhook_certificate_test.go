@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,43 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 	}
 	if code, body := getPage(t, healthAddr, "/readyz?verbose"); code != 200 || strings.Contains(body, "not served") {
 		t.Errorf("with a good pair on disk: /readyz?verbose = %d %q, want 200 without a rejected pair", code, body)
+	}
+}
+
+// TestWebhooks_ServedCertificateExpired_NotReady: a server whose only
+// pair has expired (every call of the API server would fail) is not
+// ready, and /readyz?verbose says why; a good pair on disk makes it
+// ready again.
+func TestWebhooks_ServedCertificateExpired_NotReady(t *testing.T) {
+	cfg := testConfig(t)
+	ca, err := certs.NewCA("kctl webhook test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	certPEM, keyPEM, _, err := ca.ServingBetween(time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.WritePair(certDir, certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	mgr := testManager(t, cfg, "default", Options{})
+	if _, err := mgr.ServeWebhooks(freeLoopbackAddr(t), certDir); err != nil {
+		t.Fatalf("ServeWebhooks with an expired pair: %v, want it to start (a good pair may come)", err)
+	}
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		mgr.health.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz/webhook-certificate?verbose", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := readyz(); code != 503 || !strings.Contains(body, "valid from") {
+		t.Errorf("with an expired pair served: /readyz/webhook-certificate?verbose = %d %q, want 503 saying when it was valid", code, body)
+	}
+	if _, err := ca.WriteServing(certDir, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != 200 {
+		t.Errorf("with a good pair on disk: /readyz/webhook-certificate?verbose = %d %q, want 200", code, body)
 	}
 }
