@@ -2,7 +2,8 @@ package kctl
 
 // An extra: the HTTPS server of a Manager's webhooks (ServeWebhooks), on
 // every replica, with a certificate reloaded from disk
-// (internal/certwatch) and controller-runtime's webhook metrics.
+// (internal/certwatch), controller-runtime's webhook metrics, a bound on
+// requests in flight, each review's deadline, and a graceful shutdown.
 
 import (
 	"context"
@@ -11,14 +12,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/certwatch"
+	"github.com/kctl-dev/kctl/internal/prom"
 )
 
 // WebhookServer serves a Manager's admission webhooks (Validate, Default)
@@ -39,6 +44,13 @@ type WebhookServer struct {
 	certs *certwatch.Watcher
 	// mux routes a path to its webhook; a path is registered once.
 	mux *http.ServeMux
+	// inFlight counts the requests being served, over every path; one
+	// past maxInFlight is answered 429 (serveBounded).
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
+	// certRejected is kctl_webhook_certificate_rejected: 1 while the
+	// certificate files hold a pair that is not served.
+	certRejected *prom.Series
 
 	mu sync.Mutex
 	// paths are the paths registered.
@@ -53,6 +65,10 @@ type WebhookServer struct {
 // them. A longer body is refused with 413 before it is decoded.
 const maxReviewBytes = 7 << 20
 
+// defaultMaxInFlight is MaxInFlight's default: a maximal review takes
+// 15-17 MiB of heap while it is served; 16 at once peaked at 290 MiB.
+const defaultMaxInFlight = 16
+
 // ServeWebhooks serves the webhooks registered on the server it returns,
 // over HTTPS on addr (e.g. ":9443", kubebuilder's port) while the Manager
 // runs, with the certificate certDir/tls.crt and its key certDir/tls.key
@@ -65,20 +81,36 @@ const maxReviewBytes = 7 << 20
 //
 // The server runs on every replica, from Start on and before the leader
 // election, as the API server calls any replica behind the Service. It
-// speaks TLS 1.2 or later and HTTP/1.1. The certificate and key are read
-// again at each TLS handshake that follows a change to either file
-// (cert-manager's rotation, a Secret's update): connections and requests
-// in flight keep the old one, nothing restarts; a pair that does not load
-// (half written) is logged and the last good one goes on serving. Each
-// request looks at the files too, and a connection made with an older
-// pair is closed once its answer is written, so that the API server's
-// next call makes a new one, with the new certificate.
+// speaks TLS 1.2 or later and HTTP/1.1.
 //
-// A request has 30 s to arrive and 40 s to be answered (the API server
-// waits at most 30 s for a webhook). It is Add of a Runnable named
-// "webhooks", so call it before Start; an addr of "" serves nothing, and
-// the webhooks registered on the server it returns are never called.
-// ServeWebhooks fails if the pair does not load.
+// The certificate and key are read again at each TLS handshake and each
+// request, and every 10 s. A new pair (cert-manager's rotation, a
+// Secret's update) is swapped in only if it can serve: it parses, is
+// valid now, and covers the names the server is reached by
+// (CertificateNames, or else every name of the pair served). Any other (a
+// pair half written, for another name, expired or not valid yet) is
+// logged once per change of the files, naming why; the last good pair
+// goes on serving, the gauge kctl_webhook_certificate_rejected is 1, and
+// the readiness check "webhook-certificate" shows why on /readyz?verbose
+// (it fails only while the pair served itself is not valid now).
+// Connections and requests in flight keep the pair they have; a
+// connection made with an older pair is closed once its answer is
+// written, so that the API server's next call makes a new one.
+//
+// The server bounds its work. It serves MaxInFlight requests at once
+// (16 unless set) and answers any more 429 with Retry-After: 1, which the
+// API server retries. Each webhook's function gets a context that ends
+// at the review's deadline: the webhook's timeoutSeconds, which the API
+// server sends as the request's timeout parameter (10 s when absent, at
+// most 30 s). A request has 30 s to arrive and 40 s to be answered. When
+// the Manager shuts down, the server stops listening and lets the answers
+// in flight finish until ShutdownTimeout less its reserve (see Start); it
+// then closes the connections still busy.
+//
+// It is Add of a Runnable named "webhooks", so call it before Start; an
+// addr of "" serves nothing, and the webhooks registered on the server it
+// returns are never called. ServeWebhooks fails if the pair does not
+// load.
 func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 	ws := &WebhookServer{
 		m:           m,
@@ -86,6 +118,7 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 		paths:       map[string]bool{},
 		conversions: map[string]conversion{},
 	}
+	ws.maxInFlight.Store(defaultMaxInFlight)
 	if addr == "" {
 		return ws, nil
 	}
@@ -97,32 +130,61 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 			"make it (cert-manager, or example/crd/gencert "+
 			"for a local run) or pass the directory that holds it", err)
 	}
-	watcher.OnError = func(err error) {
-		m.log.Error("kctl: webhook server: " + err.Error())
-	}
 	ws.certs = watcher
+	ws.certRejected = m.webhookCertificateGauge()
+	watcher.OnChange = ws.certificateChanged
+	m.health.addNoted("webhook-certificate", true,
+		ws.certificateReady, ws.certificateNote)
 	spec := serverSpec{
-		name:    "webhooks",
-		addr:    addr,
-		handler: ws.mux,
-		read:    30 * time.Second,
-		write:   40 * time.Second,
-		tls: serveTLS(&tls.Config{
-			GetCertificate: watcher.GetCertificate,
-		}),
+		name:        "webhooks",
+		addr:        addr,
+		handler:     ws.mux,
+		read:        30 * time.Second,
+		write:       40 * time.Second,
+		tls:         serveTLS(&tls.Config{GetCertificate: watcher.GetCertificate}),
 		connContext: watcher.ConnContext,
 	}
-	err = m.Add(m.runnable(spec))
+	run := func(ctx context.Context) error { return ws.serve(ctx, spec) }
+	busy := func() string { return fmt.Sprintf("%d requests in flight", ws.inFlight.Load()) }
+	err = m.Add(Runnable{Name: spec.name, Run: run, busy: busy})
 	if err != nil {
 		return nil, err
 	}
 	return ws, nil
 }
 
+// MaxInFlight sets how many requests ws serves at once, over all its
+// webhooks, and returns ws. One more is answered 429 Too Many Requests
+// with Retry-After: 1, its body dropped undecoded; the API server retries it
+// (within the webhook's timeout), and
+// controller_runtime_webhook_requests_total counts it with code 429.
+// Defaults to 16. A function that ignores its context keeps its request
+// in flight. n < 1 is a mistake reported by Manager.Start.
+func (ws *WebhookServer) MaxInFlight(n int) *WebhookServer {
+	if n < 1 {
+		ws.m.misuse(fmt.Errorf("kctl: MaxInFlight(%d): "+
+			"the webhook server must serve at least 1 request", n))
+		return ws
+	}
+	ws.maxInFlight.Store(int64(n))
+	return ws
+}
+
+// CertificateNames sets the names (DNS names or IP addresses) the API
+// server reaches ws by, e.g. the Service's "name.namespace.svc", and
+// returns ws: a new pair on disk is swapped in only if it covers each.
+// By default it must cover every name of the pair served.
+func (ws *WebhookServer) CertificateNames(names ...string) *WebhookServer {
+	if ws.certs != nil {
+		ws.certs.SetNames(names...)
+	}
+	return ws
+}
+
 // handle registers h at path, measured as controller-runtime measures
-// webhooks, with LoggerFrom(ctx) naming the path, closing a connection
-// of an older certificate after the answer. A path registered before is a
-// mistake, reported as misuse (see Manager.Start).
+// webhooks, bounded (serveBounded), closing a connection of an older
+// certificate after the answer. A path registered before is a mistake,
+// reported as misuse (see Manager.Start).
 func (ws *WebhookServer) handle(path string, h http.Handler) {
 	ws.mu.Lock()
 	taken := ws.paths[path]
@@ -143,11 +205,169 @@ func (ws *WebhookServer) handle(path string, h http.Handler) {
 		observed.Started()
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		ctx := context.WithValue(r.Context(), loggerKey{}, log)
-		h.ServeHTTP(sw, r.WithContext(ctx))
+		ws.serveBounded(sw, r, h, log)
 		observed.Finished(sw.code, time.Since(start))
 	}
 	ws.mux.HandleFunc(path, measured)
+}
+
+// serveBounded serves r with h, with a context that ends at the review's
+// deadline (reviewTimeout) and carries log, unless ws serves maxInFlight
+// requests already: then it answers 429.
+func (ws *WebhookServer) serveBounded(w http.ResponseWriter, r *http.Request, h http.Handler, log *slog.Logger) {
+	n := ws.inFlight.Add(1)
+	limit := ws.maxInFlight.Load()
+	if n > limit {
+		ws.inFlight.Add(-1)
+		refuse(w, r, limit)
+		return
+	}
+	defer ws.inFlight.Add(-1)
+	timeout := reviewTimeout(r.URL.Query().Get("timeout"))
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, loggerKey{}, log)
+	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// refuse answers 429 to a request past the limit of requests in flight,
+// after reading its body into nothing (so that the client, still
+// sending, gets the answer and not a reset connection).
+func refuse(w http.ResponseWriter, r *http.Request, limit int64) {
+	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxReviewBytes))
+	w.Header().Set("Retry-After", "1")
+	msg := fmt.Sprintf("kctl: the webhook server serves %d requests "+
+		"at once (MaxInFlight); retry", limit)
+	http.Error(w, msg, http.StatusTooManyRequests)
+}
+
+// reviewTimeout is how long a review may take: the webhook's
+// timeoutSeconds, which the API server sends as the request's timeout
+// parameter ("10s"), at most 30 s (the most timeoutSeconds allows); 10 s
+// (its default) when param is absent or not a positive duration.
+func reviewTimeout(param string) time.Duration {
+	d, err := time.ParseDuration(param)
+	if err != nil || d <= 0 {
+		return 10 * time.Second
+	}
+	return min(d, 30*time.Second)
+}
+
+// serve runs the server of spec until ctx ends, reading the certificate
+// files every 10 s meanwhile (so that a pair rejected is logged and
+// counted without traffic), then shuts it down gracefully: it stops
+// listening, closes idle connections, and lets the answers in flight
+// finish until the shutdown's drainBy, when it closes the connections
+// still busy. It returns once that is done.
+func (ws *WebhookServer) serve(ctx context.Context, spec serverSpec) error {
+	log := ws.m.log
+	ln, err := net.Listen("tcp", spec.addr)
+	if err != nil {
+		return fmt.Errorf("kctl: %s server cannot listen on %s: %w",
+			spec.name, spec.addr, err)
+	}
+	srv := spec.httpServer(log)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ws.watchCertificate(ctx)
+		ws.shutdown(srv)
+	}()
+	log.Info("serving "+spec.name, "addr", ln.Addr().String(), "tls", true,
+		"readTimeout", spec.read, "writeTimeout", spec.write,
+		"maxInFlight", ws.maxInFlight.Load())
+	err = srv.Serve(spec.tls(ln))
+	if !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("kctl: %s server on %s: %w", spec.name, spec.addr, err)
+	}
+	<-stopped
+	return nil
+}
+
+// watchCertificate reads the certificate files every 10 s until ctx ends.
+func (ws *WebhookServer) watchCertificate(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			ws.certs.Status()
+		}
+	}
+}
+
+// shutdown shuts srv down gracefully until the shutdown's drainBy, then
+// closes the connections still busy, naming how many answers it cuts.
+func (ws *WebhookServer) shutdown(srv *http.Server) {
+	drainBy := ws.m.shutdown.drainBy()
+	ctx, cancel := context.WithDeadline(context.Background(), drainBy)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if err == nil {
+		return
+	}
+	ws.m.log.Error("kctl: webhook server: shutdown timeout passed: "+
+		"closing the connections of answers still in flight",
+		"inFlight", ws.inFlight.Load(),
+		"timeout", ws.m.opts.ShutdownTimeout)
+	srv.Close()
+}
+
+// webhookCertificateGauge registers kctl_webhook_certificate_rejected
+// with the program's metrics, whose kctl_ prefix a program cannot take.
+func (m *Manager) webhookCertificateGauge() *prom.Series {
+	f := &prom.Family{
+		Name: "kctl_webhook_certificate_rejected",
+		Type: "gauge",
+		Help: "1 while the webhook server's certificate files hold " +
+			"a pair it does not serve (the log and /readyz?verbose " +
+			"say why; the last good pair serves), else 0.",
+	}
+	m.metrics.User.Add(f)
+	return f.With(nil)
+}
+
+// certificateChanged is certwatch's OnChange: it logs why a pair is
+// not served, and sets the gauge.
+func (ws *WebhookServer) certificateChanged(rejected error) {
+	if rejected == nil {
+		ws.certRejected.Set(0)
+		return
+	}
+	ws.certRejected.Set(1)
+	ws.m.log.Error("kctl: webhook server: " + rejected.Error() +
+		"; write a pair that covers the names and is valid now")
+}
+
+// certificateReady is the readiness check "webhook-certificate": it
+// fails while the pair served is not valid now, as every call of the API
+// server then fails. A pair on disk that is not served shows in its note
+// only: the last good one serves.
+func (ws *WebhookServer) certificateReady(*http.Request) error {
+	served, rejected := ws.certs.Status()
+	now := time.Now()
+	valid := !now.Before(served.NotBefore) && !now.After(served.NotAfter)
+	if valid {
+		return nil
+	}
+	err := fmt.Errorf("kctl: the webhook server's certificate is valid from %s to %s only; "+
+		"write a new pair", served.NotBefore.UTC(), served.NotAfter.UTC())
+	return errors.Join(err, rejected)
+}
+
+// certificateNote is the note of the readiness check: the pair served,
+// and why the files' pair is not, if it is not.
+func (ws *WebhookServer) certificateNote() string {
+	served, rejected := ws.certs.Status()
+	note := "serving a certificate for " +
+		strings.Join(certwatch.Names(served), ", ") + " until " +
+		served.NotAfter.UTC().Format(time.RFC3339)
+	if rejected != nil {
+		note += "; " + rejected.Error()
+	}
+	return note
 }
 
 // statusWriter remembers the status code written.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kctl-dev/kctl/internal/certs"
 	corev1 "k8s.io/api/core/v1"
@@ -20,17 +21,12 @@ import (
 // to one it does not trust, then back).
 func TestWebhooks_RealAPIServer_CertificateRotatedOnDisk(t *testing.T) {
 	f := newWebhookFixture(t)
-	entered := make(chan struct{})
-	release := make(chan struct{})
+	v := newHeldValidator(t)
 	Validate(f.hooks, func(ctx context.Context, req AdmissionRequest[corev1.ConfigMap]) ([]string, error) {
-		switch {
-		case strings.HasPrefix(req.Name, "deny-"):
+		if strings.HasPrefix(req.Name, "deny-") {
 			return nil, fmt.Errorf("denied by name")
-		case req.Name == "held":
-			close(entered)
-			<-release
 		}
-		return nil, nil
+		return v.validate(ctx, req)
 	})
 	f.start(t)
 	w := webhookConfig{name: "rotate.kctl.dev", url: "https://" + f.addr + "/validate--v1-configmap",
@@ -41,9 +37,23 @@ func TestWebhooks_RealAPIServer_CertificateRotatedOnDisk(t *testing.T) {
 	create := func(name string) apiResponse {
 		return testRequest(t, f.cfg, "POST", configmaps, fmt.Sprintf(`{"metadata":{"name":%q}}`, name))
 	}
+	// The held request's goroutine reports to the test through channels,
+	// never through t (issue 37: its t.Fatalf left the test blocked).
 	held := make(chan apiResponse, 1)
-	go func() { held <- create("held") }()
-	<-entered
+	heldErr := make(chan error, 1)
+	go func() {
+		r, err := tryRequest(t.Context(), f.cfg, "POST", configmaps, `{"metadata":{"name":"held-1"}}`)
+		held <- r
+		heldErr <- err
+	}()
+	select {
+	case <-v.entered:
+	case err := <-heldErr:
+		r := <-held
+		t.Fatalf("the request to hold was answered before reaching the function: %d %s %v", r.code, r.body, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request to hold did not reach the function in 30s")
+	}
 	n := 0
 	createMany := func(count int) {
 		t.Helper()
@@ -60,9 +70,9 @@ func TestWebhooks_RealAPIServer_CertificateRotatedOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	createMany(10)
-	close(release)
-	if r := <-held; r.code != 201 {
-		t.Fatalf("the request in flight at the rotation = %d %s, want 201", r.code, r.body)
+	v.releaseAll()
+	if r, err := <-held, <-heldErr; err != nil || r.code != 201 {
+		t.Fatalf("the request in flight at the rotation = %d %s %v, want 201", r.code, r.body, err)
 	}
 	createMany(10)
 	if sn := servedSerial(t, f.addr, f.ca); sn.Cmp(rotated) != 0 {

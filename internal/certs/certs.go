@@ -67,6 +67,14 @@ func (ca *CA) PEM() []byte { return ca.pem }
 // Serving issues a serving certificate for hosts (IP addresses or DNS
 // names) and returns it and its key, PEM-encoded, and its serial number.
 func (ca *CA) Serving(hosts ...string) (certPEM, keyPEM []byte, sn *big.Int, err error) {
+	notBefore := time.Now().Add(-time.Hour)
+	notAfter := time.Now().AddDate(1, 0, 0)
+	return ca.ServingBetween(notBefore, notAfter, hosts...)
+}
+
+// ServingBetween is Serving for a certificate valid from notBefore to
+// notAfter, e.g. one expired or not valid yet, for tests.
+func (ca *CA) ServingBetween(notBefore, notAfter time.Time, hosts ...string) (certPEM, keyPEM []byte, sn *big.Int, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, err
@@ -75,8 +83,8 @@ func (ca *CA) Serving(hosts ...string) (certPEM, keyPEM []byte, sn *big.Int, err
 	tmpl := &x509.Certificate{
 		SerialNumber: sn,
 		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(1, 0, 0),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -109,15 +117,22 @@ func (ca *CA) WriteServing(dir string, hosts ...string) (*big.Int, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = writeFile(filepath.Join(dir, "tls.key"), keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	err = writeFile(filepath.Join(dir, "tls.crt"), certPEM)
+	err = WritePair(dir, certPEM, keyPEM)
 	if err != nil {
 		return nil, err
 	}
 	return sn, nil
+}
+
+// WritePair writes certPEM to dir/tls.crt and keyPEM to dir/tls.key
+// (mode 0600), the key first, each by a rename, so a reader never sees
+// half a file.
+func WritePair(dir string, certPEM, keyPEM []byte) error {
+	err := writeFile(filepath.Join(dir, "tls.key"), keyPEM)
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, "tls.crt"), certPEM)
 }
 
 // writeFile writes data to path through a temporary file and a rename.

@@ -11,7 +11,10 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kctl-dev/kctl/internal/certs"
 )
@@ -150,5 +153,131 @@ func TestWatcher_Stale_ClosesConnectionsOfAnOlderPair(t *testing.T) {
 	}
 	if sn, reused, closing := get(); sn.Cmp(second) != 0 || reused || closing {
 		t.Fatalf("the next request: serial %v reused %v closing %v, want the new %v on a new connection kept open", sn, reused, closing, second)
+	}
+}
+
+// writePair writes a pair of ca for hosts, valid from notBefore to
+// notAfter, to dir.
+func writePair(t *testing.T, dir string, ca *certs.CA, notBefore, notAfter time.Time, hosts ...string) *big.Int {
+	t.Helper()
+	certPEM, keyPEM, sn, err := ca.ServingBetween(notBefore, notAfter, hosts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.WritePair(dir, certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
+// Issue 33, item 2: a pair for the wrong name, an expired one and one not
+// valid yet are not swapped in; each reason is told once per change on
+// disk, and the last good pair goes on serving.
+func TestWatcher_PairThatCannotServe_NotSwappedIn(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	good := writePair(t, dir, ca, now.Add(-time.Hour), now.Add(time.Hour), "127.0.0.1", "hooks.system.svc")
+	w, err := New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []error
+	w.OnError = func(err error) { errs = append(errs, err) }
+	for i, tc := range []struct {
+		name              string
+		notBefore, notAft time.Time
+		hosts             []string
+		reason            string
+	}{
+		{"wrong name", now.Add(-time.Hour), now.Add(time.Hour), []string{"127.0.0.1", "other.system.svc"}, "is for other.system.svc, 127.0.0.1, not hooks.system.svc"},
+		{"missing IP", now.Add(-time.Hour), now.Add(time.Hour), []string{"hooks.system.svc"}, "is for hooks.system.svc, not 127.0.0.1"},
+		{"expired", now.Add(-2 * time.Hour), now.Add(-time.Hour), []string{"127.0.0.1", "hooks.system.svc"}, "expired at"},
+		{"not valid yet", now.Add(time.Hour), now.Add(2 * time.Hour), []string{"127.0.0.1", "hooks.system.svc"}, "not valid before"},
+	} {
+		writePair(t, dir, ca, tc.notBefore, tc.notAft, tc.hosts...)
+		for range 3 {
+			if got := serialOf(t, w); got.Cmp(good) != 0 {
+				t.Fatalf("%s: serial %v served, want the last good %v", tc.name, got, good)
+			}
+		}
+		if len(errs) != i+1 {
+			t.Fatalf("%s: OnError told %d times after %d bad changes, want once per change: %v", tc.name, len(errs), i+1, errs)
+		}
+		if msg := errs[i].Error(); !strings.Contains(msg, tc.reason) || !strings.Contains(msg, "tls.crt") {
+			t.Errorf("%s: OnError told %q, want the file and %q", tc.name, msg, tc.reason)
+		}
+	}
+	// A superset of the names is fine.
+	next := writePair(t, dir, ca, now.Add(-time.Hour), now.Add(time.Hour), "127.0.0.1", "hooks.system.svc", "hooks")
+	if got := serialOf(t, w); got.Cmp(next) != 0 {
+		t.Fatalf("a good pair with one more name: serial %v served, want %v", got, next)
+	}
+}
+
+// A pair not valid yet is swapped in once it is, without a change on
+// disk; Status and OnChange tell what is served and why not.
+func TestWatcher_PairNotValidYet_SwappedInOnceValid(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	good := writePair(t, dir, ca, now.Add(-time.Hour), now.Add(time.Hour), "127.0.0.1")
+	w, err := New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	w.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	var changes []error
+	w.OnChange = func(rejected error) { changes = append(changes, rejected) }
+	later := writePair(t, dir, ca, now.Add(time.Minute), now.Add(time.Hour), "127.0.0.1")
+	served, rejected := w.Status()
+	if served.SerialNumber.Cmp(good) != 0 || rejected == nil || !strings.Contains(rejected.Error(), "not valid before") {
+		t.Fatalf("Status() = %v, %v; want %v and why the new pair is not served", served.SerialNumber, rejected, good)
+	}
+	if len(changes) != 1 || changes[0] == nil {
+		t.Fatalf("OnChange told %v, want one rejection", changes)
+	}
+	clock.Store(now.Add(2 * time.Minute).UnixNano())
+	if got := serialOf(t, w); got.Cmp(later) != 0 {
+		t.Fatalf("once valid: serial %v served, want %v", got, later)
+	}
+	served, rejected = w.Status()
+	if served.SerialNumber.Cmp(later) != 0 || rejected != nil {
+		t.Fatalf("Status() = %v, %v; want %v, nil", served.SerialNumber, rejected, later)
+	}
+	if len(changes) != 2 || changes[1] != nil {
+		t.Fatalf("OnChange told %v, want a rejection, then nil", changes)
+	}
+}
+
+// SetNames: a pair must cover the names set, whatever the served pair's.
+func TestWatcher_SetNames_PairMustCoverThem(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	writePair(t, dir, ca, now.Add(-time.Hour), now.Add(time.Hour), "127.0.0.1")
+	w, err := New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetNames("hooks.system.svc")
+	writePair(t, dir, ca, now.Add(-time.Hour), now.Add(time.Hour), "127.0.0.1")
+	if _, rejected := w.Status(); rejected == nil || !strings.Contains(rejected.Error(), "not hooks.system.svc") {
+		t.Fatalf("a pair without the name set: rejected = %v, want it naming hooks.system.svc", rejected)
+	}
+	want := writePair(t, dir, ca, now.Add(-time.Hour), now.Add(time.Hour), "hooks.system.svc")
+	if served, rejected := w.Status(); served.SerialNumber.Cmp(want) != 0 || rejected != nil {
+		t.Fatalf("a pair for the name set only: Status() = %v, %v; want %v, nil", served.SerialNumber, rejected, want)
 	}
 }
