@@ -36,17 +36,17 @@ import (
 // token (a rejected token's, 5 s), so a scrape every 10 s or more costs
 // two small requests, and a token revoked or a right removed takes effect
 // within 10 s. No caller can slow the Manager's own requests with tokens:
-// the reviews go through a connection of their own, with its own rate
-// limit (see the limits below reviewRate); at most 10 tokens a second
-// (after a burst of 20) without a verdict are reviewed, and the others
-// answered 429 with Retry-After: 1; a token the API server has
-// authenticated before is reviewed again when its verdict expires, past
-// that bound, so a flood of new tokens cannot keep a real scraper out.
-// The cache keeps the 1024 tokens used last: within a verdict's TTL at
-// most 120 other tokens can be reviewed, so a flood never evicts it early.
-// The Manager's own identity
-// needs to create tokenreviews and subjectaccessreviews (bind the
-// ClusterRole system:auth-delegator). A Prometheus needs, bound to its
+// the reviews go through a connection of their own, with a rate limit of
+// its own (20 requests a second, burst 40). At most 10 tokens a second
+// (after a burst of 20) that have no verdict, or a rejected one, are
+// reviewed; past that a request is answered 429 with Retry-After: 1. A
+// token the API server has authenticated before is reviewed again when
+// its verdict expires, past that bound, so that a flood of new tokens
+// cannot keep a real scraper out. The cache keeps the 1024 tokens used
+// last: at most 120 others can be reviewed within a verdict's 10 s, so a
+// flood never evicts one early. The Manager's own identity needs to
+// create tokenreviews and subjectaccessreviews (bind the ClusterRole
+// system:auth-delegator). A Prometheus needs, bound to its
 // ServiceAccount:
 //
 //	apiVersion: rbac.authorization.k8s.io/v1

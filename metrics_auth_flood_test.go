@@ -256,7 +256,8 @@ func noRateLimit(cfg *rest.Config) { cfg.QPS = -1 }
 // TestSecureMetrics_GarbageFlood_KeepsAScrapersVerdictForItsTTL: a flood
 // of more new tokens than the cache holds neither evicts a real scraper's
 // verdict nor a rejected token's within their TTLs: neither token is
-// reviewed again (issue 33: a full cache was cleared whole). The
+// reviewed again (issue 33: a full cache was cleared whole), and the
+// rejected token is reviewed again only once its 5 s are over. The
 // Manager's own rate limit is off, so that the flood goes as fast as the
 // reviews let it: 1000 tokens first, then the two verdicts, then 200
 // more tokens, past the 1024 the cache holds.
@@ -268,6 +269,7 @@ func TestSecureMetrics_GarbageFlood_KeepsAScrapersVerdictForItsTTL(t *testing.T)
 	t.Logf("1000 garbage tokens: %s, %d TokenReviews in all, in %v", codes, f.reviews.all(), time.Since(start))
 	start = time.Now()
 	rejected := garbage()
+	firstReview := time.Now()
 	for _, tc := range []struct {
 		who, token string
 		code       int
@@ -295,6 +297,15 @@ func TestSecureMetrics_GarbageFlood_KeepsAScrapersVerdictForItsTTL(t *testing.T)
 	// The verdicts kept must still have been within their TTLs.
 	if took := time.Since(start); took > rejectedTTL {
 		t.Fatalf("the verdicts were %v old, past the rejected token's TTL: this machine is too slow for the test", took)
+	}
+	// The rejected token is remembered briefly: reviewed again once its
+	// verdict has expired, not before.
+	eventually(t, "the rejected token reviewed again", func() bool {
+		s.get(t.Context(), rejected)
+		return f.reviews.of(rejected) == 2
+	})
+	if after := time.Since(firstReview); after < rejectedTTL {
+		t.Errorf("the rejected token was reviewed again %v after the first time, want at least its TTL %v", after, rejectedTTL)
 	}
 }
 
