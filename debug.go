@@ -22,8 +22,13 @@ import (
 //
 // as an HTML page, or JSON with ?format=json. addr defaults to loopback:
 // "" serves on "127.0.0.1:8082". It shows error texts and object names,
-// so keep it on loopback or a Pod-internal address. Off unless you call
-// it; call it before Start.
+// so keep it on loopback or a Pod-internal address: listening on any
+// other logs a warning at start. It answers only requests whose Host is
+// a loopback name or address (localhost, at any port, as through kubectl
+// port-forward), or the address it listens on or took the request on,
+// and 421 Misdirected Request to others: a web page whose name is rebound
+// to this address (DNS rebinding) cannot read it. Off unless you call it;
+// call it before Start.
 func (m *Manager) ServeDebug(addr string) error {
 	if addr == "" {
 		addr = "127.0.0.1:8082"
@@ -35,6 +40,7 @@ func (m *Manager) ServeDebug(addr string) error {
 		handler: m.debugHandler(),
 		read:    30 * time.Second,
 		write:   time.Minute,
+		private: true,
 	}
 	return m.Add(m.runnable(spec))
 }

@@ -32,8 +32,12 @@ func (m *Manager) ServeHealth(addr string) error {
 // handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;
 // any other path is 404. A failing check's error text is shown only with
 // ?verbose, as kube-apiserver and controller-runtime do: otherwise it reads
-// "[-]<check> failed: reason withheld", so that a probe endpoint reachable
-// from the network tells nothing of the cluster.
+// "[-]<check> failed: reason withheld", so that a probe's answer (which the
+// kubelet records in events) tells nothing of the cluster. That is no
+// access control: ?verbose shows the reasons (error texts, which may name
+// objects and hosts) to any caller who can reach the endpoint, so serve the
+// probes on a port that only the kubelet and the Pod's own users reach,
+// never behind a Service or an Ingress.
 func (h *healthChecks) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := strings.TrimPrefix(r.URL.Path, "/")

@@ -25,10 +25,14 @@ import (
 //	/debug/pprof/trace?seconds=N    an execution trace (default 1, at most 120)
 //
 // Profiles show the program's internals and cost CPU to take: serve them
-// on loopback and reach them with kubectl port-forward. It is Add of a
-// Runnable named "pprof", so call it before Start; "" adds nothing, and
-// profiling is off unless you call it. kctl does not import net/http/pprof,
-// whose init registers it on http.DefaultServeMux in every program.
+// on loopback and reach them with kubectl port-forward (listening on any
+// other address logs a warning at start). Like ServeDebug, it answers 421
+// Misdirected Request to a Host that is neither a loopback name or
+// address nor its own address, so that no web page can read it by DNS
+// rebinding. It is Add of a Runnable named "pprof", so call it before
+// Start; "" adds nothing, and profiling is off unless you call it. kctl
+// does not import net/http/pprof, whose init registers it on
+// http.DefaultServeMux in every program.
 func (m *Manager) ServePprof(addr string) error {
 	if addr == "" {
 		return nil
@@ -41,6 +45,7 @@ func (m *Manager) ServePprof(addr string) error {
 		handler: mux,
 		read:    10 * time.Second,
 		write:   maxProfile + 10*time.Second,
+		private: true,
 	}
 	return m.Add(m.runnable(spec))
 }

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -47,6 +49,10 @@ type serverSpec struct {
 	tls func(net.Listener) net.Listener
 	// connContext is http.Server's ConnContext; may be nil.
 	connContext func(context.Context, net.Conn) context.Context
+	// private marks a server of the program's internals (ServeDebug,
+	// ServePprof): it answers only requests for its own host (ownHost),
+	// and warns at start if it listens beyond loopback.
+	private bool
 }
 
 // serveTLS is serverSpec.tls for cfg, which is made to speak TLS 1.2 or
@@ -75,6 +81,9 @@ func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("kctl: %s server cannot listen on %s: %w",
 			s.name, s.addr, err)
 	}
+	if s.private {
+		s.warnBeyondLoopback(log, ln.Addr().String())
+	}
 	srv := s.httpServer(log)
 	go func() {
 		<-ctx.Done()
@@ -97,8 +106,12 @@ func (s serverSpec) serve(ctx context.Context, log *slog.Logger) error {
 func (s serverSpec) httpServer(log *slog.Logger) *http.Server {
 	// not the log package's default logger
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelError)
+	handler := s.handler
+	if s.private {
+		handler = s.ownHostOnly(handler)
+	}
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       s.read,
 		WriteTimeout:      s.write,
@@ -107,6 +120,93 @@ func (s serverSpec) httpServer(log *slog.Logger) *http.Server {
 		ConnContext:       s.connContext,
 	}
 	return srv
+}
+
+// warnBeyondLoopback warns if bound, the address a private server
+// listens on, is not a loopback one.
+func (s serverSpec) warnBeyondLoopback(log *slog.Logger, bound string) {
+	if onLoopback(bound) {
+		return
+	}
+	log.Warn("kctl: the "+s.name+" server listens beyond loopback: "+
+		"anyone who can reach "+bound+" can read it; "+
+		"listen on 127.0.0.1 and reach it with kubectl port-forward",
+		"addr", bound)
+}
+
+// onLoopback reports whether addr ("host:port") is a loopback address
+// (127.0.0.0/8, ::1) or the name localhost. A wildcard (":6060",
+// "0.0.0.0:6060") is not: it listens on every interface.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// ownHostOnly answers 421 Misdirected Request to a request that is not
+// for s's own host (ownHost), and passes the others to h. It defeats DNS
+// rebinding: a web page whose name its owner points at this address
+// sends that name as the Host.
+func (s serverSpec) ownHostOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local := ""
+		a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		if ok {
+			local = a.String()
+		}
+		if !ownHost(s.addr, local, r.Host) {
+			http.Error(w, fmt.Sprintf("kctl: the %s server does "+
+				"not answer for Host %q: reach it by its IP "+
+				"address or localhost", s.name, r.Host),
+				http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ownHost reports whether a request's Host header (host) names the server
+// that listens on bound (as configured, e.g. ":6060") and took the request
+// on local (the connection's local address): a loopback name (localhost,
+// *.localhost) or address, the connection's local IP address, or bound's
+// host. The port is not compared: kubectl port-forward and Services
+// change it, and a rebound name comes with its own port anyway.
+func ownHost(bound, local, host string) bool {
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		port = ""
+	}
+	if strings.Trim(port, "0123456789") != "" {
+		return false
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if name == "" {
+		return false
+	}
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	boundHost, _, _ := net.SplitHostPort(bound)
+	if name == strings.ToLower(strings.TrimSuffix(boundHost, ".")) {
+		return true
+	}
+	ip, err := netip.ParseAddr(name)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() {
+		return true
+	}
+	localPort, err := netip.ParseAddrPort(local)
+	return err == nil && localPort.Addr().Unmap() == ip
 }
 
 // ServeMetrics serves Prometheus metrics at /metrics on addr while the
