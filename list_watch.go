@@ -196,9 +196,6 @@ func (i *informer[P]) list(ctx context.Context, w *watchState) error {
 			bad = append(bad, i.keyed(err))
 		}
 		for _, obj := range p.objs {
-			if !i.kept(obj) {
-				continue
-			}
 			i.transform(obj)
 			i.sharer.Share(obj)
 			all = append(all, obj)
@@ -293,7 +290,6 @@ func (i *informer[P]) watchList(
 			all = nil
 			return true, i.follow(w, stream)
 		case e.Type == "BOOKMARK":
-		case e.Type == "ADDED" && e.Err == nil && !i.kept(obj):
 		case e.Type == "ADDED" && e.Err == nil:
 			i.transform(obj)
 			i.sharer.Share(obj)
