@@ -2,8 +2,9 @@ package kctl
 
 // An extra: the Controller's options that only set how the core runs it
 // (workers, backoff, queue, a reconcile's timeout, where it runs, the
-// priority of its keys) and OnDelete. Its sources and filters are in
-// controller.go.
+// priority of its keys) and OnDelete. Its filters (WithPredicates,
+// WithEventFilter) are in controller.go, its sources (Owns, Watches) in
+// controller_sources.go.
 
 import (
 	"context"
