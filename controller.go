@@ -211,10 +211,12 @@ type controllerObserver interface {
 	QueueObserver
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
-	TimedOut()      // a reconcile ran past its timeout
-	NotOwned()      // a key skipped: another shard member owns it
-	WorkerStarted() // a worker starts a reconcile
-	WorkerStopped() // and ends it
+	TimedOut()         // a reconcile ran past its timeout
+	Panicked()         // a reconcile panicked (its result is an error)
+	FailedTerminally() // a reconcile returned a Terminal error
+	NotOwned()         // a key skipped: another shard member owns it
+	WorkerStarted()    // a worker starts a reconcile
+	WorkerStopped()    // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
 }
 

@@ -300,6 +300,7 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	switch {
 	case errors.Is(err, ErrTerminal):
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
+		c.observer.FailedTerminally()
 		c.observer.Reconciled("error", took)
 		q.Forget(k)
 	case apierrors.IsConflict(err) && t.Attempt < quietConflicts: // a write from a copy the cache had not updated yet
@@ -404,6 +405,7 @@ var errTimedOut = fmt.Errorf("reconcile timed out: %w",
 func (c *controller[P]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			c.observer.Panicked()
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()
