@@ -62,10 +62,12 @@ func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 // NewController. A builder call after it started is ignored and logged as an
 // error, except FromChannel, whose source starts reading at once.
 //
-// Contract of the reconcile function, applied by one switch in handle:
+// Contract of the reconcile function, decided by outcomeOf (worker.go)
+// for both handle and the history, the first row that matches:
 //
 //	returns              worker does
-//	Terminal(err)        log, forget the backoff, no retry
+//	Terminal(err)        log, forget the backoff, no retry (also past the timeout)
+//	past its timeout     as other err (WithReconcileTimeout), even a Conflict
 //	a Conflict           retry after the key's backoff, logged at debug, not as an error;
 //	                     from the 5th failing attempt in a row on, as other err
 //	other err != nil     retry after the key's backoff; Result ignored

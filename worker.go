@@ -3,7 +3,7 @@ package kctl
 // A controller's run and a reconcile's life, in the order they happen:
 // wait for the caches, start the workers; then per key: processNext takes
 // it from the queue, handle reconciles it (reconcileKey) and applies the
-// reconcile contract in one switch, requeue puts it back.
+// reconcile contract (outcomeOf) in one switch, requeue puts it back.
 
 import (
 	"context"
@@ -297,21 +297,21 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	if t.Detail != "" {
 		attrs = append(attrs, "detail", t.Detail)
 	}
-	switch {
-	case errors.Is(err, ErrTerminal):
+	switch outcomeOf(t, res, err) {
+	case outcomeTerminal:
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
 		c.observer.FailedTerminally()
 		c.observer.Reconciled("error", took)
 		q.Forget(k)
-	case apierrors.IsConflict(err) && t.Attempt < quietConflicts: // a write from a copy the cache had not updated yet
+	case outcomeConflict: // a write from a copy the cache had not updated yet
 		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
 		c.observer.Conflicted(took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
-	case err != nil:
+	case outcomeError, outcomeTimeout:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
 		c.observer.Reconciled("error", took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
-	case res.RequeueAfter > 0:
+	case outcomeRequeueAfter:
 		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
 		c.observer.Reconciled("requeue_after", took)
 		q.Forget(k)
@@ -321,6 +321,47 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 		c.observer.Reconciled("success", took)
 		q.Forget(k)
 	}
+}
+
+// outcome is what the reconcile contract makes of one reconcile, named
+// as its history records it (ReconcileEntry.Result). handle acts on it
+// and the history records it: outcomeOf decides for both.
+type outcome string
+
+const (
+	outcomeSuccess      outcome = "success"
+	outcomeRequeueAfter outcome = "requeue_after"
+	outcomeError        outcome = "error"
+	outcomeConflict     outcome = "conflict"
+	outcomeTimeout      outcome = "timeout"
+	outcomeTerminal     outcome = "terminal"
+)
+
+// outcomeOf applies the reconcile contract to a reconcile that ran for
+// trigger t and returned res and err; the first row that matches decides:
+//
+//	a Terminal error          terminal: not retried, even past the
+//	                          timeout (as WithReconcileTimeout says)
+//	past the timeout          timeout: an error, retried
+//	a Conflict, before the    conflict: retried without an error log
+//	  quietConflicts attempt
+//	any other error           error: retried
+//	RequeueAfter > 0          requeue_after: queued again then
+//	otherwise                 success
+func outcomeOf(t Trigger, res Result, err error) outcome {
+	switch {
+	case errors.Is(err, ErrTerminal):
+		return outcomeTerminal
+	case errors.Is(err, errTimedOut):
+		return outcomeTimeout
+	case apierrors.IsConflict(err) && t.Attempt < quietConflicts:
+		return outcomeConflict
+	case err != nil:
+		return outcomeError
+	case res.RequeueAfter > 0:
+		return outcomeRequeueAfter
+	}
+	return outcomeSuccess
 }
 
 // keyState is where a key is now, for its history.
