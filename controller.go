@@ -114,8 +114,11 @@ type controller[P any] struct {
 	ops      *typeOps[P]
 	log      *slog.Logger
 	replays  []func() // hand every cached object to its source's handler
-	connects []func() // add the sources' handlers to their informers, at the first run
-	caches   []syncer // the informers of T and of every source; run waits for them
+	connects []func() // add the sources' handlers to their informers, once synced
+	caches   []syncer // the informers of T and of every source; syncCaches waits for them
+	// synced is closed once the caches have synced and the
+	// configuration is fixed (syncCaches); runLed waits for it.
+	synced chan struct{}
 
 	observer controllerObserver // its metrics
 	// hist keeps the per-key history; nil while off. Set by run, under mu.
@@ -140,8 +143,9 @@ type controller[P any] struct {
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
-	// started is set by the first run; from then on the configuration above
-	// is fixed and builder calls are ignored (see configure).
+	// started is set once the caches have synced (syncCaches); from
+	// then on the configuration above is fixed and builder calls are
+	// ignored (see configure).
 	started bool
 	// active holds the keys being reconciled and since when, for the log of
 	// an abandoned shutdown.

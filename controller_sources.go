@@ -99,7 +99,7 @@ func addSource[PO any, P any](c *controller[P], s source[PO]) {
 		}
 	}
 	c.connects = append(c.connects, func() { s.inf.addHandler(live(handle)) })
-	c.caches = append(c.caches, s.inf) // run waits for every source's cache
+	c.caches = append(c.caches, s.inf) // syncCaches waits for every source's cache
 	if s.cause == "mapped" {           // mapped keys need not be objects of T: replay them too
 		c.replays = append(c.replays, replay(s.inf, handle))
 	}
