@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Result tells the worker what to do after a successful reconcile.
@@ -53,6 +55,47 @@ func (e terminalError) Error() string {
 
 func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 
+// outcome is what the reconcile contract makes of one reconcile, named
+// as its history records it (ReconcileEntry.Result). handle acts on it
+// and the history records it: outcomeOf decides for both.
+type outcome string
+
+const (
+	outcomeSuccess      outcome = "success"
+	outcomeRequeueAfter outcome = "requeue_after"
+	outcomeError        outcome = "error"
+	outcomeConflict     outcome = "conflict"
+	outcomeTimeout      outcome = "timeout"
+	outcomeTerminal     outcome = "terminal"
+)
+
+// outcomeOf applies the reconcile contract to a reconcile that ran for
+// trigger t and returned res and err; the first row that matches decides:
+//
+//	a Terminal error          terminal: not retried, even past the
+//	                          timeout (as WithReconcileTimeout says)
+//	past the timeout          timeout: an error, retried
+//	a Conflict, before the    conflict: retried without an error log
+//	  quietConflicts attempt
+//	any other error           error: retried
+//	RequeueAfter > 0          requeue_after: queued again then
+//	otherwise                 success
+func outcomeOf(t Trigger, res Result, err error) outcome {
+	switch {
+	case errors.Is(err, ErrTerminal):
+		return outcomeTerminal
+	case errors.Is(err, errTimedOut):
+		return outcomeTimeout
+	case apierrors.IsConflict(err) && t.Attempt < quietConflicts:
+		return outcomeConflict
+	case err != nil:
+		return outcomeError
+	case res.RequeueAfter > 0:
+		return outcomeRequeueAfter
+	}
+	return outcomeSuccess
+}
+
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
 // Builder mistakes are returned by Manager.Start (logged as errors once Start
@@ -62,7 +105,7 @@ func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 // NewController. A builder call after it started is ignored and logged as an
 // error, except FromChannel, whose source starts reading at once.
 //
-// Contract of the reconcile function, decided by outcomeOf (worker.go)
+// Contract of the reconcile function, decided by outcomeOf
 // for both handle and the history, the first row that matches:
 //
 //	returns              worker does

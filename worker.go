@@ -3,7 +3,8 @@ package kctl
 // A controller's run and a reconcile's life, in the order they happen:
 // wait for the caches, start the workers; then per key: processNext takes
 // it from the queue, handle reconciles it (reconcileKey) and applies the
-// reconcile contract (outcomeOf) in one switch, requeue puts it back.
+// reconcile contract (controller.go's outcomeOf) in one switch, requeue
+// puts it back.
 
 import (
 	"context"
@@ -14,8 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // runLed is the run of a controller that needs leadership (the
@@ -321,47 +320,6 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 		c.observer.Reconciled("success", took)
 		q.Forget(k)
 	}
-}
-
-// outcome is what the reconcile contract makes of one reconcile, named
-// as its history records it (ReconcileEntry.Result). handle acts on it
-// and the history records it: outcomeOf decides for both.
-type outcome string
-
-const (
-	outcomeSuccess      outcome = "success"
-	outcomeRequeueAfter outcome = "requeue_after"
-	outcomeError        outcome = "error"
-	outcomeConflict     outcome = "conflict"
-	outcomeTimeout      outcome = "timeout"
-	outcomeTerminal     outcome = "terminal"
-)
-
-// outcomeOf applies the reconcile contract to a reconcile that ran for
-// trigger t and returned res and err; the first row that matches decides:
-//
-//	a Terminal error          terminal: not retried, even past the
-//	                          timeout (as WithReconcileTimeout says)
-//	past the timeout          timeout: an error, retried
-//	a Conflict, before the    conflict: retried without an error log
-//	  quietConflicts attempt
-//	any other error           error: retried
-//	RequeueAfter > 0          requeue_after: queued again then
-//	otherwise                 success
-func outcomeOf(t Trigger, res Result, err error) outcome {
-	switch {
-	case errors.Is(err, ErrTerminal):
-		return outcomeTerminal
-	case errors.Is(err, errTimedOut):
-		return outcomeTimeout
-	case apierrors.IsConflict(err) && t.Attempt < quietConflicts:
-		return outcomeConflict
-	case err != nil:
-		return outcomeError
-	case res.RequeueAfter > 0:
-		return outcomeRequeueAfter
-	}
-	return outcomeSuccess
 }
 
 // keyState is where a key is now, for its history.
