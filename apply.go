@@ -96,8 +96,7 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 	}
 	obj := e.Object
 	m := metaOf(e.Object)
-	// an object not kept is deleted from the store, if there
-	gone := e.Type == "DELETED" || !i.kept(obj)
+	gone := e.Type == "DELETED"
 	if !bookmark {
 		i.transform(obj)
 	}
@@ -131,16 +130,6 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 		i.logDecodesAgain(keyOf(m))
 	}
 	return nil
-}
-
-// kept reports whether the keep filter (Informer.keep) takes obj: true
-// without one.
-func (i *informer[P]) kept(obj P) bool {
-	if i.keep == nil {
-		return true
-	}
-	uid := metaOf(obj).GetUID()
-	return i.keep(string(uid))
 }
 
 // applyUndecodable applies a watch event whose object does not decode into

@@ -231,7 +231,7 @@ func informerFor[T any, PT Object[T]](
 		initInformer(&inf.informer, c, res, cl, scope)
 		return inf
 	}
-	inf, err := c.informer(res, read, newInformer)
+	inf, err := c.informer(res, ofObjects, read, newInformer)
 	if err != nil {
 		return nil, err
 	}
@@ -249,23 +249,42 @@ type cachedInformer interface {
 	madeInformer
 }
 
-// informer is informerFor for any T: it returns res's informer, making
-// it with newInformer (in the scope configured for res) on first use.
+// The informers a Cache holds of a resource, for Cache.informer's meta.
+const (
+	ofObjects  = false // of its objects
+	ofMetadata = true  // of their metadata only (metadata.go)
+)
+
+// informer is informerFor and metadataInformer for any T: it returns
+// res's informer of its objects, or of their metadata (meta), making it
+// with newInformer (in the scope configured for res) on first use. read
+// says a cached client read wants it: a read never makes an informer
+// with ReaderFailOnMissingInformer, and warns when it makes one of every
+// object of a type nobody scoped (surprise memory use).
 func (c *Cache) informer(
 	res Resource,
+	meta bool,
 	read bool,
 	newInformer func(scope Scope) cachedInformer,
 ) (runner, error) {
+	key := res
+	made := c.made
+	what := res.String()
+	if meta {
+		key = metadataKey(res)
+		made = c.madeMetadata
+		what = "the metadata of " + what
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if inf, ok := c.informers[res]; ok {
+	if inf, ok := c.informers[key]; ok {
 		return inf, nil
 	}
 	if c.stopped {
-		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
+		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", what)
 	}
 	_, metaOnly := c.informers[metadataKey(res)]
-	if read && metaOnly {
+	if read && !meta && metaOnly {
 		return nil, cachedAsMetadata(res)
 	}
 	scope, scoped := c.scopes[res]
@@ -286,9 +305,9 @@ func (c *Cache) informer(
 		c.opts.Logger.Warn(msg, "resource", res.String())
 	}
 	inf := newInformer(scope)
-	c.informers[res] = inf
-	if c.made != nil {
-		c.made(inf)
+	c.informers[key] = inf
+	if made != nil {
+		made(inf)
 	}
 	ctx := c.ctx
 	if ctx != nil {

@@ -1,8 +1,10 @@
 package kctl
 
-// Codecs: how objects travel, and the watch stream. Built-in (k8s.io/api)
-// types travel as protobuf (the wire pieces read by hand are in
-// internal/protowire), declared types as JSON.
+// Codecs: how objects travel and are decoded, whole or as their metadata
+// only, one by one or as a list; and typeOps, what the core needs of T
+// itself. Built-in (k8s.io/api) types travel as protobuf (the wire pieces
+// read by hand are in internal/protowire), declared types as JSON. A
+// watch's events are read by watch_stream.go, with these codecs.
 
 import (
 	"encoding/json"

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Result tells the worker what to do after a successful reconcile.
@@ -53,6 +55,47 @@ func (e terminalError) Error() string {
 
 func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 
+// outcome is what the reconcile contract makes of one reconcile, named
+// as its history records it (ReconcileEntry.Result). handle acts on it
+// and the history records it: outcomeOf decides for both.
+type outcome string
+
+const (
+	outcomeSuccess      outcome = "success"
+	outcomeRequeueAfter outcome = "requeue_after"
+	outcomeError        outcome = "error"
+	outcomeConflict     outcome = "conflict"
+	outcomeTimeout      outcome = "timeout"
+	outcomeTerminal     outcome = "terminal"
+)
+
+// outcomeOf applies the reconcile contract to a reconcile that ran for
+// trigger t and returned res and err; the first row that matches decides:
+//
+//	a Terminal error          terminal: not retried, even past the
+//	                          timeout (as WithReconcileTimeout says)
+//	past the timeout          timeout: an error, retried
+//	a Conflict, before the    conflict: retried without an error log
+//	  quietConflicts attempt
+//	any other error           error: retried
+//	RequeueAfter > 0          requeue_after: queued again then
+//	otherwise                 success
+func outcomeOf(t Trigger, res Result, err error) outcome {
+	switch {
+	case errors.Is(err, ErrTerminal):
+		return outcomeTerminal
+	case errors.Is(err, errTimedOut):
+		return outcomeTimeout
+	case apierrors.IsConflict(err) && t.Attempt < quietConflicts:
+		return outcomeConflict
+	case err != nil:
+		return outcomeError
+	case res.RequeueAfter > 0:
+		return outcomeRequeueAfter
+	}
+	return outcomeSuccess
+}
+
 // Controller reconciles objects of type T. Make it with NewController, then
 // add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
 // Builder mistakes are returned by Manager.Start (logged as errors once Start
@@ -62,10 +105,12 @@ func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 // NewController. A builder call after it started is ignored and logged as an
 // error, except FromChannel, whose source starts reading at once.
 //
-// Contract of the reconcile function, applied by one switch in handle:
+// Contract of the reconcile function, decided by outcomeOf
+// for both handle and the history, the first row that matches:
 //
 //	returns              worker does
-//	Terminal(err)        log, forget the backoff, no retry
+//	Terminal(err)        log, forget the backoff, no retry (also past the timeout)
+//	past its timeout     as other err (WithReconcileTimeout), even a Conflict
 //	a Conflict           retry after the key's backoff, logged at debug, not as an error;
 //	                     from the 5th failing attempt in a row on, as other err
 //	other err != nil     retry after the key's backoff; Result ignored
@@ -112,8 +157,11 @@ type controller[P any] struct {
 	ops      *typeOps[P]
 	log      *slog.Logger
 	replays  []replayFunc // hand cached objects to their source's handler
-	connects []func()     // add the sources' handlers to their informers, at the first run
-	caches   []syncer     // the informers of T and of every source; run waits for them
+	connects []func()     // add the sources' handlers to their informers, once synced
+	caches   []syncer     // the informers of T and of every source; syncCaches waits for them
+	// synced is closed once the caches have synced and the
+	// configuration is fixed (syncCaches); runLed waits for it.
+	synced chan struct{}
 
 	observer controllerObserver // its metrics
 	// hist keeps the per-key history; nil while off. Set by run, under mu.
@@ -138,8 +186,9 @@ type controller[P any] struct {
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
-	// started is set by the first run; from then on the configuration above
-	// is fixed and builder calls are ignored (see configure).
+	// started is set once the caches have synced (syncCaches); from
+	// then on the configuration above is fixed and builder calls are
+	// ignored (see configure).
 	started bool
 	// active holds the keys being reconciled and since when, for the log of
 	// an abandoned shutdown.
@@ -211,10 +260,12 @@ type controllerObserver interface {
 	QueueObserver
 	Reconciled(result string, took time.Duration)
 	Conflicted(took time.Duration)
-	TimedOut()      // a reconcile ran past its timeout
-	NotOwned()      // a key skipped: another shard member owns it
-	WorkerStarted() // a worker starts a reconcile
-	WorkerStopped() // and ends it
+	TimedOut()         // a reconcile ran past its timeout
+	Panicked()         // a reconcile panicked (its result is an error)
+	FailedTerminally() // a reconcile returned a Terminal error
+	NotOwned()         // a key skipped: another shard member owns it
+	WorkerStarted()    // a worker starts a reconcile
+	WorkerStopped()    // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
 }
 

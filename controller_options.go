@@ -2,8 +2,9 @@ package kctl
 
 // An extra: the Controller's options that only set how the core runs it
 // (workers, backoff, queue, a reconcile's timeout, where it runs, the
-// priority of its keys) and OnDelete. Its sources and filters are in
-// controller.go.
+// priority of its keys) and OnDelete. Its filters (WithPredicates,
+// WithEventFilter) are in controller.go, its sources (Owns, Watches) in
+// controller_sources.go.
 
 import (
 	"context"
@@ -69,8 +70,9 @@ func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controll
 // A reconcile still running when d passes is counted in
 // controller_runtime_reconcile_timeouts_total{controller}, and its result
 // is an error (wrapping context.DeadlineExceeded and the error it
-// returned, if any) retried with the key's backoff; a Terminal error it
-// returned stays terminal. A reconcile that ignores its context still
+// returned, if any) retried with the key's backoff, even a Conflict; a
+// Terminal error it returned stays terminal (History records it as
+// "terminal", not "timeout"). A reconcile that ignores its context still
 // holds its worker until it returns. Defaults to 0: no bound.
 func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
 	if d < 0 {

@@ -43,26 +43,25 @@ func Watches[O any, PO Object[O], T any](c *Controller[T], mapFn func(obj *O) []
 	return watchSource[O, PO](c, "mapped", preds, mapFn)
 }
 
+// watchSource is informerSource over O's informer (InformerFor).
 func watchSource[O any, PO Object[O], T any](c *Controller[T], cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
+	return informerSource(c, InformerFor[O, PO], cause, preds, keys)
+}
+
+// informerSource makes the events of the informer that inform returns
+// from the Manager's cache enqueue their keys: those of a cause "mapped"
+// source are replayed too. It is the one path of Owns, Watches and their
+// metadata-only forms (metadata.go), which differ only in the informer.
+func informerSource[O any, T any](c *Controller[T], inform func(*Cache) (*Informer[O], error), cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
 	if c.hasStarted() { // ignored (configure logs it): make no informer for it
 		return c.configure(cause+" source", func() {})
 	}
-	inf, err := InformerFor[O, PO](c.host.cache)
+	inf, err := inform(c.host.cache)
 	if err != nil {
 		c.host.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
 		return c
 	}
-	kind := ""
-	if r, err := ResourceOf[O](); err == nil {
-		kind = r.Kind
-	}
-	return informerSource(c, inf, kind, cause, preds, keys)
-}
-
-// informerSource makes the events of inf, an informer of objects of kind,
-// enqueue their keys: those of a cause "mapped" source are replayed too.
-func informerSource[O any, T any](c *Controller[T], inf *Informer[O], kind, cause string, preds []Predicate, keys func(*O) []Key) *Controller[T] {
-	s := source[*O]{inf: &inf.informer, kind: kind, cause: cause, preds: preds, keys: keys}
+	s := source[*O]{inf: &inf.informer, kind: inf.res.Kind, cause: cause, preds: preds, keys: keys}
 	c.configure(cause+" source", func() { addSource(&c.controller, s) })
 	return c
 }
@@ -100,7 +99,7 @@ func addSource[PO any, P any](c *controller[P], s source[PO]) {
 		}
 	}
 	c.connects = append(c.connects, func() { s.inf.addHandler(live(handle)) })
-	c.caches = append(c.caches, s.inf) // run waits for every source's cache
+	c.caches = append(c.caches, s.inf) // syncCaches waits for every source's cache
 	if s.cause == "mapped" {           // mapped keys need not be objects of T: replay them too
 		c.replays = append(c.replays, replay(s.inf, s.keys, handle))
 	}

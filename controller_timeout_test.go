@@ -3,6 +3,7 @@ package kctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Issue 25, item 1: WithReconcileTimeout ends a reconcile's context, counts
@@ -79,5 +82,108 @@ func TestController_ReconcileTimeout_NegativeIsAnErrorFromStart(t *testing.T) {
 	err := mgr.Start(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "WithReconcileTimeout(-1s) must not be negative") {
 		t.Errorf("Start = %v, want the negative timeout named", err)
+	}
+}
+
+// Issue 33, item 10: a reconcile that runs past its timeout is handled
+// and recorded as one outcome (outcomeOf). One that returns a Terminal
+// error is terminal, as WithReconcileTimeout documents ("a Terminal error
+// it returned stays terminal"): not retried, counted as a timeout and as
+// a terminal error, and recorded as "terminal", not "timeout". One that
+// returns a Conflict is a timeout, retried as an error: not a Conflict
+// retried quietly while its history says "timeout".
+func TestController_ReconcileTimeout_HandledAsItsHistorySays(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	mgr.KeepHistory(HistoryOptions{})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	// Controller name is late with the ConfigMap of its name, returning
+	// err once the timeout ends its context; it reconciles the others at once.
+	lateWith := func(name string, err error) {
+		c := NewController(mgr, name, func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+			if cm.Name != name {
+				return Result{}, nil
+			}
+			<-ctx.Done()
+			return Result{}, err
+		})
+		c.WithReconcileTimeout(100 * time.Millisecond)
+	}
+	lateWith("terminal", Terminal(errors.New("bad spec")))
+	lateWith("conflict", apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "conflict", errors.New("stale")))
+	startManager(t, mgr)
+	for _, name := range []string{"terminal", "conflict"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := cms.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := func(name string) KeyHistory {
+		h, err := mgr.History(name, Key{Namespace: ns, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	var h KeyHistory
+	eventually(t, "the terminal key reconciled and handled", func() bool {
+		h = history("terminal")
+		return len(h.Reconciles) > 0 && h.State.InFlightSince.IsZero()
+	})
+	got := h.Reconciles[0]
+	if got.Result != "terminal" || !strings.Contains(got.Error, "ran past its timeout") {
+		t.Errorf("history of a timed-out reconcile that returned Terminal: result %q, error %q; want terminal, and the timeout named", got.Result, got.Error)
+	}
+	if s := h.State; s.WaitingFor != "" || s.BackoffAttempt != 0 {
+		t.Errorf("state of the terminal key = %+v, want no wait and no backoff: a Terminal error is not retried", s)
+	}
+	eventually(t, "the conflict key retried", func() bool {
+		return len(history("conflict").Reconciles) >= 2
+	})
+	if got := history("conflict").Reconciles[0]; got.Result != "timeout" {
+		t.Errorf("history of a timed-out reconcile that returned a Conflict: result %q, want timeout", got.Result)
+	}
+	page := samples(scrapeMetrics(t, mgr.metrics.Handler()))
+	for series, want := range map[string]string{
+		`controller_runtime_reconcile_timeouts_total{controller="terminal"}`:         "1",
+		`controller_runtime_terminal_reconcile_errors_total{controller="terminal"}`:  "1",
+		`kctl_reconcile_conflicts_total{controller="conflict"}`:                      "0",
+		`controller_runtime_reconcile_total{controller="conflict",result="requeue"}`: "0",
+	} {
+		if page[series] != want {
+			t.Errorf("%s = %q, want %s", series, page[series], want)
+		}
+	}
+}
+
+// outcomeOf is the one table of the reconcile contract: a Terminal error
+// wins over the timeout, the timeout over a Conflict.
+func TestOutcomeOf_FirstRowThatMatchesDecides(t *testing.T) {
+	timedOut := func(err error) error { // as reconcileTimed wraps one
+		return fmt.Errorf("kctl: reconcile ran past its timeout: %w; it returned: %w", errTimedOut, unprefixed(err))
+	}
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "a", errors.New("stale"))
+	bad := Terminal(errors.New("bad spec"))
+	for _, tc := range []struct {
+		attempt int
+		res     Result
+		err     error
+		want    outcome
+	}{
+		{1, Result{}, nil, outcomeSuccess},
+		{1, Result{RequeueAfter: time.Second}, nil, outcomeRequeueAfter},
+		{1, Result{RequeueAfter: time.Second}, errors.New("x"), outcomeError},
+		{1, Result{}, conflict, outcomeConflict},
+		{quietConflicts, Result{}, conflict, outcomeError},
+		{1, Result{}, bad, outcomeTerminal},
+		{1, Result{}, timedOut(nil), outcomeTimeout},
+		{1, Result{}, timedOut(conflict), outcomeTimeout},
+		{1, Result{}, timedOut(bad), outcomeTerminal},
+	} {
+		got := outcomeOf(Trigger{Attempt: tc.attempt}, tc.res, tc.err)
+		if got != tc.want {
+			t.Errorf("outcomeOf(attempt %d, %+v, %v) = %s, want %s", tc.attempt, tc.res, tc.err, got, tc.want)
+		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // HistoryOptions bound the history KeepHistory keeps, per controller.
@@ -216,7 +214,7 @@ func (b *keyBook) reconciled(k Key, t Trigger, start time.Time, took time.Durati
 		Start:    start,
 		Took:     took,
 		Attempt:  t.Attempt,
-		Result:   resultOf(t, res, err),
+		Result:   string(outcomeOf(t, res, err)),
 	}
 	if err != nil {
 		entry.Error = err.Error()
@@ -231,23 +229,6 @@ func (b *keyBook) reconciled(k Key, t Trigger, start time.Time, took time.Durati
 		r.entries = r.entries[:n]
 	}
 	r.entries = append(r.entries, entry)
-}
-
-// resultOf names a reconcile's outcome as the reconcile contract does.
-func resultOf(t Trigger, res Result, err error) string {
-	switch {
-	case errors.Is(err, errTimedOut):
-		return "timeout"
-	case errors.Is(err, ErrTerminal):
-		return "terminal"
-	case apierrors.IsConflict(err) && t.Attempt < quietConflicts:
-		return "conflict"
-	case err != nil:
-		return "error"
-	case res.RequeueAfter > 0:
-		return "requeue_after"
-	}
-	return "success"
 }
 
 // dropped implements historian.

@@ -86,13 +86,6 @@ type informer[P any] struct {
 	// reshard makes every watch list again, so that the store holds just
 	// the new selector's objects, the others leaving as Deleted events.
 	shard func() string
-	// keep, if set (before run), filters by uid what lists and watches
-	// bring, before the store: where the server ignores the selector, it
-	// tells the shard's objects from the others (memory is then saved,
-	// not the server's work or the traffic). An event of an object not
-	// kept deletes it from the store; after keep changes, call reshard.
-	// An undecodable object (uid unknown) is marked as if kept.
-	keep func(uid string) bool
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.

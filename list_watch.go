@@ -1,8 +1,10 @@
 package kctl
 
-// The informer's list/watch loop: list in pages, watch from the newest
-// resourceVersion, list again when it is gone, and back off on failures. It
-// fills the store (store.go) and tells the handlers (handler.go).
+// The informer's list/watch loop: list with the watch-list stream (or, if
+// the server refuses it, in pages, then watch from the newest
+// resourceVersion), list again when that is gone, and back off on
+// failures. What it lists and watches reaches the store, and the
+// handlers, through apply.go.
 
 import (
 	"context"
@@ -134,7 +136,8 @@ func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 	}
 }
 
-// listedPage is one page of a list, fetched by listAhead.
+// listedPage is one page of a list, fetched by list's fetch, maybe
+// ahead of the page before it.
 type listedPage[P any] struct {
 	objs    []P
 	meta    metav1.ListMeta
@@ -196,9 +199,6 @@ func (i *informer[P]) list(ctx context.Context, w *watchState) error {
 			bad = append(bad, i.keyed(err))
 		}
 		for _, obj := range p.objs {
-			if !i.kept(obj) {
-				continue
-			}
 			i.transform(obj)
 			i.sharer.Share(obj)
 			all = append(all, obj)
@@ -293,7 +293,6 @@ func (i *informer[P]) watchList(
 			all = nil
 			return true, i.follow(w, stream)
 		case e.Type == "BOOKMARK":
-		case e.Type == "ADDED" && e.Err == nil && !i.kept(obj):
 		case e.Type == "ADDED" && e.Err == nil:
 			i.transform(obj)
 			i.sharer.Share(obj)

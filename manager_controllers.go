@@ -57,6 +57,7 @@ func (c *controller[P]) setUp(m *Manager, name string) {
 	c.deleted = map[Key]P{}
 	c.kept = map[Key]Trigger{}
 	c.active = map[Key]time.Time{}
+	c.synced = make(chan struct{})
 	c.host = controllerHost{
 		cache:           m.cache,
 		writes:          m.writes,
@@ -136,7 +137,8 @@ func (m *Manager) register(
 	made string,
 ) {
 	// Two runnables: which one runs the controller is fixed when its
-	// caches have synced (NeedLeader); the other then returns.
+	// caches have synced (NeedLeader); the other then returns. The one
+	// of every replica waits for the caches, the leader's for it.
 	runnable := Runnable{
 		Name:       "controller " + name,
 		NeedLeader: true,

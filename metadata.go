@@ -41,40 +41,26 @@ func MetadataInformerFor[T any, PT Object[T]](
 	return c.metadataInformer(Resource(r), !declared)
 }
 
-// metadataInformer is MetadataInformerFor of res; builtin: res is a
-// k8s.io/api type's.
+// metadataInformer is MetadataInformerFor of res, through the path of
+// every informer (Cache.informer); builtin: res is a k8s.io/api type's.
 func (c *Cache) metadataInformer(
 	res Resource,
 	builtin bool,
 ) (*Informer[metav1.PartialObjectMetadata], error) {
-	key := metadataKey(res)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	type meta = metav1.PartialObjectMetadata
-	if inf, ok := c.informers[key]; ok {
-		return inf.(*Informer[meta]), nil
+	newInformer := func(scope Scope) cachedInformer {
+		cl := newMetadataClient(c.conn, res, builtin)
+		// TransformFor[T]'s func(*T) is not one of *meta: not applied.
+		inf := &Informer[meta]{}
+		initInformer(&inf.informer, c, res, cl, scope)
+		return inf
 	}
-	if c.stopped {
-		return nil, fmt.Errorf("kctl: cannot cache the metadata "+
-			"of %s: the cache is stopped", res)
+	const read = false // a cached read of T never reads its metadata
+	inf, err := c.informer(res, ofMetadata, read, newInformer)
+	if err != nil {
+		return nil, err
 	}
-	scope, scoped := c.scopes[res]
-	if !scoped {
-		scope = c.opts.DefaultScope
-	}
-	cl := newMetadataClient(c.conn, res, builtin)
-	// TransformFor[T]'s func(*T) is not one of *meta: not applied.
-	inf := &Informer[meta]{}
-	initInformer(&inf.informer, c, res, cl, scope)
-	c.informers[key] = inf
-	if c.madeMetadata != nil {
-		c.madeMetadata(inf)
-	}
-	ctx := c.ctx
-	if ctx != nil {
-		c.wg.Go(func() { inf.run(ctx) })
-	}
-	return inf, nil
+	return inf.(*Informer[meta]), nil
 }
 
 // newMetadataClient is an uncached client of the metadata of res's
@@ -124,7 +110,7 @@ func OwnsMetadata[C any, PC Object[C], T any](
 	keys := func(obj *metav1.PartialObjectMetadata) []Key {
 		return ownerKeys(c.res, obj)
 	}
-	return metadataSource[C, PC](c, "owned", preds, keys)
+	return informerSource(c, MetadataInformerFor[C, PC], "owned", preds, keys)
 }
 
 // WatchesMetadata is Watches that caches only the metadata of O's objects
@@ -137,27 +123,5 @@ func WatchesMetadata[O any, PO Object[O], T any](
 	mapFn func(obj *metav1.PartialObjectMetadata) []Key,
 	preds ...Predicate,
 ) *Controller[T] {
-	return metadataSource[O, PO](c, "mapped", preds, mapFn)
-}
-
-// metadataSource is watchSource over the metadata informer of O.
-func metadataSource[O any, PO Object[O], T any](
-	c *Controller[T],
-	cause string,
-	preds []Predicate,
-	keys func(*metav1.PartialObjectMetadata) []Key,
-) *Controller[T] {
-	if c.hasStarted() {
-		// configure logs it: make no informer for it.
-		return c.configure(cause+" source", func() {})
-	}
-	inf, err := MetadataInformerFor[O, PO](c.host.cache)
-	if err != nil {
-		err = unprefixed(err)
-		c.host.misuse(fmt.Errorf("kctl: controller %q: %w",
-			c.name, err))
-		return c
-	}
-	kind := inf.res.Kind
-	return informerSource(c, inf, kind, cause, preds, keys)
+	return informerSource(c, MetadataInformerFor[O, PO], "mapped", preds, mapFn)
 }

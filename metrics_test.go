@@ -121,6 +121,9 @@ func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
 		cm.Reconciled(r, 20*time.Millisecond)
 	}
 	cm.Reconciled("bogus", 0)
+	cm.Panicked()
+	cm.FailedTerminally()
+	cm.FailedTerminally()
 	cm.WorkerStarted()
 	cm.WorkerStarted()
 	cm.WorkerStopped()
@@ -141,6 +144,10 @@ func TestMetrics_Controller_PageCountsReconcilesAndQueue(t *testing.T) {
 		`controller_runtime_reconcile_total{controller="widgets",result="success"} 3`,
 		`controller_runtime_reconcile_total{controller="widgets",result="bogus"} 1`,
 		`controller_runtime_reconcile_errors_total{controller="widgets"} 1`,
+		`controller_runtime_reconcile_panics_total{controller="widgets"} 1`,
+		`controller_runtime_terminal_reconcile_errors_total{controller="widgets"} 2`,
+		`# HELP controller_runtime_reconcile_panics_total Total number of reconciliation panics per controller`,
+		`# HELP controller_runtime_terminal_reconcile_errors_total Total number of terminal reconciliation errors per controller`,
 		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets",le="0.01"} 1`, // the bogus one took 0
 		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets",le="0.025"} 7`,
 		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets",le="+Inf"} 7`,

@@ -1,7 +1,8 @@
 package kctl
 
-// The Queue, one layer: priority, processing, shutdown, delays and
-// pacing. It uses the three files before it (see ratelimit.go's top).
+// The Queue, one layer: priority, processing, delays and pacing. It uses
+// the three files before it (see ratelimit.go's top); queue_shutdown.go,
+// how it ends, is the layer on top.
 
 import (
 	"cmp"

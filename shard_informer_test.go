@@ -183,66 +183,6 @@ func TestShardInformer_ReshardMovesObjects(t *testing.T) {
 	}
 }
 
-// Where the server ignores the shard selector (the gate off), the keep
-// filter does its work in the informer: it holds exactly the objects of
-// the kept ranges, follows changes, and after the filter changes and a
-// reshard, the released objects leave with Deleted events and the others
-// arrive, none lost.
-func TestShardInformer_KeepFilterWithoutTheGate(t *testing.T) {
-	cfg := testConfig(t)
-	four := shardhash.Split(4)
-	for _, paged := range []bool{false, true} {
-		t.Run(fmt.Sprintf("paged=%v", paged), func(t *testing.T) {
-			ns := testNamespace(t, cfg)
-			cms := NewClient[corev1.ConfigMap](testProbeConn(t, cfg))
-			uids := shardCMs(t, cms, ns, "old", 40)
-			var kept atomic.Pointer[[]shardhash.Range]
-			kept.Store(&[]shardhash.Range{four[0], four[1]})
-			conn := testProbeConn(t, cfg)
-			_, logger := newCacheLogs()
-			c, inf := configMapInformer(t, conn, ns, logger)
-			inf.keep = func(uid string) bool {
-				h := shardhash.Sum(uid)
-				return slices.ContainsFunc(*kept.Load(), func(r shardhash.Range) bool { return r.Contains(h) })
-			}
-			inf.paged.Store(paged)
-			rec := &eventRecorder[corev1.ConfigMap]{}
-			inf.AddHandler(rec.handle)
-			startCache(t, c)
-			if err := inf.WaitForSync(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if got, want := cachedNames(inf), inRanges(uids, four[0], four[1]); !slices.Equal(got, want) {
-				t.Fatalf("synced cache holds %v, want %v", got, want)
-			}
-			for name, uid := range shardCMs(t, cms, ns, "mid", 20) {
-				uids[name] = uid
-			}
-			want := inRanges(uids, four[0], four[1])
-			eventually(t, "the cache to follow ranges 0-1", func() bool {
-				return slices.Equal(cachedNames(inf), want)
-			})
-			synced := waitDelivered(t, rec, inf)
-			kept.Store(&[]shardhash.Range{four[1], four[2]})
-			inf.reshard()
-			for name, uid := range shardCMs(t, cms, ns, "new", 20) {
-				uids[name] = uid
-			}
-			want = inRanges(uids, four[1], four[2])
-			eventually(t, "the cache to hold ranges 1-2", func() bool {
-				return slices.Equal(cachedNames(inf), want)
-			})
-			waitEventsLeave(t, rec, want)
-			for _, e := range rec.all()[synced:] {
-				h := shardhash.Sum(string(e.Object.UID))
-				if e.Type == Deleted && !four[0].Contains(h) {
-					t.Errorf("%s deleted, not of the released range", describeEvent(e))
-				}
-			}
-		})
-	}
-}
-
 // waitDelivered waits until rec has seen one event per object that inf
 // holds (each was only Added so far: handlers run after the store) and
 // returns how many it has seen.

@@ -3,8 +3,9 @@ package kctl
 // The mechanics of a controller's sources besides its own type: the owner
 // key of an owned object (ownerKeys), and the informer events a source
 // passes on (live) or replays at each run (replay). The sources themselves
-// (Owns, Watches) are builder calls in controller.go; FromChannel is in
-// channel_source.go.
+// are builder calls: Owns and Watches in controller_sources.go, their
+// metadata-only forms in metadata.go, OwnsEveryOwner in owner.go and
+// FromChannel in channel_source.go.
 
 import (
 	"slices"

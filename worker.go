@@ -3,7 +3,8 @@ package kctl
 // A controller's run and a reconcile's life, in the order they happen:
 // wait for the caches, start the workers; then per key: processNext takes
 // it from the queue, handle reconciles it (reconcileKey) and applies the
-// reconcile contract in one switch, requeue puts it back.
+// reconcile contract (controller.go's outcomeOf) in one switch, requeue
+// puts it back.
 
 import (
 	"context"
@@ -14,16 +15,16 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // runLed is the run of a controller that needs leadership (the
-// default), in each term. One that runs on every replica (NeedLeader)
-// returns once its caches have synced, which fixes that choice.
+// default), in each term: once its caches have synced (runEverywhere
+// waits for them), unless it runs on every replica (NeedLeader).
 func (c *controller[P]) runLed(ctx, leaseCtx context.Context) error {
-	if c.waitForCaches(ctx) != nil {
-		return nil
+	select {
+	case <-c.synced:
+	case <-ctx.Done():
+		return nil // /readyz said what it waited for
 	}
 	if c.runsEverywhere() {
 		return nil
@@ -32,11 +33,12 @@ func (c *controller[P]) runLed(ctx, leaseCtx context.Context) error {
 }
 
 // runEverywhere is the run of a controller on every replica, for the
-// whole Manager run; it returns once its caches have synced unless the
-// controller runs on every replica (NeedLeader).
+// whole Manager run. It is the one that waits for the caches, for runLed
+// too; it then returns unless the controller runs on every replica
+// (NeedLeader), which fixes that choice.
 func (c *controller[P]) runEverywhere(ctx context.Context) error {
-	if c.waitForCaches(ctx) != nil {
-		return nil
+	if c.syncCaches(ctx) != nil {
+		return nil // /readyz said what it waited for
 	}
 	if !c.runsEverywhere() {
 		return nil
@@ -51,15 +53,12 @@ func (c *controller[P]) runsEverywhere() bool {
 	return c.everyReplica || c.host.sharded()
 }
 
-// run is one term of work (the whole Manager run, or one leadership term):
-// once its caches have synced, a new queue filled with every cached key, then
-// the workers, until ctx ends. In-flight reconciles may then finish until
-// the shutdown's drainBy, unless leaseCtx ends first: the lease is lost,
-// and another replica may already reconcile the same keys.
+// run is one term of work (the whole Manager run, or one leadership term),
+// once the caches have synced: a new queue filled with every cached key,
+// then the workers, until ctx ends. In-flight reconciles may then finish
+// until the shutdown's drainBy, unless leaseCtx ends first: the lease is
+// lost, and another replica may already reconcile the same keys.
 func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
-	if err := c.waitForCaches(ctx); err != nil {
-		return nil // ctx ended first; /readyz said what it waited for
-	}
 	if c.observer == nil {
 		c.observer = c.host.observe(c.name, c.workers)
 	}
@@ -126,12 +125,14 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	return nil
 }
 
-// waitForCaches returns nil once the caches of T and of every source have
-// synced, or ctx's error if it ends first. The first time, it then fixes the
+// syncCaches returns nil once the caches of T and of every source have
+// synced, or ctx's error if it ends first. It then fixes the
 // configuration, so that the builder calls made while the caches synced
-// still apply (a controller made after Manager.Start), and connects the
-// sources' handlers.
-func (c *controller[P]) waitForCaches(ctx context.Context) error {
+// still apply (a controller made after Manager.Start), connects the
+// sources' handlers and closes synced. Only runEverywhere calls it, once
+// per Manager run: a controller waits for its caches once, and logs it
+// once.
+func (c *controller[P]) syncCaches(ctx context.Context) error {
 	if c.unsynced() != nil {
 		c.log.Info("controller waiting for its caches to sync")
 	}
@@ -146,21 +147,19 @@ func (c *controller[P]) waitForCaches(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		added := len(c.caches) > len(caches) // a source added meanwhile: wait for its cache too
-		first := !added && !c.started
 		if !added {
 			c.started = true
 		}
 		c.mu.Unlock()
-		if added {
-			continue
+		if !added {
+			break
 		}
-		if first {
-			for _, connect := range c.connects {
-				connect()
-			}
-		}
-		return nil
 	}
+	for _, connect := range c.connects {
+		connect()
+	}
+	close(c.synced)
+	return nil
 }
 
 // unsynced is nil once every cache of the controller has synced, else an
@@ -298,20 +297,21 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	if t.Detail != "" {
 		attrs = append(attrs, "detail", t.Detail)
 	}
-	switch {
-	case errors.Is(err, ErrTerminal):
+	switch outcomeOf(t, res, err) {
+	case outcomeTerminal:
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
+		c.observer.FailedTerminally()
 		c.observer.Reconciled("error", took)
 		q.Forget(k)
-	case apierrors.IsConflict(err) && t.Attempt < quietConflicts: // a write from a copy the cache had not updated yet
+	case outcomeConflict: // a write from a copy the cache had not updated yet
 		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
 		c.observer.Conflicted(took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
-	case err != nil:
+	case outcomeError, outcomeTimeout:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
 		c.observer.Reconciled("error", took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
-	case res.RequeueAfter > 0:
+	case outcomeRequeueAfter:
 		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
 		c.observer.Reconciled("requeue_after", took)
 		q.Forget(k)
@@ -405,6 +405,7 @@ var errTimedOut = fmt.Errorf("reconcile timed out: %w",
 func (c *controller[P]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			c.observer.Panicked()
 			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
 		}
 	}()

@@ -7,6 +7,9 @@
 //	controller_runtime_reconcile_total{controller,result}
 //	  counter, result = error|requeue|requeue_after|success
 //	controller_runtime_reconcile_errors_total{controller}  counter
+//	controller_runtime_terminal_reconcile_errors_total{controller}
+//	  counter, the errors that are not retried (also in errors_total)
+//	controller_runtime_reconcile_panics_total{controller}  counter
 //	controller_runtime_reconcile_timeouts_total{controller}  counter
 //	controller_runtime_reconcile_time_seconds{controller}
 //	  histogram, 0.005s .. 60s
@@ -304,6 +307,11 @@ type Controller struct {
 	retries   atomic.Uint64
 	conflicts atomic.Uint64
 	timeouts  atomic.Uint64
+	// panics counts the Reconciles that panicked; terminal those
+	// that returned a Terminal error. Both are also counted by their
+	// result, "error".
+	panics   atomic.Uint64
+	terminal atomic.Uint64
 	// notOwned counts keys skipped by a shard member that does not
 	// own them.
 	notOwned atomic.Uint64
@@ -366,6 +374,16 @@ func (cm *Controller) Conflicted(took time.Duration) {
 // Reconciled as well.
 func (cm *Controller) TimedOut() { cm.timeouts.Add(1) }
 
+// Panicked counts a Reconcile that panicked:
+// controller_runtime_reconcile_panics_total. Its result, an error, is
+// counted by Reconciled as well.
+func (cm *Controller) Panicked() { cm.panics.Add(1) }
+
+// FailedTerminally counts a Reconcile that returned a Terminal error,
+// which is not retried: controller_runtime_terminal_reconcile_errors_total.
+// Its result, an error, is counted by Reconciled as well.
+func (cm *Controller) FailedTerminally() { cm.terminal.Add(1) }
+
 // WorkerStarted and WorkerStopped bracket each Reconcile call: call
 // WorkerStarted right before it and WorkerStopped right after, so that
 // controller_runtime_active_workers counts the workers busy in one, as
@@ -415,6 +433,14 @@ func (cm *Controller) collect(p *prom.Page) {
 		"Total number of reconciliation errors per "+
 			"controller",
 		float64(errs.(*atomic.Uint64).Load()), c...)
+	p.Counter("controller_runtime_terminal_reconcile_errors_total",
+		"Total number of terminal reconciliation errors "+
+			"per controller",
+		float64(cm.terminal.Load()), c...)
+	p.Counter("controller_runtime_reconcile_panics_total",
+		"Total number of reconciliation panics per "+
+			"controller",
+		float64(cm.panics.Load()), c...)
 	p.Counter("controller_runtime_reconcile_timeouts_total",
 		"Total number of reconciliation timeouts per "+
 			"controller",
