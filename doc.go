@@ -108,9 +108,11 @@
 //   - An error requeues with controller-runtime's backoff (per key 5 ms
 //     doubling up to 1000 s, at most 10 retries per second after a burst of
 //     100); success forgets it; a panic is recovered and treated as an error;
-//     a Terminal error is logged and not retried; a Conflict is retried
-//     without an error log line if it ends one of the first four attempts in
-//     a row that fail (from the fifth, it is logged as an error).
+//     a Terminal error is logged and not retried (even if the reconcile also
+//     ran past its timeout); a Conflict is retried without an error log
+//     line if it ends one of the first four attempts in a row that fail
+//     (from the fifth, it is logged as an error), unless the reconcile ran
+//     past its timeout, which is an error.
 //   - kctl's own writes (finalizers) patch only what they change, guarded by
 //     resourceVersion: fields the cache drops (TransformFor) are never erased.
 //   - On shutdown, workers stop taking keys and in-flight reconciles get
