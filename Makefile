@@ -30,7 +30,7 @@ CONTROLPLANE := .cache/bin/controlplane
 test: deps fmt vet benchbuild fuzz controlplane ginkgotest
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
-# The shard tests that make test runs small (300 ReplicaSets in 30 namespaces,
+# The shard tests that make test runs small (300 ReplicaSets in 60 namespaces,
 # 6 membership changes), in full: 3,000 ReplicaSets in 300 namespaces, 20
 # changes (KCTL_TEST_SCALE, shard_scale_test.go).
 SCALE_TESTS = TestShardGroup_ThreeMembers_ServerSideSelector|TestShardGroup_ThreeMembers_GateOff_FilterOnly|TestShardGroup_MembershipChurn_NoOverlapNothingLost|TestShardGroup_ThreeProcesses_SIGKILLChurn

@@ -37,7 +37,7 @@ type shardScale struct {
 }
 
 // testShardScale is the scale KCTL_TEST_SCALE asks for: full, 3,000
-// ReplicaSets in 300 namespaces and the 20 churn steps; small, 300 in 30
+// ReplicaSets in 300 namespaces and the 20 churn steps; small, 300 in 60
 // and the first 6 steps (1 member to 3, a kill, a graceful stop, back
 // to 3).
 func testShardScale(t *testing.T) shardScale {
@@ -46,7 +46,7 @@ func testShardScale(t *testing.T) shardScale {
 	case "full":
 		return shardScale{full: true, groupNamespaces: 300, groupPerNS: 10, steps: churnSteps}
 	case "", "small":
-		return shardScale{groupNamespaces: 30, groupPerNS: 10, steps: churnSteps[:6]}
+		return shardScale{groupNamespaces: 60, groupPerNS: 5, steps: churnSteps[:6]}
 	default:
 		t.Fatalf("%s=%q: want full, small or unset", testScaleEnv, v)
 		return shardScale{}
