@@ -5,6 +5,8 @@
 # make demo   starts the control plane, runs example/podcount against it, shows
 #             the pod-count labels converge and follow changes, stops it all.
 # make controlplane  only builds the control plane's binaries (and says where).
+# make test-scale  runs the shard scale and endurance tests in full (3,000
+#             objects, 20 membership changes); make test runs their small variants.
 
 GO ?= go
 # Extra go test flags, e.g. make test GOTESTFLAGS="-v -run TestControlPlane"
@@ -18,7 +20,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # signals it passes on.
 CONTROLPLANE := .cache/bin/controlplane
 
-.PHONY: test deps fmt vet benchbuild fuzz controlplane ginkgotest demo FORCE
+.PHONY: test test-scale deps fmt vet benchbuild fuzz controlplane ginkgotest demo FORCE
 
 # The control plane's binaries are built first, where their progress shows
 # (go test shows a passing package's output only at its end). Each package's
@@ -27,6 +29,13 @@ CONTROLPLANE := .cache/bin/controlplane
 # summary is the last output.
 test: deps fmt vet benchbuild fuzz controlplane ginkgotest
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
+
+# The shard tests that make test runs small (300 ReplicaSets in 60 namespaces,
+# 6 membership changes), in full: 3,000 ReplicaSets in 300 namespaces, 20
+# changes (KCTL_TEST_SCALE, shard_scale_test.go).
+SCALE_TESTS = TestShardGroup_ThreeMembers_ServerSideSelector|TestShardGroup_ThreeMembers_GateOff_FilterOnly|TestShardGroup_MembershipChurn_NoOverlapNothingLost|TestShardGroup_ThreeProcesses_SIGKILLChurn
+test-scale: controlplane
+	KCTL_TEST_SCALE=full $(GO) test -race -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' $(GOTESTFLAGS) .
 
 # kctltest in a Ginkgo suite (kctltest/ginkgotest, a module of its own, so
 # that Ginkgo never enters kctl's go.mod), as kctltest's doc says.

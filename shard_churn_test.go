@@ -18,10 +18,12 @@ import (
 // Membership changes while objects change at about 50/s: the group grows
 // from 1 member to 3; members stop gracefully, are killed (their context
 // ends at once and their Lease is left to expire, as after a SIGKILL) and
-// come back under their own identity, 20 changes in all. After each the live members settle
+// come back under their own identity, 20 changes in all (6 in the
+// small variant: testShardScale). After each the live members settle
 // on their ranges; at no time is a key reconciled by two members at once;
 // and once the changes stop, every object is reconciled by its owner.
 func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
+	scale := testShardScale(t)
 	cfg := testShardedConfig(t)
 	leaseNS := testNamespace(t, cfg)
 	keys := shardFixture(t, cfg, podfixture.Namespaces(60), 2)
@@ -42,7 +44,7 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	settle("start")
 
 	ch := startChurn(t, cfg, keys)
-	for _, s := range churnSteps {
+	for _, s := range scale.steps {
 		switch s.op {
 		case "stop":
 			live[s.id].stop(t, nil)
@@ -70,9 +72,14 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	log.mu.Unlock()
 }
 
-// churnSteps are the churn tests' 20 membership changes: from 1 member to
-// 3, then 4 kills and 5 graceful stops, back to 3 after each.
-var churnSteps = []struct{ op, id string }{
+// churnStep is one membership change: op "start", "stop" or "kill"
+// member id.
+type churnStep struct{ op, id string }
+
+// churnSteps are the churn tests' 20 membership changes at full scale
+// (testShardScale): from 1 member to 3, then 4 kills and 5 graceful
+// stops, back to 3 after each.
+var churnSteps = []churnStep{
 	{"start", "m-1"}, {"start", "m-2"},
 	{"kill", "m-1"}, {"stop", "m-2"}, {"start", "m-1"}, {"start", "m-2"},
 	{"stop", "m-0"}, {"start", "m-0"}, {"kill", "m-2"}, {"start", "m-2"},

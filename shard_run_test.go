@@ -14,6 +14,7 @@ import (
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/shardhash"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 )
@@ -211,38 +212,24 @@ func checkReconciledBy(t *testing.T, cfg *rest.Config, log *shardLog, keys []Key
 	return per
 }
 
-// checkNamespaceBalance checks that each member of ids holds the mean
-// number of namespaces (by weights) to within one range's weight or
-// 10 %, whichever is more: what shardhash.AssignWeighted guarantees.
-func checkNamespaceBalance(t *testing.T, weights []int, owners, ids []string) {
-	t.Helper()
-	total := 0
-	held := map[string]int{}
-	for r, x := range weights {
-		total += x
-		held[owners[r]] += x
-	}
-	mean := total / len(ids)
-	slack := max(slices.Max(weights), total/10/len(ids))
-	t.Logf("namespaces held of %d: %v (mean %d, slack %d)", total, held, mean, slack)
-	for _, id := range ids {
-		if held[id] < mean-slack || held[id] > mean+slack+1 {
-			t.Errorf("%s holds %d namespaces of %d, want %d ± %d", id, held[id], total, mean, slack)
-		}
-	}
-}
-
 // waitServing waits until the members of ms agree on the weights of the
 // ranges (their Namespace informers caught up), each serves exactly its
 // ranges among the ids of ms by them, and none drains; it returns the
-// owners.
+// owners. It gives up once no member's state changed for settleBound
+// (the members' LeaseDuration and RenewPeriod, and a relist measured
+// now), or after settleCap in all.
 func waitServing(t *testing.T, ms []*shardMember) []string {
 	t.Helper()
 	var ids []string
 	for _, m := range ms {
 		ids = append(ids, m.id)
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	opts := ms[0].run.cfg
+	relist := measureRelist(t, ms[0].mgr.Config())
+	bound := settleBound(opts.LeaseDuration, opts.RenewPeriod, relist)
+	began := time.Now()
+	moved := began
+	last := ""
 	for {
 		w := ms[0].run.weights()
 		owners := shardhash.AssignWeighted(ids, w)
@@ -250,21 +237,59 @@ func waitServing(t *testing.T, ms []*shardMember) []string {
 		if agree && !slices.ContainsFunc(ms, func(m *shardMember) bool { return !m.serves(owners) }) {
 			return owners
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members %v did not settle on their ranges within 60s", ids)
+		now := time.Now()
+		if st := groupState(ms); st != last {
+			last = st
+			moved = now
 		}
-		time.Sleep(20 * time.Millisecond) // a poll, bounded by the deadline
+		if now.Sub(moved) > bound {
+			t.Fatalf("members %v did not settle on their ranges: no state changed for %v (LeaseDuration %v + 3 RenewPeriods %v + 4 relists %v); last: %s",
+				ids, bound, opts.LeaseDuration, opts.RenewPeriod, relist.Round(time.Millisecond), last)
+		}
+		if now.Sub(began) > settleCap(bound) {
+			t.Fatalf("members %v did not settle on their ranges within %v (10 times %v); last: %s", ids, settleCap(bound), bound, last)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll of the members' state, bounded above
 	}
 }
 
+// groupState is what the members of ms claim, serve, drain and weigh.
+func groupState(ms []*shardMember) string {
+	var b strings.Builder
+	for _, m := range ms {
+		w := m.run.weights()
+		m.run.mu.RLock()
+		fmt.Fprintf(&b, "%s held %v serving %v releasing %d weights %v; ", m.id,
+			bitString(m.run.held), bitString(m.run.serving), m.run.releasing, w)
+		m.run.mu.RUnlock()
+	}
+	return b.String()
+}
+
+// bitString writes bs as 0s and 1s.
+func bitString(bs []bool) string {
+	out := make([]byte, len(bs))
+	for i, on := range bs {
+		out[i] = '0'
+		if on {
+			out[i] = '1'
+		}
+	}
+	return string(out)
+}
+
 // runShardGroup is the test of a group of 3 members on cfg's server
-// over 3,000 ReplicaSets in 300 namespaces, each with a Pod:
-// serverSide says whether it serves the shard selector.
+// over, at full scale, 3,000 ReplicaSets in 300 namespaces, each with a
+// Pod (small: 300 in 60; testShardScale): serverSide says whether it
+// serves the shard selector. What it expects comes from the fixture and
+// from what the members did, seen from outside (checkPartition), not
+// from the members' own computation of owners.
 func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 	began := time.Now()
+	scale := testShardScale(t)
 	leaseNS := testNamespace(t, cfg)
-	nss := podfixture.Namespaces(300)
-	fx := shardPodFixture(t, cfg, nss, 10)
+	nss := podfixture.Namespaces(scale.groupNamespaces)
+	fx := shardPodFixture(t, cfg, nss, scale.groupPerNS)
 	keys := fx.keys
 	log := &shardLog{}
 	ids := []string{"m-0", "m-1", "m-2"}
@@ -273,22 +298,17 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 		ms = append(ms, startShardPodMember(t, cfg, leaseNS, id, log))
 	}
 	settled := time.Now()
-	owners := waitServing(t, ms)
+	waitServing(t, ms)
 	t.Logf("3 members settled on their ranges in %v", time.Since(settled).Round(time.Millisecond))
 
-	per := checkReconciledBy(t, cfg, log, keys, owners, "3-members")
+	byKey, per := checkPartition(t, cfg, log, keys, ids, "3-members")
 	t.Logf("3 members, %d ReplicaSets in %d namespaces: reconciled %v (ideal %d each)", len(keys), len(nss), per, len(keys)/3)
-	checkNamespaceBalance(t, ms[0].run.weights(), owners, ids)
-	weighed := 0
-	for _, w := range ms[0].run.weights() {
-		weighed += w
-	}
-	t.Logf("the members weigh %d namespaces, the fixture's %d among them", weighed, len(nss))
+	slack := shareSlack(len(keys), scale.groupPerNS)
 	for _, id := range ids {
-		checkThird(t, id+" reconciled", per[id], len(keys), shareBound)
+		checkShare(t, id+" reconciled", per[id], len(keys), slack)
 	}
 	for _, m := range ms {
-		checkMemberCache(t, m, fx, owners, serverSide, shareBound)
+		checkMemberCache(t, cfg, m, fx, byKey, serverSide, slack)
 	}
 
 	// A graceful stop: the Lease is deleted, the others take over at once.
@@ -296,37 +316,41 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 	if err := ms[2].stop(t, nil); err != nil {
 		t.Errorf("m-2 stopped with %v", err)
 	}
-	owners = waitServing(t, ms[:2])
+	waitServing(t, ms[:2])
 	t.Logf("after m-2 stopped gracefully, the others served its ranges in %v", time.Since(stopped).Round(time.Millisecond))
 	// After a handover, one ReplicaSet of each namespace (a different
 	// one in each) shows where its namespace went: every range, at a
 	// tenth of the writes.
-	sample := onePerNamespace(keys, 10)
-	per = checkReconciledBy(t, cfg, log, sample, owners, "2-members")
+	sample := onePerNamespace(keys, scale.groupPerNS)
+	_, per = checkPartition(t, cfg, log, sample, ids[:2], "2-members")
 	t.Logf("2 members: reconciled %v", per)
 
 	// An abrupt stop: the Lease stays until it expires.
 	ms[1].run.keepLease.Store(true)
 	killed := time.Now()
 	ms[1].stop(t, fmt.Errorf("killed: %w", ErrLeaderLost))
+	rtt := leaseRoundTrip(t.Context(), t, cfg, leaseNS)
 	alone := slices.Repeat([]string{"m-0"}, testShardRanges)
 	eventually(t, "m-0 claims m-1's ranges", func() bool { return ms[0].holds(alone) })
 	claimed := time.Since(killed)
-	owners = waitServing(t, ms[:1])
+	waitServing(t, ms[:1])
 	took := time.Since(killed)
-	t.Logf("after m-1 was killed, m-0 claimed its ranges in %v and served them in %v, once its caches had listed its share again (LeaseDuration %v, RenewPeriod %v)",
-		claimed.Round(time.Millisecond), took.Round(time.Millisecond), podGroupLease, podGroupRenew)
+	t.Logf("after m-1 was killed, m-0 claimed its ranges in %v and served them in %v, once its caches had listed its share again (LeaseDuration %v, RenewPeriod %v, Lease round trip %v)",
+		claimed.Round(time.Millisecond), took.Round(time.Millisecond), podGroupLease, podGroupRenew, rtt.Round(time.Millisecond))
 	// The peer first sees the last renewal up to one period after it,
 	// and judges it expired at a look up to one period after its
-	// LeaseDuration; it claims at once (hurried). Half a second more
-	// for a loaded machine. It serves once its caches have listed its
-	// share again (all 6,000 objects here): 0.2 to 4 s under -race on
-	// a loaded 2-core machine, which waitServing bounds.
-	limit := podGroupLease + 2*podGroupRenew + 500*time.Millisecond
+	// LeaseDuration; it claims at once (hurried): a look and a claim,
+	// and the renewal in flight at the kill may land late, each a
+	// request as long as the server takes now (measured just after the
+	// kill; a fixed half second was not enough on a loaded machine):
+	// four round trips. It serves once its caches have listed its share
+	// again (all 6,000 objects at full scale), which waitServing bounds.
+	limit := podGroupLease + 2*podGroupRenew + 4*rtt
 	if claimed > limit {
-		t.Errorf("m-0 claimed m-1's ranges %v after the kill, want at most %v", claimed, limit)
+		t.Errorf("m-0 claimed m-1's ranges %v after the kill, want at most LeaseDuration + 2 RenewPeriods + 4 Lease round trips = %v + 2×%v + 4×%v",
+			claimed, podGroupLease, podGroupRenew, rtt)
 	}
-	checkReconciledBy(t, cfg, log, sample, owners, "1-member")
+	checkPartition(t, cfg, log, sample, ids[:1], "1-member")
 
 	if bad := log.overlaps(); len(bad) > 0 {
 		t.Errorf("%d keys reconciled by two members at once:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
@@ -339,6 +363,60 @@ func runShardGroup(t *testing.T, cfg *rest.Config, serverSide bool) {
 		t.Errorf("%d reconciles did not find their ReplicaSet's one Pod in the member's cache:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
 	}
 	t.Logf("%d reconciles in all; the test took %v", log.len(), time.Since(began).Round(time.Millisecond))
+}
+
+// checkPartition bumps every key and checks, from what the members
+// reconciled since, that the keys are split among ids without kctl's
+// own computation: each key is reconciled, by exactly one member of
+// ids, and every key of a namespace by the same one (the group splits
+// by namespace). It returns each key's member and how many keys each
+// member reconciled.
+func checkPartition(t *testing.T, cfg *rest.Config, log *shardLog, keys []Key, ids []string, round string) (map[Key]string, map[string]int) {
+	t.Helper()
+	t0 := time.Now()
+	bump(t, cfg, keys, round)
+	eventually(t, "every ReplicaSet reconciled after bump "+round, func() bool {
+		got := log.since(t0)
+		return !slices.ContainsFunc(keys, func(k Key) bool { return len(got[k]) == 0 })
+	})
+	t.Logf("round %s: all %d ReplicaSets reconciled %v after the first change", round, len(keys), time.Since(t0).Round(time.Millisecond))
+	got := log.since(t0)
+	byKey := map[Key]string{}
+	byNS := map[string]string{}
+	per := map[string]int{}
+	for _, k := range keys {
+		by := slices.Compact(slices.Sorted(slices.Values(got[k])))
+		if len(by) != 1 || !slices.Contains(ids, by[0]) {
+			t.Errorf("round %s: %s reconciled by %v, want exactly one of %v", round, k, by, ids)
+			continue
+		}
+		byKey[k] = by[0]
+		per[by[0]]++
+		if o, ok := byNS[k.Namespace]; ok && o != by[0] {
+			t.Errorf("round %s: namespace %s reconciled by %s and %s, want one member", round, k.Namespace, o, by[0])
+		}
+		byNS[k.Namespace] = by[0]
+	}
+	return byKey, per
+}
+
+// shareSlack is how far a member's share of total keys, perNS to a
+// namespace, may be from a third: 10 % of a third, or three namespaces'
+// keys if more. A share moves by whole namespaces, and the members also
+// weigh the five namespaces outside the fixture (the server's four, the
+// Leases'), which take a fixture namespace's place in a share: at full
+// scale (100 keys a namespace to a 1,000-key third) the 10 % holds;
+// small (5 to 100), three namespaces: 15 %.
+func shareSlack(total, perNS int) int {
+	return max(total/3/10, 3*perNS)
+}
+
+// checkShare checks that n of total is within slack of a third.
+func checkShare(t *testing.T, what string, n, total, slack int) {
+	t.Helper()
+	if d := n - total/3; d < -slack || d > slack+1 {
+		t.Errorf("%s %d of %d, want a third (%d) ± %d", what, n, total, total/3, slack)
+	}
 }
 
 // onePerNamespace is one of keys (perNS to a namespace, in order) for
@@ -368,54 +446,49 @@ func testGroupConfig(t *testing.T, gate bool) *rest.Config {
 	return testLoadConfig(t, controlplane.RequireFlags(t, flags...).Kubeconfig())
 }
 
-// shareBound is how far, in percent, a member's share of the fixture's
-// objects may be from a third.
-const shareBound = 10
-
-// checkThird checks that n of total is within bound percent of a third.
-func checkThird(t *testing.T, what string, n, total, bound int) {
-	t.Helper()
-	if n*300 < total*(100-bound) || n*300 > total*(100+bound) {
-		t.Errorf("%s %d of %d, want within %d %% of a third (%d)", what, n, total, bound, total/3)
-	}
-}
-
 // checkMemberCache checks what member m caches of the fixture, its
-// metrics and its /readyz: with serverSide, exactly the ReplicaSets and
-// Pods of its ranges by owners, within bound percent of a third; else
-// all of them (memory not split).
-func checkMemberCache(t *testing.T, m *shardMember, fx podFixture, owners []string, serverSide bool, bound int) {
+// metrics and its /readyz: with serverSide, exactly the ReplicaSets (and
+// their Pods) it reconciled by byKey (checkPartition), within slack of a
+// third; else all of them (memory not split). The ranges it owns by its
+// metrics are those its Lease records, read from the server.
+func checkMemberCache(t *testing.T, cfg *rest.Config, m *shardMember, fx podFixture, byKey map[Key]string, serverSide bool, slack int) {
 	t.Helper()
-	want := len(fx.keys)
-	if serverSide {
-		want = 0
-		for _, k := range fx.keys {
-			if expectedOwner(owners, k) == m.id {
-				want++
-			}
+	want := map[Key]bool{}
+	for _, k := range fx.keys {
+		if !serverSide || byKey[k] == m.id {
+			want[k] = true
 		}
 	}
 	var rsets, pods int
+	var extra, missing []Key
 	eventually(t, m.id+"'s cache holds its share", func() bool {
 		rs, _ := m.rsets.List(ListOptions{Labels: fx.selector})
 		rsets = len(rs)
+		extra, missing = nil, nil
+		got := map[Key]bool{}
+		for _, r := range rs {
+			k := Key{r.Namespace, r.Name}
+			got[k] = true
+			if !want[k] {
+				extra = append(extra, k)
+			}
+		}
+		for k := range want {
+			if !got[k] {
+				missing = append(missing, k)
+			}
+		}
 		pods = m.pods(ListOptions{Labels: fx.selector})
-		return rsets == want && pods == want
+		return len(extra) == 0 && len(missing) == 0 && pods == len(want)
 	})
 	page := scrapeMetrics(t, m.mgr.metrics.Handler())
 	t.Logf("%s caches %d ReplicaSets and %d Pods (metadata) of the fixture's %d each; its cache series: %s",
 		m.id, rsets, pods, len(fx.keys), cacheSeries(page))
 	if serverSide {
-		checkThird(t, m.id+" caches ReplicaSets:", rsets, len(fx.keys), bound)
-		checkThird(t, m.id+" caches Pods:", pods, len(fx.keys), bound)
+		checkShare(t, m.id+" caches ReplicaSets:", rsets, len(fx.keys), slack)
+		checkShare(t, m.id+" caches Pods:", pods, len(fx.keys), slack)
 	}
-	ranges := 0
-	for _, o := range owners {
-		if o == m.id {
-			ranges++
-		}
-	}
-	owned := fmt.Sprintf(`kctl_shard_ranges_owned{group="podcount"} %d`+"\n", ranges)
+	owned := fmt.Sprintf(`kctl_shard_ranges_owned{group="podcount"} %d`+"\n", recordedRanges(t, cfg, m))
 	for _, want := range []string{`kctl_shard_members{group="podcount"} 3`, owned, `kctl_shard_handovers_total{group="podcount"} `} {
 		if !strings.Contains(page, want) {
 			t.Errorf("%s's metrics page lacks %s", m.id, want)
@@ -429,6 +502,22 @@ func checkMemberCache(t *testing.T, m *shardMember, fx podFixture, owners []stri
 	if !strings.Contains(ready, "[+]shard ok (group podcount, 3 members, ") || !strings.Contains(ready, mode) {
 		t.Errorf("%s /readyz?verbose:\n%s\nwant a shard line with 3 members and %q", m.id, ready, mode)
 	}
+}
+
+// recordedRanges is how many ranges member m's Lease (podcount-<id>)
+// records on the server: what its peers see it claim.
+func recordedRanges(t *testing.T, cfg *rest.Config, m *shardMember) int {
+	t.Helper()
+	leases := NewClient[coordinationv1.Lease](fixtureConn(t, cfg))
+	l, err := leases.Get(t.Context(), m.run.cfg.Namespace, "podcount-"+m.id)
+	if err != nil {
+		t.Fatalf("%s's Lease: %v", m.id, err)
+	}
+	v := l.Annotations[shardRangesAnnotation]
+	if v == "" {
+		return 0
+	}
+	return strings.Count(v, ",") + 1
 }
 
 // cacheSeries is the kctl_cache_objects and kctl_cache_metadata_objects
@@ -445,7 +534,8 @@ func cacheSeries(page string) string {
 }
 
 // 3 members on the server with the feature gate ShardedListAndWatch,
-// over 3,000 ReplicaSets in 300 namespaces named as clusters name them,
+// over 3,000 ReplicaSets in 300 namespaces named as clusters name them
+// (300 in 60 unless KCTL_TEST_SCALE=full, as make test-scale runs it),
 // each controlling a Pod: every ReplicaSet is reconciled, each member
 // reconciles and caches (ReplicaSets, and Pods as metadata) the
 // namespaces of its ranges only, a third within 10 %, no key is
