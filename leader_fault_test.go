@@ -213,9 +213,13 @@ func TestElector_Forbidden_RunReturnsErrorNamingLeaseAndPermissions(t *testing.T
 				time.Sleep(tc.after)
 				a.store.setFault(forbid(tc.verb))
 				a.waitDone(t, time.Minute)
-				want := "kctl: leader election: not allowed to " + tc.verb + " lease ns/lease: grant get, create, update on leases.coordination.k8s.io in namespace ns"
+				want := "leader election: not allowed to " + tc.verb + " lease ns/lease: grant get, create, update on leases.coordination.k8s.io in namespace ns"
 				if a.err == nil || !strings.Contains(a.err.Error(), want) || !apierrors.IsForbidden(a.err) {
 					t.Errorf("run = %v, want an error containing %q that wraps the Forbidden answer", a.err, want)
+				}
+				// Refused while leading: the lease is lost, and says so.
+				if lost := errors.Is(a.err, ErrLeaderLost); lost != (tc.after > 0) {
+					t.Errorf("run = %v: matches ErrLeaderLost %v, want %v (refused while leading)", a.err, lost, tc.after > 0)
 				}
 				if _, writes := store.get(); writes > 3 {
 					t.Errorf("%d writes: run must not spin on Forbidden", writes)
