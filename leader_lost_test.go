@@ -3,6 +3,7 @@ package kctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -244,7 +245,7 @@ func TestShardMember_SilentNetwork_StartReturnsErrLeaderLost(t *testing.T) {
 	})
 	lease := 2 * time.Second
 	opts := ShardOptions{Group: "silent", Namespace: ns, Identity: "m-0", Ranges: 8,
-		LeaseDuration: lease, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 300 * time.Millisecond}
+		LeaseDuration: lease, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 1200 * time.Millisecond}
 	run, err := m.shard(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +267,15 @@ func TestShardMember_SilentNetwork_StartReturnsErrLeaderLost(t *testing.T) {
 		t.Fatal("no reconcile started 30s after the ConfigMap was made")
 	}
 
+	// The silence begins between the member's last peek (every
+	// RenewPeriod/4 after a look) and its next look: the look's list then
+	// hangs until the renewal deadline, and its renewal fails with
+	// context.DeadlineExceeded, the cause Start took for a clean stop. (A
+	// silence during a peek makes the member lose its Lease by its timer,
+	// a cause that never wrapped it.) The wait picks when to inject the
+	// fault; it synchronises nothing.
+	renewed := leaseRenewed(t, NewClient[coordinationv1.Lease](connFor(t, direct)), ns, opts.leaseName())
+	time.Sleep(time.Until(renewed.Add(opts.RenewPeriod * 7 / 8)))
 	silenced := time.Now()
 	hole.silence()
 	r := waitStart(t, done, 10*lease)
@@ -273,10 +283,12 @@ func TestShardMember_SilentNetwork_StartReturnsErrLeaderLost(t *testing.T) {
 	if at == nil {
 		t.Fatalf("Start returned (%v) while the reconcile still runs", r.err)
 	}
-	stopped := at.Sub(silenced)
-	t.Logf("silent network: the member's reconcile was cancelled %v after the silence began, Start returned after %v "+
-		"(RenewDeadline %v, LeaseDuration %v): %v", stopped.Round(time.Millisecond),
-		r.at.Sub(silenced).Round(time.Millisecond), opts.RenewDeadline, lease, r.err)
+	// The last renewal, written before renewed: its peers judge the Lease
+	// expired no sooner than LeaseDuration after that write.
+	stopped := at.Sub(renewed)
+	t.Logf("silent network: the member's reconcile was cancelled %v after its last renewal was seen (%v after the silence began), "+
+		"Start returned %v after the silence began (RenewDeadline %v, LeaseDuration %v): %v", stopped.Round(time.Millisecond),
+		at.Sub(silenced).Round(time.Millisecond), r.at.Sub(silenced).Round(time.Millisecond), opts.RenewDeadline, lease, r.err)
 	if r.err == nil {
 		t.Fatalf("Start returned nil, want an error matching ErrLeaderLost")
 	}
@@ -287,8 +299,24 @@ func TestShardMember_SilentNetwork_StartReturnsErrLeaderLost(t *testing.T) {
 		t.Errorf("the reconcile's context ended with %v, want ErrLeaderLost", c)
 	}
 	if stopped >= lease {
-		t.Errorf("the reconcile was cancelled %v after the silence began, want before LeaseDuration (%v)", stopped, lease)
+		t.Errorf("the reconcile was cancelled %v after the last renewal, want before LeaseDuration (%v)", stopped, lease)
 	}
+}
+
+// leaseRenewed waits until Lease ns/name changes and returns when it saw
+// the change (within 5 ms and a request of the write).
+func leaseRenewed(t *testing.T, leases *Client[coordinationv1.Lease], ns, name string) time.Time {
+	t.Helper()
+	version := func() string {
+		l, err := leases.Get(t.Context(), ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.ResourceVersion
+	}
+	was := version()
+	pollWithin(t, time.Minute, "a renewal of Lease "+name, func() bool { return version() != was })
+	return time.Now()
 }
 
 // The caller's own context ending is a clean stop, whatever its cause
@@ -327,5 +355,27 @@ func TestManager_CallerContextEnds_StartReturnsNil(t *testing.T) {
 				t.Errorf("Start = %v after its caller's context ended, want nil", r.err)
 			}
 		})
+	}
+}
+
+// A leader-only runnable that fails with a timeout stops the Manager, and
+// Start returns its error: the Manager's own stop is an error whatever its
+// cause wraps (Start returned nil for a cause wrapping DeadlineExceeded).
+func TestManager_LeaderOnlyRunnableTimesOut_StartReturnsItsError(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	m := testManager(t, cfg, ns, Options{})
+	timedOut := fmt.Errorf("calling the payment service: %w", context.DeadlineExceeded)
+	err := m.Add(Runnable{Name: "payments", NeedLeader: true, Run: func(ctx context.Context) error {
+		return timedOut
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := waitStart(t, startRecorded(ctx, m), 30*time.Second)
+	if !errors.Is(r.err, timedOut) {
+		t.Errorf("Start = %v, want the runnable's error %q", r.err, timedOut)
 	}
 }
