@@ -153,10 +153,12 @@ func newElectorFor(
 // lead(leaderCtx, leaseCtx) in a new goroutine and renews the lease while
 // lead runs.
 // leaderCtx is cancelled at once (cause ErrLeaderLost) when renewals failed
-// for RenewDeadline or another replica holds the lease; lead must then return
-// promptly, and run returns that error unless Recampaign. When ctx ends (or
-// lead returns), run renews until lead has returned, releases the lease and
-// returns nil. A Forbidden answer ends run with an error naming the permission.
+// for RenewDeadline, another replica holds the lease, or a renewal was
+// refused (Forbidden); lead must then return promptly, and run returns that
+// cause unless Recampaign. When ctx ends (or lead returns), run renews until
+// lead has returned, releases the lease and returns nil. A Forbidden answer
+// ends run, even with Recampaign, with an error naming the permission (and
+// matching ErrLeaderLost if it came while leading).
 func (e *elector) run(
 	ctx context.Context,
 	lead func(leaderCtx, leaseCtx context.Context),
@@ -181,7 +183,8 @@ func (e *elector) run(
 		if ok {
 			err = e.term(ctx, now, lead)
 			lost := errors.Is(err, ErrLeaderLost)
-			if !lost || !e.cfg.Recampaign || ctx.Err() != nil {
+			refused := apierrors.IsForbidden(err) // the RBAC must change
+			if !lost || refused || !e.cfg.Recampaign || ctx.Err() != nil {
 				return err
 			}
 		}
@@ -270,7 +273,8 @@ func (e *elector) try(
 }
 
 // term runs lead and renews the lease from acquiredAt until lead has
-// returned or the lease is lost (see run).
+// returned or the lease is lost (see run). A loss, whatever its cause, is
+// returned as an error matching ErrLeaderLost.
 func (e *elector) term(
 	ctx context.Context,
 	acquiredAt time.Time,
@@ -334,7 +338,7 @@ func (e *elector) term(
 	if !errors.Is(err, ErrLeaderLost) {
 		cause = fmt.Errorf("%w: %w", ErrLeaderLost, unprefixed(err))
 	}
-	if e.cfg.Recampaign {
+	if e.cfg.Recampaign && !apierrors.IsForbidden(err) {
 		then = "campaigning again (Recampaign)"
 	}
 	cancel(cause)
@@ -343,7 +347,7 @@ func (e *elector) term(
 	e.log.Error("leader election: lost the lease; leader work cancelled",
 		"err", err, "then", then)
 	<-done
-	return err
+	return cause
 }
 
 // release hands the lease back (holder "", duration 1s) unless

@@ -23,6 +23,7 @@ type faultyLeases struct {
 	mu        sync.Mutex
 	fault     func(ctx context.Context, verb string) error
 	lastWrite time.Time // when the last successful write was sent
+	lastBegun time.Time // the renewTime the last successful update wrote
 	writes    int       // successful writes
 }
 
@@ -43,6 +44,15 @@ func pollRenewals(t *testing.T, f *faultyLeases, n int) {
 	count := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.writes }
 	want := count() + n
 	pollWithin(t, time.Duration(n+1)*time.Second, fmt.Sprintf("%d renewals", n), func() bool { return count() >= want })
+}
+
+// lastRenewBegun is the renewTime the last successful update wrote: the
+// instant the elector began that renewal, from which it counts
+// RenewDeadline (truncated to microseconds, so never later).
+func (f *faultyLeases) lastRenewBegun() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastBegun
 }
 
 func (f *faultyLeases) lastWriteSent() time.Time {
@@ -85,7 +95,13 @@ func (f *faultyLeases) Update(ctx context.Context, l *coordinationv1.Lease) erro
 	if err := f.check(ctx, "update"); err != nil {
 		return err
 	}
-	return f.wrote(time.Now(), f.leaseStore.Update(ctx, l))
+	err := f.wrote(time.Now(), f.leaseStore.Update(ctx, l))
+	if err == nil && l.Spec.RenewTime != nil {
+		f.mu.Lock()
+		f.lastBegun = l.Spec.RenewTime.Time
+		f.mu.Unlock()
+	}
+	return err
 }
 
 // failUpdates fails every update as an unreachable API server would.
@@ -213,9 +229,13 @@ func TestElector_Forbidden_RunReturnsErrorNamingLeaseAndPermissions(t *testing.T
 				time.Sleep(tc.after)
 				a.store.setFault(forbid(tc.verb))
 				a.waitDone(t, time.Minute)
-				want := "kctl: leader election: not allowed to " + tc.verb + " lease ns/lease: grant get, create, update on leases.coordination.k8s.io in namespace ns"
+				want := "leader election: not allowed to " + tc.verb + " lease ns/lease: grant get, create, update on leases.coordination.k8s.io in namespace ns"
 				if a.err == nil || !strings.Contains(a.err.Error(), want) || !apierrors.IsForbidden(a.err) {
 					t.Errorf("run = %v, want an error containing %q that wraps the Forbidden answer", a.err, want)
+				}
+				// Refused while leading: the lease is lost, and says so.
+				if lost := errors.Is(a.err, ErrLeaderLost); lost != (tc.after > 0) {
+					t.Errorf("run = %v: matches ErrLeaderLost %v, want %v (refused while leading)", a.err, lost, tc.after > 0)
 				}
 				if _, writes := store.get(); writes > 3 {
 					t.Errorf("%d writes: run must not spin on Forbidden", writes)

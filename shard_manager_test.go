@@ -11,6 +11,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Shard and ElectLeader exclude each other, whichever comes first, with
@@ -60,35 +62,116 @@ func TestShard_ExclusiveWithElectLeader_ErrorNamesBoth(t *testing.T) {
 }
 
 // failingLeases is the Lease client of a member whose writes fail while
-// fail is set, as when the API server is unreachable.
+// fail is set, as when the API server is unreachable. It records when
+// each successful update was sent, by Lease: the member's own, and the
+// group's leader Lease.
 type failingLeases struct {
 	*Client[coordinationv1.Lease]
 	fail atomic.Bool
+	mu   sync.Mutex
+	sent map[string][]time.Time // of the successful updates, by Lease name
 }
 
 func (f *failingLeases) Update(ctx context.Context, l *coordinationv1.Lease) error {
 	if f.fail.Load() {
 		return errors.New("injected: the API server is unreachable")
 	}
-	return f.Client.Update(ctx, l)
+	sent := time.Now()
+	err := f.Client.Update(ctx, l)
+	if err == nil {
+		f.mu.Lock()
+		if f.sent == nil {
+			f.sent = map[string][]time.Time{}
+		}
+		f.sent[l.Name] = append(f.sent[l.Name], sent)
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// updates is how many updates of Lease name succeeded.
+func (f *failingLeases) updates(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sent[name])
+}
+
+// lastTwo is when the last two successful updates of the member's Lease
+// name were sent. A member
+// counts RenewDeadline from the start of its last successful renewal,
+// which came after the one before it returned and before the last was
+// sent: it must stop after prev + RenewDeadline, and its peers judge
+// its Lease expired no sooner than last + LeaseDuration.
+func (f *failingLeases) lastTwo(t *testing.T, name string) (prev, last time.Time) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sent := f.sent[name]
+	n := len(sent)
+	if n < 2 {
+		t.Fatalf("%d successful updates of Lease %s, want at least 2", n, name)
+	}
+	return sent[n-2], sent[n-1]
+}
+
+// stuckReconciles is a reconcile of ConfigMaps that runs until its
+// context ends, recording when and why it ended.
+type stuckReconciles struct {
+	started chan struct{}
+	ended   chan struct{}
+	once    sync.Once
+	at      time.Time // when the context ended; read after ended
+	cause   error     // read after ended
+}
+
+func newStuckReconciles() *stuckReconciles {
+	return &stuckReconciles{started: make(chan struct{}, 1), ended: make(chan struct{})}
+}
+
+func (s *stuckReconciles) reconcile(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	s.once.Do(func() {
+		s.at = time.Now()
+		s.cause = context.Cause(ctx)
+		close(s.ended)
+	})
+	return Result{}, ctx.Err()
+}
+
+// inFlight makes ConfigMap ns/held and waits until its reconcile runs.
+func (s *stuckReconciles) inFlight(t *testing.T, mgr *Manager, ns string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}
+	if err := ClientFor[corev1.ConfigMap](mgr).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile started 30s after the ConfigMap was made")
+	}
 }
 
 // A member that cannot renew its Lease for RenewDeadline stops all its
-// work, before a peer could judge the Lease expired: it serves no range,
-// and Manager.Start returns an error matching ErrLeaderLost.
+// work, before a peer could judge the Lease expired: its in-flight
+// reconcile is cancelled (cause ErrLeaderLost), it serves no range, and
+// Manager.Start returns an error matching ErrLeaderLost.
 func TestShardMember_CannotRenew_StopsAllWorkBeforeTheLeaseExpires(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	mgr := testManager(t, cfg, ns, Options{})
-	NewController(mgr, "podcount", func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
-		return Result{}, nil
-	})
+	stuck := newStuckReconciles()
+	NewController(mgr, "stuck", stuck.reconcile)
 	leases := &failingLeases{Client: NewClient[coordinationv1.Lease](mgr.conn)}
-	lease := 2 * time.Second
-	run, err := mgr.shardWith(ShardOptions{
+	opts := ShardOptions{
 		Group: "podcount", Namespace: ns, Identity: "m-0", Ranges: 8,
-		LeaseDuration: lease, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 300 * time.Millisecond,
-	}, leases)
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 300 * time.Millisecond,
+	}
+	run, err := mgr.shardWith(opts, leases)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +181,7 @@ func TestShardMember_CannotRenew_StopsAllWorkBeforeTheLeaseExpires(t *testing.T)
 	eventually(t, "m-0 serves every range", func() bool {
 		return m.serves([]string{"m-0", "m-0", "m-0", "m-0", "m-0", "m-0", "m-0", "m-0"})
 	})
+	stuck.inFlight(t, mgr, ns)
 	failed := time.Now()
 	leases.fail.Store(true)
 	select {
@@ -105,13 +189,26 @@ func TestShardMember_CannotRenew_StopsAllWorkBeforeTheLeaseExpires(t *testing.T)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Start did not return 30s after the renewals began to fail")
 	}
-	took := time.Since(failed)
-	t.Logf("renewals failing: Start returned after %v: %v", took.Round(time.Millisecond), err)
+	t.Logf("renewals failing: Start returned after %v: %v", time.Since(failed).Round(time.Millisecond), err)
 	if !errors.Is(err, ErrLeaderLost) {
 		t.Errorf("Start returned %v, want an error matching ErrLeaderLost", err)
 	}
-	if took >= lease {
-		t.Errorf("the member stopped %v after its renewals began to fail, want less than its LeaseDuration %v", took, lease)
+	select {
+	case <-stuck.ended:
+	default:
+		t.Fatal("Start returned while the in-flight reconcile still runs")
+	}
+	prev, last := leases.lastTwo(t, opts.leaseName())
+	t.Logf("the in-flight reconcile was cancelled %v after the last renewal was sent (%v after the renewals began to fail; RenewDeadline %v, LeaseDuration %v)",
+		stuck.at.Sub(last).Round(time.Millisecond), stuck.at.Sub(failed).Round(time.Millisecond), opts.RenewDeadline, opts.LeaseDuration)
+	if !errors.Is(stuck.cause, ErrLeaderLost) {
+		t.Errorf("the reconcile's context ended with %v, want a cause matching ErrLeaderLost", stuck.cause)
+	}
+	if !stuck.at.After(prev.Add(opts.RenewDeadline)) {
+		t.Errorf("the reconcile was cancelled %v after the last renewal but one was sent, want after RenewDeadline (%v)", stuck.at.Sub(prev), opts.RenewDeadline)
+	}
+	if !stuck.at.Before(last.Add(opts.LeaseDuration)) {
+		t.Errorf("the reconcile was cancelled %v after the last renewal was sent, want before the LeaseDuration %v", stuck.at.Sub(last), opts.LeaseDuration)
 	}
 	if !m.serves(make([]string, 8)) {
 		t.Error("the member still serves ranges after losing its Lease")

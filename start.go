@@ -33,10 +33,16 @@ import (
 // its context: a reconcile abandoned so may still be running in this process
 // when a standby starts on the same object.
 //
-// Start returns nil after a clean shutdown (ctx cancelled or past its
-// deadline), or the first error of a runnable (the metrics and health servers
-// are runnables too) or of the leader election. Call it once.
+// Start returns nil only after a clean shutdown: ctx ended (whatever its
+// cause) and nothing failed. Otherwise it returns the first error of a
+// runnable (the metrics and health servers are runnables too) or of the
+// leader election. A replica that lost its lease (ElectLeader without
+// Recampaign, or a Shard member's own Lease) returns an error matching
+// ErrLeaderLost whatever the cause (renewals refused, timed out on a
+// silent network, another holder), even when it was lost while draining
+// after ctx ended: let the supervisor restart it. Call it once.
 func (m *Manager) Start(ctx context.Context) error {
+	caller := ctx
 	m.mu.Lock()
 	if m.started {
 		m.mu.Unlock()
@@ -49,7 +55,8 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Unlock()
 		return err
 	}
-	logCtx := context.WithValue(ctx, loggerKey{}, m.log)
+	memberLost := m.memberLost
+	logCtx := context.WithValue(caller, loggerKey{}, m.log)
 	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
 	detached := context.WithoutCancel(ctx)
@@ -86,6 +93,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 
 	<-ctx.Done()
+	// Who ended ctx, read at once: the caller (a clean stop), or the
+	// Manager itself with the cause of its stop, which is then an error
+	// whatever its type (a lost Lease's may wrap DeadlineExceeded).
+	byCaller := caller.Err() != nil
 	m.shutdown.begin()
 	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
 	// The work returns first: the leader work drains, giving up at abandonAt
@@ -103,14 +114,21 @@ func (m *Manager) Start(ctx context.Context) error {
 			"timeout", m.opts.ShutdownTimeout,
 			"abandoned", abandoned)
 	}
-	err = cmp.Or(m.work.Err(), m.eventGroup.Err())
-	cause := context.Cause(ctx)
-	cancelled := errors.Is(cause, context.Canceled)
-	expired := errors.Is(cause, context.DeadlineExceeded)
-	if err == nil && !cancelled && !expired {
-		err = cause
+	err = cmp.Or(m.work.Err(), m.eventGroup.Err(), lossOf(memberLost))
+	if err == nil && !byCaller {
+		err = context.Cause(ctx)
 	}
 	return err
+}
+
+// lossOf is why a Shard member lost its Lease (memberLost's cause), or nil
+// if it did not (or is no member). A loss while draining after the
+// caller's context ended is an error too: work was cancelled unfinished.
+func lossOf(memberLost context.Context) error {
+	if memberLost == nil {
+		return nil
+	}
+	return context.Cause(memberLost)
 }
 
 // lead runs the leader work of one term (the whole run without
