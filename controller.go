@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -68,6 +69,15 @@ const (
 	outcomeTimeout      outcome = "timeout"
 	outcomeTerminal     outcome = "terminal"
 )
+
+// quietConflicts is the attempt at which a Conflict, which is retried
+// quietly, is logged and counted as an error after all: the cache is not
+// catching up, or the reconcile writes from a copy it did not just read.
+const quietConflicts = 5
+
+// errTimedOut ends the context of a reconcile at its timeout.
+var errTimedOut = fmt.Errorf("reconcile timed out: %w",
+	context.DeadlineExceeded)
 
 // outcomeOf applies the reconcile contract to a reconcile that ran for
 // trigger t and returned res and err; the first row that matches decides:

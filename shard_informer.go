@@ -4,16 +4,9 @@ package kctl
 // Manager's cache, through the Informer fields the core declares for it
 // (Informer.shard, reshard): set its selector, tell whether its store
 // holds a list made with a selector, and which ranges its store still
-// holds objects of. It adds no state to the informer. And what the
-// member's caches hold as a whole: the namespaces read-your-writes
-// waits in (covers), and whether they have listed the current selector
-// (catchingUp).
+// holds objects of. It adds no state to the informer.
 
-import (
-	"maps"
-
-	"github.com/kctl-dev/kctl/internal/shardhash"
-)
+import "github.com/kctl-dev/kctl/internal/shardhash"
 
 // shardable is what sharding uses of an Informer[T] of any T.
 type shardable interface {
@@ -58,26 +51,4 @@ func (i *Informer[T]) listedWith(selector string) bool {
 		}
 	}
 	return true
-}
-
-// covers reports whether the caches hold, and go on holding while it
-// does, the objects of namespace ns: this member serves its range, every
-// sharded informer has listed with a selector that names it (one made
-// since lists with the current selector), and the current selector names
-// it. Read-your-writes waits only for the writes it covers
-// (writeTracker.shardBy).
-func (s *shardRun) covers(ns string) bool {
-	r := shardhash.Bucket(ns, s.cfg.Ranges)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.serving[r] && s.selected[ns] && s.listed[ns]
-}
-
-// catchingUp reports whether the informers have yet to list the
-// current selector (as far as serveListed last saw): a namespace came
-// or went in a held range.
-func (s *shardRun) catchingUp() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return !maps.Equal(s.selected, s.listed)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -466,4 +467,26 @@ func (s *shardRun) note() string {
 	defer s.mu.RUnlock()
 	return fmt.Sprintf("group %s, %d members, %d/%d ranges, %s",
 		s.cfg.Group, s.live, count(s.serving), s.cfg.Ranges, s.mode)
+}
+
+// covers reports whether the caches hold, and go on holding while it
+// does, the objects of namespace ns: this member serves its range, every
+// sharded informer has listed with a selector that names it (one made
+// since lists with the current selector), and the current selector names
+// it. Read-your-writes waits only for the writes it covers
+// (writeTracker.shardBy).
+func (s *shardRun) covers(ns string) bool {
+	r := shardhash.Bucket(ns, s.cfg.Ranges)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.serving[r] && s.selected[ns] && s.listed[ns]
+}
+
+// catchingUp reports whether the informers have yet to list the
+// current selector (as far as serveListed last saw): a namespace came
+// or went in a held range.
+func (s *shardRun) catchingUp() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return !maps.Equal(s.selected, s.listed)
 }

@@ -354,11 +354,6 @@ func (c *controller[P]) stateOf(k Key) keyState {
 	return s
 }
 
-// quietConflicts is the attempt at which a Conflict, which is retried
-// quietly, is logged and counted as an error after all: the cache is not
-// catching up, or the reconcile writes from a copy it did not just read.
-const quietConflicts = 5
-
 // requeue records why k comes back when its wait ends, and adds it. An
 // event that queues k before then is the cause of its next reconcile
 // (processNext), which drops this one.
@@ -393,10 +388,6 @@ func (c *controller[P]) reconcileTimed(ctx context.Context, k Key) (Result, erro
 	return Result{}, fmt.Errorf("%s: %w; it returned: %w",
 		msg, errTimedOut, unprefixed(err))
 }
-
-// errTimedOut ends the context of a reconcile at its timeout.
-var errTimedOut = fmt.Errorf("reconcile timed out: %w",
-	context.DeadlineExceeded)
 
 // reconcileKey fetches the latest state of k, once the cache has caught up
 // with this Manager's writes of it (readyourwrites.go), and calls the
