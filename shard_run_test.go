@@ -225,7 +225,7 @@ func waitServing(t *testing.T, ms []*shardMember) []string {
 		ids = append(ids, m.id)
 	}
 	opts := ms[0].run.cfg
-	relist := measureRelist(t, ms[0].mgr.Config())
+	relist := measureRelist(t, ms[0].run.m.Config()) // run.m: not every test sets shardMember.mgr
 	bound := settleBound(opts.LeaseDuration, opts.RenewPeriod, relist)
 	began := time.Now()
 	moved := began
