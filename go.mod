@@ -3,7 +3,6 @@ module github.com/kctl-dev/kctl
 go 1.26.0
 
 require (
-	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3

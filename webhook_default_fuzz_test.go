@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"testing"
 
-	evanphx "gopkg.in/evanphx/json-patch.v4"
+	"github.com/kctl-dev/kctl/internal/jsonpatch/patchtest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -69,11 +69,8 @@ func FuzzDefaultPatch(f *testing.F) {
 		}
 		got := raw
 		if patch != nil {
-			p, err := evanphx.DecodePatch(patch)
-			if err != nil {
-				t.Fatalf("patch %s: %v", patch, err)
-			}
-			got, err = p.Apply(raw)
+			var err error
+			got, err = patchtest.Apply(raw, patch)
 			if err != nil {
 				t.Fatalf("patch %s does not apply to %s: %v", patch, raw, err)
 			}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	evanphx "gopkg.in/evanphx/json-patch.v4"
+	"github.com/kctl-dev/kctl/internal/jsonpatch/patchtest"
 )
 
 // apply applies patch to doc as the API server does (the same library),
@@ -17,11 +17,7 @@ func apply(t *testing.T, doc string, patch []byte) any {
 		v, _ := decode([]byte(doc))
 		return v
 	}
-	p, err := evanphx.DecodePatch(patch)
-	if err != nil {
-		t.Fatalf("patch %s: %v", patch, err)
-	}
-	out, err := p.Apply([]byte(doc))
+	out, err := patchtest.Apply([]byte(doc), patch)
 	if err != nil {
 		t.Fatalf("patch %s on %s: %v", patch, doc, err)
 	}
