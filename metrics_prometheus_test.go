@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	"github.com/kctl-dev/kctl/internal/metrics"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -228,14 +228,17 @@ func promQuery(u string) (string, error) {
 	return fmt.Sprint(r.Data.Result[0].Value[1]), nil
 }
 
+// freeLoopbackAddr returns a loopback address held for the test's server
+// until the test ends (see controlplane.ReservePorts: a port-0 pick could be
+// taken by someone else before the server binds it).
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	held, err := controlplane.ReservePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Cleanup(held.Release)
+	return held.Addr(0)
 }
 
 // Manager-level tests: a Manager serving its metrics page and probes on loopback.

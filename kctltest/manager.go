@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/internal/controlplane"
 )
 
 // Manager makes a kctl.Manager with opts, lets setup add controllers and
@@ -121,9 +121,10 @@ func (r *RunningManager) Start(t TB) {
 	addr := ""
 	serve := !r.inMemory || !inSynctestBubble()
 	if serve {
-		var err error
-		addr, err = freeAddr()
+		held, err := controlplane.ReservePorts(1)
 		if err == nil {
+			t.Cleanup(held.Release) // held until the test ends: the server binds it in Start
+			addr = held.Addr(0)
 			err = mgr.ServeMetrics(addr)
 		}
 		if err != nil {
@@ -271,16 +272,6 @@ func reconcileCounts(page, controller string) map[string]int {
 		}
 	}
 	return counts
-}
-
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // Context returns a context that ends with the test, whose kctl logger

@@ -58,9 +58,12 @@ type Cluster struct {
 	client     *http.Client // trusts caPEM
 
 	restartMu sync.Mutex // one restart at a time
-	mu        sync.Mutex // guards etcd, api and stopped
+	mu        sync.Mutex // guards etcd, api, stopped and ports
 	etcd, api *proc
 	stopped   bool // down was called: start nothing more
+	// ports are etcd's client and peer ports and kube-apiserver's, held
+	// until Down: a restarted kube-apiserver binds its port again.
+	ports *Ports
 }
 
 // proc is a started etcd or kube-apiserver. done is closed once it has exited.
@@ -96,10 +99,14 @@ func (c *Cluster) PIDs() []int {
 // both are ready, and writes the kubeconfigs. On error, call Down.
 func (c *Cluster) Up(ctx context.Context) error {
 	start := time.Now()
-	ports, err := freePorts(3)
+	held, err := ReservePorts(3)
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.ports = held
+	c.mu.Unlock()
+	ports := held.Ports
 	unprivilegedToken := randomToken()
 	c.adminToken = randomToken()
 	if err := c.writeCredentials(unprivilegedToken); err != nil {
@@ -193,6 +200,9 @@ func (c *Cluster) Down() {
 	}
 	c.api = nil
 	c.etcd = nil
+	if c.ports != nil {
+		c.ports.Release()
+	}
 }
 
 // spawn starts one binary with its output in Dir/NAME.log, in a process
@@ -306,20 +316,6 @@ func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// freePorts returns n distinct ports on 127.0.0.1 that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("no free port on 127.0.0.1: %w", err)
-		}
-		defer ln.Close() // held until all are chosen, so they differ
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomToken() string {
