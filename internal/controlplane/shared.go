@@ -27,6 +27,8 @@ var shared struct {
 	ctx     context.Context // ends on SIGINT or SIGTERM: a build or start in progress stops
 	once    sync.Once
 	c       *Cluster
+	lent    bool        // c is the parent's (InOwnProcess): never stopped here
+	up      atomic.Bool // c started here: InOwnProcess lends it
 	err     error
 	stopped sync.Once
 	reaper  *Reaper      // removes c.Dir if this process dies before stopShared
@@ -155,7 +157,14 @@ func buildFits(deadline time.Time) error {
 }
 
 func startShared(deadline time.Time) {
+	lent := lentCluster()
+	if lent != nil {
+		shared.c = lent
+		shared.lent = true
+		return
+	}
 	shared.c, shared.reaper, shared.err = startCluster(deadline, nil)
+	shared.up.Store(shared.err == nil)
 }
 
 // startCluster builds the binaries if need be and starts a cluster whose
@@ -200,7 +209,7 @@ func stopShared() {
 		// once.Do waits for a start in progress (ended early by a signal: see
 		// RunTests), and makes a later Require start nothing.
 		shared.once.Do(func() { shared.err = fmt.Errorf("the tests are over") })
-		if shared.c != nil {
+		if shared.c != nil && !shared.lent {
 			shared.c.Down()
 			os.RemoveAll(shared.c.Dir)
 		}
