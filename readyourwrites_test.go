@@ -199,6 +199,24 @@ func TestController_ConflictOnEveryAttempt_IsAnErrorAtTheFifth(t *testing.T) {
 		t.Errorf("want %d quiet retries, then an error line at attempt 5; got debug lines:\n%s\nerror lines:\n%s",
 			quietConflicts-1, strings.Join(debugLines, "\n"), strings.Join(errLines, "\n"))
 	}
+	// The metrics page agrees: the first four attempts (doc.go's Guarantees)
+	// are requeues, and from the fifth on every attempt is an error, counted
+	// as one: an always-stale reconcile shows in the error rate. (The page is
+	// read until the error is counted: the log line comes just before it.)
+	var requeues, errTotal string
+	var errs int
+	eventually(t, "the fifth attempt's error on the metrics page", func() bool {
+		var page bytes.Buffer
+		mgr.metrics.Page().WriteTo(&page)
+		m := samples(page.String())
+		requeues = m[`controller_runtime_reconcile_total{controller="stuck",result="requeue"}`]
+		errs, _ = strconv.Atoi(m[`controller_runtime_reconcile_total{controller="stuck",result="error"}`])
+		errTotal = m[`controller_runtime_reconcile_errors_total{controller="stuck"}`]
+		return errs >= 1 && errTotal == strconv.Itoa(errs)
+	})
+	if requeues != "4" {
+		t.Errorf("metrics page: %q requeue results, want 4 (then %d errors, errors_total %s)", requeues, errs, errTotal)
+	}
 }
 
 // A write the cache never reaches (here a resourceVersion far ahead of the
