@@ -1,10 +1,14 @@
 package kctl
 
 // An extra (sharding): ShardOptions, what a replica of a sharded group is,
-// and the design. Manager.Shard is in shard_manager.go, membership in
+// and the design; what a shard member needs of each informer of the
+// Manager's cache, through the Informer fields the core declares for it
+// (Informer.shard, reshard): set its selector, tell whether its store
+// holds a list made with a selector, and which ranges its store still
+// holds objects of (it adds no state to the informer); and the probe:
+// does the server serve ListOptions.ShardSelector? Membership is in
 // shard_members.go, the member's state and handovers in shard_state.go,
-// its run loop in shard_run.go, what each informer holds in
-// shard_informer.go, the probe of the server in shard_probe.go.
+// its run loop in shard_run.go, Manager.Shard in shard_manager.go.
 //
 // # Design: what is assigned, and how
 //
@@ -94,13 +98,19 @@ package kctl
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/shardhash"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -215,4 +225,125 @@ func (o ShardOptions) check() error {
 // leaseName is the name of this member's Lease.
 func (o ShardOptions) leaseName() string {
 	return o.Group + "-" + o.Identity
+}
+
+// shardable is what sharding uses of an Informer[T] of any T.
+type shardable interface {
+	resource() Resource
+	setShard(selector func() string)
+	reshard()
+	listedWith(selector string) bool
+	heldRanges(n int) []bool
+}
+
+// setShard makes the informer list and watch with the shard selector
+// that selector returns at each list and watch (Informer.shard). Call it
+// before the informer runs: the Cache's made hook, or before Start.
+func (i *Informer[T]) setShard(selector func() string) {
+	i.shard = selector
+}
+
+// heldRanges reports, for each of n ranges, whether the store holds an
+// object whose namespace (for a namespaced resource) falls in it by
+// shardhash.Bucket: a range a member drains is dropped once it is false.
+// It reads every stored object: O(objects), for the looks of a drain.
+func (i *Informer[T]) heldRanges(n int) []bool {
+	held := make([]bool, n)
+	objs, _ := i.List(ListOptions{}) // no selector: no error
+	for _, obj := range objs {
+		ns := metaOf(obj).GetNamespace()
+		held[shardhash.Bucket(ns, n)] = true
+	}
+	return held
+}
+
+// listedWith reports whether the store holds, for every namespace in
+// scope, a list made with selector (the objects of the held ranges),
+// followed by its watch: a range may be served once every informer
+// has listed with a selector that takes it in.
+func (i *Informer[T]) listedWith(selector string) bool {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	for _, w := range i.watches {
+		if !w.synced || w.listed != selector {
+			return false
+		}
+	}
+	return true
+}
+
+// shardProbeTimeout bounds one probe of the shard selector.
+const shardProbeTimeout = 10 * time.Second
+
+// probeShardSelector asks the server, with one list of at most one object
+// of res in every namespace, whether it honours a shard selector on res:
+// it sends the selector of the whole hash space, which selects everything,
+// and reports true if and only if the answer echoes it in
+// metadata.shardInfo. kube-apiserver 1.36 does with the feature gate
+// ShardedListAndWatch on; without the gate, or before 1.36, the server
+// ignores the parameter and lists, and the answer is false. An aggregated
+// API or another server may differ, hence one probe per resource.
+//
+// It never sends an invalid selector: kube-apiserver 1.36.3 answers one
+// with 500, which would read as a failing server. It takes at most
+// shardProbeTimeout; an error (the server's answer, a 403 naming the
+// missing list permission) means it could not tell.
+func probeShardSelector(
+	ctx context.Context,
+	conn *Conn,
+	res Resource,
+) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, shardProbeTimeout)
+	defer cancel()
+	sel := shardhash.Selector(shardhash.FieldUID, shardhash.Range{})
+	q := url.Values{}
+	q.Set("limit", "1")
+	q.Set("shardSelector", sel)
+	r := request{
+		verb:   "probe the shard selector on",
+		method: http.MethodGet,
+		list:   true,
+		query:  q,
+		path:   listPath(res),
+		accept: "application/json",
+	}
+	resp, err := conn.do(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return false, fmt.Errorf("kctl: probe the shard selector "+
+			"on %s: reading the answer: %w", res, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("kctl: probe the shard selector "+
+			"on %s: the server answered %s: %s (the replica "+
+			"needs list on %s in every namespace)",
+			res, resp.Status, body, res.Plural)
+	}
+	var list struct {
+		Metadata struct {
+			ShardInfo *struct {
+				Selector string `json:"selector"`
+			} `json:"shardInfo"`
+		} `json:"metadata"`
+	}
+	err = json.Unmarshal(body, &list)
+	if err != nil {
+		return false, fmt.Errorf("kctl: probe the shard selector "+
+			"on %s: decoding the answer: %w", res, err)
+	}
+	info := list.Metadata.ShardInfo
+	return info != nil && info.Selector == sel, nil
+}
+
+// listPath is the path of a list of res in every namespace.
+func listPath(res Resource) string {
+	p := "/api/" + res.Version
+	if res.Group != "" {
+		p = "/apis/" + res.Group + "/" + res.Version
+	}
+	return p + "/" + res.Plural
 }

@@ -8,6 +8,8 @@ package kctl
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -237,4 +240,222 @@ func deletePodFixture(t *testing.T, conn *Conn, nss []string, selector labels.Se
 		t.Errorf("deleting the fixture: %v", err)
 	}
 	t.Logf("fixture deleted in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// The record of a shard group test: every reconcile of every member,
+// when and of which key (shardLog), and what is checked on it: no key
+// reconciled by two members at once (overlaps), who reconciled what
+// (since), and what each reconcile found in its member's cache
+// (miscounted).
+
+// shardSpan is one reconcile: by which member, of which key, when, and
+// how many Pods of its ReplicaSet it found in the member's cache (-1:
+// it did not look).
+type shardSpan struct {
+	member     string
+	key        Key
+	start, end time.Time
+	pods       int
+}
+
+// shardLog records every reconcile of every member.
+type shardLog struct {
+	mu    sync.Mutex
+	spans []shardSpan
+}
+
+// reconcile is member's reconcile function: it records its span, and
+// works for 2 ms (or until its context ends) so that overlaps would show.
+func (l *shardLog) reconcile(member string) func(context.Context, *appsv1.ReplicaSet) (Result, error) {
+	return func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
+		l.work(ctx, member, Key{rs.Namespace, rs.Name}, -1)
+		return Result{}, nil
+	}
+}
+
+// countPods is member's reconcile function of podcount: it counts the
+// ReplicaSet's Pods in the member's cache of Pod metadata, then records
+// its span as reconcile does.
+func (l *shardLog) countPods(member string, pods func(ListOptions) int) func(context.Context, *appsv1.ReplicaSet) (Result, error) {
+	return func(ctx context.Context, rs *appsv1.ReplicaSet) (Result, error) {
+		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+		if err != nil {
+			return Result{}, Terminal(err)
+		}
+		n := pods(ListOptions{Namespace: rs.Namespace, Labels: sel})
+		l.work(ctx, member, Key{rs.Namespace, rs.Name}, n)
+		return Result{}, nil
+	}
+}
+
+// work records a reconcile of key by member that found pods Pods, which
+// works for 2 ms from now or until ctx ends.
+func (l *shardLog) work(ctx context.Context, member string, key Key, pods int) {
+	sp := shardSpan{member: member, key: key, start: time.Now(), pods: pods}
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Millisecond): // the reconcile's work
+	}
+	sp.end = time.Now()
+	l.mu.Lock()
+	l.spans = append(l.spans, sp)
+	l.mu.Unlock()
+}
+
+// miscounted lists the reconciles of the keys in ours that found other
+// than want Pods.
+func (l *shardLog) miscounted(ours map[Key]bool, want int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var bad []string
+	for _, sp := range l.spans {
+		if ours[sp.key] && sp.pods != want {
+			bad = append(bad, fmt.Sprintf("%s by %s at %s: %d Pods", sp.key, sp.member, sp.start.Format(time.StampMicro), sp.pods))
+		}
+	}
+	return bad
+}
+
+// len is how many reconciles l recorded.
+func (l *shardLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.spans)
+}
+
+// since returns, by key, the members that reconciled it starting at or
+// after t.
+func (l *shardLog) since(t time.Time) map[Key][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[Key][]string{}
+	for _, sp := range l.spans {
+		if !sp.start.Before(t) {
+			out[sp.key] = append(out[sp.key], sp.member)
+		}
+	}
+	return out
+}
+
+// overlaps lists every pair of reconciles of one key by two members at
+// overlapping times.
+func (l *shardLog) overlaps() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byKey := map[Key][]shardSpan{}
+	for _, sp := range l.spans {
+		byKey[sp.key] = append(byKey[sp.key], sp)
+	}
+	var bad []string
+	for k, sps := range byKey {
+		for i, a := range sps {
+			for _, b := range sps[i+1:] {
+				if a.member != b.member && a.start.Before(b.end) && b.start.Before(a.end) {
+					bad = append(bad, fmt.Sprintf("%s: %s [%v, %v] and %s [%v, %v]", k,
+						a.member, a.start.Format(time.StampMicro), a.end.Format(time.StampMicro),
+						b.member, b.start.Format(time.StampMicro), b.end.Format(time.StampMicro)))
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// The shard tests' scale and their time bounds. The scale and endurance
+// tests (the group of 3 over thousands of objects, the churn of
+// membership changes) run small under go test and make test, in full
+// under make test-scale (KCTL_TEST_SCALE=full). Their waits are bounded
+// by what the members are configured with (LeaseDuration, RenewPeriod)
+// and by what the server is measured to take during the test, not by a
+// fixed number of seconds that a loaded machine breaks.
+
+// testScaleEnv selects the scale of the shard scale tests: "full" runs
+// them as make test-scale does; unset or "small", their small variants.
+const testScaleEnv = "KCTL_TEST_SCALE"
+
+// shardScale is the size of a scale test.
+type shardScale struct {
+	full bool
+	// groupNamespaces and groupPerNS: the group tests' fixture
+	// (runShardGroup), groupPerNS ReplicaSets with a Pod each per namespace.
+	groupNamespaces, groupPerNS int
+	// steps: the churn tests' membership changes.
+	steps []churnStep
+}
+
+// testShardScale is the scale KCTL_TEST_SCALE asks for: full, 3,000
+// ReplicaSets in 300 namespaces and the 20 churn steps; small, 300 in 60
+// and the first 6 steps (1 member to 3, a kill, a graceful stop, back
+// to 3).
+func testShardScale(t *testing.T) shardScale {
+	t.Helper()
+	switch v := os.Getenv(testScaleEnv); v {
+	case "full":
+		return shardScale{full: true, groupNamespaces: 300, groupPerNS: 10, steps: churnSteps}
+	case "", "small":
+		return shardScale{groupNamespaces: 60, groupPerNS: 5, steps: churnSteps[:6]}
+	default:
+		t.Fatalf("%s=%q: want full, small or unset", testScaleEnv, v)
+		return shardScale{}
+	}
+}
+
+// settleBound is how long a group of members configured with lease and
+// renew may go without any member's state changing (a range claimed,
+// started, served, drained, or a namespace weighed) before a wait for
+// it to settle gives up, when listing the objects the members cache
+// takes relist: a peer sees a change at its next look (one renew); a
+// killed member's Lease expires lease after its last renewal and is
+// judged so at a look (one renew) after that, when the survivor claims
+// (a hurried look: one renew at most); a range it starts is served
+// once every informer has listed again with the new selector, which
+// may change once more while they list (twice relist, for each of the
+// two informers a pod member runs). A step that takes longer is stuck,
+// whatever the machine's load: the load shows in relist.
+func settleBound(lease, renew, relist time.Duration) time.Duration {
+	return lease + 3*renew + 4*relist
+}
+
+// settleCap bounds a whole wait to settle, progress or not: ten
+// settleBounds, so that members changing their minds forever fail.
+func settleCap(bound time.Duration) time.Duration { return 10 * bound }
+
+// measureRelist is the longest of 2 Lists of every ReplicaSet and Pod
+// on cfg's server, which is what a member lists again when its ranges
+// change (at most: a member lists its share).
+func measureRelist(t *testing.T, cfg *rest.Config) time.Duration {
+	t.Helper()
+	conn := fixtureConn(t, cfg)
+	rsets := NewClient[appsv1.ReplicaSet](conn)
+	pods := NewClient[corev1.Pod](conn)
+	var longest time.Duration
+	for range 2 {
+		began := time.Now()
+		if _, err := rsets.List(t.Context(), ListOptions{}); err != nil {
+			t.Fatalf("measuring a relist: %v", err)
+		}
+		if _, err := pods.List(t.Context(), ListOptions{}); err != nil {
+			t.Fatalf("measuring a relist: %v", err)
+		}
+		longest = max(longest, time.Since(began))
+	}
+	return longest
+}
+
+// leaseRoundTrip is the longest of 3 GETs of a Lease in ns (a missing
+// one answers NotFound as fast): the server's latency for the requests
+// a handover makes, measured while the test runs.
+func leaseRoundTrip(ctx context.Context, t *testing.T, cfg *rest.Config, ns string) time.Duration {
+	t.Helper()
+	leases := NewClient[coordinationv1.Lease](fixtureConn(t, cfg))
+	var rtts []time.Duration
+	for range 3 {
+		began := time.Now()
+		_, err := leases.Get(ctx, ns, "kctl-latency-probe")
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("measuring a Lease round trip: %v", err)
+		}
+		rtts = append(rtts, time.Since(began))
+	}
+	return slices.Max(rtts)
 }

@@ -1,14 +1,27 @@
 package kctl
 
+// A member's Lease group (shard_members.go) and its state (shard_state.go):
+// joining, leaving and expiring Leases, the recorded ranges, a handover on
+// the server, a started range served once every informer has listed it,
+// and the workers' owns hook.
+
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/handover"
+	"github.com/kctl-dev/kctl/internal/podfixture"
+	"github.com/kctl-dev/kctl/internal/shardhash"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // shardClock is a fake clock for a member's view: time moves only by add.
@@ -181,38 +194,6 @@ func TestShardMembers_Forbidden_ErrorNamesThePermissions(t *testing.T) {
 	}
 }
 
-func TestShardOptions_Complete(t *testing.T) {
-	old := namespaceFile
-	t.Cleanup(func() { namespaceFile = old })
-	namespaceFile = t.TempDir() + "/absent"
-	got, err := ShardOptions{Group: "podcount", Namespace: "ns"}.complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Ranges != 64 || got.LeaseDuration != 15*time.Second || got.RenewDeadline != 10*time.Second || got.RenewPeriod != 2*time.Second {
-		t.Errorf("defaults: %+v", got)
-	}
-	if got.Identity == "" || got.Identity != strings.ToLower(got.Identity) {
-		t.Errorf("default identity %q: want a lowercase name", got.Identity)
-	}
-	for _, c := range []struct {
-		opts ShardOptions
-		want string
-	}{
-		{ShardOptions{Namespace: "ns"}, "ShardOptions.Group is empty"},
-		{ShardOptions{Group: "g"}, "set ShardOptions.Namespace"},
-		{ShardOptions{Group: "g", Namespace: "ns", Identity: "Web_0"}, "is not a valid name"},
-		{ShardOptions{Group: "g/x", Namespace: "ns", Identity: "a"}, "is not a label value"},
-		{ShardOptions{Group: "g", Namespace: "ns", Identity: "a", Ranges: 2000}, "give 1 to 1024"},
-		{ShardOptions{Group: "g", Namespace: "ns", Identity: "a", LeaseDuration: 5 * time.Second}, "must be greater than RenewDeadline"},
-	} {
-		_, err := c.opts.complete()
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "kctl: ") {
-			t.Errorf("%+v.complete() = %v, want an error saying %q", c.opts, err, c.want)
-		}
-	}
-}
-
 // A member's Lease records the ranges it holds; its peers see them taken
 // while it is live, not once it expired; a record nobody can read blocks
 // every range.
@@ -267,4 +248,277 @@ func TestShardMembers_RecordedRanges_TakenWhileLive(t *testing.T) {
 	if slices.Contains(view.taken, true) || !slices.Equal(view.members, []string{"b"}) {
 		t.Fatalf("after a expired: members %v, taken %v; want b alone, nothing taken", view.members, view.taken)
 	}
+}
+
+// nextExpiry is when a peer's Lease, live at the last list, expires by
+// this member's clock: LeaseDuration after it first saw the Lease's
+// current version. An expiry that passed after the last list is still
+// returned (a look must judge it at once); once a list has judged the
+// Lease expired it is not; the member's own Lease never counts.
+func TestShardMembers_NextExpiry_FirstPeerLeaseNotYetJudged(t *testing.T) {
+	ns := testNamespace(t, testConfig(t))
+	a, clock := testMember(t, ns, "g", "a")
+	b, bClock := testMember(t, ns, "g", "b")
+	mustJoin(t, a)
+	wantLive(t, a, "a")
+	if got := a.nextExpiry(); !got.IsZero() {
+		t.Fatalf("alone: nextExpiry() = %v, want zero", got)
+	}
+	mustJoin(t, b)
+	wantLive(t, a, "a", "b")
+	first := clock.now()
+	if got, want := a.nextExpiry(), first.Add(3*time.Second); !got.Equal(want) {
+		t.Fatalf("nextExpiry() = %v, want the first sight of b's Lease + 3s = %v", got, want)
+	}
+
+	clock.add(time.Second)
+	bClock.add(time.Second)
+	if err := b.renew(t.Context(), nil); err != nil {
+		t.Fatalf("b: renew: %v", err)
+	}
+	wantLive(t, a, "a", "b")
+	renewed := clock.now()
+	if got, want := a.nextExpiry(), renewed.Add(3*time.Second); !got.Equal(want) {
+		t.Fatalf("after b renewed: nextExpiry() = %v, want %v", got, want)
+	}
+
+	clock.add(4 * time.Second) // past the expiry, not listed since
+	if got, want := a.nextExpiry(), renewed.Add(3*time.Second); !got.Equal(want) {
+		t.Fatalf("expiry passed, not judged: nextExpiry() = %v, want %v", got, want)
+	}
+	wantLive(t, a, "a")
+	if got := a.nextExpiry(); !got.IsZero() {
+		t.Fatalf("b judged expired: nextExpiry() = %v, want zero", got)
+	}
+}
+
+// shardReplica is a member of a group and its handover, driven by hand.
+type shardReplica struct {
+	m *shardMembers
+	h *handover.Member
+}
+
+// round is one look and write of a replica: drains end at once.
+func (r *shardReplica) round(t *testing.T) {
+	t.Helper()
+	view, err := r.m.live(t.Context())
+	if err != nil {
+		t.Fatalf("%s: live: %v", r.m.cfg.Identity, err)
+	}
+	owners := shardhash.AssignWeighted(view.members, namespaceWeights(r.m.cfg.Ranges))
+	_, drain := r.h.Look(owners, view.taken)
+	for _, rg := range drain {
+		r.h.Drained(rg)
+	}
+	if err := r.m.renew(t.Context(), r.h.Recorded()); err != nil {
+		t.Fatalf("%s: renew: %v", r.m.cfg.Identity, err)
+	}
+}
+
+// namespaceWeights is the weights of n ranges holding 300 namespaces
+// named as clusters name them.
+func namespaceWeights(n int) []int {
+	w := make([]int, n)
+	for _, ns := range podfixture.Namespaces(300) {
+		w[shardhash.Bucket(ns, n)]++
+	}
+	return w
+}
+
+// checkShards fails t if two replicas serve one range, and reports how
+// many ranges are served.
+func checkShards(t *testing.T, rs ...*shardReplica) int {
+	t.Helper()
+	served := map[int]string{}
+	for _, r := range rs {
+		for rg := range r.m.cfg.Ranges {
+			st := r.h.State(rg)
+			if st != handover.Serving && st != handover.Draining {
+				continue
+			}
+			if other, ok := served[rg]; ok {
+				t.Fatalf("range %d served by %s and %s", rg, other, r.m.cfg.Identity)
+			}
+			served[rg] = r.m.cfg.Identity
+		}
+	}
+	return len(served)
+}
+
+// Members on the real server pass ranges by the handover rule: one member
+// serves all, a second joins and takes its share only after the first
+// released it, a graceful leave hands everything back; no range is ever
+// served twice, and each settles within a few rounds.
+func TestShardHandover_JoinAndLeave_OnTheServer(t *testing.T) {
+	ns := testNamespace(t, testConfig(t))
+	newReplica := func(id string) *shardReplica {
+		m, _ := testMember(t, ns, "g", id)
+		mustJoin(t, m)
+		return &shardReplica{m: m, h: handover.New(id, m.cfg.Ranges)}
+	}
+	a := newReplica("a")
+	settle := func(want int, rs ...*shardReplica) {
+		t.Helper()
+		for i := range 6 {
+			for _, r := range rs {
+				r.round(t)
+				checkShards(t, rs...)
+			}
+			if checkShards(t, rs...) == want && i > 0 {
+				return
+			}
+		}
+		t.Fatalf("after 6 rounds %d of %d ranges served", checkShards(t, rs...), want)
+	}
+	settle(64, a)
+	b := newReplica("b")
+	settle(64, a, b)
+	owners := shardhash.AssignWeighted([]string{"a", "b"}, namespaceWeights(64))
+	for rg, o := range owners {
+		r := map[string]*shardReplica{"a": a, "b": b}[o]
+		if r.h.State(rg) != handover.Serving {
+			t.Fatalf("range %d: its owner %s has it %v", rg, o, r.h.State(rg))
+		}
+	}
+	if err := b.m.leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.h.Lost() // a replica that left serves nothing
+	settle(64, a)
+}
+
+// slowLister is a sharded informer whose list with the new selector has
+// not come back until listed is set.
+type slowLister struct {
+	res    Resource
+	listed atomic.Bool
+}
+
+func (f *slowLister) resource() Resource      { return f.res }
+func (f *slowLister) setShard(func() string)  {}
+func (f *slowLister) reshard()                {}
+func (f *slowLister) listedWith(string) bool  { return f.listed.Load() }
+func (f *slowLister) heldRanges(n int) []bool { return make([]bool, n) }
+
+// keyInRange is a key whose namespace falls in range r of ranges.
+func keyInRange(r, ranges int) Key {
+	for i := 0; ; i++ {
+		ns := fmt.Sprintf("ns-%d", i)
+		if shardhash.Bucket(ns, ranges) == r {
+			return Key{ns, "x"}
+		}
+	}
+}
+
+// A range that starts is served (its keys reconciled) only once every
+// sharded informer holds a list made with the selector that takes it
+// in: with a ReplicaSet's Pods still being listed, a reconcile of the
+// ReplicaSet would count none. Seen in runShardGroup with whole Pods:
+// at a handover the ReplicaSets' relist came back before the Pods', and
+// 34 reconciles counted 0 Pods.
+func TestShardRun_StartedRange_ServedOnceEveryInformerListed(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	run, err := mgr.shard(ShardOptions{Group: "listed", Namespace: ns, Identity: "m-0", Ranges: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowLister{res: testResource[corev1.Pod](t)}
+	run.informers = append(run.informers, slow)
+	run.served[slow.res] = true
+	k := keyInRange(3, 8)
+
+	run.act([]int{3}, nil)
+	if run.owns(k) {
+		t.Fatalf("range 3 is served while the Pods' informer has not listed it")
+	}
+	run.serveListed()
+	if run.owns(k) {
+		t.Fatalf("range 3 is served while the Pods' informer has not listed it")
+	}
+	slow.listed.Store(true)
+	run.serveListed()
+	if !run.owns(k) {
+		t.Fatalf("range 3 is not served once every informer listed it")
+	}
+
+	// A range drained before it was served is not served later.
+	slow.listed.Store(false)
+	run.act([]int{5}, nil)
+	run.act(nil, []int{5})
+	slow.listed.Store(true)
+	run.serveListed()
+	if run.owns(keyInRange(5, 8)) {
+		t.Errorf("range 5, drained while starting, is served")
+	}
+	if !run.owns(k) {
+		t.Errorf("range 3 is no longer served")
+	}
+}
+
+// With the Manager's ownsKey hook set (as Shard sets it), a controller runs
+// without leading, reconciles only the keys the hook owns, skips the
+// others (counted on the metrics page), reports an owned key in flight
+// (inFlight) while its reconcile runs, and on replayKeys reconciles the
+// cached keys it owns from then on.
+func TestShardWorker_OwnsHook_SkipsKeysNotOwnedAndReportsInFlight(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	var mine sync.Map // name -> true: owned
+	mine.Store("a", true)
+	mgr.ownsKey = func(k Key) bool {
+		_, ok := mine.Load(k.Name)
+		return ok
+	}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	c := NewController(mgr, "owned-keys", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		mu.Lock()
+		seen[cm.Name]++
+		mu.Unlock()
+		if cm.Name == "a" {
+			<-release
+		}
+		return Result{}, nil
+	})
+	c.MaxConcurrentReconciles(2) // b is taken while a runs
+	var released atomic.Bool
+	defer func() {
+		if !released.Load() {
+			close(release)
+		}
+	}()
+	startManager(t, mgr)
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	for _, name := range []string{"a", "b"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := cms.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := mgr.byName["owned-keys"]
+	isA := func(k Key) bool { return k.Name == "a" }
+	eventually(t, "a in flight", func() bool { return named.inFlight(isA) })
+	eventually(t, "b skipped", func() bool {
+		page := scrapeMetrics(t, mgr.metrics.Handler())
+		return strings.Contains(page, `kctl_shard_keys_skipped_total{controller="owned-keys"} 1`)
+	})
+	released.Store(true)
+	close(release)
+	eventually(t, "a done", func() bool { return !named.inFlight(isA) })
+	mu.Lock()
+	if seen["b"] != 0 {
+		t.Errorf("b, not owned, was reconciled %d times", seen["b"])
+	}
+	mu.Unlock()
+	mine.Store("b", true)
+	named.replayKeys(func(k Key) bool { return k.Name == "b" })
+	eventually(t, "b reconciled once owned", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["b"] == 1
+	})
 }

@@ -1,5 +1,9 @@
 package kctl
 
+// A group of three members in one process over ReplicaSets and their
+// Pods, with the server's shard selector and without it (the gate off),
+// and the helpers the group tests share (startShardMember, checkPartition).
+
 import (
 	"context"
 	"fmt"
