@@ -32,7 +32,7 @@ test: deps fmt vet benchbuild fuzz controlplane ginkgotest
 
 # The shard tests that make test runs small (300 ReplicaSets in 60 namespaces,
 # 6 membership changes), in full: 3,000 ReplicaSets in 300 namespaces, 20
-# changes (KCTL_TEST_SCALE, shard_scale_test.go).
+# changes (KCTL_TEST_SCALE, shard_fixture_test.go).
 SCALE_TESTS = TestShardGroup_ThreeMembers_ServerSideSelector|TestShardGroup_ThreeMembers_GateOff_FilterOnly|TestShardGroup_MembershipChurn_NoOverlapNothingLost|TestShardGroup_ThreeProcesses_SIGKILLChurn
 test-scale: controlplane
 	KCTL_TEST_SCALE=full $(GO) test -race -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' $(GOTESTFLAGS) .
