@@ -127,6 +127,7 @@ type DeleteOptions struct {
 	GracePeriodSeconds *int64
 }
 
+// body is o as the metav1.DeleteOptions a delete request sends.
 func (o DeleteOptions) body() []byte {
 	do := metav1.DeleteOptions{
 		TypeMeta: metav1.TypeMeta{
@@ -147,6 +148,7 @@ func (o DeleteOptions) body() []byte {
 	return b
 }
 
+// nonEmpty is a pointer to s, or nil (a field left out) if s is "".
 func nonEmpty[S ~string](s S) *S {
 	if s == "" {
 		return nil
