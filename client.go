@@ -3,7 +3,8 @@ package kctl
 // Client[T], one resource's typed requests: the path of a request, its
 // answer, and the server's errors made into kctl's (a declared type is
 // first checked against the server's discovery document). Its reads are in
-// client_reads.go, its writes in client_writes.go.
+// client_reads.go, its writes in client_writes.go; its further verbs (Apply,
+// ApplyConfig, delete options, DeleteAllOf) are on floor 2, client_more.go.
 
 import (
 	"bytes"
@@ -76,8 +77,8 @@ func (o ListOptions) query() url.Values {
 // cache (see Uncached), one made by NewClient from the server. The zero
 // value is unusable. A Client is safe for concurrent use.
 //
-// Its methods but Uncached are those of its core, written over P, which is
-// *T: the core is compiled once for every T (see typeOps).
+// Its methods call its core, client[*T], written over P = *T: the core
+// is compiled once for every T (see typeOps).
 type Client[T any] struct {
 	client[*T]
 }
@@ -93,14 +94,25 @@ type client[P any] struct {
 	// cached, when set, serves Get and List (ClientFor sets the
 	// Manager's cache: cachedReads in cache_reads.go); nil reads the server.
 	cached cacheReader[P]
-	// afterWrite, when set, sees each object a write returns, and
-	// afterDelete each object a delete removed: a Manager's Clients
-	// tell its read-your-writes tracker (readyourwrites.go).
-	afterWrite  func(obj metav1.Object)
-	afterDelete func(namespace, name string, uid types.UID)
+	// notes, when set, hears of each write (see writeNotes).
+	notes writeNotes
+	// _ makes a client not comparable, so that no equality function is
+	// compiled for each T: 2 KB a type (bench/typecost).
+	_ [0]func()
 	// lastBody is the size of the last answer without a
 	// Content-Length (a compressed list page).
 	lastBody *atomic.Int64
+}
+
+// writeNotes hears of a client's writes: record sees each object a write
+// answers, recordDelete each object a delete removed. A Manager's
+// *writeTracker (readyourwrites.go) fills it in its ClientFor clients
+// (manager.go) and its controllers' own clients (manager_controllers.go), so
+// that cached reads wait for the writes. object and delete
+// (client_writes.go) call it.
+type writeNotes interface {
+	record(res Resource, obj metav1.Object)
+	recordDelete(res Resource, namespace, name string, uid types.UID)
 }
 
 // cacheReader serves a cached Client's Get and List, as copies.
@@ -132,7 +144,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 }
 
 // Resource is the resource this client talks to.
-func (c *client[P]) Resource() Resource { return c.res }
+func (c *Client[T]) Resource() Resource { return c.res }
 
 // what names r's object or collection in errors, e.g. "pods/v1 shop/web-0".
 func (c *client[P]) what(r request) string {
@@ -439,12 +451,12 @@ func (c *client[P]) call(
 	return read(resp.Header.Get("Content-Type"), buf.Bytes())
 }
 
-// object sends r and decodes the object answered; afterWrite sees a write's.
+// object sends r and decodes the object answered; notes hears of a write's.
 func (c *client[P]) object(ctx context.Context, r request) (obj P, err error) {
 	err = c.call(ctx, r, func(ct string, body []byte) error {
 		obj, err = c.codec.decode(ct, body)
-		if err == nil && c.afterWrite != nil && r.method != http.MethodGet {
-			c.afterWrite(metaOf(obj))
+		if err == nil && c.notes != nil && r.method != http.MethodGet {
+			c.notes.record(c.res, metaOf(obj))
 		}
 		return err
 	})

@@ -31,7 +31,12 @@ func (c *Client[T]) Uncached() *Client[T] {
 // A cached Get waits until the cache has synced, at most until ctx ends; of a
 // resource the server does not serve (a CRD not applied) it fails at once
 // with an error matching ErrNotInstalled, after at most one discovery request.
-func (c *client[P]) Get(ctx context.Context, namespace, name string) (P, error) {
+func (c *Client[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
+	return c.getObject(ctx, namespace, name)
+}
+
+// getObject is Get, over P.
+func (c *client[P]) getObject(ctx context.Context, namespace, name string) (P, error) {
 	if c.cached != nil && c.err == nil {
 		return c.cached.get(ctx, namespace, name)
 	}
@@ -56,7 +61,12 @@ const (
 // see Informer.List). From the server it reads pages of 500, starting over
 // (at most twice) if the continue token expires (410 Gone). Undecodable
 // objects are left out: List returns the others and an error naming them.
-func (c *client[P]) List(ctx context.Context, opts ListOptions) ([]P, error) {
+func (c *Client[T]) List(ctx context.Context, opts ListOptions) ([]*T, error) {
+	return c.listObjects(ctx, opts)
+}
+
+// listObjects is List, over P.
+func (c *client[P]) listObjects(ctx context.Context, opts ListOptions) ([]P, error) {
 	if c.cached != nil && c.err == nil {
 		return c.cached.list(ctx, opts)
 	}

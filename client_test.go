@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -264,4 +270,53 @@ func (offCache[T]) get(context.Context, string, string) (*T, error) {
 
 func (offCache[T]) list(context.Context, ListOptions) ([]*T, error) {
 	return nil, errors.New("cache is off")
+}
+
+// go doc shows a method promoted from an unexported embedded core as the
+// core declares it: Client's Get read "(c *Client) Get(...) (P, error)"
+// while Client[T] embedded client[*T]. Each type named here must declare
+// its exported methods itself, so that they read with T's own types.
+// (Informer joins once its methods are its own.)
+func TestClient_GoDoc_EveryMethodIsDeclaredOnClientWithT(t *testing.T) {
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	pkg, err := doc.NewFromFiles(fset, files, "github.com/kctl-dev/kctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"Client": true}
+	for _, typ := range pkg.Types {
+		if !want[typ.Name] {
+			continue
+		}
+		delete(want, typ.Name)
+		for _, m := range typ.Methods {
+			if m.Level != 0 {
+				t.Errorf("go doc shows %s.%s promoted from %s: "+
+					"declare it on %s[T] so it names T's types",
+					typ.Name, m.Name, m.Orig, typ.Name)
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("no type %s in the package", name)
+	}
 }

@@ -2,6 +2,7 @@ package kctl
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
@@ -42,13 +44,28 @@ func installGizmoCRD(t *testing.T, cfg *rest.Config) *Client[gizmo] {
 	}
 }
 
-func TestClient_ConfigMap_CRUD_UpdatesInPlaceAndCallsAfterWrite(t *testing.T) {
+// heardWrites is a writeNotes that keeps what it hears: the
+// resourceVersion of each write, and each deletion as res ns/name uid.
+type heardWrites struct {
+	wrote   []string
+	deleted []string
+}
+
+func (h *heardWrites) record(res Resource, obj metav1.Object) {
+	h.wrote = append(h.wrote, obj.GetResourceVersion())
+}
+
+func (h *heardWrites) recordDelete(res Resource, namespace, name string, uid types.UID) {
+	h.deleted = append(h.deleted, fmt.Sprintf("%s %s/%s %s", res.Plural, namespace, name, uid))
+}
+
+func TestClient_ConfigMap_CRUD_UpdatesInPlaceAndTellsItsNotes(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
-	var wrote []string
-	cms.afterWrite = func(m metav1.Object) { wrote = append(wrote, m.GetResourceVersion()) }
+	heard := &heardWrites{}
+	cms.notes = heard
 	ctx := t.Context()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{"app": "web"}}, Data: map[string]string{"mode": "slow"}}
 	if err := cms.Create(ctx, cm); err != nil {
@@ -83,9 +100,12 @@ func TestClient_ConfigMap_CRUD_UpdatesInPlaceAndCallsAfterWrite(t *testing.T) {
 	if !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), `"settings" not found`) {
 		t.Errorf("Get after Delete: err = %v, want NotFound (not ErrNotInstalled)", err)
 	}
-	// A ConfigMap's delete answers a Status, not the object: afterWrite sees only the create and the update.
-	if len(wrote) != 2 || wrote[0] != cm.ResourceVersion || wrote[1] != got.ResourceVersion {
-		t.Errorf("afterWrite saw %v, want the resourceVersions of the create and the update", wrote)
+	// A ConfigMap's delete answers a Status, not the object: record sees only the create and the update.
+	if w := heard.wrote; len(w) != 2 || w[0] != cm.ResourceVersion || w[1] != got.ResourceVersion {
+		t.Errorf("record saw %v, want the resourceVersions of the create and the update", w)
+	}
+	if want := fmt.Sprintf("configmaps %s/settings %s", ns, cm.UID); len(heard.deleted) != 1 || heard.deleted[0] != want {
+		t.Errorf("recordDelete saw %q, want [%q]", heard.deleted, want)
 	}
 }
 
@@ -207,27 +227,5 @@ func TestClient_CRD_CRUDStatusPatchesApplyAndWatch(t *testing.T) {
 	}
 	if !seen["ADDED g1"] || !seen["MODIFIED g1"] || !seen["ADDED g2"] {
 		t.Errorf("watch saw %v, want ADDED, MODIFIED and DELETED of g1 and ADDED of g2", seen)
-	}
-}
-
-func TestClient_DeleteWithOptions_PreconditionsAndPropagation(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
-	ctx := t.Context()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}
-	if err := cms.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.DeleteWithOptions(ctx, ns, "c", DeleteOptions{UID: "not-the-uid"}); !apierrors.IsConflict(err) {
-		t.Errorf("delete with a wrong UID precondition: err = %v, want Conflict", err)
-	}
-	if err := cms.DeleteWithOptions(ctx, ns, "c", DeleteOptions{ResourceVersion: "1"}); !apierrors.IsConflict(err) {
-		t.Errorf("delete with a stale resourceVersion precondition: err = %v, want Conflict", err)
-	}
-	opts := DeleteOptions{UID: cm.UID, ResourceVersion: cm.ResourceVersion, Propagation: metav1.DeletePropagationForeground, GracePeriodSeconds: new(int64(0))}
-	if err := cms.DeleteWithOptions(ctx, ns, "c", opts); err != nil {
-		t.Errorf("delete with matching preconditions: %v", err)
 	}
 }

@@ -15,8 +15,6 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/group"
 	"github.com/kctl-dev/kctl/internal/metrics"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
@@ -248,16 +246,7 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 		cache:  m.cache,
 		writes: m.writes,
 	}
-	res, err := ResourceOf[T]()
-	if err != nil {
-		return c // every call returns c.err
-	}
-	c.afterWrite = func(obj metav1.Object) {
-		m.writes.record(res, obj)
-	}
-	c.afterDelete = func(namespace, name string, uid types.UID) {
-		m.writes.recordDelete(res, namespace, name, uid)
-	}
+	c.notes = m.writes
 	return c
 }
 

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // NewController makes a controller named name that calls reconcile for every
@@ -83,9 +81,7 @@ func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
 	connect := func() { c.informer.addHandler(live(c.onEvent)) }
 	c.connects = append(c.connects, connect)
 	c.caches = append(c.caches, c.informer)
-	c.client.afterWrite = func(obj metav1.Object) {
-		writes.record(c.res, obj)
-	}
+	c.client.notes = writes
 	c.replays = append(c.replays, replay(c.informer, ownKeys[P], c.onEvent))
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -65,5 +66,27 @@ func TestClient_ApplyConfig_SendsOnlyTheFieldsItSets(t *testing.T) {
 	_, err = cms.ApplyConfig(ctx, applyOf("ConfigMap", "a", ns, nil), PatchOptions{})
 	if err == nil || !strings.Contains(err.Error(), "FieldManager") {
 		t.Errorf("ApplyConfig without a FieldManager = %v, want it asked for", err)
+	}
+}
+
+func TestClient_DeleteWithOptions_PreconditionsAndPropagation(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	cms := NewClient[corev1.ConfigMap](clientTestConn(t, cfg))
+	ctx := t.Context()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}
+	if err := cms.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.DeleteWithOptions(ctx, ns, "c", DeleteOptions{UID: "not-the-uid"}); !apierrors.IsConflict(err) {
+		t.Errorf("delete with a wrong UID precondition: err = %v, want Conflict", err)
+	}
+	if err := cms.DeleteWithOptions(ctx, ns, "c", DeleteOptions{ResourceVersion: "1"}); !apierrors.IsConflict(err) {
+		t.Errorf("delete with a stale resourceVersion precondition: err = %v, want Conflict", err)
+	}
+	opts := DeleteOptions{UID: cm.UID, ResourceVersion: cm.ResourceVersion, Propagation: metav1.DeletePropagationForeground, GracePeriodSeconds: new(int64(0))}
+	if err := cms.DeleteWithOptions(ctx, ns, "c", opts); err != nil {
+		t.Errorf("delete with matching preconditions: %v", err)
 	}
 }

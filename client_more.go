@@ -1,0 +1,196 @@
+package kctl
+
+// Floor 2, a Client's further verbs, each a request of floor 1's
+// (client.go): Apply and ApplyConfig, server-side apply as a Patch of type
+// ApplyPatch; DeleteWithOptions, a Delete with preconditions, propagation
+// and a grace period; DeleteAllOf, one deletecollection request.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Apply is server-side apply of obj as the field manager opts.FieldManager,
+// sent as JSON; obj is updated from the answer. obj should hold only the
+// fields this manager owns: a typed struct also sends its non-omitempty zero
+// values (e.g. "creationTimestamp": null), which the server ignores.
+func (c *Client[T]) Apply(ctx context.Context, obj *T, opts PatchOptions) error {
+	return c.apply(ctx, obj, opts)
+}
+
+// apply is Apply, over P.
+func (c *client[P]) apply(ctx context.Context, obj P, opts PatchOptions) error {
+	js := c.codec
+	js.proto = false
+	data, _, err := js.encode(obj)
+	if err != nil {
+		return err
+	}
+	return c.patchObject(ctx, obj, ApplyPatch, data, opts)
+}
+
+// ApplyConfig is server-side apply of config, a client-go apply
+// configuration or any value that marshals to the JSON of the object's
+// fields this manager owns, as the field manager opts.FieldManager; it
+// returns the object as the server answered. Unlike Apply's typed struct,
+// config sends only the fields it sets:
+//
+//	cm := corev1ac.ConfigMap("settings", "default").WithData(map[string]string{"mode": "fast"})
+//	got, err := configMaps.ApplyConfig(ctx, cm, kctl.PatchOptions{FieldManager: "my-controller"})
+//
+// config must name the object (metadata.name, and metadata.namespace if
+// T is namespaced); apiVersion and kind are set from T when it leaves
+// them out, and must be T's when it does not.
+func (c *Client[T]) ApplyConfig(
+	ctx context.Context,
+	config any,
+	opts PatchOptions,
+) (*T, error) {
+	return c.applyConfig(ctx, config, opts)
+}
+
+// applyConfig is ApplyConfig, over P.
+func (c *client[P]) applyConfig(
+	ctx context.Context,
+	config any,
+	opts PatchOptions,
+) (P, error) {
+	// none is the nil P of an error.
+	var none P
+	data, err := json.Marshal(config)
+	if err != nil {
+		return none, fmt.Errorf("kctl: apply %s: encoding the "+
+			"apply configuration %T: %w", c.res, config, err)
+	}
+	var fields map[string]json.RawMessage
+	err = json.Unmarshal(data, &fields)
+	if err != nil || fields == nil {
+		return none, fmt.Errorf("kctl: apply %s: the apply "+
+			"configuration %T is not a JSON object", c.res, config)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	err = json.Unmarshal(data, &head)
+	if err != nil {
+		return none, fmt.Errorf("kctl: apply %s: reading the "+
+			"apply configuration: %w", c.res, err)
+	}
+	apiVersion := c.res.APIVersion()
+	wrongVersion := head.APIVersion != "" &&
+		head.APIVersion != apiVersion
+	wrongKind := head.Kind != "" && head.Kind != c.res.Kind
+	if wrongVersion || wrongKind {
+		return none, fmt.Errorf("kctl: apply %s: the apply "+
+			"configuration is of %s %s: apply it with a "+
+			"client of that type", c.res,
+			head.APIVersion, head.Kind)
+	}
+	if head.APIVersion == "" {
+		fields["apiVersion"], _ = json.Marshal(apiVersion)
+	}
+	if head.Kind == "" {
+		fields["kind"], _ = json.Marshal(c.res.Kind)
+	}
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return none, err
+	}
+	ns := head.Metadata.Namespace
+	name := head.Metadata.Name
+	return c.patch(ctx, ns, name, ApplyPatch, body, opts)
+}
+
+// DeleteOptions tunes DeleteWithOptions and DeleteAllOf. The zero value is an
+// unconditional delete with the server's default propagation.
+type DeleteOptions struct {
+	// UID is a precondition: Conflict if the object is no longer this
+	// one.
+	UID types.UID
+	// ResourceVersion is a precondition: Conflict if the object has
+	// changed since.
+	ResourceVersion string
+	// Propagation to dependents: Background, Foreground or Orphan; "":
+	// the server's default.
+	Propagation metav1.DeletionPropagation
+	// GracePeriodSeconds overrides the object's grace period (0: now).
+	GracePeriodSeconds *int64
+}
+
+// body is o as the metav1.DeleteOptions a delete request sends.
+func (o DeleteOptions) body() []byte {
+	do := metav1.DeleteOptions{
+		TypeMeta: metav1.TypeMeta{
+			APIVersion: "v1",
+			Kind:       "DeleteOptions",
+		},
+		GracePeriodSeconds: o.GracePeriodSeconds,
+		PropagationPolicy:  nonEmpty(o.Propagation),
+	}
+	if o.UID != "" || o.ResourceVersion != "" {
+		do.Preconditions = &metav1.Preconditions{
+			UID:             nonEmpty(o.UID),
+			ResourceVersion: nonEmpty(o.ResourceVersion),
+		}
+	}
+	// cannot fail: plain strings and numbers
+	b, _ := json.Marshal(do)
+	return b
+}
+
+// nonEmpty is a pointer to s, or nil (a field left out) if s is "".
+func nonEmpty[S ~string](s S) *S {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// DeleteWithOptions deletes the object namespace/name with preconditions and
+// a propagation policy: it is Delete sending opts. An object with finalizers
+// is only marked for deletion.
+func (c *Client[T]) DeleteWithOptions(
+	ctx context.Context,
+	namespace, name string,
+	opts DeleteOptions,
+) error {
+	return c.delete(ctx, namespace, name, opts.body())
+}
+
+// DeleteAllOf deletes every object matching opts in one request
+// (deletecollection). For a namespaced resource opts.Namespace is required.
+func (c *Client[T]) DeleteAllOf(
+	ctx context.Context,
+	opts ListOptions,
+	del DeleteOptions,
+) error {
+	return c.deleteAllOf(ctx, opts, del)
+}
+
+// deleteAllOf is DeleteAllOf, over P.
+func (c *client[P]) deleteAllOf(
+	ctx context.Context,
+	opts ListOptions,
+	del DeleteOptions,
+) error {
+	r := request{
+		verb:        "delete all of",
+		method:      http.MethodDelete,
+		namespace:   opts.Namespace,
+		list:        true,
+		query:       opts.query(),
+		body:        del.body(),
+		contentType: mediaJSON,
+	}
+	return c.call(ctx, r, func(string, []byte) error { return nil })
+}
