@@ -62,7 +62,7 @@ import (
 // ca_file (or insecure_skip_verify with a self-signed certificate).
 //
 // The certificate is certDir/tls.crt with its key certDir/tls.key,
-// reloaded on change as ServeWebhooks does; with certDir "" a self-signed
+// reloaded on change as webhook.Serve does; with certDir "" a self-signed
 // one is made in memory at start. It is Add of a Runnable named
 // "metrics", so call it before Start (and not with ServeMetrics); "" adds
 // nothing.

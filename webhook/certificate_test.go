@@ -37,6 +37,7 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 	}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	f.mgr = testManager(t, f.cfg, f.ns, kctl.Options{Logger: logger})
+	f.page = metricsPage(t, f.mgr)
 	if f.hooks, err = Serve(f.mgr, f.addr, f.certDir); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ package webhook
 // webhook is the path served, code the HTTP status code answered.
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -48,8 +47,7 @@ func newServerMetrics(reg *kctl.Metrics) (*serverMetrics, error) {
 			"say why; the last good pair serves), else 0.")
 	for _, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("kctl: webhook server: %w; "+
-				"serve every webhook of a Manager from one server", unprefixed(err))
+			return nil, err
 		}
 	}
 	return m, nil

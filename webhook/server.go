@@ -149,7 +149,8 @@ func Serve(mgr *kctl.Manager, addr, certDir string) (*Server, error) {
 	srv.certs = watcher
 	srv.metrics, err = newServerMetrics(mgr.Metrics().Reserved())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kctl: webhook server: %w; serve every "+
+			"webhook of a Manager from one server", unprefixed(err))
 	}
 	watcher.OnChange = srv.certificateChanged
 	mgr.AddNotedReadyCheck("webhook-certificate",

@@ -161,13 +161,16 @@ func TestWebhooks_BadReviews_Get4xx(t *testing.T) {
 	}
 }
 
-// TestWebhooks_TLS12AndUp_CertificateRequired: ServeWebhooks fails without
-// a certificate, naming it; the server refuses TLS 1.1 and speaks 1.2 and
-// HTTP/1.1.
+// TestWebhooks_TLS12AndUp_CertificateRequired: Serve fails without a
+// certificate, naming it, and a second time on one Manager; the server
+// refuses TLS 1.1 and speaks 1.2 and HTTP/1.1.
 func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
 	f := newWebhookFixture(t)
 	if _, err := Serve(f.mgr, freeLoopbackAddr(t), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tls.crt") {
-		t.Errorf("ServeWebhooks without a certificate = %v, want an error naming tls.crt", err)
+		t.Errorf("Serve without a certificate = %v, want an error naming tls.crt", err)
+	}
+	if _, err := Serve(f.mgr, freeLoopbackAddr(t), f.certDir); err == nil || !strings.Contains(err.Error(), "one server") {
+		t.Errorf("a second Serve on one Manager = %v, want an error saying one server serves them all", err)
 	}
 	f.start(t)
 	pool := x509.NewCertPool()
