@@ -3,7 +3,8 @@ package kctl
 // An extra: the HTTP servers a Manager runs (HTTPServer runnables,
 // ServeMetrics; each served by internal/serve), and what the serving
 // packages kctl/webhook and kctl/debug use of a Manager: its logger, its
-// shutdown's drain deadline, and the mistakes Start returns.
+// shutdown's drain deadline, and the mistakes Start returns; UserInfo, who
+// sent a request (ServeSecureMetrics, kctl/webhook).
 
 import (
 	"context"
