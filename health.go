@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/serve"
 )
 
 // ServeHealth serves the probes /healthz and /readyz on addr while the
@@ -19,14 +21,26 @@ func (m *Manager) ServeHealth(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	spec := serverSpec{
-		name:    "health",
-		addr:    addr,
-		handler: m.health.handler(),
-		read:    5 * time.Second,
-		write:   10 * time.Second,
+	spec := serve.Spec{
+		Name:    "health",
+		Addr:    addr,
+		Handler: m.health.handler(),
+		Read:    5 * time.Second,
+		Write:   10 * time.Second,
 	}
 	return m.Add(m.runnable(spec))
+}
+
+// AddNotedReadyCheck is AddReadyCheck for a check whose passing line on
+// /readyz?verbose shows note's text after "ok", e.g. "[+]webhook-certificate
+// ok (serving a certificate for ... until ...)". note runs on the
+// request's goroutine, as check does.
+func (m *Manager) AddNotedReadyCheck(
+	name string,
+	check func(r *http.Request) error,
+	note func() string,
+) {
+	m.health.addNoted(name, true, check, note)
 }
 
 // handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;

@@ -1,13 +1,14 @@
 package kctl
 
 // An extra: each controller's per-key reconcile history and the state of
-// a key now (KeepHistory, History), served by ServeDebug; through the
+// a key now (KeepHistory, History), served by kctl/debug; through the
 // Manager's history hook and the controller's historian.
 
 import (
 	"container/list"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ type KeyHistory struct {
 
 // KeepHistory makes every controller of the Manager keep, per key, its
 // last reconciles and why its last event was dropped, for History and
-// ServeDebug:
+// kctl/debug's ServeHistory:
 //
 //	mgr.KeepHistory(kctl.HistoryOptions{})
 //	...
@@ -111,7 +112,7 @@ func (m *Manager) History(name string, k Key) (KeyHistory, error) {
 	m.mu.Unlock()
 	if hook == nil {
 		return KeyHistory{}, errors.New("kctl: History: history is " +
-			"off: call mgr.KeepHistory (or ServeDebug) before Start")
+			"off: call mgr.KeepHistory (or debug.ServeHistory) before Start")
 	}
 	if !ok {
 		return KeyHistory{}, fmt.Errorf("kctl: History(%q): no "+
@@ -135,16 +136,23 @@ func (m *Manager) History(name string, k Key) (KeyHistory, error) {
 	return h, nil
 }
 
-// historyKeys returns the keys of controller name with a history, the
-// most recently used first, for ServeDebug.
-func (m *Manager) historyKeys(name string) []Key {
+// Histories returns every controller of the Manager, by name, with the
+// keys it keeps a history of, the most recently reconciled or dropped
+// first (see History for each); nil while history is off. kctl/debug
+// serves it as pages.
+func (m *Manager) Histories() map[string][]Key {
 	m.mu.Lock()
 	hook := m.history
+	names := slices.Collect(maps.Keys(m.byName))
 	m.mu.Unlock()
 	if hook == nil {
 		return nil
 	}
-	return hook(name).(*keyBook).keys()
+	out := make(map[string][]Key, len(names))
+	for _, name := range names {
+		out[name] = hook(name).(*keyBook).keys()
+	}
+	return out
 }
 
 // historyBooks holds one keyBook per controller name.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,14 +15,13 @@ import (
 )
 
 // Issue 25, item 15: the history shows a success, a filtered event, a
-// backoff, a terminal error and a timeout, from Go and on the debug page.
-func TestHistory_ShowsEachOutcomeFromGoAndOnThePage(t *testing.T) {
+// backoff, a terminal error and a timeout, from Go (kctl/debug's test
+// shows them on its pages).
+func TestHistory_ShowsEachOutcomeFromGo(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	mgr := testManager(t, cfg, ns, Options{})
-	if err := mgr.ServeDebug("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	mgr.KeepHistory(HistoryOptions{})
 	cms := ClientFor[corev1.ConfigMap](mgr)
 	c := NewController(mgr, "history", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
 		switch cm.Name {
@@ -92,32 +90,9 @@ func TestHistory_ShowsEachOutcomeFromGoAndOnThePage(t *testing.T) {
 		t.Errorf("ok has %d reconciles after a dropped event, want 1", n)
 	}
 
-	h := mgr.debugHandler()
-	get := func(path string) string {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		if rec.Code != 200 {
-			t.Fatalf("GET %s = %d %s", path, rec.Code, rec.Body)
-		}
-		return rec.Body.String()
-	}
-	page := get("/debug/kctl/controllers/history?namespace=" + ns + "&name=fails")
-	for _, want := range []string{"waiting until", "(retry)", "in backoff, attempt 2", "the disk is full", "<td>error</td>"} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page of fails lacks %q:\n%s", want, page)
-		}
-	}
-	if page := get("/debug/kctl/controllers/history?namespace=" + ns + "&name=ok"); !strings.Contains(page, "last event dropped by WithPredicates #1") {
-		t.Errorf("the page of ok does not name the predicate that dropped its event:\n%s", page)
-	}
-	list := get("/debug/kctl/controllers/history?format=json")
-	for _, want := range []string{`"lastResult":"timeout"`, `"lastResult":"terminal"`, `"lastResult":"success"`} {
-		if !strings.Contains(list, want) {
-			t.Errorf("the controller's JSON lacks %s:\n%s", want, list)
-		}
-	}
-	if all := get("/debug/kctl/controllers?format=json"); !strings.Contains(all, `"history":4`) {
-		t.Errorf("the controllers' JSON = %s, want history with 4 keys", all)
+	keys := mgr.Histories()["history"]
+	if len(keys) != 4 || keys[0].Name != "ok" {
+		t.Errorf("Histories()[history] = %v, want the 4 keys, ok (its event dropped last) first", keys)
 	}
 }
 
@@ -127,6 +102,9 @@ func TestHistory_OffUnlessAsked(t *testing.T) {
 	NewController(mgr, "quiet", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
 	if _, err := mgr.History("quiet", Key{Name: "x"}); err == nil || !strings.Contains(err.Error(), "KeepHistory") {
 		t.Errorf("History with history off = %v, want an error naming KeepHistory", err)
+	}
+	if h := mgr.Histories(); h != nil {
+		t.Errorf("Histories() with history off = %v, want nil", h)
 	}
 	if h := mgr.historyOf("quiet"); h != nil {
 		t.Errorf("a controller has a historian with history off")

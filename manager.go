@@ -67,9 +67,10 @@ type Options struct {
 // when this replica leads). Its methods are safe for concurrent use.
 //
 // The optional parts are turned on by a call before Start: ServeMetrics,
-// ServeSecureMetrics, ServeHealth, ServeWebhooks, ServePprof, ServeDebug,
-// KeepHistory, ElectLeader, EventRecorder. A program that does not call one
-// does not link its code (the linker drops it), so it pays nothing for it.
+// ServeSecureMetrics, ServeHealth, KeepHistory, ElectLeader, EventRecorder,
+// and kctl/webhook's and kctl/debug's Serve functions. A program that does
+// not call one does not link its code (the linker drops it), so it pays
+// nothing for it.
 type Manager struct {
 	conn    *Conn
 	config  *rest.Config // as loaded; Config hands out copies

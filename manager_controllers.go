@@ -139,7 +139,7 @@ func (m *Manager) register(
 		Name:       "controller " + name,
 		NeedLeader: true,
 		runTerm:    c.runLed,
-		busy:       c.busy,
+		Busy:       c.busy,
 	}
 	// Run is what runTerm does outside a term, whose lease never ends.
 	runnable.Run = func(ctx context.Context) error {
@@ -148,7 +148,7 @@ func (m *Manager) register(
 	everywhere := Runnable{
 		Name: "controller " + name + " (every replica)",
 		Run:  c.runEverywhere,
-		busy: c.busy,
+		Busy: c.busy,
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

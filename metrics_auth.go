@@ -19,6 +19,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/certs"
 	"github.com/kctl-dev/kctl/internal/certwatch"
+	"github.com/kctl-dev/kctl/internal/serve"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -61,7 +62,7 @@ import (
 // ca_file (or insecure_skip_verify with a self-signed certificate).
 //
 // The certificate is certDir/tls.crt with its key certDir/tls.key,
-// reloaded on change as ServeWebhooks does; with certDir "" a self-signed
+// reloaded on change as webhook.Serve does; with certDir "" a self-signed
 // one is made in memory at start. It is Add of a Runnable named
 // "metrics", so call it before Start (and not with ServeMetrics); "" adds
 // nothing.
@@ -96,8 +97,8 @@ func (m *Manager) ServeSecureMetrics(addr, certDir string) error {
 			reviewRate, reviewBurst),
 	}
 	spec := m.metricsServer(addr)
-	spec.handler = auth.wrap(spec.handler)
-	spec.tls = serveTLS(tlsConfig)
+	spec.Handler = auth.wrap(spec.Handler)
+	spec.TLS = serve.TLS(tlsConfig)
 	return m.Add(m.runnable(spec))
 }
 

@@ -187,7 +187,7 @@ func floodUntil(ctx context.Context, s *scraper, workers int, pace time.Duration
 // secureMetricsFixture is a started Manager serving secure metrics, whose
 // TokenReviews are counted, and a ServiceAccount token allowed to scrape.
 type secureMetricsFixture struct {
-	webhookFixture
+	managerFixture
 	addr    string
 	reviews *reviewCount
 	allowed string
@@ -210,7 +210,7 @@ func newSecureMetricsFixture(t *testing.T, configure func(*rest.Config), add fun
 	}
 	add(f.mgr)
 	startManager(t, f.mgr)
-	f.allowed = serviceAccountToken(t, &f.webhookFixture, "prometheus")
+	f.allowed = serviceAccountToken(t, &f.managerFixture, "prometheus")
 	role := "kctl-test-metrics-reader-" + f.ns
 	roles := "/apis/rbac.authorization.k8s.io/v1/clusterroles"
 	bindings := "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"k8s.io/client-go/rest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,9 +18,16 @@ import (
 // metricsReaderRole is the ClusterRole that ServeSecureMetrics documents.
 const metricsReaderRole = `"rules":[{"nonResourceURLs":["/metrics"],"verbs":["get"]}]`
 
+// managerFixture is a Manager of its own namespace.
+type managerFixture struct {
+	cfg *rest.Config
+	ns  string
+	mgr *Manager
+}
+
 // serviceAccountToken creates ServiceAccount name in ns and returns a
 // token of it from the TokenRequest API.
-func serviceAccountToken(t *testing.T, f *webhookFixture, name string) string {
+func serviceAccountToken(t *testing.T, f *managerFixture, name string) string {
 	t.Helper()
 	sa := fmt.Sprintf(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":%q}}`, name)
 	if code, body := testRawRequest(t, f.cfg, "POST", "/api/v1/namespaces/"+f.ns+"/serviceaccounts", sa); code != 201 {
@@ -58,7 +66,7 @@ func scrape(t *testing.T, addr, token string) (int, string) {
 // a token without it gets 403, none or a bad one 401, and neither sees the
 // page. Removing the binding takes effect once the cached verdict expires.
 func TestSecureMetrics_RealPrometheusWithServiceAccountToken(t *testing.T) {
-	f := &webhookFixture{cfg: testConfig(t)}
+	f := &managerFixture{cfg: testConfig(t)}
 	f.ns = testNamespace(t, f.cfg)
 	f.mgr = testManager(t, f.cfg, f.ns, Options{})
 	addr := freeLoopbackAddr(t)

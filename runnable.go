@@ -43,8 +43,11 @@ type Runnable struct {
 	// than ctx's) stops the whole Manager, and Start returns it.
 	// LoggerFrom(ctx) is the Manager's logger.
 	Run func(ctx context.Context) error
+	// Busy, if set, says what Run is doing ("3 requests in flight"): the
+	// log names it if the shutdown abandons Run, or drains it past its
+	// deadline (Manager.DrainDeadline).
+	Busy func() string
 
-	busy func() string // what it is doing, for the log if it is abandoned; may be nil
 	// runTerm, if set, is Run for a leader-only runnable that needs its
 	// term's lease context too (a controller, to drain at shutdown).
 	runTerm func(leaderCtx, leaseCtx context.Context) error
@@ -74,7 +77,7 @@ func (r Runnable) inTerm(leaseCtx context.Context) Runnable {
 // runIn runs r.Run(ctx) in g. An error it returns while ctx has not
 // ended is g's.
 func runIn(g *group.Group, ctx context.Context, r Runnable) {
-	g.Go(r.Name, r.busy, func() error {
+	g.Go(r.Name, r.Busy, func() error {
 		err := r.Run(ctx)
 		if err == nil || ctx.Err() != nil {
 			return nil

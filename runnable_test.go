@@ -20,7 +20,7 @@ func TestGroup_WaitAfterStop_EndsAtDeadlineNamingWhatStillRuns(t *testing.T) {
 		defer close(deaf)
 		runIn(g, stop, Runnable{Name: "polite", Run: func(ctx context.Context) error { <-ctx.Done(); return nil }})
 		runIn(g, stop, Runnable{Name: "deaf", Run: func(context.Context) error { <-deaf; return nil },
-			busy: func() string { return "reconciling ns/a" }})
+			Busy: func() string { return "reconciling ns/a" }})
 		cancel(nil)
 		start := time.Now()
 		runIn(g, stop, Runnable{Name: "late", Run: func(context.Context) error { return nil }}) // added while stopping

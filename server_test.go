@@ -1,50 +1,37 @@
 package kctl
 
 import (
-	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kctl-dev/kctl/internal/certs"
 )
 
-// TestManager_Servers_SetTimeoutsAndServeOnlyTheirPaths: every server kctl
-// runs reports (in its "serving" log line) a read and a write timeout, and
-// each answers only on its own paths.
+// TestManager_Servers_SetTimeoutsAndServeOnlyTheirPaths: every server the
+// Manager runs reports (in its "serving" log line) a read and a write
+// timeout, and each answers only on its own paths (kctl/webhook's and
+// kctl/debug's servers: in their packages' tests).
 func TestManager_Servers_SetTimeoutsAndServeOnlyTheirPaths(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	logs := &logBuffer{}
 	mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	metricsAddr, healthAddr, pprofAddr, userAddr := freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t)
+	metricsAddr, healthAddr, userAddr := freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t)
 	for _, err := range []error{
 		mgr.ServeMetrics(metricsAddr),
 		mgr.ServeHealth(healthAddr),
-		mgr.ServePprof(pprofAddr),
 		mgr.Add(HTTPServer("user", userAddr, http.NotFoundHandler())),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	certDir := t.TempDir()
-	ca, err := certs.NewCA("kctl server test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ca.WriteServing(certDir, "127.0.0.1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mgr.ServeWebhooks(freeLoopbackAddr(t), certDir); err != nil {
-		t.Fatal(err)
-	}
 	startManager(t, mgr)
-	lines := logs.linesEventually(t, `msg="serving `, 5)
+	lines := logs.linesEventually(t, `msg="serving `, 3)
 	timeouts := regexp.MustCompile(`readTimeout=([0-9][^ ]*) writeTimeout=([0-9][^ ]*)`)
 	for _, l := range lines {
 		m := timeouts.FindStringSubmatch(l)
@@ -68,23 +55,56 @@ func TestManager_Servers_SetTimeoutsAndServeOnlyTheirPaths(t *testing.T) {
 		{metricsAddr, "/metrics/anything", 404, ""},
 		{metricsAddr, "/metricsx", 404, ""},
 		{metricsAddr, "/", 404, ""},
-		{pprofAddr, "/debug/pprof/", 200, "heap"},
-		{pprofAddr, "/debug/pprof/heap?debug=1", 200, "heap profile"},
-		{pprofAddr, "/debug/pprof/goroutine?debug=2", 200, "goroutine "},
-		{pprofAddr, "/debug/pprof/nope", 404, "no profile named nope"},
-		{pprofAddr, "/metrics", 404, ""},
+		{healthAddr, "/readyz", 200, "ok"},
+		{healthAddr, "/metrics", 404, ""},
+		{userAddr, "/", 404, ""},
 	} {
 		if code, body := getPage(t, tc.addr, tc.path); code != tc.code || !strings.Contains(body, tc.body) {
 			t.Errorf("GET %s = %d %.200q, want %d containing %q", tc.path, code, body, tc.code, tc.body)
 		}
 	}
-	code, body := getPage(t, pprofAddr, "/debug/pprof/profile?seconds=1")
-	if code != 200 || !bytes.HasPrefix([]byte(body), []byte{0x1f, 0x8b}) {
-		t.Errorf("GET a 1s CPU profile = %d, %d bytes, want 200 and a gzipped profile", code, len(body))
+}
+
+// TestManager_ServingPackagesAPI_MisuseAndDrainDeadline: what kctl/webhook
+// uses of a Manager. A mistake reported with ReportMisuse is what Start
+// returns, starting nothing; DrainDeadline is zero until the Manager's
+// context ends, then ShutdownTimeout less its reserve after that.
+func TestManager_ServingPackagesAPI_MisuseAndDrainDeadline(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	bad := testManager(t, cfg, ns, Options{})
+	bad.ReportMisuse(errors.New("kctl: the widget hook is registered twice"))
+	if err := bad.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "registered twice") {
+		t.Errorf("Start after ReportMisuse = %v, want the mistake", err)
 	}
-	rec := httptest.NewRecorder()
-	http.DefaultServeMux.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
-	if rec.Code != 404 {
-		t.Errorf("http.DefaultServeMux serves /debug/pprof/ (%d): kctl must not register on it", rec.Code)
+
+	mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: 10 * time.Second})
+	if d := mgr.DrainDeadline(); !d.IsZero() {
+		t.Errorf("DrainDeadline before Start = %v, want zero", d)
+	}
+	type seen struct{ at, deadline time.Time }
+	running := make(chan struct{})
+	got := make(chan seen, 1)
+	err := mgr.Add(Runnable{Name: "drainer", Run: func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		got <- seen{time.Now(), mgr.DrainDeadline()}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startManager(t, mgr)
+	<-running
+	if d := mgr.DrainDeadline(); !d.IsZero() {
+		t.Errorf("DrainDeadline while running = %v, want zero", d)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	// reserve = min(10s/5, 2s) = 2s: the deadline is 8s after the end.
+	if left := s.deadline.Sub(s.at); left < 7*time.Second || left > 8500*time.Millisecond {
+		t.Errorf("DrainDeadline after the context ended = %v from then, want about 8s", left)
 	}
 }

@@ -45,12 +45,24 @@ type Metrics struct {
 	reg *prom.Registry
 	// log gets the first mistake in a call on each metric.
 	log *slog.Logger
+	// reserved lets names take kctl's own prefixes (Reserved).
+	reserved bool
 }
 
 // Metrics returns the registry of the program's own metrics, shown on the
 // page that ServeMetrics serves next to kctl's.
 func (m *Manager) Metrics() *Metrics {
 	return &Metrics{reg: &m.metrics.User, log: m.log}
+}
+
+// Reserved returns r letting names take the prefixes of kctl's own
+// series (kctl_, controller_runtime_, ...), for the packages that build
+// on a Manager and write series under the names controller-runtime's
+// dashboards know (kctl/webhook's controller_runtime_webhook_*). The
+// other checks, and a name registered before, still fail. A program
+// names its metrics after itself and does not call it.
+func (r *Metrics) Reserved() *Metrics {
+	return &Metrics{reg: r.reg, log: r.log, reserved: true}
 }
 
 // defBuckets are Histogram's buckets when it is given none: Prometheus'
@@ -190,7 +202,7 @@ func (r *Metrics) register(name, typ, help string, labels []string, buckets []fl
 		Buckets: buckets,
 		Mistake: logFirst(r.log, name),
 	}
-	err := check(f)
+	err := check(f, r.reserved)
 	var plain *prom.Series
 	if len(labels) == 0 {
 		plain = f.With(nil) // shown at 0 from now on
@@ -249,10 +261,11 @@ func isName(s string) bool {
 	return s != ""
 }
 
-// check returns what is wrong with f's name, help, labels and buckets,
-// as an error for the caller of registration.
-func check(f *prom.Family) error {
-	p := problem(f)
+// check returns what is wrong with f's name (its prefix too, unless
+// reserved), help, labels and buckets, as an error for the caller of
+// registration.
+func check(f *prom.Family, reserved bool) error {
+	p := problem(f, reserved)
 	if p == "" {
 		return nil
 	}
@@ -260,7 +273,7 @@ func check(f *prom.Family) error {
 }
 
 // problem returns the first thing wrong with f, or "".
-func problem(f *prom.Family) string {
+func problem(f *prom.Family, reserved bool) string {
 	switch {
 	case !isName(f.Name):
 		return "the name is not a Prometheus metric name, " +
@@ -274,7 +287,7 @@ func problem(f *prom.Family) string {
 			"(Prometheus' convention, which promtool checks)"
 	}
 	for _, prefix := range reservedPrefixes {
-		if strings.HasPrefix(f.Name, prefix) {
+		if !reserved && strings.HasPrefix(f.Name, prefix) {
 			return "names beginning with " + prefix +
 				" are kctl's own; begin it with your program's name"
 		}

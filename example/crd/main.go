@@ -26,6 +26,7 @@ import (
 
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/example/internal/kbflags"
+	"github.com/kctl-dev/kctl/webhook"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -63,8 +64,8 @@ func main() {
 		err = f.Serve(mgr, kctl.LeaderElection{Name: "widgets"})
 	}
 	if err == nil && f.webhookCertPath != "" {
-		var hooks *kctl.WebhookServer
-		hooks, err = mgr.ServeWebhooks(":9443", f.webhookCertPath) // on every replica, leader or not
+		var hooks *webhook.Server
+		hooks, err = webhook.Serve(mgr, ":9443", f.webhookCertPath) // on every replica, leader or not
 		if err == nil {
 			setupWebhooks(hooks)
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/webhook"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -45,15 +46,15 @@ const managedBy = "app.kubernetes.io/managed-by"
 // setupWebhooks registers the Widget webhooks on hooks, at the paths
 // webhook.yaml and crd.yaml name: /validate-example-kctl-dev-v1-widget,
 // /mutate-example-kctl-dev-v1-widget and /convert.
-func setupWebhooks(hooks *kctl.WebhookServer) {
-	kctl.Validate(hooks, validateWidget)
-	kctl.Default(hooks, defaultWidget)
-	kctl.Convert(hooks, widgetToV2, widgetToV1)
+func setupWebhooks(hooks *webhook.Server) {
+	webhook.Validate(hooks, validateWidget)
+	webhook.Default(hooks, defaultWidget)
+	webhook.Convert(hooks, widgetToV2, widgetToV1)
 }
 
 // validateWidget denies a Widget whose data could not be a ConfigMap's,
 // and warns of one with no data.
-func validateWidget(ctx context.Context, req kctl.AdmissionRequest[Widget]) ([]string, error) {
+func validateWidget(ctx context.Context, req webhook.AdmissionRequest[Widget]) ([]string, error) {
 	w := req.Object
 	if w == nil { // a DELETE: nothing to check
 		return nil, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certs"
 	"github.com/kctl-dev/kctl/kctltest"
+	"github.com/kctl-dev/kctl/webhook"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -42,7 +43,7 @@ func TestCRD_Webhooks_ThroughTheAPIServer(t *testing.T) {
 	opts := kctl.Options{}
 	opts.Cache.DefaultScope.Namespaces = []string{ns}
 	env.Manager(t, opts, func(mgr *kctl.Manager) {
-		hooks, err := mgr.ServeWebhooks(addr, dir)
+		hooks, err := webhook.Serve(mgr, addr, dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,8 @@
 //	workqueue_{queue,work}_duration_seconds{controller,name}
 //	  histograms, 1e-8s .. 1000s
 //	leader_election_master_status{name}  gauge, 1 while leading
-//	controller_runtime_webhook_* (webhook.go), once a webhook is served
+//	controller_runtime_webhook_* (kctl/webhook registers them as the
+//	  program's own metrics, User)
 //
 // and kctl's own:
 //
@@ -107,9 +108,6 @@ type Registry struct {
 	events *atomic.Uint64
 	// undecodable are the caches' counts, by resource.
 	undecodable map[string]func() int
-	// webhooks are the webhooks' series, by path (webhook.go); nil
-	// until the first.
-	webhooks map[string]*Webhook
 	// shards are the shard groups' series (shard.go); nil until the
 	// first.
 	shards map[string]*Shard
@@ -214,7 +212,6 @@ func (m *Registry) Page() *prom.Page {
 	leaders := maps.Clone(m.leaders)
 	events := m.events
 	undecodable := maps.Clone(m.undecodable)
-	webhooks := slices.Collect(maps.Values(m.webhooks))
 	shards := slices.Collect(maps.Values(m.shards))
 	m.mu.Unlock()
 	p := &prom.Page{}
@@ -244,9 +241,6 @@ func (m *Registry) Page() *prom.Page {
 	}
 	for lease, leading := range leaders {
 		collectLeader(p, lease, leading)
-	}
-	for _, w := range webhooks {
-		w.collect(p)
 	}
 	for _, s := range shards {
 		s.collect(p)

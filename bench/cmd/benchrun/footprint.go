@@ -265,7 +265,7 @@ func idleRSS(ctx context.Context, env *env, stack, name string, want map[string]
 // (typecost/podcount): what kctl adds to a controller, and what the
 // issue's target is about. benchrun's podcount is podcount/kctl, the
 // program the other parts run: it also calls Shard, KeepHistory,
-// ServeMetrics and ServePprof behind its flags and writes profiles with
+// ServeMetrics and debug.ServePprof behind its flags and writes profiles with
 // runtime/pprof, so its row counts those as well.
 var typeCosts = []struct{ name, pkg, floor, what string }{
 	{"podcount", "./typecost/podcount", "./floor/podcount", "the podcount controller (ReplicaSet, Pod), core only"},

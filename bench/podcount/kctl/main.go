@@ -30,6 +30,7 @@ import (
 	"strconv"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/debug"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,7 @@ func main() {
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	history := flag.Bool("history", false, "keep each key's last reconciles (Manager.KeepHistory with its defaults)")
 	metricsAddr := flag.String("metrics-addr", "", "serve the metrics page on this address (Manager.ServeMetrics); empty: none")
-	pprofAddr := flag.String("pprof-addr", "", "serve /debug/pprof/ on this address (Manager.ServePprof); heap?gc=1 collects first; empty: none")
+	pprofAddr := flag.String("pprof-addr", "", "serve /debug/pprof/ on this address (debug.ServePprof); heap?gc=1 collects first; empty: none")
 	shards := flag.Bool("shards", false, "run as one replica of a shard group (Manager.Shard): the replicas share the work and the cache")
 	var shard kctl.ShardOptions
 	flag.StringVar(&shard.Group, "shard-group", "podcount", "with --shards: the group's name")
@@ -87,7 +88,7 @@ func main() {
 	if err := mgr.ServeMetrics(*metricsAddr); err != nil {
 		fail(log, err)
 	}
-	if err := mgr.ServePprof(*pprofAddr); err != nil {
+	if err := debug.ServePprof(mgr, *pprofAddr); err != nil {
 		fail(log, err)
 	}
 	pods := kctl.ClientFor[corev1.Pod](mgr)

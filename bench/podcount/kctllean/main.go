@@ -5,7 +5,7 @@
 //
 // Its metrics server is linked and off unless --metrics-addr is set, as
 // controller-runtime's is (BindAddress "0"). podcount/kctl also calls
-// Manager.Shard, KeepHistory and ServePprof behind its flags, for the
+// Manager.Shard, KeepHistory and debug.ServePprof behind its flags, for the
 // other benchmarks, so its binary links sharding, the history and the
 // pprof handlers; benchrun's stack kctl-lean runs this program instead, to
 // measure idle RSS with only what the comparison with controller-runtime

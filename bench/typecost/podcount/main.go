@@ -4,7 +4,7 @@
 // of floor/podcount (the same types' code, rest, clientcmd and one request,
 // without kctl) is what kctl itself adds to a controller that calls only
 // the core. podcount/kctl, the controller benchrun runs, also calls
-// Manager.Shard, KeepHistory, ServeMetrics and ServePprof behind its flags
+// Manager.Shard, KeepHistory, ServeMetrics and debug.ServePprof behind its flags
 // and writes profiles with runtime/pprof, so it links those too. It is
 // built, never run.
 package main

@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 import (
 	"fmt"
@@ -11,23 +11,25 @@ import (
 )
 
 // TestServing_WebhooksAndSecureMetrics_LinkedOnlyWhenCalled: a program that
-// serves metrics and probes but never calls ServeWebhooks,
-// ServeSecureMetrics or ServePprof links none of their code, nor the API
-// packages of reviews (their type registration would come with an import).
+// serves metrics and probes but never calls webhook.Serve,
+// ServeSecureMetrics or debug.ServePprof links none of their code, nor the
+// API packages of reviews (their type registration would come with an
+// import).
 func TestServing_WebhooksAndSecureMetrics_LinkedOnlyWhenCalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two programs")
 	}
-	root, err := os.Getwd()
+	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	optIns := []string{ // part of the name of a function of each
+	root := filepath.Dir(wd) // the module's
+	optIns := []string{      // part of the name of a function of each
 		"internal/certwatch.",
 		"internal/jsonpatch.",
-		"(*WebhookServer).handle",
+		"webhook.(*Server).handle",
 		"(*metricsAuth).check",
-		"kctl.servePprof",
+		"debug.servePprof",
 		"crypto/tls.(*Conn).serverHandshake",
 	}
 	never := []string{"k8s.io/api/admission/", "k8s.io/api/authentication/", "k8s.io/api/authorization/", "net/http/pprof."}
@@ -37,6 +39,7 @@ import (
 	"context"
 
 	"github.com/kctl-dev/kctl"
+	%s
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -50,21 +53,22 @@ func main() {
 }
 `
 	for _, tc := range []struct {
-		name, calls string
-		linked      bool
+		name, imports, calls string
+		linked               bool
 	}{
-		{"none", "", false},
-		{"all", `hooks, _ := mgr.ServeWebhooks(":3", "/certs")
-	kctl.Validate(hooks, func(context.Context, kctl.AdmissionRequest[corev1.ConfigMap]) ([]string, error) { return nil, nil })
-	kctl.Default(hooks, func(context.Context, *corev1.ConfigMap) error { return nil })
+		{"none", "", "", false},
+		{"all", `"github.com/kctl-dev/kctl/debug"
+	"github.com/kctl-dev/kctl/webhook"`, `hooks, _ := webhook.Serve(mgr, ":3", "/certs")
+	webhook.Validate(hooks, func(context.Context, webhook.AdmissionRequest[corev1.ConfigMap]) ([]string, error) { return nil, nil })
+	webhook.Default(hooks, func(context.Context, *corev1.ConfigMap) error { return nil })
 	mgr.ServeSecureMetrics(":4", "")
-	mgr.ServePprof(":5")`, true},
+	debug.ServePprof(mgr, ":5")`, true},
 	} {
 		dir := t.TempDir()
 		for name, content := range map[string]string{
 			"go.work":      "go 1.26.0\n\nuse (\n\t" + strconv.Quote(root) + "\n\t./prog\n)\n",
 			"prog/go.mod":  "module prog\n\ngo 1.26.0\n",
-			"prog/main.go": fmt.Sprintf(program, tc.calls),
+			"prog/main.go": fmt.Sprintf(program, tc.imports, tc.calls),
 		} {
 			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kctl-dev/kctl"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -32,8 +33,8 @@ type sprocketV2 struct {
 }
 
 var (
-	_ = Declare[sprocket](Resource{Group: "conversion.kctl.dev", Version: "v1", Kind: "Sprocket", Namespaced: true})
-	_ = Declare[sprocketV2](Resource{Group: "conversion.kctl.dev", Version: "v2", Kind: "Sprocket", Namespaced: true})
+	_ = kctl.Declare[sprocket](kctl.Resource{Group: "conversion.kctl.dev", Version: "v1", Kind: "Sprocket", Namespaced: true})
+	_ = kctl.Declare[sprocketV2](kctl.Resource{Group: "conversion.kctl.dev", Version: "v2", Kind: "Sprocket", Namespaced: true})
 )
 
 func sprocketCRD(url string, caBundle []byte) string {
@@ -77,12 +78,12 @@ func TestWebhooks_RealAPIServer_ConversionBetweenTwoVersions(t *testing.T) {
 	if code, body := testRawRequest(t, f.cfg, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", sprocketCRD("https://"+f.addr+"/convert", f.ca.PEM())); code != 201 {
 		t.Fatalf("creating the CRD: %d %s", code, body)
 	}
-	v1 := ClientFor[sprocket](f.mgr).Uncached()
-	v2 := ClientFor[sprocketV2](f.mgr).Uncached()
+	v1 := kctl.ClientFor[sprocket](f.mgr).Uncached()
+	v2 := kctl.ClientFor[sprocketV2](f.mgr).Uncached()
 	ctx := t.Context()
 	eventually(t, "both versions served", func() bool {
-		_, err1 := v1.List(ctx, ListOptions{Namespace: f.ns})
-		_, err2 := v2.List(ctx, ListOptions{Namespace: f.ns})
+		_, err1 := v1.List(ctx, kctl.ListOptions{Namespace: f.ns})
+		_, err2 := v2.List(ctx, kctl.ListOptions{Namespace: f.ns})
 		return err1 == nil && err2 == nil
 	})
 	for i := 1; i <= 3; i++ {
@@ -101,7 +102,7 @@ func TestWebhooks_RealAPIServer_ConversionBetweenTwoVersions(t *testing.T) {
 		t.Errorf("g2 at v2 = %s %+v %s uid %q, want v2 with replicas 2, unit pods", got.APIVersion, got.Spec, got.Name, got.UID)
 	}
 
-	list, err := v2.List(ctx, ListOptions{Namespace: f.ns})
+	list, err := v2.List(ctx, kctl.ListOptions{Namespace: f.ns})
 	if err != nil {
 		t.Fatalf("list at v2: %v", err)
 	}

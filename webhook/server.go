@@ -1,9 +1,20 @@
-package kctl
-
-// An extra: the HTTPS server of a Manager's webhooks (ServeWebhooks), on
-// every replica, with a certificate reloaded from disk
+// Package webhook serves a Manager's admission webhooks (Validate,
+// Default) and conversion webhooks (Convert) over HTTPS, typed by the Go
+// types kctl watches:
+//
+//	hooks, err := webhook.Serve(mgr, ":9443", "/tmp/k8s-webhook-server/serving-certs")
+//	if err != nil { ... }
+//	webhook.Validate(hooks, validateWidget)
+//	webhook.Default(hooks, defaultWidget)
+//
+// The server runs on every replica, with a certificate reloaded from disk
 // (internal/certwatch), controller-runtime's webhook metrics, a bound on
-// requests in flight, each review's deadline, and a graceful shutdown.
+// requests in flight, each review's deadline, and a graceful shutdown
+// within the Manager's. It uses only kctl's exported API; a program that
+// does not import it links none of it.
+package webhook
+
+// The server: Serve, its options, and what every review goes through.
 
 import (
 	"context"
@@ -13,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"runtime/debug"
@@ -22,13 +32,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certwatch"
-	"github.com/kctl-dev/kctl/internal/prom"
+	"github.com/kctl-dev/kctl/internal/serve"
 )
 
-// WebhookServer serves a Manager's admission webhooks (Validate, Default)
+// Server serves a Manager's admission webhooks (Validate, Default)
 // and conversion webhooks (Convert) over HTTPS. Get it from
-// ServeWebhooks, then register the webhooks on it, before or after Start.
+// Serve, then register the webhooks on it, before or after Start.
 // It is safe for concurrent use.
 //
 // The paths are kubebuilder's, so its manifests work unchanged:
@@ -38,8 +49,8 @@ import (
 //	                                    group gives /validate--v1-pod)
 //	/mutate-<group>-<version>-<kind>    Default
 //	/convert                            Convert, every CRD's
-type WebhookServer struct {
-	m *Manager
+type Server struct {
+	mgr *kctl.Manager
 	// certs serve the certificate; nil if addr was "".
 	certs *certwatch.Watcher
 	// mux routes a path to its webhook; a path is registered once.
@@ -48,15 +59,14 @@ type WebhookServer struct {
 	// past maxInFlight is answered 429 (serveBounded).
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
-	// certRejected is kctl_webhook_certificate_rejected: 1 while the
-	// certificate files hold a pair that is not served.
-	certRejected *prom.Series
+	// metrics are the server's series; nil if addr was "".
+	metrics *serverMetrics
 
 	mu sync.Mutex
 	// paths are the paths registered.
 	paths map[string]bool
 	// conversions are the Convert pairs, by group and kind
-	// ("widgets.example.com/Widget"); see webhook_conversion.go.
+	// ("widgets.example.com/Widget"); see conversion.go.
 	conversions map[string]conversion
 }
 
@@ -69,15 +79,15 @@ const maxReviewBytes = 7 << 20
 // 15-17 MiB of heap while it is served; 16 at once peaked at 290 MiB.
 const defaultMaxInFlight = 16
 
-// ServeWebhooks serves the webhooks registered on the server it returns,
-// over HTTPS on addr (e.g. ":9443", kubebuilder's port) while the Manager
+// Serve serves the webhooks registered on the server it returns,
+// over HTTPS on addr (e.g. ":9443", kubebuilder's port) while mgr
 // runs, with the certificate certDir/tls.crt and its key certDir/tls.key
 // (the names of a kubernetes.io/tls Secret, and of cert-manager's):
 //
-//	hooks, err := mgr.ServeWebhooks(":9443", "/tmp/k8s-webhook-server/serving-certs")
+//	hooks, err := webhook.Serve(mgr, ":9443", "/tmp/k8s-webhook-server/serving-certs")
 //	if err != nil { ... }
-//	kctl.Validate(hooks, validateWidget)
-//	kctl.Default(hooks, defaultWidget)
+//	webhook.Validate(hooks, validateWidget)
+//	webhook.Default(hooks, defaultWidget)
 //
 // The server runs on every replica, from Start on and before the leader
 // election, as the API server calls any replica behind the Service. It
@@ -104,23 +114,29 @@ const defaultMaxInFlight = 16
 // server sends as the request's timeout parameter (10 s when absent, at
 // most 30 s). A request has 30 s to arrive and 40 s to be answered. When
 // the Manager shuts down, the server stops listening and lets the answers
-// in flight finish until ShutdownTimeout less its reserve (see Start); it
-// then closes the connections still busy.
+// in flight finish until its DrainDeadline (ShutdownTimeout less its
+// reserve, see Start); it then closes the connections still busy.
 //
-// It is Add of a Runnable named "webhooks", so call it before Start; an
-// addr of "" serves nothing, and the webhooks registered on the server it
-// returns are never called. ServeWebhooks fails if the pair does not
-// load.
-func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
-	ws := &WebhookServer{
-		m:           m,
+// Its metrics are on the Manager's page (ServeMetrics), under
+// controller-runtime's names: controller_runtime_webhook_requests_total
+// {code,webhook}, controller_runtime_webhook_latency_seconds{webhook} and
+// controller_runtime_webhook_requests_in_flight{webhook}, with webhook the
+// path; and kctl_webhook_certificate_rejected.
+//
+// It is mgr.Add of a Runnable named "webhooks", so call it before Start;
+// an addr of "" serves nothing, and the webhooks registered on the server
+// it returns are never called. Serve fails if the pair does not load, or
+// if mgr serves webhooks already: one server serves them all.
+func Serve(mgr *kctl.Manager, addr, certDir string) (*Server, error) {
+	srv := &Server{
+		mgr:         mgr,
 		mux:         http.NewServeMux(),
 		paths:       map[string]bool{},
 		conversions: map[string]conversion{},
 	}
-	ws.maxInFlight.Store(defaultMaxInFlight)
+	srv.maxInFlight.Store(defaultMaxInFlight)
 	if addr == "" {
-		return ws, nil
+		return srv, nil
 	}
 	certFile := filepath.Join(certDir, "tls.crt")
 	keyFile := filepath.Join(certDir, "tls.key")
@@ -130,103 +146,121 @@ func (m *Manager) ServeWebhooks(addr, certDir string) (*WebhookServer, error) {
 			"make it (cert-manager, or example/crd/gencert "+
 			"for a local run) or pass the directory that holds it", err)
 	}
-	ws.certs = watcher
-	ws.certRejected = m.webhookCertificateGauge()
-	watcher.OnChange = ws.certificateChanged
-	m.health.addNoted("webhook-certificate", true,
-		ws.certificateReady, ws.certificateNote)
-	spec := serverSpec{
-		name:        "webhooks",
-		addr:        addr,
-		handler:     ws.mux,
-		read:        30 * time.Second,
-		write:       40 * time.Second,
-		tls:         serveTLS(&tls.Config{GetCertificate: watcher.GetCertificate}),
-		connContext: watcher.ConnContext,
+	srv.certs = watcher
+	srv.metrics, err = newServerMetrics(mgr.Metrics().Reserved())
+	if err != nil {
+		return nil, fmt.Errorf("kctl: webhook server: %w; serve every "+
+			"webhook of a Manager from one server", unprefixed(err))
 	}
-	run := func(ctx context.Context) error { return ws.serve(ctx, spec) }
-	busy := func() string { return fmt.Sprintf("%d requests in flight", ws.inFlight.Load()) }
-	err = m.Add(Runnable{Name: spec.name, Run: run, busy: busy})
+	watcher.OnChange = srv.certificateChanged
+	mgr.AddNotedReadyCheck("webhook-certificate",
+		srv.certificateReady, srv.certificateNote)
+	spec := serve.Spec{
+		Name:        "webhooks",
+		Addr:        addr,
+		Handler:     srv.mux,
+		Read:        30 * time.Second,
+		Write:       40 * time.Second,
+		TLS:         serve.TLS(&tls.Config{GetCertificate: watcher.GetCertificate}),
+		ConnContext: watcher.ConnContext,
+		DrainBy:     mgr.DrainDeadline,
+		Busy:        srv.busy,
+	}
+	r := kctl.Runnable{
+		Name: spec.Name,
+		Run:  func(ctx context.Context) error { return srv.run(ctx, spec) },
+		Busy: srv.busy,
+	}
+	err = mgr.Add(r)
 	if err != nil {
 		return nil, err
 	}
-	return ws, nil
+	return srv, nil
 }
 
-// MaxInFlight sets how many requests ws serves at once, over all its
-// webhooks, and returns ws. One more is answered 429 Too Many Requests
+// MaxInFlight sets how many requests srv serves at once, over all its
+// webhooks, and returns srv. One more is answered 429 Too Many Requests
 // with Retry-After: 1, its body dropped undecoded; the API server retries it
 // (within the webhook's timeout), and
 // controller_runtime_webhook_requests_total counts it with code 429.
 // Defaults to 16. A function that ignores its context keeps its request
 // in flight. n < 1 is a mistake reported by Manager.Start.
-func (ws *WebhookServer) MaxInFlight(n int) *WebhookServer {
+func (srv *Server) MaxInFlight(n int) *Server {
 	if n < 1 {
-		ws.m.misuse(fmt.Errorf("kctl: MaxInFlight(%d): "+
+		srv.mgr.ReportMisuse(fmt.Errorf("kctl: MaxInFlight(%d): "+
 			"the webhook server must serve at least 1 request", n))
-		return ws
+		return srv
 	}
-	ws.maxInFlight.Store(int64(n))
-	return ws
+	srv.maxInFlight.Store(int64(n))
+	return srv
 }
 
 // CertificateNames sets the names (DNS names or IP addresses) the API
-// server reaches ws by, e.g. the Service's "name.namespace.svc", and
-// returns ws: a new pair on disk is swapped in only if it covers each.
+// server reaches srv by, e.g. the Service's "name.namespace.svc", and
+// returns srv: a new pair on disk is swapped in only if it covers each.
 // By default it must cover every name of the pair served.
-func (ws *WebhookServer) CertificateNames(names ...string) *WebhookServer {
-	if ws.certs != nil {
-		ws.certs.SetNames(names...)
+func (srv *Server) CertificateNames(names ...string) *Server {
+	if srv.certs != nil {
+		srv.certs.SetNames(names...)
 	}
-	return ws
+	return srv
+}
+
+// busy says how many requests are in flight, for the log of a shutdown
+// that cuts them.
+func (srv *Server) busy() string {
+	return fmt.Sprintf("%d requests in flight", srv.inFlight.Load())
 }
 
 // handle registers h at path, measured as controller-runtime measures
 // webhooks, bounded (serveBounded), closing a connection of an older
 // certificate after the answer. A path registered before is a mistake,
 // reported as misuse (see Manager.Start).
-func (ws *WebhookServer) handle(path string, h http.Handler) {
-	ws.mu.Lock()
-	taken := ws.paths[path]
-	ws.paths[path] = true
-	ws.mu.Unlock()
+func (srv *Server) handle(path string, h http.Handler) {
+	srv.mu.Lock()
+	taken := srv.paths[path]
+	srv.paths[path] = true
+	srv.mu.Unlock()
 	if taken {
-		ws.m.misuse(fmt.Errorf("kctl: webhook %s is registered twice; "+
+		srv.mgr.ReportMisuse(fmt.Errorf("kctl: webhook %s is registered twice; "+
 			"register one function per kind and path", path))
 		return
 	}
-	log := ws.m.log.With("webhook", path)
-	observed := ws.m.metrics.Webhook(path)
+	if srv.metrics == nil {
+		return // Serve's addr was "": nothing serves the path
+	}
+	log := srv.mgr.Logger().With("webhook", path)
+	observed := srv.metrics.of(path)
 	measured := func(w http.ResponseWriter, r *http.Request) {
-		stale := ws.certs != nil && ws.certs.Stale(r.Context())
+		stale := srv.certs != nil && srv.certs.Stale(r.Context())
 		if stale {
 			w.Header().Set("Connection", "close")
 		}
-		observed.Started()
+		observed.started()
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		ws.serveBounded(sw, r, h, log)
-		observed.Finished(sw.code, time.Since(start))
+		srv.serveBounded(sw, r, h, log)
+		observed.finished(sw.code, time.Since(start))
 	}
-	ws.mux.HandleFunc(path, measured)
+	srv.mux.HandleFunc(path, measured)
 }
 
 // serveBounded serves r with h, with a context that ends at the review's
-// deadline (reviewTimeout) and carries log, unless ws serves maxInFlight
+// deadline (reviewTimeout) and carries log, unless srv serves maxInFlight
 // requests already: then it answers 429.
-func (ws *WebhookServer) serveBounded(w http.ResponseWriter, r *http.Request, h http.Handler, log *slog.Logger) {
-	n := ws.inFlight.Add(1)
-	limit := ws.maxInFlight.Load()
+func (srv *Server) serveBounded(w http.ResponseWriter, r *http.Request, h http.Handler, log *slog.Logger) {
+	n := srv.inFlight.Add(1)
+	limit := srv.maxInFlight.Load()
 	if n > limit {
-		ws.inFlight.Add(-1)
+		srv.inFlight.Add(-1)
 		refuse(w, r, limit)
 		return
 	}
-	defer ws.inFlight.Add(-1)
+	defer srv.inFlight.Add(-1)
 	timeout := reviewTimeout(r.URL.Query().Get("timeout"))
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	ctx = context.WithValue(ctx, loggerKey{}, log)
+	ctx = kctl.WithLogger(ctx, log)
 	h.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -253,39 +287,22 @@ func reviewTimeout(param string) time.Duration {
 	return min(d, 30*time.Second)
 }
 
-// serve runs the server of spec until ctx ends, reading the certificate
-// files every 10 s meanwhile (so that a pair rejected is logged and
-// counted without traffic), then shuts it down gracefully: it stops
-// listening, closes idle connections, and lets the answers in flight
-// finish until the shutdown's drainBy, when it closes the connections
-// still busy. It returns once that is done.
-func (ws *WebhookServer) serve(ctx context.Context, spec serverSpec) error {
-	log := ws.m.log
-	ln, err := net.Listen("tcp", spec.addr)
-	if err != nil {
-		return fmt.Errorf("kctl: %s server cannot listen on %s: %w",
-			spec.name, spec.addr, err)
-	}
-	srv := spec.httpServer(log)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		ws.watchCertificate(ctx)
-		ws.shutdown(srv)
-	}()
-	log.Info("serving "+spec.name, "addr", ln.Addr().String(), "tls", true,
-		"readTimeout", spec.read, "writeTimeout", spec.write,
-		"maxInFlight", ws.maxInFlight.Load())
-	err = srv.Serve(spec.tls(ln))
-	if !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("kctl: %s server on %s: %w", spec.name, spec.addr, err)
-	}
-	<-stopped
-	return nil
+// run serves spec until ctx ends, reading the certificate files every
+// 10 s meanwhile (so that a pair rejected is logged and counted without
+// traffic), then shuts the server down gracefully (spec.DrainBy). It
+// returns once that is done.
+func (srv *Server) run(ctx context.Context, spec serve.Spec) error {
+	watchCtx, stop := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer watching.Wait()
+	defer stop()
+	watching.Go(func() { srv.watchCertificate(watchCtx) })
+	spec.Attrs = []any{"maxInFlight", srv.maxInFlight.Load()}
+	return spec.Serve(ctx, kctl.LoggerFrom(ctx))
 }
 
 // watchCertificate reads the certificate files every 10 s until ctx ends.
-func (ws *WebhookServer) watchCertificate(ctx context.Context) {
+func (srv *Server) watchCertificate(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for {
@@ -293,51 +310,20 @@ func (ws *WebhookServer) watchCertificate(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			ws.certs.Status()
+			srv.certs.Status()
 		}
 	}
 }
 
-// shutdown shuts srv down gracefully until the shutdown's drainBy, then
-// closes the connections still busy, naming how many answers it cuts.
-func (ws *WebhookServer) shutdown(srv *http.Server) {
-	drainBy := ws.m.shutdown.drainBy()
-	ctx, cancel := context.WithDeadline(context.Background(), drainBy)
-	defer cancel()
-	err := srv.Shutdown(ctx)
-	if err == nil {
-		return
-	}
-	ws.m.log.Error("kctl: webhook server: shutdown timeout passed: "+
-		"closing the connections of answers still in flight",
-		"inFlight", ws.inFlight.Load(),
-		"timeout", ws.m.opts.ShutdownTimeout)
-	srv.Close()
-}
-
-// webhookCertificateGauge registers kctl_webhook_certificate_rejected
-// with the program's metrics, whose kctl_ prefix a program cannot take.
-func (m *Manager) webhookCertificateGauge() *prom.Series {
-	f := &prom.Family{
-		Name: "kctl_webhook_certificate_rejected",
-		Type: "gauge",
-		Help: "1 while the webhook server's certificate files hold " +
-			"a pair it does not serve (the log and /readyz?verbose " +
-			"say why; the last good pair serves), else 0.",
-	}
-	m.metrics.User.Add(f)
-	return f.With(nil)
-}
-
 // certificateChanged is certwatch's OnChange: it logs why a pair is
 // not served, and sets the gauge.
-func (ws *WebhookServer) certificateChanged(rejected error) {
+func (srv *Server) certificateChanged(rejected error) {
 	if rejected == nil {
-		ws.certRejected.Set(0)
+		srv.metrics.certRejected.Set(0)
 		return
 	}
-	ws.certRejected.Set(1)
-	ws.m.log.Error("kctl: webhook server: " + rejected.Error() +
+	srv.metrics.certRejected.Set(1)
+	srv.mgr.Logger().Error("kctl: webhook server: " + rejected.Error() +
 		"; write a pair that covers the names and is valid now")
 }
 
@@ -345,8 +331,8 @@ func (ws *WebhookServer) certificateChanged(rejected error) {
 // fails while the pair served is not valid now, as every call of the API
 // server then fails. A pair on disk that is not served shows in its note
 // only: the last good one serves.
-func (ws *WebhookServer) certificateReady(*http.Request) error {
-	served, rejected := ws.certs.Status()
+func (srv *Server) certificateReady(*http.Request) error {
+	served, rejected := srv.certs.Status()
 	now := time.Now()
 	valid := !now.Before(served.NotBefore) && !now.After(served.NotAfter)
 	if valid {
@@ -359,8 +345,8 @@ func (ws *WebhookServer) certificateReady(*http.Request) error {
 
 // certificateNote is the note of the readiness check: the pair served,
 // and why the files' pair is not, if it is not.
-func (ws *WebhookServer) certificateNote() string {
-	served, rejected := ws.certs.Status()
+func (srv *Server) certificateNote() string {
+	served, rejected := srv.certs.Status()
 	note := "serving a certificate for " +
 		strings.Join(certwatch.Names(served), ", ") + " until " +
 		served.NotAfter.UTC().Format(time.RFC3339)
@@ -383,7 +369,7 @@ func (w *statusWriter) WriteHeader(code int) {
 
 // webhookPath is kubebuilder's path of a webhook of kind prefix
 // ("validate", "mutate") for r.
-func webhookPath(prefix string, r Resource) string {
+func webhookPath(prefix string, r kctl.Resource) string {
 	group := strings.ReplaceAll(r.Group, ".", "-")
 	kind := strings.ToLower(r.Kind)
 	return "/" + prefix + "-" + group + "-" + r.Version + "-" + kind
@@ -439,7 +425,7 @@ func webhookRecover(ctx context.Context, what string, err *error) {
 	if p == nil {
 		return
 	}
-	LoggerFrom(ctx).Error("kctl: the "+what+" panicked",
+	kctl.LoggerFrom(ctx).Error("kctl: the "+what+" panicked",
 		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 	*err = panicError{fmt.Sprintf("kctl: the %s panicked: %v", what, p)}
 }
@@ -478,3 +464,19 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(data)
 }
+
+// typeName is T's name with its package's, e.g. "v1.Pod" or "main.Widget".
+func typeName[T any]() string {
+	var zero T
+	return fmt.Sprintf("%T", zero)
+}
+
+// unprefixed is err with its message's "kctl: " prefix dropped, so that
+// a kctl error can wrap it with %w; errors.Is and errors.As see through it.
+func unprefixed(err error) error { return unprefixedError{err} }
+
+type unprefixedError struct{ err error }
+
+func (e unprefixedError) Error() string { return strings.TrimPrefix(e.err.Error(), "kctl: ") }
+
+func (e unprefixedError) Unwrap() error { return e.err }

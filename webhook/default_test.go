@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kctl-dev/kctl"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -39,7 +40,7 @@ type assemblyPart struct {
 	Size int    `json:"size,omitempty"`
 }
 
-var _ = Declare[assembly](Resource{Group: "webhook.kctl.dev", Version: "v1", Kind: "Assembly", Namespaced: true})
+var _ = kctl.Declare[assembly](kctl.Resource{Group: "webhook.kctl.dev", Version: "v1", Kind: "Assembly", Namespaced: true})
 
 const assemblyCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
  "metadata":{"name":"assemblies.webhook.kctl.dev"},

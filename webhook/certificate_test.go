@@ -1,18 +1,18 @@
-package kctl
+package webhook
 
 // Issue 33, item 2: a certificate pair is swapped in only if it can serve.
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certs"
+	"github.com/kctl-dev/kctl/internal/servetest"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -35,9 +35,10 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), nil))
-	f.mgr = testManager(t, f.cfg, f.ns, Options{Logger: logger})
-	if f.hooks, err = f.mgr.ServeWebhooks(f.addr, f.certDir); err != nil {
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	f.mgr = testManager(t, f.cfg, f.ns, kctl.Options{Logger: logger})
+	f.page = metricsPage(t, f.mgr)
+	if f.hooks, err = Serve(f.mgr, f.addr, f.certDir); err != nil {
 		t.Fatal(err)
 	}
 	healthAddr := freeLoopbackAddr(t)
@@ -67,9 +68,8 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 		}
 	}
 	gauge := func() string {
-		var page strings.Builder
-		f.mgr.metrics.Page().WriteTo(&page)
-		for _, l := range strings.Split(page.String(), "\n") {
+		page := f.page()
+		for _, l := range strings.Split(page, "\n") {
 			if strings.HasPrefix(l, "kctl_webhook_certificate_rejected ") {
 				return strings.TrimPrefix(l, "kctl_webhook_certificate_rejected ")
 			}
@@ -99,10 +99,10 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 			t.Errorf("with %s on disk: a new connection gets serial %v, want the last good %v", tc.name, sn, good)
 		}
 		createMany(tc.name)
-		if lines := logs.lines(tc.reason); len(lines) != 1 || !strings.Contains(lines[0], "tls.crt") {
+		if lines := logs.Lines(tc.reason); len(lines) != 1 || !strings.Contains(lines[0], "tls.crt") {
 			t.Errorf("with %s on disk: %d log lines name %q, want 1 naming the file: %q", tc.name, len(lines), tc.reason, lines)
 		}
-		code, body := getPage(t, healthAddr, "/readyz?verbose")
+		code, body := servetest.Get(t, healthAddr, "", "/readyz?verbose")
 		if code != 200 || !strings.Contains(body, "[+]webhook-certificate ok") || !strings.Contains(body, tc.reason) {
 			t.Errorf("with %s on disk: /readyz?verbose = %d %q, want 200 with webhook-certificate ok naming %q", tc.name, code, body, tc.reason)
 		}
@@ -121,7 +121,7 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 	if g := gauge(); g != "0" {
 		t.Errorf("with a good pair on disk: kctl_webhook_certificate_rejected = %s, want 0", g)
 	}
-	if code, body := getPage(t, healthAddr, "/readyz?verbose"); code != 200 || strings.Contains(body, "not served") {
+	if code, body := servetest.Get(t, healthAddr, "", "/readyz?verbose"); code != 200 || strings.Contains(body, "not served") {
 		t.Errorf("with a good pair on disk: /readyz?verbose = %d %q, want 200 without a rejected pair", code, body)
 	}
 }
@@ -144,15 +144,19 @@ func TestWebhooks_ServedCertificateExpired_NotReady(t *testing.T) {
 	if err := certs.WritePair(certDir, certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	mgr := testManager(t, cfg, "default", Options{})
-	if _, err := mgr.ServeWebhooks(freeLoopbackAddr(t), certDir); err != nil {
-		t.Fatalf("ServeWebhooks with an expired pair: %v, want it to start (a good pair may come)", err)
+	mgr := testManager(t, cfg, "default", kctl.Options{})
+	if _, err := Serve(mgr, freeLoopbackAddr(t), certDir); err != nil {
+		t.Fatalf("Serve with an expired pair: %v, want it to start (a good pair may come)", err)
 	}
+	healthAddr := freeLoopbackAddr(t)
+	if err := mgr.ServeHealth(healthAddr); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
 	readyz := func() (int, string) {
-		rec := httptest.NewRecorder()
-		mgr.health.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz/webhook-certificate?verbose", nil))
-		return rec.Code, rec.Body.String()
+		return servetest.Get(t, healthAddr, "", "/readyz/webhook-certificate?verbose")
 	}
+	servetest.PollPage(t, healthAddr, "/healthz", "the health server", func(code int, _ string) bool { return code == 200 })
 	if code, body := readyz(); code != 503 || !strings.Contains(body, "valid from") {
 		t.Errorf("with an expired pair served: /readyz/webhook-certificate?verbose = %d %q, want 503 saying when it was valid", code, body)
 	}

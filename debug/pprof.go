@@ -1,7 +1,6 @@
-package kctl
+package debug
 
-// An extra: ServePprof, Go's profiles over HTTP as net/http/pprof serves
-// them, off unless asked.
+// ServePprof: Go's profiles over HTTP as net/http/pprof serves them.
 
 import (
 	"fmt"
@@ -13,10 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/internal/serve"
 )
 
-// ServePprof serves Go's profiles under /debug/pprof/ on addr while the
-// Manager runs, e.g. "127.0.0.1:6060", at net/http/pprof's paths, so that
+// ServePprof serves Go's profiles under /debug/pprof/ on addr while mgr
+// runs, e.g. "127.0.0.1:6060", at net/http/pprof's paths, so that
 // `go tool pprof http://127.0.0.1:6060/debug/pprof/heap` works:
 //
 //	/debug/pprof/                 the list of profiles
@@ -26,28 +28,28 @@ import (
 //
 // Profiles show the program's internals and cost CPU to take: serve them
 // on loopback and reach them with kubectl port-forward (listening on any
-// other address logs a warning at start). Like ServeDebug, it answers 421
-// Misdirected Request to a Host that is neither a loopback name or
+// other address logs a warning at start). Like ServeHistory, it answers
+// 421 Misdirected Request to a Host that is neither a loopback name or
 // address nor its own address, so that no web page can read it by DNS
-// rebinding. It is Add of a Runnable named "pprof", so call it before
-// Start; "" adds nothing, and profiling is off unless you call it. kctl
+// rebinding. It is mgr.Add of a Runnable named "pprof", so call it before
+// Start; "" adds nothing, and profiling is off unless you call it. It
 // does not import net/http/pprof, whose init registers it on
 // http.DefaultServeMux in every program.
-func (m *Manager) ServePprof(addr string) error {
+func ServePprof(mgr *kctl.Manager, addr string) error {
 	if addr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", servePprof)
-	spec := serverSpec{
-		name:    "pprof",
-		addr:    addr,
-		handler: mux,
-		read:    10 * time.Second,
-		write:   maxProfile + 10*time.Second,
-		private: true,
+	spec := serve.Spec{
+		Name:    "pprof",
+		Addr:    addr,
+		Handler: mux,
+		Read:    10 * time.Second,
+		Write:   maxProfile + 10*time.Second,
+		Private: true,
 	}
-	return m.Add(m.runnable(spec))
+	return mgr.Add(runnable(spec))
 }
 
 // maxProfile bounds a CPU profile or trace.

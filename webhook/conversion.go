@@ -1,8 +1,7 @@
-package kctl
+package webhook
 
-// An extra: conversion webhooks for a CRD served at two versions
-// (Convert), as ConversionReview v1 at /convert of a WebhookServer
-// (webhook_server.go).
+// Conversion webhooks for a CRD served at two versions (Convert), as
+// ConversionReview v1 at /convert of a Server (server.go).
 
 import (
 	"context"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kctl-dev/kctl"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -37,13 +37,13 @@ type conversionResponse struct {
 }
 
 // Convert serves the conversion between A and B, two Go types of one CRD
-// at two versions, at the WebhookServer's /convert:
+// at two versions, at the Server's /convert:
 //
-//	kctl.Convert(hooks,
+//	webhook.Convert(hooks,
 //		func(src *v1.Widget, dst *v2.Widget) error { dst.Spec.Replicas = src.Spec.Size; return nil },
 //		func(src *v2.Widget, dst *v1.Widget) error { dst.Spec.Size = src.Spec.Replicas; return nil })
 //
-// A and B must be declared (Declare) with the same Group and Kind and
+// A and B must be declared (kctl.Declare) with the same Group and Kind and
 // different Versions. Each function gets dst holding a copy of src's
 // metadata and fills the rest; kctl sets its apiVersion and kind. An error
 // fails the whole review, and the API server's request with it, with the
@@ -53,16 +53,16 @@ type conversionResponse struct {
 // conversionReviewVersions ["v1"] and a clientConfig whose path is
 // /convert. A mistake (a type not declared, the pair registered twice) is
 // reported by Manager.Start.
-func Convert[A, B any, PA Object[A], PB Object[B]](
-	ws *WebhookServer,
+func Convert[A, B any, PA kctl.Object[A], PB kctl.Object[B]](
+	srv *Server,
 	aToB func(src *A, dst *B) error,
 	bToA func(src *B, dst *A) error,
 ) {
-	ra, errA := ResourceOf[A]()
-	rb, errB := ResourceOf[B]()
+	ra, errA := kctl.ResourceOf[A]()
+	rb, errB := kctl.ResourceOf[B]()
 	err := convertible(ra, errA, rb, errB)
 	if err != nil {
-		ws.m.misuse(fmt.Errorf("kctl: Convert(%s, %s): %w",
+		srv.mgr.ReportMisuse(fmt.Errorf("kctl: Convert(%s, %s): %w",
 			typeName[A](), typeName[B](), unprefixed(err)))
 		return
 	}
@@ -74,27 +74,27 @@ func Convert[A, B any, PA Object[A], PB Object[B]](
 		return convertOne(obj, rb, ra, bToA)
 	}
 	key := ra.Group + "/" + ra.Kind
-	ws.mu.Lock()
-	_, taken := ws.conversions[key]
+	srv.mu.Lock()
+	_, taken := srv.conversions[key]
 	if !taken {
-		ws.conversions[key] = c
+		srv.conversions[key] = c
 	}
-	first := len(ws.conversions) == 1
-	ws.mu.Unlock()
+	first := len(srv.conversions) == 1
+	srv.mu.Unlock()
 	if taken {
-		ws.m.misuse(fmt.Errorf("kctl: Convert: the conversion of %s is "+
+		srv.mgr.ReportMisuse(fmt.Errorf("kctl: Convert: the conversion of %s is "+
 			"registered twice; kctl converts between two versions of a kind",
 			key))
 		return
 	}
 	if first {
-		ws.handle("/convert", http.HandlerFunc(ws.serveConversion))
+		srv.handle("/convert", http.HandlerFunc(srv.serveConversion))
 	}
 }
 
 // convertible says why ra and rb, with the errors of their ResourceOf,
 // cannot be two versions of one kind.
-func convertible(ra Resource, errA error, rb Resource, errB error) error {
+func convertible(ra kctl.Resource, errA error, rb kctl.Resource, errB error) error {
 	switch {
 	case errA != nil:
 		return errA
@@ -113,7 +113,7 @@ func convertible(ra Resource, errA error, rb Resource, errB error) error {
 // (type D) with fn.
 func convertOne[S, D any](
 	obj []byte,
-	rs, rd Resource,
+	rs, rd kctl.Resource,
 	fn func(src *S, dst *D) error,
 ) ([]byte, error) {
 	src, err := decodeObject[S](obj, "object")
@@ -149,7 +149,7 @@ func copyMeta(src, dst any) {
 }
 
 // setTypeMeta sets apiVersion and kind of the encoded object obj to rd's.
-func setTypeMeta(obj []byte, rd Resource) ([]byte, error) {
+func setTypeMeta(obj []byte, rd kctl.Resource) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	err := json.Unmarshal(obj, &fields)
 	if err != nil {
@@ -164,7 +164,7 @@ func setTypeMeta(obj []byte, rd Resource) ([]byte, error) {
 
 // serveConversion serves ConversionReview v1: every object of the request
 // to its desiredAPIVersion.
-func (ws *WebhookServer) serveConversion(w http.ResponseWriter, r *http.Request) {
+func (srv *Server) serveConversion(w http.ResponseWriter, r *http.Request) {
 	var in conversionReview
 	ok := readReview(w, r, "ConversionReview", func(data []byte) error {
 		return decodeConversionReview(data, &in)
@@ -173,9 +173,9 @@ func (ws *WebhookServer) serveConversion(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	resp := &conversionResponse{UID: in.Request.UID}
-	converted, err := ws.convertAll(r.Context(), in.Request)
+	converted, err := srv.convertAll(r.Context(), in.Request)
 	if err != nil {
-		LoggerFrom(r.Context()).Error(err.Error(), "uid", in.Request.UID)
+		kctl.LoggerFrom(r.Context()).Error(err.Error(), "uid", in.Request.UID)
 		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
 	} else {
 		resp.ConvertedObjects = converted
@@ -186,7 +186,7 @@ func (ws *WebhookServer) serveConversion(w http.ResponseWriter, r *http.Request)
 
 // convertAll converts every object of req, or fails naming the first that
 // does not convert.
-func (ws *WebhookServer) convertAll(
+func (srv *Server) convertAll(
 	ctx context.Context,
 	req *conversionRequest,
 ) (converted []json.RawMessage, err error) {
@@ -199,9 +199,9 @@ func (ws *WebhookServer) convertAll(
 		if err != nil {
 			return nil, fmt.Errorf("kctl: object %d of the ConversionReview: %w", i, err)
 		}
-		ws.mu.Lock()
-		c, found := ws.conversions[group+"/"+tm.Kind]
-		ws.mu.Unlock()
+		srv.mu.Lock()
+		c, found := srv.conversions[group+"/"+tm.Kind]
+		srv.mu.Unlock()
 		versions := []string{c.a, c.b}
 		known := found && slices.Contains(versions, tm.APIVersion) &&
 			slices.Contains(versions, req.DesiredAPIVersion)
@@ -228,7 +228,7 @@ func objectName(obj []byte) string {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
 	json.Unmarshal(obj, &o)
-	return nsKey(o.Metadata.Namespace, o.Metadata.Name)
+	return kctl.Key{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name}.String()
 }
 
 // decodeConversionReview decodes data into review and checks that it is

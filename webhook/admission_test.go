@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 	})
 	Default(f.hooks, func(ctx context.Context, g *gadget) error {
 		mu.Lock()
-		defaulted = append(defaulted, *deepCopy(g))
+		defaulted = append(defaulted, jsonCopy(t, g))
 		mu.Unlock()
 		if g.Spec.Color == "refuse" {
 			return errors.New("no default for refuse")
@@ -171,10 +171,9 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 	})
 
 	t.Run("metrics count the requests by code", func(t *testing.T) {
-		var page strings.Builder
-		f.mgr.metrics.Page().WriteTo(&page)
+		page := f.page()
 		want := `controller_runtime_webhook_requests_total{code="200",webhook="/validate-webhook-kctl-dev-v1-gadget"}`
-		if !strings.Contains(page.String(), want) {
+		if !strings.Contains(page, want) {
 			t.Errorf("the metrics page lacks %s", want)
 		}
 	})
@@ -296,8 +295,7 @@ func TestWebhooks_RealAPIServer_SlowWebhookHitsTimeout(t *testing.T) {
 		t.Errorf("the slow webhook failed the request after %v, want about its 1s timeout", took)
 	}
 	eventually(t, "the slow request out of flight", func() bool {
-		var page strings.Builder
-		f.mgr.metrics.Page().WriteTo(&page)
-		return strings.Contains(page.String(), `controller_runtime_webhook_requests_in_flight{webhook="/validate--v1-configmap"} 0`)
+		page := f.page()
+		return strings.Contains(page, `controller_runtime_webhook_requests_in_flight{webhook="/validate--v1-configmap"} 0`)
 	})
 }

@@ -1,15 +1,17 @@
-package kctl
+package webhook
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certs"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -148,25 +150,27 @@ func TestWebhooks_BadReviews_Get4xx(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d containing %q", tc.name, resp.StatusCode, body[:n], tc.code, tc.message)
 		}
 	}
-	var page strings.Builder
-	f.mgr.metrics.Page().WriteTo(&page)
+	page := f.page()
 	for _, want := range []string{
 		`controller_runtime_webhook_requests_total{code="413",webhook="/validate--v1-configmap"} 1`,
 		`controller_runtime_webhook_requests_total{code="400",webhook="/convert"} 2`,
 	} {
-		if !strings.Contains(page.String(), want) {
+		if !strings.Contains(page, want) {
 			t.Errorf("the metrics page lacks %s", want)
 		}
 	}
 }
 
-// TestWebhooks_TLS12AndUp_CertificateRequired: ServeWebhooks fails without
-// a certificate, naming it; the server refuses TLS 1.1 and speaks 1.2 and
-// HTTP/1.1.
+// TestWebhooks_TLS12AndUp_CertificateRequired: Serve fails without a
+// certificate, naming it, and a second time on one Manager; the server
+// refuses TLS 1.1 and speaks 1.2 and HTTP/1.1.
 func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
 	f := newWebhookFixture(t)
-	if _, err := f.mgr.ServeWebhooks(freeLoopbackAddr(t), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tls.crt") {
-		t.Errorf("ServeWebhooks without a certificate = %v, want an error naming tls.crt", err)
+	if _, err := Serve(f.mgr, freeLoopbackAddr(t), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tls.crt") {
+		t.Errorf("Serve without a certificate = %v, want an error naming tls.crt", err)
+	}
+	if _, err := Serve(f.mgr, freeLoopbackAddr(t), f.certDir); err == nil || !strings.Contains(err.Error(), "one server") {
+		t.Errorf("a second Serve on one Manager = %v, want an error saying one server serves them all", err)
 	}
 	f.start(t)
 	pool := x509.NewCertPool()
@@ -191,5 +195,29 @@ func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
 	defer c.Close()
 	if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
 		t.Errorf("negotiated %q, want HTTP/1.1 only", p)
+	}
+}
+
+// TestWebhooks_ServingLine_NamesTimeoutsAndBound: the server logs, as it
+// starts, its read and write timeouts and its bound on requests in flight.
+func TestWebhooks_ServingLine_NamesTimeoutsAndBound(t *testing.T) {
+	cfg := testConfig(t)
+	ca, err := certs.NewCA("kctl webhook test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	if _, err := ca.WriteServing(certDir, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	mgr := testManager(t, cfg, "default", kctl.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if _, err := Serve(mgr, freeLoopbackAddr(t), certDir); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
+	line := logs.LinesEventually(t, `msg="serving webhooks"`, 1)[0]
+	if !strings.Contains(line, "tls=true readTimeout=30s writeTimeout=40s maxInFlight=16") {
+		t.Errorf("the webhook server's serving line = %s, want TLS, its timeouts and its bound", line)
 	}
 }

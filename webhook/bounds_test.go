@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 // Issue 33, item 4: the webhook server bounds its work: requests in
 // flight, each function's deadline, and a graceful shutdown.
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -134,10 +135,9 @@ func TestWebhooks_InFlightLimit_429Beyond(t *testing.T) {
 	if a := postReview(t.Context(), client, url, reviewJSON("after")); !a.allowed() {
 		t.Errorf("a review after the held ones = %d %q %v, want allowed", a.code, a.body, a.err)
 	}
-	var page strings.Builder
-	f.mgr.metrics.Page().WriteTo(&page)
+	page := f.page()
 	want := `controller_runtime_webhook_requests_total{code="429",webhook="/validate--v1-configmap"} 1`
-	if !strings.Contains(page.String(), want) {
+	if !strings.Contains(page, want) {
 		t.Errorf("the metrics page lacks %s", want)
 	}
 }
@@ -180,9 +180,8 @@ func TestWebhooks_RealAPIServer_InFlightLimit_RetriedByAPIServer(t *testing.T) {
 		otherErr <- err
 	}()
 	eventually(t, "the API server's call answered 429", func() bool {
-		var page strings.Builder
-		f.mgr.metrics.Page().WriteTo(&page)
-		return strings.Contains(page.String(), `controller_runtime_webhook_requests_total{code="429",webhook="/validate--v1-configmap"}`)
+		page := f.page()
+		return strings.Contains(page, `controller_runtime_webhook_requests_total{code="429",webhook="/validate--v1-configmap"}`)
 	})
 	v.releaseAll()
 	for _, r := range []struct {
@@ -322,8 +321,8 @@ func TestWebhooks_GracefulShutdown_AnswersInFlightFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
-	mgr := testManager(t, cfg, "default", Options{ShutdownTimeout: 10 * time.Second})
-	hooks, err := mgr.ServeWebhooks(addr, certDir)
+	mgr := testManager(t, cfg, "default", kctl.Options{ShutdownTimeout: 10 * time.Second})
+	hooks, err := Serve(mgr, addr, certDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
-package kctl
+package webhook
 
-// An extra: typed admission webhooks, Validate and Default, served as
-// AdmissionReview v1 by a WebhookServer (webhook_server.go).
+// Typed admission webhooks, Validate and Default, served as
+// AdmissionReview v1 by a Server (server.go).
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/jsonpatch"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,22 +36,13 @@ type AdmissionRequest[T any] struct {
 	// effects must not make them (and must declare sideEffects: NoneOnDryRun).
 	DryRun bool
 	// UserInfo is who sent the request.
-	UserInfo UserInfo
+	UserInfo kctl.UserInfo
 	// UID identifies the request, e.g. in a log line.
 	UID types.UID
 }
 
-// UserInfo is who sent a request, as the API server authenticated them:
-// authenticationv1.UserInfo's fields.
-type UserInfo struct {
-	Username string              `json:"username,omitempty"`
-	UID      string              `json:"uid,omitempty"`
-	Groups   []string            `json:"groups,omitempty"`
-	Extra    map[string][]string `json:"extra,omitempty"`
-}
-
 // admissionReview is admission.k8s.io/v1's AdmissionReview, the fields
-// kctl reads and writes. kctl does not import k8s.io/api/admission/v1:
+// kctl reads and writes. It does not import k8s.io/api/admission/v1:
 // an API package's type registration links it into every program.
 type admissionReview struct {
 	metav1.TypeMeta `json:",inline"`
@@ -64,7 +56,7 @@ type admissionRequest struct {
 	Name        string          `json:"name,omitempty"`
 	Namespace   string          `json:"namespace,omitempty"`
 	SubResource string          `json:"subResource,omitempty"`
-	UserInfo    UserInfo        `json:"userInfo"`
+	UserInfo    kctl.UserInfo   `json:"userInfo"`
 	Object      json.RawMessage `json:"object,omitempty"`
 	OldObject   json.RawMessage `json:"oldObject,omitempty"`
 	DryRun      *bool           `json:"dryRun,omitempty"`
@@ -86,9 +78,9 @@ func present(raw json.RawMessage) bool {
 }
 
 // Validate serves validate as the validating webhook of T, at
-// /validate-<group>-<version>-<kind> (see WebhookServer):
+// /validate-<group>-<version>-<kind> (see Server):
 //
-//	kctl.Validate(hooks, func(ctx context.Context, req kctl.AdmissionRequest[Widget]) ([]string, error) {
+//	webhook.Validate(hooks, func(ctx context.Context, req webhook.AdmissionRequest[Widget]) ([]string, error) {
 //		if req.Object != nil && req.Object.Spec.Size < 0 {
 //			return nil, errors.New("spec.size must not be negative")
 //		}
@@ -107,13 +99,13 @@ func present(raw json.RawMessage) bool {
 // ValidatingWebhookConfiguration's rules, and use admissionReviewVersions
 // ["v1"]. A mistake (T not a resource, the path taken) is reported by
 // Manager.Start.
-func Validate[T any, PT Object[T]](
-	ws *WebhookServer,
+func Validate[T any, PT kctl.Object[T]](
+	srv *Server,
 	validate func(ctx context.Context, req AdmissionRequest[T]) (warnings []string, err error),
 ) {
-	res, err := ResourceOf[T]()
+	res, err := kctl.ResourceOf[T]()
 	if err != nil {
-		ws.m.misuse(fmt.Errorf("kctl: Validate: %w", unprefixed(err)))
+		srv.mgr.ReportMisuse(fmt.Errorf("kctl: Validate: %w", unprefixed(err)))
 		return
 	}
 	path := webhookPath("validate", res)
@@ -130,7 +122,7 @@ func Validate[T any, PT Object[T]](
 		}
 		return &admissionResponse{Allowed: true, Warnings: warnings}
 	}
-	ws.handle(path, admissionHandler(review))
+	srv.handle(path, admissionHandler(review))
 }
 
 // callValidate calls validate, its panic an error.
@@ -144,11 +136,11 @@ func callValidate[T any](
 }
 
 // Default serves def as the defaulting (mutating) webhook of T, at
-// /mutate-<group>-<version>-<kind> (see WebhookServer). On Create and
+// /mutate-<group>-<version>-<kind> (see Server). On Create and
 // Update, def gets the object as it would be stored and sets what it
 // defaults:
 //
-//	kctl.Default(hooks, func(ctx context.Context, w *Widget) error {
+//	webhook.Default(hooks, func(ctx context.Context, w *Widget) error {
 //		if w.Spec.Size == 0 {
 //			w.Spec.Size = 1
 //		}
@@ -185,13 +177,13 @@ func callValidate[T any](
 // with admissionReviewVersions ["v1"] and reinvocationPolicy as you need.
 // A mistake (T not a resource, the path taken) is reported by
 // Manager.Start.
-func Default[T any, PT Object[T]](
-	ws *WebhookServer,
+func Default[T any, PT kctl.Object[T]](
+	srv *Server,
 	def func(ctx context.Context, obj *T) error,
 ) {
-	res, err := ResourceOf[T]()
+	res, err := kctl.ResourceOf[T]()
 	if err != nil {
-		ws.m.misuse(fmt.Errorf("kctl: Default: %w", unprefixed(err)))
+		srv.mgr.ReportMisuse(fmt.Errorf("kctl: Default: %w", unprefixed(err)))
 		return
 	}
 	path := webhookPath("mutate", res)
@@ -213,7 +205,7 @@ func Default[T any, PT Object[T]](
 		}
 		return resp
 	}
-	ws.handle(path, admissionHandler(review))
+	srv.handle(path, admissionHandler(review))
 }
 
 // defaultPatch decodes raw into a T, calls def on it and returns the

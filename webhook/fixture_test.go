@@ -1,8 +1,9 @@
-package kctl
+package webhook
 
-// Webhook tests where the real kube-apiserver calls kctl's webhook server
-// on 127.0.0.1, through webhook configurations with a caBundle, scoped to
-// the test's namespace. Helpers first, then the tests.
+// Webhook tests where the real kube-apiserver (kctltest's control plane)
+// calls the webhook server on 127.0.0.1, through webhook configurations
+// with a caBundle, scoped to the test's namespace. The helpers of every
+// test file.
 
 import (
 	"crypto/tls"
@@ -14,14 +15,54 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certs"
+	"github.com/kctl-dev/kctl/internal/servetest"
+	"github.com/kctl-dev/kctl/kctltest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
+
+func TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }
+
+// The helpers the tests share with kctl/debug's (internal/servetest).
+var (
+	testConfig       = servetest.Config
+	testManager      = servetest.Manager
+	startManager     = servetest.Start
+	freeLoopbackAddr = servetest.FreeAddr
+	eventually       = servetest.Eventually
+	testRawRequest   = servetest.RawRequest
+)
+
+// testNamespace is a namespace of the test's own (cfg is the admin's).
+func testNamespace(t *testing.T, _ *rest.Config) string { return servetest.Namespace(t) }
+
+type logBuffer = servetest.LogBuffer
+
+// metricsPage serves mgr's metrics on loopback (call it before Start) and
+// returns a func that reads the page.
+func metricsPage(t *testing.T, mgr *kctl.Manager) (page func() string) {
+	t.Helper()
+	addr := freeLoopbackAddr(t)
+	if err := mgr.ServeMetrics(addr); err != nil {
+		t.Fatal(err)
+	}
+	return func() string {
+		t.Helper()
+		var body string
+		servetest.PollPage(t, addr, "/metrics", "the metrics page", func(code int, b string) bool {
+			body = b
+			return code == 200
+		})
+		return body
+	}
+}
 
 // gadget is the CRD type of the webhook tests; its Go type knows size and
 // color, and the CRD keeps any other field (spec.extra).
@@ -36,7 +77,7 @@ type gadgetSpec struct {
 	Color string `json:"color,omitempty"`
 }
 
-var _ = Declare[gadget](Resource{Group: "webhook.kctl.dev", Version: "v1", Kind: "Gadget", Namespaced: true})
+var _ = kctl.Declare[gadget](kctl.Resource{Group: "webhook.kctl.dev", Version: "v1", Kind: "Gadget", Namespaced: true})
 
 const gadgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
  "metadata":{"name":"gadgets.webhook.kctl.dev"},
@@ -59,10 +100,12 @@ func installGadgetCRD(t *testing.T, cfg *rest.Config, ns string) {
 // webhookFixture is a Manager serving webhooks over HTTPS on loopback with
 // a certificate of its own CA.
 type webhookFixture struct {
-	cfg     *rest.Config
-	ns      string
-	mgr     *Manager
-	hooks   *WebhookServer
+	cfg   *rest.Config
+	ns    string
+	mgr   *kctl.Manager
+	hooks *Server
+	// page reads the metrics page of mgr.
+	page    func() string
 	addr    string
 	ca      *certs.CA
 	certDir string
@@ -79,8 +122,9 @@ func newWebhookFixture(t *testing.T) *webhookFixture {
 	if _, err := f.ca.WriteServing(f.certDir, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	f.mgr = testManager(t, f.cfg, f.ns, Options{})
-	if f.hooks, err = f.mgr.ServeWebhooks(f.addr, f.certDir); err != nil {
+	f.mgr = testManager(t, f.cfg, f.ns, kctl.Options{})
+	f.page = metricsPage(t, f.mgr)
+	if f.hooks, err = Serve(f.mgr, f.addr, f.certDir); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -209,4 +253,35 @@ func webhookClient(ca *certs.CA) *http.Client {
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 	}
+}
+
+// testCRDAbsent deletes the CRD plural.group if an earlier run left it, waits
+// (30 s at most) until neither it nor its API in namespace ns is served (the
+// API outlives the CRD object for a moment), and returns a func that deletes
+// it again. Defer that func: at t.Cleanup, t.Context() has ended.
+func testCRDAbsent(t *testing.T, cfg *rest.Config, ns, group, version, plural string) (deleteAgain func()) {
+	t.Helper()
+	crdPath := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + plural + "." + group
+	apiPath := "/apis/" + group + "/" + version + "/namespaces/" + ns + "/" + plural
+	testRawRequest(t, cfg, "DELETE", crdPath, "")
+	eventually(t, "CRD "+plural+"."+group+" of an earlier run gone", func() bool {
+		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
+		api, _ := testRawRequest(t, cfg, "GET", apiPath, "")
+		return crd == 404 && api == 404
+	})
+	return func() { testRawRequest(t, cfg, "DELETE", crdPath, "") }
+}
+
+// jsonCopy is a deep copy of obj, through JSON.
+func jsonCopy[T any](t *testing.T, obj *T) T {
+	t.Helper()
+	var out T
+	data, err := json.Marshal(obj)
+	if err == nil {
+		err = json.Unmarshal(data, &out)
+	}
+	if err != nil {
+		t.Errorf("copying %T: %v", obj, err)
+	}
+	return out
 }

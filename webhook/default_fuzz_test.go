@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package kctl
+package webhook
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kctl-dev/kctl"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -65,9 +66,9 @@ func FuzzConversionReview(f *testing.F) {
 		`"objects":[{"apiVersion":"conversion.kctl.dev/v1","kind":"Sprocket","metadata":{"name":"a"},"spec":{"size":1}}]}}`))
 	f.Add([]byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"2","desiredAPIVersion":"conversion.kctl.dev/v1",` +
 		`"objects":[{"apiVersion":"conversion.kctl.dev/v2","kind":"Sprocket","spec":{"replicas":"x"}},{"kind":7}]}}`))
-	ws := &WebhookServer{paths: map[string]bool{}, conversions: map[string]conversion{}}
-	ra, _ := ResourceOf[sprocket]()
-	rb, _ := ResourceOf[sprocketV2]()
+	ws := &Server{paths: map[string]bool{}, conversions: map[string]conversion{}}
+	ra, _ := kctl.ResourceOf[sprocket]()
+	rb, _ := kctl.ResourceOf[sprocketV2]()
 	ws.conversions["conversion.kctl.dev/Sprocket"] = conversion{a: ra.APIVersion(), b: rb.APIVersion(),
 		convert: func(obj []byte, from, to string) ([]byte, error) {
 			if from == ra.APIVersion() {

@@ -1,20 +1,31 @@
-package kctl
+// Package debug serves a Manager's internals for a person debugging a
+// program, on loopback: each controller's reconcile history
+// (ServeHistory, over kctl's KeepHistory and History) and Go's profiles
+// (ServePprof). Both are off unless called, and a program that does not
+// import this package links none of it.
+package debug
 
-// An extra: ServeDebug, the reconcile history (history.go) over HTTP, as
-// JSON and as a plain HTML page.
+// ServeHistory: the reconcile history over HTTP, as JSON and as a plain
+// HTML page.
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/internal/serve"
 )
 
-// ServeDebug serves each controller's reconcile history on addr while
-// the Manager runs, and turns KeepHistory on (with its defaults, unless
-// called before):
+// ServeHistory serves each controller's reconcile history on addr while
+// mgr runs, and turns KeepHistory on (with its defaults, unless called
+// before):
 //
 //	GET /debug/kctl/controllers                  the controllers and their keys
 //	GET /debug/kctl/controllers/NAME             one controller's keys, last result first
@@ -27,53 +38,62 @@ import (
 // a loopback name or address (localhost, at any port, as through kubectl
 // port-forward), or the address it listens on or took the request on,
 // and 421 Misdirected Request to others: a web page whose name is rebound
-// to this address (DNS rebinding) cannot read it. Off unless you call it;
-// call it before Start.
-func (m *Manager) ServeDebug(addr string) error {
+// to this address (DNS rebinding) cannot read it. It is mgr.Add of a
+// Runnable named "debug", so call it before Start.
+func ServeHistory(mgr *kctl.Manager, addr string) error {
 	if addr == "" {
 		addr = "127.0.0.1:8082"
 	}
-	m.KeepHistory(HistoryOptions{})
-	spec := serverSpec{
-		name:    "debug",
-		addr:    addr,
-		handler: m.debugHandler(),
-		read:    30 * time.Second,
-		write:   time.Minute,
-		private: true,
+	mgr.KeepHistory(kctl.HistoryOptions{})
+	spec := serve.Spec{
+		Name:    "debug",
+		Addr:    addr,
+		Handler: historyHandler(mgr),
+		Read:    30 * time.Second,
+		Write:   time.Minute,
+		Private: true,
 	}
-	return m.Add(m.runnable(spec))
+	return mgr.Add(runnable(spec))
 }
 
-// debugHandler serves the pages ServeDebug lists.
-func (m *Manager) debugHandler() http.Handler {
+// runnable is spec as a Runnable on every replica, logging to the
+// Manager's logger.
+func runnable(spec serve.Spec) kctl.Runnable {
+	run := func(ctx context.Context) error {
+		return spec.Serve(ctx, kctl.LoggerFrom(ctx))
+	}
+	return kctl.Runnable{Name: spec.Name, Run: run}
+}
+
+// historyHandler serves the pages ServeHistory lists.
+func historyHandler(mgr *kctl.Manager) http.Handler {
+	p := pages{mgr}
 	mux := http.NewServeMux()
 	const root = "/debug/kctl/controllers"
-	mux.HandleFunc(root, m.debugControllers)
-	mux.HandleFunc(root+"/{name}", m.debugController)
+	mux.HandleFunc(root, p.controllers)
+	mux.HandleFunc(root+"/{name}", p.controller)
 	return mux
 }
 
+// pages are the history pages of a Manager.
+type pages struct{ mgr *kctl.Manager }
+
 // debugKeyLine is one key in a controller's list.
 type debugKeyLine struct {
-	Key        Key    `json:"key"`
-	Reconciles int    `json:"reconciles"`
-	LastResult string `json:"lastResult,omitempty"`
-	LastError  string `json:"lastError,omitempty"`
-	Dropped    string `json:"lastDropped,omitempty"`
+	Key        kctl.Key `json:"key"`
+	Reconciles int      `json:"reconciles"`
+	LastResult string   `json:"lastResult,omitempty"`
+	LastError  string   `json:"lastError,omitempty"`
+	Dropped    string   `json:"lastDropped,omitempty"`
 }
 
-func (m *Manager) debugControllers(w http.ResponseWriter, r *http.Request) {
-	m.mu.Lock()
-	names := make([]string, 0, len(m.byName))
-	for name := range m.byName {
-		names = append(names, name)
-	}
-	m.mu.Unlock()
-	slices.Sort(names)
+// controllers serves the list of controllers.
+func (p pages) controllers(w http.ResponseWriter, r *http.Request) {
+	histories := p.mgr.Histories()
+	names := slices.Sorted(maps.Keys(histories))
 	counts := map[string]int{}
 	for _, name := range names {
-		counts[name] = len(m.historyKeys(name))
+		counts[name] = len(histories[name])
 	}
 	if wantsJSON(r) {
 		writeJSON(w, counts)
@@ -90,17 +110,18 @@ func (m *Manager) debugControllers(w http.ResponseWriter, r *http.Request) {
 	writeHTML(w, b.String())
 }
 
-func (m *Manager) debugController(w http.ResponseWriter, r *http.Request) {
+// controller serves one controller's keys, or one key's page.
+func (p pages) controller(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	q := r.URL.Query()
 	if q.Has("name") {
-		k := Key{Namespace: q.Get("namespace"), Name: q.Get("name")}
-		m.debugKey(w, r, name, k)
+		k := kctl.Key{Namespace: q.Get("namespace"), Name: q.Get("name")}
+		p.key(w, r, name, k)
 		return
 	}
 	var lines []debugKeyLine
-	for _, k := range m.historyKeys(name) {
-		h, err := m.History(name, k)
+	for _, k := range p.mgr.Histories()[name] {
+		h, err := p.mgr.History(name, k)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
@@ -138,8 +159,9 @@ func (m *Manager) debugController(w http.ResponseWriter, r *http.Request) {
 	writeHTML(w, b.String())
 }
 
-func (m *Manager) debugKey(w http.ResponseWriter, r *http.Request, name string, k Key) {
-	h, err := m.History(name, k)
+// key serves one key's page: its state and its last reconciles.
+func (p pages) key(w http.ResponseWriter, r *http.Request, name string, k kctl.Key) {
+	h, err := p.mgr.History(name, k)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -174,7 +196,7 @@ func (m *Manager) debugKey(w http.ResponseWriter, r *http.Request, name string, 
 }
 
 // stateLines says where a key is now, one fact a line.
-func stateLines(s KeyState) []string {
+func stateLines(s kctl.KeyState) []string {
 	var out []string
 	if s.Queued {
 		out = append(out, "queued ("+s.QueuedBy+")")
@@ -224,7 +246,7 @@ func anchor(href, text string) string {
 
 // esc escapes s for HTML text and attribute values, as html.EscapeString
 // does. Not the html package: its init would link its entity table, about
-// 70 KB, into every kctl program, ServeDebug or not.
+// 70 KB, into the program.
 func esc(s string) string {
 	r := strings.NewReplacer(
 		"&", "&amp;",
@@ -247,4 +269,16 @@ func pageHead(title string) string {
 	t := esc(title)
 	return "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>" + t +
 		"</title></head><body><h1>" + t + "</h1>\n"
+}
+
+// writeJSON writes v as the answer.
+func writeJSON(w http.ResponseWriter, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "kctl: encoding the answer: "+err.Error(),
+			http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data)
 }
