@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl"
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	"github.com/kctl-dev/kctl/kctltest"
 	"k8s.io/client-go/rest"
 )
@@ -80,15 +80,17 @@ func Start(t *testing.T, m *kctl.Manager) (stop func() error) {
 	return stop
 }
 
-// FreeAddr returns a loopback address no one listens on now.
+// FreeAddr returns a loopback address held for the test's server until the
+// test ends (controlplane.ReservePorts: a port-0 pick could be taken by
+// someone else before the server binds it).
 func FreeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	held, err := controlplane.ReservePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Cleanup(held.Release)
+	return held.Addr(0)
 }
 
 // Eventually polls cond until it holds, failing the test after 30 s.
