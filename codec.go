@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -28,9 +27,6 @@ import (
 const (
 	mediaProtobuf = "application/vnd.kubernetes.protobuf"
 	mediaJSON     = "application/json"
-	// maxFrame bounds a watch frame: a larger one is garbage, as etcd
-	// stores objects of up to 1.5 MiB.
-	maxFrame = 64 << 20
 )
 
 // protoObject is implemented by *T for every k8s.io/api type T.
@@ -130,8 +126,7 @@ func newCodec[P any](
 		proto:      ok && builtin,
 	}
 	if c.proto {
-		t := reflect.TypeOf(obj).Elem()
-		c.sizes = presize.For(t)
+		c.sizes = presize.Of(obj)
 	}
 	return c
 }
@@ -278,8 +273,7 @@ func (c codec[P]) decodeError(
 	var m metav1.ObjectMeta
 	var metaErr error
 	if proto {
-		// field 1 of every k8s.io/api object
-		b, fieldErr := protowire.Field(raw, 1)
+		b, fieldErr := protowire.Metadata(raw)
 		unmarshalErr := safeUnmarshal(&m, b)
 		metaErr = errors.Join(fieldErr, unmarshalErr)
 	} else {
@@ -312,10 +306,8 @@ func recovered(err *error) {
 }
 
 // unmarshal decodes protobuf into obj, its slices sized once (c.sizes),
-// its maps from c.memo if any.
-// With skipManagedFields it skips metadata.managedFields (field 17 of
-// ObjectMeta, field 1 of every k8s.io/api object), decoding the runs
-// around them: the generated Unmarshal merges.
+// its maps from c.memo if any. With skipManagedFields it skips
+// metadata.managedFields, decoding the runs around them.
 func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	p, ok := any(obj).(protoObject)
 	if !ok {
@@ -333,11 +325,7 @@ func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	if meta == nil {
 		return decode(raw)
 	}
-	ignore := func([]byte) error { return nil }
-	decodeMeta := func(m []byte) error {
-		return protowire.DecodeAround(m, 17, meta.Unmarshal, ignore)
-	}
-	return protowire.DecodeAround(raw, 1, decode, decodeMeta)
+	return protowire.WithoutManagedFields(raw, decode, meta.Unmarshal)
 }
 
 // jsonList is a JSON list with items of type I.
@@ -382,22 +370,11 @@ func (c codec[P]) decodeList(
 		}
 		meta = list.Metadata
 	} else {
-		var b []byte
-		_, b, err = protowire.Unwrap(body)
-		// field 1 the ListMeta, 2 each item
-		for err == nil && len(b) > 0 {
-			var f int
-			var wire byte
-			var v []byte
-			f, wire, v, b, err = protowire.Next(b)
-			switch {
-			case err != nil || wire != 2:
-			case f == 1:
-				err = safeUnmarshal(&meta, v)
-			case f == 2:
-				add(v, true)
-			}
+		decodeMeta := func(v []byte) error {
+			return safeUnmarshal(&meta, v)
 		}
+		addItem := func(v []byte) { add(v, true) }
+		err = protowire.List(body, decodeMeta, addItem)
 	}
 	if err != nil {
 		err = fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)

@@ -238,16 +238,9 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
-// Without a Timeout in the config, a Conn bounds each request (but a
-// watch) by 70 s; a watch's own bound is a little past its timeoutSeconds.
-func TestNewConn_NoTimeout_BoundsRequestsByTheDefault(t *testing.T) {
-	conn, err := NewConn(&rest.Config{Host: "https://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if conn.http.Timeout != 70*time.Second || conn.watches.Timeout != 0 {
-		t.Errorf("timeouts: requests %v, watches %v; want 70s and none (each watch has its deadline)", conn.http.Timeout, conn.watches.Timeout)
-	}
+// A watch's own bound is a little past its timeoutSeconds (the other
+// requests' 70 s is internal/transport's TestNew_NoTimeout_...).
+func TestWatchBound_IsALittlePastTheTimeoutItAsks(t *testing.T) {
 	for _, c := range []struct{ timeout, want time.Duration }{
 		{time.Second, 2100 * time.Millisecond},
 		{5 * time.Minute, 5*time.Minute + 31*time.Second},

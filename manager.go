@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/clusterconfig"
 	"github.com/kctl-dev/kctl/internal/group"
 	"github.com/kctl-dev/kctl/internal/metrics"
 	"k8s.io/client-go/rest"
@@ -161,7 +162,7 @@ func NewManager(opts Options) (*Manager, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		var err error
-		cfg, err = loadConfig(
+		cfg, err = clusterconfig.Load(
 			opts.Kubeconfig, opts.Context, opts.Logger)
 		if err != nil {
 			return nil, err

@@ -350,7 +350,7 @@ func TestManager_AfterKnownReconciles_PageAndPrometheusCountThem(t *testing.T) {
 	// kctl's own requests on the Manager's Conn: the informer's
 	// watch-list stream (a watch: counted, not timed), and one Get of a
 	// missing object, the only 404.
-	host := mgr.conn.base.Host
+	host := mgr.conn.transport.Base.Host
 	if _, err := NewClient[corev1.ConfigMap](mgr.conn).Get(t.Context(), ns, "missing"); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of a missing ConfigMap = %v, want NotFound", err)
 	}

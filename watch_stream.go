@@ -1,15 +1,12 @@
 package kctl
 
 // The watch stream: one watch response read event by event, each object
-// decoded into P (*T) by the codec (codec.go). A protobuf watch is frames of a
-// 4-byte big-endian length and a metav1.WatchEvent; a JSON one, a stream
-// of JSON objects.
+// decoded into P (*T) by the codec (codec.go). A protobuf watch is frames
+// (read by internal/protowire); a JSON one, a stream of JSON objects.
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -69,14 +66,8 @@ func (w *watchStream[P]) Next() (watchEvent[P], error) {
 	if !w.proto {
 		return w.nextJSON()
 	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(w.body, hdr[:]); err != nil {
-		return watchEvent[P]{}, w.broke(err)
-	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
-	if n > maxFrame {
-		err := fmt.Errorf("frame of %d bytes is over the %d limit",
-			n, maxFrame)
+	n, err := protowire.FrameSize(w.body)
+	if err != nil {
 		return watchEvent[P]{}, w.broke(err)
 	}
 	// A buffer of the pool (conn.go), given back once the event is
@@ -84,22 +75,12 @@ func (w *watchStream[P]) Next() (watchEvent[P], error) {
 	// largest event it has carried, namespaces x largest object in all.
 	buf := bodies.Get().(*bytes.Buffer)
 	defer putBody(buf)
-	buf.Reset()
-	buf.Grow(n)
-	frame := buf.AvailableBuffer()[:n]
-	if _, err := io.ReadFull(w.body, frame); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		err = fmt.Errorf("truncated frame of %d bytes: %w", n, err)
+	frame, err := protowire.ReadFrame(w.body, n, buf)
+	if err != nil {
 		return watchEvent[P]{}, w.broke(err)
 	}
-	// A metav1.WatchEvent, parsed by hand so that nothing copies the object:
-	// field 1 the type, field 2 a RawExtension whose field 1 is the object.
-	typ, errType := protowire.Field(frame, 1)
-	ext, _ := protowire.Field(frame, 2)
-	object, errObject := protowire.Field(ext, 1)
-	if err := errors.Join(errType, errObject); err != nil {
+	typ, object, err := protowire.WatchEvent(frame)
+	if err != nil {
 		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
 			w.c.res, err)
 		return watchEvent[P]{Err: err}, nil

@@ -97,6 +97,12 @@ func For(t reflect.Type) *Plan {
 	return known.(*Plan)
 }
 
+// Of is For of the struct type obj points to: obj is a pointer to a
+// generated message, e.g. a *corev1.Pod.
+func Of(obj any) *Plan {
+	return For(reflect.TypeOf(obj).Elem())
+}
+
 // plans holds For's plan (perhaps nil) of each type asked for.
 var plans sync.Map
 

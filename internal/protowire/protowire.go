@@ -1,8 +1,9 @@
 // Package protowire reads and writes the few protobuf wire-format pieces
 // kctl handles by hand, without generated code: the "k8s\x00" envelope of
 // the API server's protobuf answers (a runtime.Unknown), length-delimited
-// fields, and decoding a message around one of its fields. Values it
-// returns alias the input: nothing is copied.
+// fields, a list's items, decoding a message around one of its fields
+// (an object around its managedFields), and a watch's frames (watch.go).
+// Values it returns alias the input: nothing is copied.
 package protowire
 
 import (
@@ -14,6 +15,16 @@ import (
 
 // Magic starts every protobuf body of the API server.
 var Magic = []byte("k8s\x00")
+
+// Field numbers every k8s.io/api type shares: an object's metadata (a
+// metav1.ObjectMeta) is its field 1, and managedFields is field 17 of
+// ObjectMeta. A list's ListMeta is its field 1, each item field 2.
+const (
+	objectMeta    = 1
+	managedFields = 17
+	listMeta      = 1
+	listItem      = 2
+)
 
 // Wire types of protobuf fields.
 const (
@@ -135,4 +146,47 @@ func DecodeAround(b []byte, skip int, decode, inner func([]byte) error) error {
 		rest = next
 	}
 	return decode(run)
+}
+
+// Metadata returns the metadata (a metav1.ObjectMeta) of raw, an
+// object's own bytes (no envelope): nil if none.
+func Metadata(raw []byte) ([]byte, error) {
+	return Field(raw, objectMeta)
+}
+
+// WithoutManagedFields decodes raw, an object's own bytes, skipping its
+// metadata's managedFields: decode gets the runs of the object's fields
+// around its metadata, decodeMeta those of the metadata around
+// managedFields. Generated Unmarshal methods merge, so decoding runs one
+// after the other decodes the whole but what is skipped.
+func WithoutManagedFields(
+	raw []byte,
+	decode, decodeMeta func([]byte) error,
+) error {
+	ignore := func([]byte) error { return nil }
+	inner := func(m []byte) error {
+		return DecodeAround(m, managedFields, decodeMeta, ignore)
+	}
+	return DecodeAround(raw, objectMeta, decode, inner)
+}
+
+// List walks body, an enveloped list: meta gets its ListMeta, item each
+// item's own bytes, in order. An error of meta, or a malformed body, ends
+// the walk and is returned.
+func List(body []byte, meta func([]byte) error, item func([]byte)) error {
+	_, b, err := Unwrap(body)
+	for err == nil && len(b) > 0 {
+		var f int
+		var wire byte
+		var v []byte
+		f, wire, v, b, err = Next(b)
+		switch {
+		case err != nil || wire != bytesT:
+		case f == listMeta:
+			err = meta(v)
+		case f == listItem:
+			item(v)
+		}
+	}
+	return err
 }
