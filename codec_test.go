@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 )
 
 // gizmo is a declared (custom) type: it travels as JSON.
@@ -371,5 +376,364 @@ func TestOpsOf_DoesTsOwnWork(t *testing.T) {
 	}
 	if !isNil((*gizmo)(nil)) || isNil(src) {
 		t.Error("isNil does not tell a nil *gizmo from another")
+	}
+}
+
+// sameLimits says whether a's and b's first containers hold the same
+// limits map, not just equal ones.
+func sameLimits(a, b *corev1.Pod) bool {
+	la := a.Spec.Containers[0].Resources.Limits
+	lb := b.Spec.Containers[0].Resources.Limits
+	return reflect.ValueOf(la).Pointer() == reflect.ValueOf(lb).Pointer()
+}
+
+// twoOfAWorkload returns two podfixture Pods of one workload: their
+// containers' resources are equal.
+func twoOfAWorkload(t *testing.T) (*corev1.Pod, *corev1.Pod) {
+	t.Helper()
+	a := podfixture.Pod("shop", 0)
+	b := podfixture.Pod("shop", podfixture.Workloads)
+	ra := a.Spec.Containers[0].Resources
+	rb := b.Spec.Containers[0].Resources
+	if len(ra.Limits) == 0 || !reflect.DeepEqual(ra, rb) {
+		t.Fatalf("fixture: resources %v and %v, want equal limits", ra, rb)
+	}
+	return a, b
+}
+
+func podListBody(t *testing.T, pods ...*corev1.Pod) []byte {
+	t.Helper()
+	list := &corev1.PodList{}
+	for _, p := range pods {
+		list.Items = append(list.Items, *p)
+	}
+	raw, err := list.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envelope("PodList", raw)
+}
+
+func TestCodec_InformersList_SharesEqualResourcesAndDecodesAsAClient(t *testing.T) {
+	a, b := twoOfAWorkload(t)
+	body := podListBody(t, a, b)
+	client := podCodec()
+	informer := podCodec()
+	informer.reuse = true
+	mine, _, _, err := client.decodeList(mediaProtobuf, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, _, _, err := informer.decodeList(mediaProtobuf, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(shared, mine) {
+		t.Fatal("the informer's list decodes otherwise than the client's")
+	}
+	if !sameLimits(shared[0], shared[1]) {
+		t.Error("the informer's Pods hold two equal limits maps, want one")
+	}
+	if sameLimits(mine[0], mine[1]) {
+		t.Error("a client's Pods share a map: a caller changing one changes the other")
+	}
+}
+
+func TestWatchStream_Informers_SharesEqualResourcesOnlyUntilTheFirstBookmark(t *testing.T) {
+	a, b := twoOfAWorkload(t)
+	mark := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7"}}
+	var stream []byte
+	for _, ev := range []struct {
+		typ string
+		pod *corev1.Pod
+	}{{"ADDED", a}, {"ADDED", b}, {"BOOKMARK", mark}, {"MODIFIED", b}} {
+		stream = append(stream, watchFrame(ev.typ, podProto(ev.pod))...)
+	}
+	c := podCodec()
+	c.reuse = true
+	w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
+	var pods []*corev1.Pod
+	for range 4 {
+		ev, err := w.Next()
+		if err != nil || ev.Err != nil {
+			t.Fatal(err, ev.Err)
+		}
+		pods = append(pods, ev.Object)
+	}
+	if !reflect.DeepEqual(pods[3].Spec, b.Spec) {
+		t.Fatal("the Pod after the bookmark decodes otherwise")
+	}
+	if !sameLimits(pods[0], pods[1]) {
+		t.Error("the Pods before the bookmark hold two equal limits maps, want one")
+	}
+	if sameLimits(pods[1], pods[3]) {
+		t.Error("a Pod after the bookmark shares a map decoded before it")
+	}
+}
+
+// A transform owns each object it is given (TransformFor), so an
+// informer with one decodes every object's maps its own: the transform
+// changing one Pod's limits leaves its workload's other Pod's alone.
+func TestCache_TransformFor_ChangesOnlyTheObjectItIsGiven(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	conn := testProbeConn(t, cfg)
+	a, b := twoOfAWorkload(t)
+	pods := NewClient[corev1.Pod](conn)
+	for _, p := range []*corev1.Pod{a, b} {
+		p.Namespace = ns
+		p.ResourceVersion = ""
+		p.UID = ""
+		if err := pods.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewCache(conn, CacheOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := ScopeFor[corev1.Pod](c, Scope{Namespaces: []string{ns}}); err != nil {
+		t.Fatal(err)
+	}
+	err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
+		if p.Name == a.Name {
+			clear(p.Spec.Containers[0].Resources.Limits)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := InformerFor[corev1.Pod](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCache(t, c)
+	eventually(t, "the sync", inf.HasSynced)
+	got, ok := inf.Get(ns, b.Name)
+	if !ok {
+		t.Fatalf("%s is not cached", b.Name)
+	}
+	limits := got.Spec.Containers[0].Resources.Limits
+	want := b.Spec.Containers[0].Resources.Limits
+	if !reflect.DeepEqual(limits, want) {
+		t.Errorf("%s's limits are %v after the transform changed %s's, want %v", b.Name, limits, a.Name, want)
+	}
+}
+
+// Fuzz targets: whatever the server sends, the decoders return an error or
+// objects, and never panic. Seeds are in testdata/fuzz.
+
+func FuzzDecodeProtobufList(f *testing.F) {
+	pb, _ := podListBodies(2)
+	f.Add(pb)
+	c := podCodec()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		items, _, _, err := c.decodeList(mediaProtobuf, body)
+		if err == nil {
+			for _, p := range items {
+				if p == nil {
+					t.Fatal("nil item without an error")
+				}
+			}
+		}
+		_, _ = c.decode(mediaProtobuf, body)
+		_, _ = decodeStatus(mediaProtobuf, body)
+	})
+}
+
+// FuzzSkipManagedFields checks that skipping managedFields decodes whatever
+// a full decode does, less the managedFields.
+func FuzzSkipManagedFields(f *testing.F) {
+	f.Add(rawPodForFuzz(1))
+	full, skip := podCodec(), podCodec()
+	skip.skipManagedFields = true
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, err := full.decodeItem(raw, true)
+		got, skipErr := skip.decodeItem(raw, true)
+		if err != nil {
+			return // skipping may decode what a full decode cannot: broken managedFields
+		}
+		if want.ManagedFields = nil; skipErr != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("skipping managedFields: %v\n got %+v\nwant %+v", skipErr, got, want)
+		}
+	})
+}
+
+func rawPodForFuzz(i int) []byte { raw, _ := realisticPod(i).Marshal(); return raw }
+
+func FuzzDecodeJSONList(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"},"spec":{"size":1}}]}`))
+	f.Add([]byte(`{"metadata":{},"items":[{"metadata":{"name":"a"},"spec":{"size":"x"}},null,{"metadata":{"name":"b"}}]}`))
+	c := gizmoCodec()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		items, meta, skipped, err := c.decodeList(mediaJSON, body)
+		wantItems, wantMeta, wantSkipped, wantErr := decodeJSONListByHand(body)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("decodeList error = %v, encoding/json's = %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if len(skipped) != wantSkipped {
+			t.Fatalf("decodeList skipped %d items, encoding/json fails on %d", len(skipped), wantSkipped)
+		}
+		if !reflect.DeepEqual(meta, wantMeta) {
+			t.Fatalf("decodeList metadata = %+v, encoding/json's = %+v", meta, wantMeta)
+		}
+		for _, obj := range items {
+			c.setTypeMeta(obj) // what decodeList must have set too
+		}
+		for _, obj := range wantItems {
+			c.setTypeMeta(obj)
+		}
+		if len(items) != len(wantItems) {
+			t.Fatalf("decodeList gave %d items, encoding/json %d", len(items), len(wantItems))
+		}
+		for i := range items {
+			if !reflect.DeepEqual(items[i], wantItems[i]) {
+				t.Fatalf("item %d: decodeList = %+v, encoding/json = %+v", i, items[i], wantItems[i])
+			}
+		}
+		_, _ = c.decode(mediaJSON, body)
+		_, _ = decodeStatus(mediaJSON, body)
+	})
+}
+
+// decodeJSONListByHand is what decodeList must return for a JSON list, by
+// encoding/json alone: the list's metadata and each item that decodes into
+// a gizmo on its own, in order, with the number of items that do not.
+func decodeJSONListByHand(body []byte) (items []*gizmo, meta metav1.ListMeta, skipped int, err error) {
+	var list struct {
+		Metadata metav1.ListMeta   `json:"metadata"`
+		Items    []json.RawMessage `json:"items"`
+	}
+	err = json.Unmarshal(body, &list)
+	if err != nil {
+		return nil, metav1.ListMeta{}, 0, err
+	}
+	for _, raw := range list.Items {
+		obj := new(gizmo)
+		itemErr := json.Unmarshal(raw, obj)
+		if itemErr != nil {
+			skipped++
+			continue
+		}
+		items = append(items, obj)
+	}
+	return items, list.Metadata, skipped, nil
+}
+
+func FuzzDecodeProtobufWatch(f *testing.F) {
+	f.Add(append(watchFrame("ADDED", podProto(realisticPod(1))), watchFrame("ERROR", statusProto(&metav1.Status{Code: 410}))...))
+	c := podCodec()
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
+		for range 1000 {
+			ev, err := w.Next()
+			if err != nil {
+				return
+			}
+			if ev.Err == nil && ev.Object == nil && ev.Status == nil {
+				t.Fatalf("event %s has neither object, status nor error", ev.Type)
+			}
+		}
+	})
+}
+
+func FuzzDecodeJSONWatch(f *testing.F) {
+	f.Add([]byte(`{"type":"ADDED","object":{"metadata":{"name":"a"}}}{"type":"ERROR","object":{"kind":"Status","code":410}}`))
+	c := gizmoCodec()
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		w := newWatchStream(c, mediaJSON, io.NopCloser(bytes.NewReader(stream)))
+		for range 1000 {
+			ev, err := w.Next()
+			if err != nil {
+				return
+			}
+			if ev.Err == nil && ev.Object == nil && ev.Status == nil {
+				t.Fatalf("event %s has neither object, status nor error", ev.Type)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodePodList compares decoding a page of 500 realistic pods from
+// protobuf (with managedFields, and skipping them as the cache does) and from
+// JSON (the same page, as the API server sends either).
+func BenchmarkDecodePodList(b *testing.B) {
+	pb, js := podListBodies(500)
+	for _, bc := range []struct {
+		name, ct string
+		body     []byte
+		skip     bool
+	}{{"protobuf", mediaProtobuf, pb, false}, {"protobuf-skipManagedFields", mediaProtobuf, pb, true}, {"json", mediaJSON, js, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := podCodec()
+			c.skipManagedFields = bc.skip
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if items, _, _, err := c.decodeList(bc.ct, bc.body); err != nil || len(items) != 500 {
+					b.Fatal(len(items), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodePodWatch decodes 500 MODIFIED events of realistic pods,
+// with managedFields and skipping them as the cache does.
+func BenchmarkDecodePodWatch(b *testing.B) {
+	var stream []byte
+	for i := range 500 {
+		stream = append(stream, watchFrame("MODIFIED", podProto(realisticPod(i)))...)
+	}
+	for _, skip := range []bool{false, true} {
+		b.Run(map[bool]string{false: "protobuf", true: "protobuf-skipManagedFields"}[skip], func(b *testing.B) {
+			c := podCodec()
+			c.skipManagedFields = skip
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
+				for range 500 {
+					if ev, err := w.Next(); err != nil || ev.Err != nil {
+						b.Fatal(err, ev.Err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkListPods is one List of a page of 500 realistic pods from an
+// httptest server, as protobuf without a Content-Length (as the API server
+// streams lists): reading the body and decoding it, as a Client does and as
+// the cache does (skipping managedFields).
+func BenchmarkListPods(b *testing.B) {
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "4242"}}
+	for i := range 500 {
+		list.Items = append(list.Items, *realisticPod(i))
+	}
+	raw, _ := list.Marshal()
+	pb := envelope("PodList", raw)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", mediaProtobuf)
+		w.Write(pb)
+	}))
+	defer srv.Close()
+	conn, err := NewConn(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, skip := range []bool{false, true} {
+		b.Run(map[bool]string{false: "client", true: "cache"}[skip], func(b *testing.B) {
+			pods := NewClient[corev1.Pod](conn)
+			pods.codec.skipManagedFields = skip
+			b.SetBytes(int64(len(pb)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if items, err := pods.List(b.Context(), ListOptions{}); err != nil || len(items) != 500 {
+					b.Fatal(len(items), err)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // Widget is a custom resource declared as a plain Go struct: no generated code.
@@ -75,4 +76,35 @@ func ExampleNewController() {
 	})
 	kctl.Owns[corev1.Pod](c)
 	_ = mgr.Start(kctl.SignalContext())
+}
+
+// A program's own metrics, on the page that mgr.ServeMetrics serves.
+func ExampleManager_Metrics() {
+	mgr, err := kctl.NewManager(kctl.Options{Config: &rest.Config{Host: "https://127.0.0.1:6443"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	jobs, err := mgr.Metrics().Counter("myapp_jobs_total", "Jobs run, by result.", "result")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	failed := jobs.With("failed") // look a series up once, use it often
+	failed.Inc()
+	queued, err := mgr.Metrics().Gauge("myapp_queued_jobs", "Jobs waiting.")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	queued.Set(3)
+
+	// Mistakes are errors from registration.
+	_, err = mgr.Metrics().Counter("myapp_jobs_total", "Registered twice.")
+	fmt.Println(err)
+	_, err = mgr.Metrics().Gauge("myapp-queue", "Not a Prometheus name.")
+	fmt.Println(err)
+	// Output:
+	// kctl: metric "myapp_jobs_total": myapp_jobs_total is registered already: register each metric once and keep what registration returns
+	// kctl: metric "myapp-queue": the name is not a Prometheus metric name, [a-zA-Z_][a-zA-Z0-9_]*
 }

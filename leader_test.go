@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,9 +18,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 // Unit tests run in a synctest bubble against memLeases, an in-memory lease
@@ -457,5 +462,624 @@ func TestLeaderElection_Complete_FillsDefaultsAndRejectsBadDurations(t *testing.
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v.complete() error = %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// managerReplica is one Manager with leader election and one controller
+// that reconciles ConfigMaps of its namespace without pause.
+type managerReplica struct {
+	id         string
+	m          *Manager
+	cancel     context.CancelFunc
+	done       chan struct{}
+	err        error
+	reconciles atomic.Int64
+	logs       *logBuffer
+	leases     *faultyLeases // the elector's lease store, to inject faults
+	slow       atomic.Bool   // reconciles run until their context ends
+	blocked    atomic.Int32  // slow reconciles begun
+}
+
+// startElectedManager starts a Manager whose reconciles count themselves in active
+// (never more than one at a time across Managers: one key, one worker each).
+func startElectedManager(t *testing.T, cfg *rest.Config, le LeaderElection, active *atomic.Int32) *managerReplica {
+	t.Helper()
+	r := &managerReplica{id: le.Identity, done: make(chan struct{}), logs: &logBuffer{}}
+	var err error
+	r.m, err = NewManager(Options{Config: cfg, ShutdownTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
+		Cache:  CacheOptions{DefaultScope: Scope{Namespaces: []string{le.Namespace}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.leases = &faultyLeases{leaseStore: NewClient[coordinationv1.Lease](r.m.conn)}
+	if err := r.m.electLeader(le, r.leases, "ElectLeader"); err != nil {
+		t.Fatal(err)
+	}
+	NewController(r.m, "leader-test", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		if n := active.Add(1); n > 1 {
+			t.Errorf("%s reconciles while another Manager does (%d at once)", r.id, n)
+		}
+		defer active.Add(-1)
+		r.reconciles.Add(1)
+		d := 20 * time.Millisecond
+		if r.slow.Load() {
+			r.blocked.Add(1)
+			d = time.Hour
+		}
+		select { // work that stops when its context ends
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		return Result{RequeueAfter: time.Millisecond}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		r.err = r.m.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		r.stop()
+		if t.Failed() {
+			t.Logf("logs of manager %s:\n%s", r.id, r.logs.String())
+		}
+	})
+	return r
+}
+
+func (r *managerReplica) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+// leaderMetric is the manager's leader_election_master_status line.
+func (r *managerReplica) leaderMetric() string {
+	rec := httptest.NewRecorder()
+	r.m.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for line := range strings.Lines(rec.Body.String()) {
+		if strings.HasPrefix(line, "leader_election_master_status{") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// pollReconciler waits until one of ms reconciles (more than before) and returns it.
+func pollReconciler(t *testing.T, ms []*managerReplica, limit time.Duration) *managerReplica {
+	t.Helper()
+	before := make([]int64, len(ms))
+	for i, m := range ms {
+		before[i] = m.reconciles.Load()
+	}
+	var got *managerReplica
+	pollWithin(t, limit, "a Manager reconciles", func() bool {
+		for i, m := range ms {
+			if m.reconciles.Load() > before[i] {
+				got = m
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func TestManager_LeaderElection_OnlyLeaderReconcilesAndReleaseHandsOver(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d managers", n), func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+			if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+			active := &atomic.Int32{}
+			sampleLeaders(t, active)
+			var live []*managerReplica
+			for i := range n {
+				live = append(live, startElectedManager(t, cfg, apiLeaderElection(ns, fmt.Sprintf("m%d", i)), active))
+			}
+			leader := pollReconciler(t, live, 20*time.Second)
+			for len(live) > 1 {
+				pollRenewals(t, leader.leases, 2) // reconciles go on; the standbys poll
+				for _, m := range live {
+					want := `leader_election_master_status{name="leader-test"} 0`
+					if m == leader {
+						want = `leader_election_master_status{name="leader-test"} 1`
+					}
+					if got := m.leaderMetric(); got != want {
+						t.Errorf("manager %s: %q, want %q", m.id, got, want)
+					}
+				}
+				cancelled := time.Now()
+				if err := leader.stop(); err != nil {
+					t.Fatalf("manager %s: Start = %v, want nil", leader.id, err)
+				}
+				released := leader.leases.lastWriteSent() // the release
+				live = slices.DeleteFunc(live, func(m *managerReplica) bool { return m == leader })
+				next := pollReconciler(t, live, 5*time.Second)
+				took := time.Since(released)
+				t.Logf("hand-over %s -> %s on shutdown: first reconcile %v after the release was sent (%v after cancel)",
+					leader.id, next.id, took.Round(time.Millisecond), time.Since(cancelled).Round(time.Millisecond))
+				// A standby takes a released lease at its next attempt;
+				// without the release it would wait LeaseDuration from the
+				// last renewal, which is the bound.
+				if le := apiLeaderElection(ns, ""); took >= le.LeaseDuration {
+					t.Errorf("hand-over took %v after the release, want less than LeaseDuration (%v): the standby took the lease as expired, not as released", took, le.LeaseDuration)
+				}
+				leader = next
+			}
+		})
+	}
+}
+
+func TestManager_LeaderElection_KeepOnShutdown_StandbyReconcilesAfterLeaseDuration(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+	if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	active := &atomic.Int32{}
+	sampleLeaders(t, active)
+	le := apiLeaderElection(ns, "m0")
+	le.KeepOnShutdown = true
+	a := startElectedManager(t, cfg, le, active)
+	pollReconciler(t, []*managerReplica{a}, 20*time.Second)
+	b := startElectedManager(t, cfg, apiLeaderElection(ns, "m1"), active)
+	pollRenewals(t, a.leases, 3)
+	if b.reconciles.Load() != 0 {
+		t.Fatal("the standby reconciled")
+	}
+	cancelled := time.Now()
+	if err := a.stop(); err != nil {
+		t.Fatalf("Start = %v, want nil", err)
+	}
+	pollReconciler(t, []*managerReplica{b}, 8*time.Second)
+	took := time.Since(cancelled)
+	t.Logf("hand-over m0 -> m1 without release: first reconcile %v after cancel", took.Round(time.Millisecond))
+	if took < 3*time.Second-600*time.Millisecond {
+		t.Errorf("the standby reconciled %v after the leader stopped, want about LeaseDuration (3s)", took)
+	}
+}
+
+func TestManager_LeaderElection_RenewalsFail_LeaderStopsReconcilingBeforeStandbyStarts(t *testing.T) {
+	for _, recampaign := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Recampaign=%v", recampaign), func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+			if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+			active := &atomic.Int32{}
+			sampleLeaders(t, active)
+			le := apiLeaderElection(ns, "m0")
+			le.Recampaign = recampaign
+			a := startElectedManager(t, cfg, le, active)
+			pollReconciler(t, []*managerReplica{a}, 20*time.Second)
+			b := startElectedManager(t, cfg, apiLeaderElection(ns, "m1"), active)
+			pollRenewals(t, a.leases, 3)
+
+			a.leases.setFault(failUpdates)
+			pollReconciler(t, []*managerReplica{b}, 8*time.Second)
+			took := time.Since(a.leases.lastWriteSent())
+			t.Logf("hand-over m0 -> m1 after m0's renewals failed: first reconcile %v after m0's last renewal was sent", took.Round(time.Millisecond))
+			if took < 3*time.Second {
+				t.Errorf("the standby reconciled %v after the leader's last renewal, want after LeaseDuration (3s)", took)
+			}
+			if !strings.Contains(a.logs.String(), "lost the lease; leader work cancelled") {
+				t.Errorf("no log line for the loss")
+			}
+			if !recampaign {
+				select {
+				case <-a.done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("Start has not returned after the loss")
+				}
+				if !errors.Is(a.err, ErrLeaderLost) {
+					t.Errorf("Start = %v, want ErrLeaderLost", a.err)
+				}
+				return
+			}
+			a.leases.setFault(nil) // m0 campaigns again, and leads once m1 hands back
+			if err := b.stop(); err != nil {
+				t.Fatalf("m1: Start = %v, want nil", err)
+			}
+			pollReconciler(t, []*managerReplica{a}, 5*time.Second)
+		})
+	}
+}
+
+func TestManager_LeaderElection_RenewalsFailDuringShutdownDrain_DrainStopsBeforeStandbyStarts(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}}
+	if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	active := &atomic.Int32{}
+	sampleLeaders(t, active)
+	a := startElectedManager(t, cfg, apiLeaderElection(ns, "m0"), active) // ShutdownTimeout 5s > LeaseDuration
+	pollReconciler(t, []*managerReplica{a}, 20*time.Second)
+	b := startElectedManager(t, cfg, apiLeaderElection(ns, "m1"), active)
+	a.slow.Store(true)
+	pollWithin(t, 5*time.Second, "a slow reconcile is in flight", func() bool { return a.blocked.Load() > 0 })
+	pollRenewals(t, a.leases, 3) // the standby has seen renewals
+
+	a.leases.setFault(failUpdates) // the drain outlives the lease unless it stops at RenewDeadline
+	a.cancel()
+	pollReconciler(t, []*managerReplica{b}, 8*time.Second)
+	t.Logf("hand-over m0 -> m1 (renewals failing during m0's drain): first reconcile %v after m0's last renewal was sent",
+		time.Since(a.leases.lastWriteSent()).Round(time.Millisecond))
+	if err := a.stop(); !errors.Is(err, ErrLeaderLost) {
+		t.Errorf("m0: Start = %v, want ErrLeaderLost (lost during the drain)", err)
+	}
+}
+
+// Issue 33, item 6: a member that loses its Lease says so. Whatever the
+// cause (the connection goes silent, the update is refused, another
+// holder writes the Lease), Manager.Start returns an error matching
+// ErrLeaderLost, so that a supervisor that restarts only on failure
+// restarts the replica; only the caller's own context ending is clean.
+
+// leaderTerm is a leader-only runnable that records its term: when it
+// began and when (and why) its context ended.
+type leaderTerm struct {
+	began chan struct{}
+	ended chan struct{}
+	at    atomic.Pointer[time.Time] // when its context ended
+	cause error                     // its context's cause; read after ended
+}
+
+func addLeaderTerm(t *testing.T, m *Manager) *leaderTerm {
+	t.Helper()
+	lt := &leaderTerm{began: make(chan struct{}), ended: make(chan struct{})}
+	err := m.Add(Runnable{Name: "term", NeedLeader: true, Run: func(ctx context.Context) error {
+		close(lt.began) // one term: a second would panic
+		<-ctx.Done()
+		now := time.Now()
+		lt.at.Store(&now)
+		lt.cause = context.Cause(ctx)
+		close(lt.ended)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lt
+}
+
+// startRecorded runs m.Start(ctx) and returns a channel that receives
+// what it returned, and when.
+func startRecorded(ctx context.Context, m *Manager) <-chan startResult {
+	done := make(chan startResult, 1)
+	go func() {
+		err := m.Start(ctx)
+		done <- startResult{err: err, at: time.Now()}
+	}()
+	return done
+}
+
+type startResult struct {
+	err error
+	at  time.Time
+}
+
+// waitStart waits for Start's result, failing after limit.
+func waitStart(t *testing.T, done <-chan startResult, limit time.Duration) startResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(limit):
+		t.Fatalf("Start has not returned %v after the loss began", limit)
+		return startResult{}
+	}
+}
+
+// waitClosed waits for ch to close, failing after limit.
+func waitClosed(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(limit):
+		t.Fatalf("%s: not within %v", what, limit)
+	}
+}
+
+// A leader whose connection to the API server goes silent (fault
+// injection: a proxy that stops forwarding, its connections left open)
+// stops its leader work RenewDeadline after its last renewal, before the
+// Lease expires for a standby, and Start returns ErrLeaderLost.
+func TestManager_ElectLeader_SilentNetwork_StartReturnsErrLeaderLost(t *testing.T) {
+	direct := testConfig(t)
+	ns := testNamespace(t, direct)
+	hole, cfg := newBlackhole(t, direct)
+	m := testManager(t, cfg, ns, Options{ShutdownTimeout: 5 * time.Second})
+	le := apiLeaderElection(ns, "a")
+	if err := m.ElectLeader(le); err != nil {
+		t.Fatal(err)
+	}
+	lt := addLeaderTerm(t, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := startRecorded(ctx, m)
+	waitClosed(t, lt.began, 20*time.Second, "a leads")
+	leases := NewClient[coordinationv1.Lease](connFor(t, direct))
+	before := leaseRenewTime(t, leases, ns, le.Name)
+	pollWithin(t, 5*time.Second, "a renews", func() bool {
+		return leaseRenewTime(t, leases, ns, le.Name).After(before)
+	})
+
+	silenced := time.Now()
+	hole.silence()
+	waitClosed(t, lt.ended, 3*le.LeaseDuration, "the leader work stops")
+	r := waitStart(t, done, 3*le.LeaseDuration)
+	stopped := lt.at.Load().Sub(silenced)
+	returned := r.at.Sub(silenced)
+	t.Logf("silent network: leader work stopped %v after the silence began, Start returned after %v "+
+		"(RenewDeadline %v, LeaseDuration %v): %v", stopped.Round(time.Millisecond),
+		returned.Round(time.Millisecond), le.RenewDeadline, le.LeaseDuration, r.err)
+	if r.err == nil {
+		t.Fatalf("Start returned nil, want an error matching ErrLeaderLost")
+	}
+	if !errors.Is(r.err, ErrLeaderLost) {
+		t.Errorf("Start = %v, want an error matching ErrLeaderLost", r.err)
+	}
+	if !errors.Is(lt.cause, ErrLeaderLost) {
+		t.Errorf("the leader work's context ended with %v, want ErrLeaderLost", lt.cause)
+	}
+	// The last renewal the server wrote was sent before the silence; a
+	// standby judges the Lease expired LeaseDuration after it saw it.
+	if stopped >= le.LeaseDuration {
+		t.Errorf("the leader work stopped %v after the silence began, want before LeaseDuration (%v)", stopped, le.LeaseDuration)
+	}
+}
+
+// A leader whose Lease update is refused stops at its next renewal, and
+// Start returns ErrLeaderLost: when its RBAC grant is withdrawn (the
+// answer is Forbidden, and the error still says so), or when another
+// identity wrote the Lease.
+func TestManager_ElectLeader_UpdateRefused_StartReturnsErrLeaderLost(t *testing.T) {
+	for _, how := range []string{"RoleBinding removed", "another holder wrote the Lease"} {
+		t.Run(how, func(t *testing.T) {
+			admin := testConfig(t)
+			ns := testNamespace(t, admin)
+			cfg := testUnprivilegedConfig(t)
+			grantLeases(t, admin, ns, `"get","create","update"`)
+			leases := NewClient[coordinationv1.Lease](connFor(t, cfg))
+			pollWithin(t, 10*time.Second, "the grant takes effect", func() bool {
+				_, err := leases.Get(t.Context(), ns, "leader-test")
+				return !apierrors.IsForbidden(err)
+			})
+			m := testManager(t, cfg, ns, Options{ShutdownTimeout: 5 * time.Second})
+			le := apiLeaderElection(ns, "a")
+			if err := m.ElectLeader(le); err != nil {
+				t.Fatal(err)
+			}
+			lt := addLeaderTerm(t, m)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := startRecorded(ctx, m)
+			waitClosed(t, lt.began, 20*time.Second, "a leads")
+
+			refused := time.Now()
+			if how == "RoleBinding removed" {
+				path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns + "/rolebindings/leases"
+				if code, resp := testRawRequest(t, admin, "DELETE", path, ""); code != http.StatusOK {
+					t.Fatalf("DELETE %s: %d %s", path, code, resp)
+				}
+			} else {
+				writeLeaseHolder(t, NewClient[coordinationv1.Lease](connFor(t, admin)), ns, le.Name, "intruder")
+			}
+			r := waitStart(t, done, 3*le.LeaseDuration)
+			t.Logf("%s: Start returned %v after the refusal began (RetryPeriod %v): %v",
+				how, r.at.Sub(refused).Round(time.Millisecond), le.RetryPeriod, r.err)
+			if r.err == nil {
+				t.Fatalf("Start returned nil, want an error matching ErrLeaderLost")
+			}
+			if !errors.Is(r.err, ErrLeaderLost) {
+				t.Errorf("Start = %v, want an error matching ErrLeaderLost", r.err)
+			}
+			if how == "RoleBinding removed" && !apierrors.IsForbidden(r.err) {
+				t.Errorf("Start = %v, want it to wrap the Forbidden answer", r.err)
+			}
+			if !errors.Is(lt.cause, ErrLeaderLost) {
+				t.Errorf("the leader work's context ended with %v, want ErrLeaderLost", lt.cause)
+			}
+		})
+	}
+}
+
+// leaseRenewTime is the renewTime of Lease ns/name (zero if none).
+func leaseRenewTime(t *testing.T, leases *Client[coordinationv1.Lease], ns, name string) time.Time {
+	t.Helper()
+	l, err := leases.Get(t.Context(), ns, name)
+	if err != nil || l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
+}
+
+// writeLeaseHolder makes holder the holder of Lease ns/name, as another
+// replica taking it would.
+func writeLeaseHolder(t *testing.T, leases *Client[coordinationv1.Lease], ns, name, holder string) {
+	t.Helper()
+	for {
+		l, err := leases.Get(t.Context(), ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.NowMicro()
+		l.Spec.HolderIdentity = &holder
+		l.Spec.RenewTime = &now
+		err = leases.Update(t.Context(), l)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) { // a renewal came between: read again
+			t.Fatal(err)
+		}
+	}
+}
+
+// A shard member whose connection to the API server goes silent (fault
+// injection, as above) cancels its in-flight reconcile before its Lease
+// expires for its peers, and Start returns ErrLeaderLost (it returned
+// nil: the cause wrapped the renewal's context.DeadlineExceeded).
+func TestShardMember_SilentNetwork_StartReturnsErrLeaderLost(t *testing.T) {
+	direct := testConfig(t)
+	ns := testNamespace(t, direct)
+	hole, cfg := newBlackhole(t, direct)
+	m := testManager(t, cfg, ns, Options{ShutdownTimeout: 5 * time.Second})
+	started := make(chan struct{}, 1)
+	var cancelledAt atomic.Pointer[time.Time]
+	var cause atomic.Pointer[error]
+	NewController(m, "stuck", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		now := time.Now()
+		err := context.Cause(ctx)
+		cause.Store(&err)
+		cancelledAt.Store(&now)
+		return Result{}, ctx.Err()
+	})
+	lease := 2 * time.Second
+	opts := ShardOptions{Group: "silent", Namespace: ns, Identity: "m-0", Ranges: 8,
+		LeaseDuration: lease, RenewDeadline: 1500 * time.Millisecond, RenewPeriod: 1200 * time.Millisecond}
+	run, err := m.shard(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := startRecorded(ctx, m)
+	member := &shardMember{id: "m-0", run: run}
+	eventually(t, "m-0 serves every range", func() bool {
+		return member.serves([]string{"m-0", "m-0", "m-0", "m-0", "m-0", "m-0", "m-0", "m-0"})
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}
+	if err := NewClient[corev1.ConfigMap](connFor(t, direct)).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile started 30s after the ConfigMap was made")
+	}
+
+	// The silence begins between the member's last peek (every
+	// RenewPeriod/4 after a look) and its next look: the look's list then
+	// hangs until the renewal deadline, and its renewal fails with
+	// context.DeadlineExceeded, the cause Start took for a clean stop. (A
+	// silence during a peek makes the member lose its Lease by its timer,
+	// a cause that never wrapped it.) The wait picks when to inject the
+	// fault; it synchronises nothing.
+	renewed := leaseRenewed(t, NewClient[coordinationv1.Lease](connFor(t, direct)), ns, opts.leaseName())
+	time.Sleep(time.Until(renewed.Add(opts.RenewPeriod * 7 / 8)))
+	silenced := time.Now()
+	hole.silence()
+	r := waitStart(t, done, 10*lease)
+	at := cancelledAt.Load()
+	if at == nil {
+		t.Fatalf("Start returned (%v) while the reconcile still runs", r.err)
+	}
+	// The last renewal, written before renewed: its peers judge the Lease
+	// expired no sooner than LeaseDuration after that write.
+	stopped := at.Sub(renewed)
+	t.Logf("silent network: the member's reconcile was cancelled %v after its last renewal was seen (%v after the silence began), "+
+		"Start returned %v after the silence began (RenewDeadline %v, LeaseDuration %v): %v", stopped.Round(time.Millisecond),
+		at.Sub(silenced).Round(time.Millisecond), r.at.Sub(silenced).Round(time.Millisecond), opts.RenewDeadline, lease, r.err)
+	if r.err == nil {
+		t.Fatalf("Start returned nil, want an error matching ErrLeaderLost")
+	}
+	if !errors.Is(r.err, ErrLeaderLost) {
+		t.Errorf("Start = %v, want an error matching ErrLeaderLost", r.err)
+	}
+	if c := *cause.Load(); !errors.Is(c, ErrLeaderLost) {
+		t.Errorf("the reconcile's context ended with %v, want ErrLeaderLost", c)
+	}
+	if stopped >= lease {
+		t.Errorf("the reconcile was cancelled %v after the last renewal, want before LeaseDuration (%v)", stopped, lease)
+	}
+}
+
+// leaseRenewed waits until Lease ns/name changes and returns when it saw
+// the change (within 5 ms and a request of the write).
+func leaseRenewed(t *testing.T, leases *Client[coordinationv1.Lease], ns, name string) time.Time {
+	t.Helper()
+	version := func() string {
+		l, err := leases.Get(t.Context(), ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.ResourceVersion
+	}
+	was := version()
+	pollWithin(t, time.Minute, "a renewal of Lease "+name, func() bool { return version() != was })
+	return time.Now()
+}
+
+// The caller's own context ending is a clean stop, whatever its cause
+// (past its deadline, cancelled with a cause of the caller's): Start
+// returns nil.
+func TestManager_CallerContextEnds_StartReturnsNil(t *testing.T) {
+	for _, how := range []string{"deadline", "cancelled with a cause"} {
+		t.Run(how, func(t *testing.T) {
+			cfg := testConfig(t)
+			ns := testNamespace(t, cfg)
+			m := testManager(t, cfg, ns, Options{})
+			if err := m.ElectLeader(apiLeaderElection(ns, "a")); err != nil {
+				t.Fatal(err)
+			}
+			lt := addLeaderTerm(t, m)
+			var ctx context.Context
+			var stop func()
+			if how == "deadline" {
+				deadline, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				ctx = deadline
+				stop = func() { <-deadline.Done() }
+			} else {
+				cancelled, cancel := context.WithCancelCause(context.Background())
+				defer cancel(nil)
+				ctx = cancelled
+				stop = func() { cancel(errors.New("stopped by the test")) }
+			}
+			done := startRecorded(ctx, m)
+			select { // a deadline may come first on a slow machine: a clean stop as well
+			case <-lt.began:
+			case <-ctx.Done():
+			}
+			stop()
+			if r := waitStart(t, done, 30*time.Second); r.err != nil {
+				t.Errorf("Start = %v after its caller's context ended, want nil", r.err)
+			}
+		})
+	}
+}
+
+// A leader-only runnable that fails with a timeout stops the Manager, and
+// Start returns its error: the Manager's own stop is an error whatever its
+// cause wraps (Start returned nil for a cause wrapping DeadlineExceeded).
+func TestManager_LeaderOnlyRunnableTimesOut_StartReturnsItsError(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	m := testManager(t, cfg, ns, Options{})
+	timedOut := fmt.Errorf("calling the payment service: %w", context.DeadlineExceeded)
+	err := m.Add(Runnable{Name: "payments", NeedLeader: true, Run: func(ctx context.Context) error {
+		return timedOut
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := waitStart(t, startRecorded(ctx, m), 30*time.Second)
+	if !errors.Is(r.err, timedOut) {
+		t.Errorf("Start = %v, want the runnable's error %q", r.err, timedOut)
 	}
 }
