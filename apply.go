@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
+	"github.com/kctl-dev/kctl/internal/resync"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -211,73 +211,17 @@ func (i *informer[P]) logUndecodable(err error) {
 
 // The periodic resync (Informer.resync > 0) re-delivers each stored object
 // to the handlers once a period, as an Updated event with Resync set,
-// spread out so that it does not arrive as one burst: the keys stored when
-// a resync starts are re-delivered in order (by namespace, then name) in
-// up to maxResyncSteps batches, evenly spaced over the first half of the
-// period (resyncWindow). Each object is re-delivered once per resync, in
-// its state when its batch comes; one deleted before then is skipped (its
-// Deleted event went out), one added after the start waits for the next.
-// One goroutine and one timer do it all; a batch holds mu only while it
-// queues its events, so live changes go out between batches, at once.
+// spread out by internal/resync: the keys stored when a resync starts, in
+// order (by namespace, then name), in evenly spaced batches over the
+// first half of the period. Each object is re-delivered once per resync,
+// in its state when its batch comes; one deleted before then is skipped
+// (its Deleted event went out), one added after the start waits for the
+// next. A batch holds mu only while it queues its events, so live changes
+// go out between batches, at once.
 
-// maxResyncSteps bounds the batches of one resync: the timer wakes at
-// most this often, and at most once a millisecond, per resync.
-const maxResyncSteps = 1000
-
-// resyncWindow is how much of the period d one resync is spread over.
-func resyncWindow(d time.Duration) time.Duration { return d / 2 }
-
-// resyncSteps is the number of batches n objects are re-delivered in
-// over window: one per object, at most maxResyncSteps and one a ms.
-func resyncSteps(n int, window time.Duration) int {
-	perMs := int(window / time.Millisecond)
-	return min(n, maxResyncSteps, max(perMs, 1))
-}
-
-// resyncEvery runs the resyncs until ctx ends: each starts a period after
-// the one before started, and ends within its window.
+// resyncEvery runs the resyncs until ctx ends.
 func (i *informer[P]) resyncEvery(ctx context.Context) {
-	period := i.resync
-	window := resyncWindow(period)
-	t := time.NewTimer(period)
-	defer t.Stop()
-	next := time.Now().Add(period)
-	for sleepUntil(ctx, t, next) {
-		start := time.Now()
-		next = start.Add(period)
-		keys := i.resyncKeys()
-		n := len(keys)
-		steps := resyncSteps(n, window)
-		for j := range steps {
-			at := window * time.Duration(j)
-			at /= time.Duration(steps)
-			if !sleepUntil(ctx, t, start.Add(at)) {
-				return
-			}
-			lo := n * j / steps
-			hi := n * (j + 1) / steps
-			i.resyncBatch(keys[lo:hi])
-		}
-	}
-}
-
-// sleepUntil waits on t until at; false if ctx ended first.
-func sleepUntil(
-	ctx context.Context,
-	t *time.Timer,
-	at time.Time,
-) bool {
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t.Reset(d)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	resync.Run(ctx, i.resync, i.resyncKeys, i.resyncBatch)
 }
 
 // resyncKeys returns the keys of the stored objects, in order, if there

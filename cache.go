@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/resync"
 	"github.com/kctl-dev/kctl/internal/share"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -179,14 +179,6 @@ func ResyncFor[T any, PT Object[T]](c *Cache, every time.Duration) error {
 	return configure[T](c, func(res Resource) { c.resyncs[res] = max(every, 0) })
 }
 
-// jittered is d stretched by a random 0-10 %.
-func jittered(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d + rand.N(d/10+1)
-}
-
 func configure[T any](c *Cache, set func(res Resource)) error {
 	res, err := ResourceOf[T]()
 	if err != nil {
@@ -346,7 +338,7 @@ func initInformer[P any](
 		res:       res,
 		name:      res.String(),
 		client:    cl,
-		resync:    jittered(c.resyncOf(res)),
+		resync:    resync.Jitter(c.resyncOf(res)),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
 		store:     newStore[P](),

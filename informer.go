@@ -51,10 +51,52 @@ import (
 // their labels, image and requests, which more than halves a Pod's memory
 // in the cache.
 //
-// Its methods but AddHandler are those of its core, written over P, which
-// is *T: the core is compiled once for every T (see typeOps).
+// Its methods are those of its core, informer[P] over P = *T, compiled once
+// for every T (see typeOps); those that name T are thin methods here.
 type Informer[T any] struct {
 	informer[*T]
+}
+
+// Get returns the object namespace/name ("" namespace for cluster-scoped
+// types). It is shared with every reader: do not modify it. It may be stale:
+// the cache follows the server with a delay (see WaitForResourceVersion).
+func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
+	return i.informer.Get(namespace, name)
+}
+
+// List returns the objects in opts.Namespace ("" means all) matching
+// opts.Labels and opts.Fields, in no particular order. The objects are
+// shared: do not modify them.
+//
+//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
+//
+// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
+// and any field with an index of the same name (AddIndex); a requirement of
+// the informer's own scope (Scope.Fields) holds for every cached object. Any
+// other field is an error naming it (the cache never ignores a selector)
+// and suggesting an index, and Uncached() only if the server filters T by
+// that field.
+// A label selector with key=value or key in (...) is answered from an index
+// of that label key, built by the first such List (up to 16 indexes per
+// informer), and a field required to equal a value from its index.
+func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
+	return i.informer.List(opts)
+}
+
+// ByIndex returns the objects that the index named index files under value
+// (nil for an unknown index). The objects are shared: do not modify them.
+func (i *Informer[T]) ByIndex(index, value string) []*T {
+	return i.informer.ByIndex(index, value)
+}
+
+// AddIndex adds an index: fn returns the values an object is filed under,
+// the same each time for the same object. Add indexes before Start, so they
+// are not built under the lock from a full store.
+//
+//	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
+	return i.informer.AddIndex(name, fn)
 }
 
 // informer is an Informer[T]'s state and work, over P = *T: compiled once
@@ -214,31 +256,14 @@ func (i *informer[P]) emitLocked(e event[P]) {
 	}
 }
 
-// Get returns the object namespace/name ("" namespace for cluster-scoped
-// types). It is shared with every reader: do not modify it. It may be stale:
-// the cache follows the server with a delay (see WaitForResourceVersion).
+// Get is Informer.Get in the core.
 func (i *informer[P]) Get(namespace, name string) (P, bool) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.store.get(namespace, name)
 }
 
-// List returns the objects in opts.Namespace ("" means all) matching
-// opts.Labels and opts.Fields, in no particular order. The objects are
-// shared: do not modify them.
-//
-//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
-//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
-//
-// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
-// and any field with an index of the same name (AddIndex); a requirement of
-// the informer's own scope (Scope.Fields) holds for every cached object. Any
-// other field is an error naming it (the cache never ignores a selector)
-// and suggesting an index, and Uncached() only if the server filters T by
-// that field.
-// A label selector with key=value or key in (...) is answered from an index
-// of that label key, built by the first such List (up to 16 indexes per
-// informer), and a field required to equal a value from its index.
+// List is Informer.List in the core.
 func (i *informer[P]) List(opts ListOptions) ([]P, error) {
 	i.mu.RLock()
 	out, missing, err := i.listLocked(opts)
@@ -279,19 +304,14 @@ func (i *informer[P]) listLocked(
 	return out, missing, nil
 }
 
-// ByIndex returns the objects that the index named index files under value
-// (nil for an unknown index). The objects are shared: do not modify them.
+// ByIndex is Informer.ByIndex in the core.
 func (i *informer[P]) ByIndex(index, value string) []P {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.store.byIndex(index, value)
 }
 
-// AddIndex adds an index: fn returns the values an object is filed under,
-// the same each time for the same object. Add indexes before Start, so they
-// are not built under the lock from a full store.
-//
-//	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+// AddIndex is Informer.AddIndex in the core.
 func (i *informer[P]) AddIndex(name string, fn func(obj P) []string) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
