@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/index"
 	"github.com/kctl-dev/kctl/internal/share"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -295,7 +296,8 @@ func (i *informer[P]) listLocked(
 	fields, unknown, err := i.store.fieldReqs(sel, scope)
 	if err == nil && len(unknown) > 0 {
 		custom := !i.client.codec.builtin
-		err = unindexed(i.res, custom, sel, scope, unknown)
+		g, k := i.res.Group, i.res.Kind
+		err = index.Unindexed(g, k, i.name, custom, sel, scope, unknown)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%w (%s)", err, i)
