@@ -54,4 +54,3 @@ func TestCachedList_UnindexedField_SuggestsUncachedOnlyWhereTheServerFilters(t *
 	unindexedAgreesWithTheServer[corev1.Event](t, mgr, ns, "involvedObject.name=x,reason=y")
 	unindexedAgreesWithTheServer[corev1.Event](t, mgr, ns, "regarding.name=x")
 }
-
