@@ -346,6 +346,7 @@ func initInformer[P any](
 		transform: prepare,
 		watches:   scopeWatches(res, scope),
 	}
+	inf.stream = streamOf(inf)
 }
 
 // scopeWatches is a list/watch per namespace of scope, or one for all.

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/index"
@@ -120,9 +119,13 @@ type informer[P any] struct {
 	// minutes at random; set in tests.
 	watchFor time.Duration
 	log      *slog.Logger
-	// paged: list in pages, not with the watch-list stream (the server
-	// refused it, or $KUBE_FEATURE_WatchListClient is false).
-	paged atomic.Bool
+	// stream, if set, lists and watches in one request, the watch-list
+	// stream (watch_list.go's streamOf, set when the informer is made):
+	// it stores the list and follows the changes as watchOnce does, and
+	// says whether the list was stored. Where the server does not serve
+	// the stream, it returns errPaged, at once: list in pages. nil:
+	// always in pages. Called in one place, listWatch.
+	stream func(ctx context.Context, w *watchState) (synced bool, err error)
 	// shard, if set (before run; sharding's extra sets it), returns the
 	// shard selector (ListOptions.ShardSelector) of the objects to hold,
 	// "" for all: read before every list and watch. After it changes,
