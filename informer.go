@@ -18,6 +18,7 @@ import (
 	"github.com/kctl-dev/kctl/internal/share"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -368,6 +369,20 @@ func (i *informer[P]) waitForObject(
 		return !slices.ContainsFunc(i.watches, behind)
 	}
 	return i.wait(ctx, what, caughtUp)
+}
+
+// waitForGone (read-your-writes of a delete) returns once the cache holds
+// no object namespace/name of uid.
+func (i *informer[P]) waitForGone(
+	ctx context.Context,
+	namespace, name string,
+	uid types.UID,
+) error {
+	what := "drop deleted " + nsKey(namespace, name)
+	return i.wait(ctx, what, func() bool {
+		cur, ok := i.store.get(namespace, name)
+		return !ok || metaOf(cur).GetUID() != uid
+	})
 }
 
 // wait returns once doneLocked (called under mu) holds, or with an error

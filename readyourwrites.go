@@ -1,7 +1,8 @@
 package kctl
 
-// Read your writes: cached reads, and a controller's next reconcile, wait
-// until the cache holds this Manager's own writes (see below).
+// Floor 2: read your writes, the Cache's read barrier (Cache.barrier):
+// cached reads, and a controller's next reconcile, wait until the cache
+// holds this Manager's own writes (see below).
 
 import (
 	"context"
@@ -93,7 +94,7 @@ func (w *writeTracker) recordDelete(
 // objects whose namespace covers takes in: res's cache is a shard
 // member's share (shardRun.covers). Call it before the informer runs;
 // a write recorded before that whose namespace covers does not take in
-// is not waited for (waitForWrites checks again).
+// is not waited for (wait checks again).
 func (w *writeTracker) shardBy(res Resource, covers func(namespace string) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -113,15 +114,6 @@ func (w *writeTracker) covered(res, namespace string) bool {
 	return covers == nil || covers(namespace)
 }
 
-// trackable is what the tracker needs of an informer of any type.
-type trackable interface {
-	resource() Resource
-	// holds reports whether the informer's scope takes in obj.
-	holds(obj metav1.Object) bool
-	// onChange calls fn with every change the informer stores.
-	onChange(fn func(obj metav1.Object, deleted bool))
-}
-
 // track starts read-your-writes for inf's resource; a Manager's cache
 // calls it for each informer it makes. Calling it again does nothing.
 //
@@ -129,7 +121,7 @@ type trackable interface {
 // for a shard member's share, the member covers its namespace. An object
 // that leaves the cache because its namespace is no longer covered (a
 // range the member drained) ends its write: the cache will not see it.
-func (w *writeTracker) track(inf trackable) {
+func (w *writeTracker) track(inf cachedInformer) {
 	res := inf.resource().String()
 	holds := func(obj metav1.Object) bool {
 		return inf.holds(obj) && w.covered(res, obj.GetNamespace())
@@ -147,41 +139,38 @@ func (w *writeTracker) track(inf trackable) {
 	})
 }
 
-// waitForWrites waits, at most w.timeout, until inf has caught up with
-// every write of w to namespace/name (see pendingwrites.Tracker.In); a nil
-// w has none. Over P = *T, as the informer's core.
-func waitForWrites[P any](
+// wait is the Cache's read barrier: it waits, at most w.timeout, until
+// inf has caught up with every write of w to namespace/name (see
+// pendingwrites.Tracker.In).
+func (w *writeTracker) wait(
 	ctx context.Context,
-	w *writeTracker,
-	inf *informer[P],
+	inf cachedInformer,
 	namespace, name string,
 ) error {
-	writes := w.pending.In(inf.name, namespace, name)
+	res := inf.resource()
+	r := res.String()
+	writes := w.pending.In(r, namespace, name)
 	if len(writes) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	for k, wr := range writes {
-		if !w.covered(inf.name, k.Namespace) {
+		if !w.covered(r, k.Namespace) {
 			// The member no longer serves its range: it will not come.
-			w.pending.Forget(inf.name, k.Namespace, k.Name)
+			w.pending.Forget(r, k.Namespace, k.Name)
 			continue
 		}
 		var err error
 		if wr.Deleted {
-			what := "drop deleted " + k.String()
-			err = inf.wait(ctx, what, func() bool {
-				cur, ok := inf.store.get(k.Namespace, k.Name)
-				return !ok || metaOf(cur).GetUID() != wr.UID
-			})
+			err = inf.waitForGone(ctx, k.Namespace, k.Name, wr.UID)
 		} else {
 			err = inf.waitForObject(ctx, k.Namespace, k.Name, wr.RV)
 		}
 		if err != nil {
 			return fmt.Errorf("kctl: a cached read of %s waited %v "+
 				"for the cache to catch up with this Manager's write of %s: %w",
-				inf.res, w.timeout, k, unprefixed(err))
+				res, w.timeout, k, unprefixed(err))
 		}
 	}
 	return nil
