@@ -15,9 +15,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/resync"
 	"github.com/kctl-dev/kctl/internal/share"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Cache is the set of informers one Manager shares: one Informer per
@@ -232,21 +230,12 @@ func informerFor[T any, PT Object[T]](
 }
 
 // cachedInformer is what a Cache holds of an Informer[T] (or its core)
-// of any T: its run, and what the made hook and the read barrier need.
+// of any T: its run, and what the made hook shows (the metrics page).
 type cachedInformer interface {
 	run(ctx context.Context)
 	resource() Resource
 	Stats() (objects int, bytes int64)
 	Undecodable() int
-	// holds reports whether the informer's scope takes in obj.
-	holds(obj metav1.Object) bool
-	// onChange calls fn with every change the informer stores.
-	onChange(fn func(obj metav1.Object, deleted bool))
-	// waitForObject waits until the cache holds namespace/name at rv
-	// or newer; waitForGone until it holds no object namespace/name of
-	// uid (informer.go).
-	waitForObject(ctx context.Context, namespace, name, rv string) error
-	waitForGone(ctx context.Context, namespace, name string, uid types.UID) error
 }
 
 // readBarrier is the Cache's barrier: see Cache.barrier.

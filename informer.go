@@ -1,9 +1,9 @@
 package kctl
 
 // Informer[T]: its state, and its read side: Get, List, ByIndex, the waits
-// (WaitForSync, WaitForResourceVersion, read-your-writes) and Stats, all
-// reading the store (store.go) under the informer's lock. list_watch.go is
-// its write side.
+// (WaitForSync, WaitForResourceVersion) and Stats, all reading the store
+// (store.go) under the informer's lock. list_watch.go and apply.go are its
+// write side.
 
 import (
 	"context"
@@ -16,9 +16,6 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/index"
 	"github.com/kctl-dev/kctl/internal/share"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -371,20 +368,6 @@ func (i *informer[P]) waitForObject(
 	return i.wait(ctx, what, caughtUp)
 }
 
-// waitForGone (read-your-writes of a delete) returns once the cache holds
-// no object namespace/name of uid.
-func (i *informer[P]) waitForGone(
-	ctx context.Context,
-	namespace, name string,
-	uid types.UID,
-) error {
-	what := "drop deleted " + nsKey(namespace, name)
-	return i.wait(ctx, what, func() bool {
-		cur, ok := i.store.get(namespace, name)
-		return !ok || metaOf(cur).GetUID() != uid
-	})
-}
-
 // wait returns once doneLocked (called under mu) holds, or with an error
 // saying why not when ctx ends or the informer stops.
 func (i *informer[P]) wait(
@@ -463,51 +446,4 @@ func (i *informer[P]) Stats() (objects int, bytes int64) {
 	return i.store.count, i.store.bytes
 }
 
-// Objects that stop decoding into T (a CRD field that changed type, a bad
-// write to a field the schema does not check). The codec still decodes their
-// metadata (decodeError), so the informer knows their key: the store keeps
-// their last good copy and marks them (store.bad) until they decode again or
-// are deleted, a relist never takes them for deleted, and each is logged once
-// and counted (Undecodable, kctl_cache_undecodable_objects).
-
-// Undecodable returns the number of objects in scope that exist on the
-// server but whose current state does not decode into T: a CRD field that
-// changed type, a bad write to a field the schema does not check. Get, List
-// and the handlers see the last good copy of each, if it ever decoded, until
-// it decodes again (an Updated event) or is deleted (a Deleted event with
-// that copy); a relist never takes one for deleted. Each is logged once. For
-// the metrics page (kctl_cache_undecodable_objects).
-func (i *informer[P]) Undecodable() int {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return len(i.store.bad)
-}
-
 func (i *informer[P]) resource() Resource { return i.res }
-
-// holds reports whether i's scope takes in obj: its namespace and labels
-// match one of i's list/watches, which have no field selector. A shard
-// selector is not its part: read-your-writes asks the shard member
-// (writeTracker.shardBy).
-func (i *informer[P]) holds(obj metav1.Object) bool {
-	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
-		// Set when the informer is made, never changed.
-		o := w.opts
-		if o.Fields != "" {
-			return false
-		}
-		ns := o.Namespace
-		if ns != "" && ns != obj.GetNamespace() {
-			return false
-		}
-		set := labels.Set(obj.GetLabels())
-		return o.Labels == nil || o.Labels.Matches(set)
-	})
-}
-
-// onChange calls fn with the metadata of every change i stores.
-func (i *informer[P]) onChange(fn func(obj metav1.Object, deleted bool)) {
-	i.addHandler(func(ev event[P]) {
-		fn(metaOf(ev.Object), ev.Type == Deleted)
-	})
-}

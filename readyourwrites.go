@@ -7,11 +7,13 @@ package kctl
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/pendingwrites"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -114,6 +116,22 @@ func (w *writeTracker) covered(res, namespace string) bool {
 	return covers == nil || covers(namespace)
 }
 
+// trackable is what read-your-writes needs of an informer of any T.
+// Every informer is one: holds, onChange and waitForGone are below,
+// waitForObject (WaitForResourceVersion's) in informer.go.
+type trackable interface {
+	cachedInformer
+	// holds reports whether the informer's scope takes in obj.
+	holds(obj metav1.Object) bool
+	// onChange calls fn with every change the informer stores.
+	onChange(fn func(obj metav1.Object, deleted bool))
+	// waitForObject waits until the cache holds namespace/name at rv
+	// or newer; waitForGone until it holds no object namespace/name of
+	// uid.
+	waitForObject(ctx context.Context, namespace, name, rv string) error
+	waitForGone(ctx context.Context, namespace, name string, uid types.UID) error
+}
+
 // track starts read-your-writes for inf's resource; a Manager's cache
 // calls it for each informer it makes. Calling it again does nothing.
 //
@@ -121,7 +139,11 @@ func (w *writeTracker) covered(res, namespace string) bool {
 // for a shard member's share, the member covers its namespace. An object
 // that leaves the cache because its namespace is no longer covered (a
 // range the member drained) ends its write: the cache will not see it.
-func (w *writeTracker) track(inf cachedInformer) {
+func (w *writeTracker) track(made cachedInformer) {
+	inf, ok := made.(trackable)
+	if !ok {
+		return // not an informer of this package
+	}
 	res := inf.resource().String()
 	holds := func(obj metav1.Object) bool {
 		return inf.holds(obj) && w.covered(res, obj.GetNamespace())
@@ -144,9 +166,13 @@ func (w *writeTracker) track(inf cachedInformer) {
 // pendingwrites.Tracker.In).
 func (w *writeTracker) wait(
 	ctx context.Context,
-	inf cachedInformer,
+	cached cachedInformer,
 	namespace, name string,
 ) error {
+	inf, ok := cached.(trackable)
+	if !ok {
+		return nil // not an informer of this package
+	}
 	res := inf.resource()
 	r := res.String()
 	writes := w.pending.In(r, namespace, name)
@@ -174,4 +200,45 @@ func (w *writeTracker) wait(
 		}
 	}
 	return nil
+}
+
+// waitForGone (read-your-writes of a delete) returns once the cache holds
+// no object namespace/name of uid.
+func (i *informer[P]) waitForGone(
+	ctx context.Context,
+	namespace, name string,
+	uid types.UID,
+) error {
+	what := "drop deleted " + nsKey(namespace, name)
+	return i.wait(ctx, what, func() bool {
+		cur, ok := i.store.get(namespace, name)
+		return !ok || metaOf(cur).GetUID() != uid
+	})
+}
+
+// holds reports whether i's scope takes in obj: its namespace and labels
+// match one of i's list/watches, which have no field selector. A shard
+// selector is not its part: read-your-writes asks the shard member
+// (writeTracker.shardBy).
+func (i *informer[P]) holds(obj metav1.Object) bool {
+	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
+		// Set when the informer is made, never changed.
+		o := w.opts
+		if o.Fields != "" {
+			return false
+		}
+		ns := o.Namespace
+		if ns != "" && ns != obj.GetNamespace() {
+			return false
+		}
+		set := labels.Set(obj.GetLabels())
+		return o.Labels == nil || o.Labels.Matches(set)
+	})
+}
+
+// onChange calls fn with the metadata of every change i stores.
+func (i *informer[P]) onChange(fn func(obj metav1.Object, deleted bool)) {
+	i.addHandler(func(ev event[P]) {
+		fn(metaOf(ev.Object), ev.Type == Deleted)
+	})
 }
