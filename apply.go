@@ -3,9 +3,9 @@ package kctl
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
 // objects that stop or start decoding into T; and the periodic resync,
-// which re-delivers stored objects; and the start of each list or watch
-// (begin), which reshard ends when the shard selector changes.
-// list_watch.go calls them.
+// which re-delivers stored objects (scheduled by internal/resync); and
+// the start of each list or watch (begin), which reshard ends when the
+// shard selector changes. list_watch.go and watch_list.go call them.
 
 import (
 	"cmp"

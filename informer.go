@@ -31,8 +31,8 @@ import (
 // resourceVersion seen; a watch lasts 5 to 10 minutes at random, and the
 // client ends one that overstays that by 10% (at most 30 s) plus 1 s. The
 // list is the watch-list stream (every object as an event, then the
-// changes, in one request), or where the server refuses that, pages of 500
-// and a watch (see list_watch.go). When that resourceVersion is gone
+// changes, in one request: watch_list.go), or where the server refuses
+// that, pages of 500 and a watch (list_watch.go). When that resourceVersion is gone
 // (410), list again and report only what changed. An object that stops decoding into T keeps its last good copy
 // until it decodes again or is deleted (see Undecodable). Failures are
 // logged, reported by Err and retried after 200ms doubling up to 30s (10s
