@@ -3,9 +3,9 @@ package kctl
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
 // objects that stop or start decoding into T; and the periodic resync,
-// which re-delivers stored objects; and the start of each list or watch
-// (begin), which reshard ends when the shard selector changes.
-// list_watch.go calls them.
+// which re-delivers stored objects (scheduled by internal/resync); and
+// the start of each list or watch (begin), which reshard ends when the
+// shard selector changes. list_watch.go and watch_list.go call them.
 
 import (
 	"cmp"
@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
+	"github.com/kctl-dev/kctl/internal/resync"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -211,73 +211,17 @@ func (i *informer[P]) logUndecodable(err error) {
 
 // The periodic resync (Informer.resync > 0) re-delivers each stored object
 // to the handlers once a period, as an Updated event with Resync set,
-// spread out so that it does not arrive as one burst: the keys stored when
-// a resync starts are re-delivered in order (by namespace, then name) in
-// up to maxResyncSteps batches, evenly spaced over the first half of the
-// period (resyncWindow). Each object is re-delivered once per resync, in
-// its state when its batch comes; one deleted before then is skipped (its
-// Deleted event went out), one added after the start waits for the next.
-// One goroutine and one timer do it all; a batch holds mu only while it
-// queues its events, so live changes go out between batches, at once.
+// spread out by internal/resync: the keys stored when a resync starts, in
+// order (by namespace, then name), in evenly spaced batches over the
+// first half of the period. Each object is re-delivered once per resync,
+// in its state when its batch comes; one deleted before then is skipped
+// (its Deleted event went out), one added after the start waits for the
+// next. A batch holds mu only while it queues its events, so live changes
+// go out between batches, at once.
 
-// maxResyncSteps bounds the batches of one resync: the timer wakes at
-// most this often, and at most once a millisecond, per resync.
-const maxResyncSteps = 1000
-
-// resyncWindow is how much of the period d one resync is spread over.
-func resyncWindow(d time.Duration) time.Duration { return d / 2 }
-
-// resyncSteps is the number of batches n objects are re-delivered in
-// over window: one per object, at most maxResyncSteps and one a ms.
-func resyncSteps(n int, window time.Duration) int {
-	perMs := int(window / time.Millisecond)
-	return min(n, maxResyncSteps, max(perMs, 1))
-}
-
-// resyncEvery runs the resyncs until ctx ends: each starts a period after
-// the one before started, and ends within its window.
+// resyncEvery runs the resyncs until ctx ends.
 func (i *informer[P]) resyncEvery(ctx context.Context) {
-	period := i.resync
-	window := resyncWindow(period)
-	t := time.NewTimer(period)
-	defer t.Stop()
-	next := time.Now().Add(period)
-	for sleepUntil(ctx, t, next) {
-		start := time.Now()
-		next = start.Add(period)
-		keys := i.resyncKeys()
-		n := len(keys)
-		steps := resyncSteps(n, window)
-		for j := range steps {
-			at := window * time.Duration(j)
-			at /= time.Duration(steps)
-			if !sleepUntil(ctx, t, start.Add(at)) {
-				return
-			}
-			lo := n * j / steps
-			hi := n * (j + 1) / steps
-			i.resyncBatch(keys[lo:hi])
-		}
-	}
-}
-
-// sleepUntil waits on t until at; false if ctx ended first.
-func sleepUntil(
-	ctx context.Context,
-	t *time.Timer,
-	at time.Time,
-) bool {
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t.Reset(d)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	resync.Run(ctx, i.resync, i.resyncKeys, i.resyncBatch)
 }
 
 // resyncKeys returns the keys of the stored objects, in order, if there
@@ -372,4 +316,24 @@ func (w *watchState) listOpts() ListOptions {
 	opts := w.opts
 	opts.ShardSelector = w.shard
 	return opts
+}
+
+// Objects that stop decoding into T (a CRD field that changed type, a bad
+// write to a field the schema does not check). The codec still decodes their
+// metadata (decodeError), so the informer knows their key: the store keeps
+// their last good copy and marks them (store.bad) until they decode again or
+// are deleted, a relist never takes them for deleted, and each is logged once
+// and counted (Undecodable, kctl_cache_undecodable_objects).
+
+// Undecodable returns the number of objects in scope that exist on the
+// server but whose current state does not decode into T: a CRD field that
+// changed type, a bad write to a field the schema does not check. Get, List
+// and the handlers see the last good copy of each, if it ever decoded, until
+// it decodes again (an Updated event) or is deleted (a Deleted event with
+// that copy); a relist never takes one for deleted. Each is logged once. For
+// the metrics page (kctl_cache_undecodable_objects).
+func (i *informer[P]) Undecodable() int {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return len(i.store.bad)
 }

@@ -9,27 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/resync"
 	"github.com/kctl-dev/kctl/internal/share"
 	corev1 "k8s.io/api/core/v1"
 )
-
-func TestResyncSteps_BoundsTheBatchesOfOneResync(t *testing.T) {
-	for _, tc := range []struct {
-		n      int
-		window time.Duration
-		want   int
-	}{
-		{0, time.Minute, 0},
-		{10, time.Second, 10},             // one object a batch
-		{100000, 5 * time.Minute, 1000},   // at most maxResyncSteps
-		{5000, 10 * time.Millisecond, 10}, // at most one a millisecond
-		{3, 0, 1},
-	} {
-		if got := resyncSteps(tc.n, tc.window); got != tc.want {
-			t.Errorf("resyncSteps(%d, %v) = %d, want %d", tc.n, tc.window, got, tc.want)
-		}
-	}
-}
 
 // resyncSeen is an event a handler got, and when (in the bubble's time).
 type resyncSeen struct {
@@ -107,7 +90,7 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 		cancel()
 		inf.wg.Wait()
 		for round, from := range []time.Duration{period, 2 * period} {
-			to := from + resyncWindow(period)
+			to := from + resync.Window(period)
 			count := map[string]int{}
 			perInstant := map[time.Duration]int{}
 			var first, last time.Duration
@@ -145,7 +128,7 @@ func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.
 					t.Errorf("resync %d re-delivered %d objects at once (at %v), want one a batch", round+1, c, at)
 				}
 			}
-			if first != from || last < to-resyncWindow(period)/10 {
+			if first != from || last < to-resync.Window(period)/10 {
 				t.Errorf("resync %d ran from %v to %v, want from %v to near %v", round+1, first, last, from, to)
 			}
 		}

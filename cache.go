@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/resync"
 	"github.com/kctl-dev/kctl/internal/share"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -39,14 +39,18 @@ type Cache struct {
 	// resyncs holds the resync periods set by ResyncFor.
 	resyncs   map[Resource]time.Duration
 	informers map[Resource]cachedInformer
-	// made, if set, is called once per informer, when it is made, under mu
-	// and before it runs: the Manager's cache shows each of its informers on
-	// the metrics page and tracks the Manager's writes in it.
-	made func(inf madeInformer)
-	// madeMetadata, if set, is made's for the metadata-only informers
-	// (metadata.go), which share a resource with a whole one: the Manager
-	// shows them on the metrics page under names of their own.
-	madeMetadata func(inf madeInformer)
+	// made, if set, sees every informer once, when it is made (meta: of
+	// metadata only, metadata.go), under mu and before it runs. NewManager
+	// sets it: the metrics page shows each informer, read-your-writes
+	// tracks the Manager's writes in the whole ones, and a shard member
+	// sets their shard selector (Manager.informerMade). Called in one
+	// place, Cache.informer.
+	made func(inf cachedInformer, meta bool)
+	// barrier, if set, holds back a cached read, and a reconcile, until
+	// the informer has caught up with the writes it could see:
+	// readyourwrites.go's writeTracker, which NewManager sets. Called in
+	// one place, Cache.caughtUp.
+	barrier readBarrier
 	// ctx is Start's; nil before Start.
 	ctx context.Context
 	// stopped means Start's ctx ended: no goroutine is added to wg after
@@ -54,9 +58,6 @@ type Cache struct {
 	stopped bool
 	wg      sync.WaitGroup
 }
-
-// runner is what a Cache needs of an Informer[T] of any T: its run.
-type runner interface{ run(ctx context.Context) }
 
 // CacheOptions configures a Cache. The zero value caches every object of a
 // type, without managedFields, with no resync.
@@ -118,13 +119,6 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	}
 }
 
-// madeInformer is what a Cache's made hook sees of a new Informer[T].
-type madeInformer interface {
-	trackable
-	Stats() (objects int, bytes int64)
-	Undecodable() int
-}
-
 // Start runs the informers, including those made later, until ctx ends, then
 // waits for their goroutines and returns nil. Call it once, in its own
 // goroutine.
@@ -177,14 +171,6 @@ func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 // changes are not held back by it. Call it before T's informer is made.
 func ResyncFor[T any, PT Object[T]](c *Cache, every time.Duration) error {
 	return configure[T](c, func(res Resource) { c.resyncs[res] = max(every, 0) })
-}
-
-// jittered is d stretched by a random 0-10 %.
-func jittered(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d + rand.N(d/10+1)
 }
 
 func configure[T any](c *Cache, set func(res Resource)) error {
@@ -243,10 +229,34 @@ func informerFor[T any, PT Object[T]](
 	return typed, nil
 }
 
-// cachedInformer is what a Cache holds of an Informer[T] of any T.
+// cachedInformer is what a Cache holds of an Informer[T] (or its core)
+// of any T: its run, and what the made hook shows (the metrics page).
 type cachedInformer interface {
-	runner
-	madeInformer
+	run(ctx context.Context)
+	resource() Resource
+	Stats() (objects int, bytes int64)
+	Undecodable() int
+}
+
+// readBarrier is the Cache's barrier: see Cache.barrier.
+type readBarrier interface {
+	// wait returns once inf has caught up with the writes a read of
+	// namespace/name ("" name: a List of namespace) could see, or
+	// with an error naming the write it gave up on.
+	wait(ctx context.Context, inf cachedInformer, namespace, name string) error
+}
+
+// caughtUp returns once inf has caught up with the writes a read of
+// namespace/name could see (Cache.barrier; at once without one).
+func (c *Cache) caughtUp(
+	ctx context.Context,
+	inf cachedInformer,
+	namespace, name string,
+) error {
+	if c.barrier == nil {
+		return nil
+	}
+	return c.barrier.wait(ctx, inf, namespace, name)
 }
 
 // The informers a Cache holds of a resource, for Cache.informer's meta.
@@ -266,13 +276,11 @@ func (c *Cache) informer(
 	meta bool,
 	read bool,
 	newInformer func(scope Scope) cachedInformer,
-) (runner, error) {
+) (cachedInformer, error) {
 	key := res
-	made := c.made
 	what := res.String()
 	if meta {
 		key = metadataKey(res)
-		made = c.madeMetadata
 		what = "the metadata of " + what
 	}
 	c.mu.Lock()
@@ -306,8 +314,8 @@ func (c *Cache) informer(
 	}
 	inf := newInformer(scope)
 	c.informers[key] = inf
-	if made != nil {
-		made(inf)
+	if c.made != nil {
+		c.made(inf, meta)
 	}
 	ctx := c.ctx
 	if ctx != nil {
@@ -346,7 +354,7 @@ func initInformer[P any](
 		res:       res,
 		name:      res.String(),
 		client:    cl,
-		resync:    jittered(c.resyncOf(res)),
+		resync:    resync.Jitter(c.resyncOf(res)),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
 		store:     newStore[P](),
@@ -354,6 +362,7 @@ func initInformer[P any](
 		transform: prepare,
 		watches:   scopeWatches(res, scope),
 	}
+	inf.stream = streamOf(inf)
 }
 
 // scopeWatches is a list/watch per namespace of scope, or one for all.

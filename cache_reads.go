@@ -13,12 +13,12 @@ import (
 
 // cachedReads serves the Get and List of a Manager's Client (ClientFor)
 // from the cache: as copies, once T's informer has synced and has caught
-// up with the Manager's writes that the read could see (readyourwrites.go).
+// up with the Manager's writes that the read could see (the Cache's read
+// barrier: readyourwrites.go).
 type cachedReads[T any, PT Object[T]] struct {
 	// client is the Client it serves, for its discovery check.
 	client *Client[T]
 	cache  *Cache
-	writes *writeTracker
 }
 
 func (r cachedReads[T, PT]) get(
@@ -30,7 +30,7 @@ func (r cachedReads[T, PT]) get(
 		return nil, err
 	}
 	c := &r.client.client
-	return cachedGet(ctx, c, &inf.informer, r.writes, namespace, name)
+	return cachedGet(ctx, c, r.cache, &inf.informer, namespace, name)
 }
 
 func (r cachedReads[T, PT]) list(
@@ -42,7 +42,7 @@ func (r cachedReads[T, PT]) list(
 		return nil, err
 	}
 	c := &r.client.client
-	return cachedList(ctx, c, &inf.informer, r.writes, opts)
+	return cachedList(ctx, c, r.cache, &inf.informer, opts)
 }
 
 // synced returns once inf, c's informer, has synced. A resource the
@@ -67,14 +67,14 @@ func synced[P any](
 func cachedGet[P any](
 	ctx context.Context,
 	c *client[P],
+	cache *Cache,
 	inf *informer[P],
-	writes *writeTracker,
 	namespace, name string,
 ) (P, error) {
 	var none P
 	err := synced(ctx, c, inf)
 	if err == nil {
-		err = waitForWrites(ctx, writes, inf, namespace, name)
+		err = cache.caughtUp(ctx, inf, namespace, name)
 	}
 	if err != nil {
 		return none, err
@@ -95,13 +95,13 @@ func cachedGet[P any](
 func cachedList[P any](
 	ctx context.Context,
 	c *client[P],
+	cache *Cache,
 	inf *informer[P],
-	writes *writeTracker,
 	opts ListOptions,
 ) ([]P, error) {
 	err := synced(ctx, c, inf)
 	if err == nil {
-		err = waitForWrites(ctx, writes, inf, opts.Namespace, "")
+		err = cache.caughtUp(ctx, inf, opts.Namespace, "")
 	}
 	if err != nil {
 		return nil, err

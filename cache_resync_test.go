@@ -10,24 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestJittered_StretchesByUpToTenPercent(t *testing.T) {
-	d := time.Second
-	seen := map[time.Duration]bool{}
-	for range 1000 {
-		got := jittered(d)
-		if got < d || got > d+d/10 {
-			t.Fatalf("jittered(%v) = %v, want within [%v, %v]", d, got, d, d+d/10)
-		}
-		seen[got] = true
-	}
-	if len(seen) < 100 {
-		t.Errorf("jittered(%v) took %d distinct values in 1000 draws, want a spread", d, len(seen))
-	}
-	if got := jittered(0); got != 0 {
-		t.Errorf("jittered(0) = %v, want 0 (never)", got)
-	}
-}
-
 // Issue 25, item 7: ResyncFor sets one type's resync, jittered, and
 // replaces the Cache's default for it.
 func TestResyncFor_SetsOneTypesPeriodWithJitter(t *testing.T) {

@@ -54,21 +54,3 @@ func TestCachedList_UnindexedField_SuggestsUncachedOnlyWhereTheServerFilters(t *
 	unindexedAgreesWithTheServer[corev1.Event](t, mgr, ns, "involvedObject.name=x,reason=y")
 	unindexedAgreesWithTheServer[corev1.Event](t, mgr, ns, "regarding.name=x")
 }
-
-// A declared type's CRD may add field labels only the server knows: the
-// error says when Uncached() works instead of suggesting it.
-func TestUnindexed_CustomResource_NamesSelectableFields(t *testing.T) {
-	res := Resource{Group: "example.com", Version: "v1", Kind: "Widget", Plural: "widgets", Namespaced: true}
-	err := unindexed(res, true, "spec.size=3", "", []string{"spec.size"})
-	for _, want := range []string{
-		`kctl.IndexField(mgr, "spec.size", fn)`,
-		"an Uncached() List works only if the CRD of widgets.example.com/v1 lists spec.size in selectableFields",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("unindexed(Widget, spec.size) = %q, want it to contain %q", err, want)
-		}
-	}
-	if strings.Contains(err.Error(), "or list with Uncached()") {
-		t.Errorf("unindexed(Widget, spec.size) = %q: suggests Uncached() unconditionally", err)
-	}
-}

@@ -1,9 +1,9 @@
 package kctl
 
 // Informer[T]: its state, and its read side: Get, List, ByIndex, the waits
-// (WaitForSync, WaitForResourceVersion, read-your-writes) and Stats, all
-// reading the store (store.go) under the informer's lock. list_watch.go is
-// its write side.
+// (WaitForSync, WaitForResourceVersion) and Stats, all reading the store
+// (store.go) under the informer's lock. list_watch.go and apply.go are its
+// write side.
 
 import (
 	"context"
@@ -12,12 +12,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/index"
 	"github.com/kctl-dev/kctl/internal/share"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -33,8 +31,8 @@ import (
 // resourceVersion seen; a watch lasts 5 to 10 minutes at random, and the
 // client ends one that overstays that by 10% (at most 30 s) plus 1 s. The
 // list is the watch-list stream (every object as an event, then the
-// changes, in one request), or where the server refuses that, pages of 500
-// and a watch (see list_watch.go). When that resourceVersion is gone
+// changes, in one request: watch_list.go), or where the server refuses
+// that, pages of 500 and a watch (list_watch.go). When that resourceVersion is gone
 // (410), list again and report only what changed. An object that stops decoding into T keeps its last good copy
 // until it decodes again or is deleted (see Undecodable). Failures are
 // logged, reported by Err and retried after 200ms doubling up to 30s (10s
@@ -51,10 +49,52 @@ import (
 // their labels, image and requests, which more than halves a Pod's memory
 // in the cache.
 //
-// Its methods but AddHandler are those of its core, written over P, which
-// is *T: the core is compiled once for every T (see typeOps).
+// Its methods are those of its core, informer[P] over P = *T, compiled once
+// for every T (see typeOps); those that name T are thin methods here.
 type Informer[T any] struct {
 	informer[*T]
+}
+
+// Get returns the object namespace/name ("" namespace for cluster-scoped
+// types). It is shared with every reader: do not modify it. It may be stale:
+// the cache follows the server with a delay (see WaitForResourceVersion).
+func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
+	return i.informer.Get(namespace, name)
+}
+
+// List returns the objects in opts.Namespace ("" means all) matching
+// opts.Labels and opts.Fields, in no particular order. The objects are
+// shared: do not modify them.
+//
+//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
+//
+// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
+// and any field with an index of the same name (AddIndex); a requirement of
+// the informer's own scope (Scope.Fields) holds for every cached object. Any
+// other field is an error naming it (the cache never ignores a selector)
+// and suggesting an index, and Uncached() only if the server filters T by
+// that field.
+// A label selector with key=value or key in (...) is answered from an index
+// of that label key, built by the first such List (up to 16 indexes per
+// informer), and a field required to equal a value from its index.
+func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
+	return i.informer.List(opts)
+}
+
+// ByIndex returns the objects that the index named index files under value
+// (nil for an unknown index). The objects are shared: do not modify them.
+func (i *Informer[T]) ByIndex(index, value string) []*T {
+	return i.informer.ByIndex(index, value)
+}
+
+// AddIndex adds an index: fn returns the values an object is filed under,
+// the same each time for the same object. Add indexes before Start, so they
+// are not built under the lock from a full store.
+//
+//	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
+	return i.informer.AddIndex(name, fn)
 }
 
 // informer is an Informer[T]'s state and work, over P = *T: compiled once
@@ -77,9 +117,13 @@ type informer[P any] struct {
 	// minutes at random; set in tests.
 	watchFor time.Duration
 	log      *slog.Logger
-	// paged: list in pages, not with the watch-list stream (the server
-	// refused it, or $KUBE_FEATURE_WatchListClient is false).
-	paged atomic.Bool
+	// stream, if set, lists and watches in one request, the watch-list
+	// stream (watch_list.go's streamOf, set when the informer is made):
+	// it stores the list and follows the changes as watchOnce does, and
+	// says whether the list was stored. Where the server does not serve
+	// the stream, it returns errPaged, at once: list in pages. nil:
+	// always in pages. Called in one place, listWatch.
+	stream func(ctx context.Context, w *watchState) (synced bool, err error)
 	// shard, if set (before run; sharding's extra sets it), returns the
 	// shard selector (ListOptions.ShardSelector) of the objects to hold,
 	// "" for all: read before every list and watch. After it changes,
@@ -214,31 +258,14 @@ func (i *informer[P]) emitLocked(e event[P]) {
 	}
 }
 
-// Get returns the object namespace/name ("" namespace for cluster-scoped
-// types). It is shared with every reader: do not modify it. It may be stale:
-// the cache follows the server with a delay (see WaitForResourceVersion).
+// Get is Informer.Get in the core.
 func (i *informer[P]) Get(namespace, name string) (P, bool) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.store.get(namespace, name)
 }
 
-// List returns the objects in opts.Namespace ("" means all) matching
-// opts.Labels and opts.Fields, in no particular order. The objects are
-// shared: do not modify them.
-//
-//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
-//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
-//
-// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
-// and any field with an index of the same name (AddIndex); a requirement of
-// the informer's own scope (Scope.Fields) holds for every cached object. Any
-// other field is an error naming it (the cache never ignores a selector)
-// and suggesting an index, and Uncached() only if the server filters T by
-// that field.
-// A label selector with key=value or key in (...) is answered from an index
-// of that label key, built by the first such List (up to 16 indexes per
-// informer), and a field required to equal a value from its index.
+// List is Informer.List in the core.
 func (i *informer[P]) List(opts ListOptions) ([]P, error) {
 	i.mu.RLock()
 	out, missing, err := i.listLocked(opts)
@@ -270,7 +297,8 @@ func (i *informer[P]) listLocked(
 	fields, unknown, err := i.store.fieldReqs(sel, scope)
 	if err == nil && len(unknown) > 0 {
 		custom := !i.client.codec.builtin
-		err = unindexed(i.res, custom, sel, scope, unknown)
+		g, k := i.res.Group, i.res.Kind
+		err = index.Unindexed(g, k, i.name, custom, sel, scope, unknown)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%w (%s)", err, i)
@@ -279,19 +307,14 @@ func (i *informer[P]) listLocked(
 	return out, missing, nil
 }
 
-// ByIndex returns the objects that the index named index files under value
-// (nil for an unknown index). The objects are shared: do not modify them.
+// ByIndex is Informer.ByIndex in the core.
 func (i *informer[P]) ByIndex(index, value string) []P {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	return i.store.byIndex(index, value)
 }
 
-// AddIndex adds an index: fn returns the values an object is filed under,
-// the same each time for the same object. Add indexes before Start, so they
-// are not built under the lock from a full store.
-//
-//	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+// AddIndex is Informer.AddIndex in the core.
 func (i *informer[P]) AddIndex(name string, fn func(obj P) []string) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -423,51 +446,4 @@ func (i *informer[P]) Stats() (objects int, bytes int64) {
 	return i.store.count, i.store.bytes
 }
 
-// Objects that stop decoding into T (a CRD field that changed type, a bad
-// write to a field the schema does not check). The codec still decodes their
-// metadata (decodeError), so the informer knows their key: the store keeps
-// their last good copy and marks them (store.bad) until they decode again or
-// are deleted, a relist never takes them for deleted, and each is logged once
-// and counted (Undecodable, kctl_cache_undecodable_objects).
-
-// Undecodable returns the number of objects in scope that exist on the
-// server but whose current state does not decode into T: a CRD field that
-// changed type, a bad write to a field the schema does not check. Get, List
-// and the handlers see the last good copy of each, if it ever decoded, until
-// it decodes again (an Updated event) or is deleted (a Deleted event with
-// that copy); a relist never takes one for deleted. Each is logged once. For
-// the metrics page (kctl_cache_undecodable_objects).
-func (i *informer[P]) Undecodable() int {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return len(i.store.bad)
-}
-
 func (i *informer[P]) resource() Resource { return i.res }
-
-// holds reports whether i's scope takes in obj: its namespace and labels
-// match one of i's list/watches, which have no field selector. A shard
-// selector is not its part: read-your-writes asks the shard member
-// (writeTracker.shardBy).
-func (i *informer[P]) holds(obj metav1.Object) bool {
-	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
-		// Set when the informer is made, never changed.
-		o := w.opts
-		if o.Fields != "" {
-			return false
-		}
-		ns := o.Namespace
-		if ns != "" && ns != obj.GetNamespace() {
-			return false
-		}
-		set := labels.Set(obj.GetLabels())
-		return o.Labels == nil || o.Labels.Matches(set)
-	})
-}
-
-// onChange calls fn with the metadata of every change i stores.
-func (i *informer[P]) onChange(fn func(obj metav1.Object, deleted bool)) {
-	i.addHandler(func(ev event[P]) {
-		fn(metaOf(ev.Object), ev.Type == Deleted)
-	})
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kctl-dev/kctl/internal/index"
 	"sync"
 	"testing"
 	"time"
@@ -129,7 +130,7 @@ func TestInformer_List_ConcurrentIndexBuildsKeepTheBound(t *testing.T) {
 	for i := range 500 {
 		inf.store.put(storeCM("ns", fmt.Sprint(i), "1", lbls))
 	}
-	for i := range maxIndexes - 1 {
+	for i := range index.MaxIndexes - 1 {
 		if err := inf.AddIndex(fmt.Sprint("user", i), func(*corev1.ConfigMap) []string { return nil }); err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestInformer_List_ConcurrentIndexBuildsKeepTheBound(t *testing.T) {
 	}
 	close(start)
 	lists.Wait()
-	if n := len(inf.store.indexes); n > maxIndexes {
-		t.Errorf("%d indexes, want at most %d", n, maxIndexes)
+	if n := inf.store.indexes.Len(); n > index.MaxIndexes {
+		t.Errorf("%d indexes, want at most %d", n, index.MaxIndexes)
 	}
 }

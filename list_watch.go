@@ -1,8 +1,8 @@
 package kctl
 
-// The informer's list/watch loop: list with the watch-list stream (or, if
-// the server refuses it, in pages, then watch from the newest
-// resourceVersion), list again when that is gone, and back off on
+// The informer's list/watch loop: list in pages (or with the watch-list
+// stream, watch_list.go, where it is set), then watch from the newest
+// resourceVersion, list again when that is gone, and back off on
 // failures. What it lists and watches reaches the store, and the
 // handlers, through apply.go.
 
@@ -13,12 +13,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
+
 	"strings"
-	"sync"
+
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/readahead"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -33,9 +33,6 @@ const (
 
 // run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
 func (i *informer[P]) run(ctx context.Context) {
-	if !watchListClient() {
-		i.paged.Store(true)
-	}
 	i.mu.Lock()
 	i.ctx = ctx
 	for _, h := range i.handlers {
@@ -56,19 +53,10 @@ func (i *informer[P]) run(ctx context.Context) {
 	i.wg.Wait()
 }
 
-// watchListClient reports whether informers first sync with the
-// watch-list stream: unless $KUBE_FEATURE_WatchListClient, client-go's
-// switch for the same, is false.
-var watchListClient = sync.OnceValue(func() bool {
-	env := os.Getenv("KUBE_FEATURE_WatchListClient")
-	on, err := strconv.ParseBool(env)
-	return on || err != nil
-})
-
 // listWatch keeps the store equal to the server's objects in w's namespace
 // until ctx ends; it lists again only when the watch's resourceVersion is
-// gone. A list is the watch-list stream (watchList) unless the server
-// refused it (then i.paged): a list in pages, then a watch.
+// gone. A list is the watch-list stream (i.stream) where it is set and
+// served, else a list in pages, then a watch.
 func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 	defer i.end(w)
 	fails := 0
@@ -80,9 +68,27 @@ func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 			fails = 0
 		}
 		listed := relist
-		streamed := relist && !i.paged.Load()
+		start := time.Now()
+		var err error
+		streamed := false
+		if relist && i.stream != nil {
+			var synced bool
+			synced, err = i.stream(actx, w)
+			streamed = !errors.Is(err, errPaged)
+			switch {
+			case !streamed: // in pages, below
+			case ctx.Err() != nil:
+				return
+			case actx.Err() != nil:
+				continue // resharded
+			case !synced:
+				fails++
+				i.retry(ctx, w, "list", err, fails)
+				continue
+			}
+		}
 		if relist && !streamed {
-			err := i.list(actx, w)
+			err = i.list(actx, w)
 			if actx.Err() != nil && ctx.Err() == nil {
 				continue // resharded: list again at once
 			}
@@ -91,27 +97,10 @@ func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 				i.retry(ctx, w, "list", err, fails)
 				continue
 			}
-			relist = false
 		}
-		start := time.Now()
-		var err error
-		if streamed {
-			var synced bool
-			synced, err = i.watchList(actx, w)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case actx.Err() != nil:
-				continue // resharded
-			case !synced && i.refused(err):
-				continue // at once, in pages
-			case !synced:
-				fails++
-				i.retry(ctx, w, "list", err, fails)
-				continue
-			}
-			relist = false
-		} else {
+		relist = false
+		if !streamed {
+			start = time.Now()
 			err = i.watchOnce(actx, w)
 		}
 		healthy := time.Since(start) >= i.healthy
@@ -136,65 +125,38 @@ func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 	}
 }
 
-// listedPage is one page of a list, fetched by list's fetch, maybe
-// ahead of the page before it.
+// errPaged is what informer.stream returns, at once, where the server
+// does not serve the watch-list stream: list in pages instead.
+var errPaged = errors.New("kctl: list in pages")
+
+// listedPage is one page of a list.
 type listedPage[P any] struct {
 	objs    []P
 	meta    metav1.ListMeta
 	skipped []error
-	err     error
-	// next is the next page, if it was asked for early.
-	next chan listedPage[P]
 }
 
 // list lists w's namespace in pages (so the response buffer stays small),
-// stores the result and tells the handlers what changed.
-//
-// Pages overlap: the next is asked for as soon as a page is read, while
-// it is decoded and the one before is readied for the store, so that the
-// API server's work and ours run side by side; at most two pages are
-// ahead of the one readied. It pays end to end: without it the initial
-// sync of 10,000 Pods took 1.41x as long (make bench, 7 alternating runs).
+// stores the result and tells the handlers what changed. Pages are
+// fetched up to two ahead of the one readied for the store
+// (internal/readahead).
 func (i *informer[P]) list(ctx context.Context, w *watchState) error {
-	var fetches sync.WaitGroup
-	defer fetches.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	// Before Wait: a fetch of a page never used ends at once.
-	defer cancel()
-	// ahead holds a token per page asked for and not yet taken below.
-	ahead := make(chan struct{}, 2)
-	var fetch func(token string) chan listedPage[P]
-	fetch = func(token string) chan listedPage[P] {
-		ch := make(chan listedPage[P], 1)
-		fetches.Go(func() {
-			select {
-			case ahead <- struct{}{}:
-			case <-ctx.Done():
-				ch <- listedPage[P]{err: ctx.Err()}
-				return
-			}
-			var p listedPage[P]
-			early := func(m metav1.ListMeta) {
-				if m.Continue != "" {
-					p.next = fetch(m.Continue)
-				}
-			}
-			opts := w.listOpts()
-			p.objs, p.meta, p.skipped, p.err = i.client.listPage(
-				ctx, opts, cachePageSize, token, early)
-			ch <- p
-		})
-		return ch
+	fetch := func(
+		ctx context.Context,
+		token string,
+		early func(next string),
+	) (listedPage[P], string, error) {
+		var p listedPage[P]
+		var err error
+		onMeta := func(m metav1.ListMeta) { early(m.Continue) }
+		p.objs, p.meta, p.skipped, err = i.client.listPage(
+			ctx, w.listOpts(), cachePageSize, token, onMeta)
+		return p, p.meta.Continue, err
 	}
 	var all []P
 	var bad []*decodeError
-	p := <-fetch("")
-	for {
-		if p.err != nil {
-			// A page that failed to start holds no place ahead.
-			return p.err
-		}
-		<-ahead
+	rv := ""
+	use := func(p listedPage[P]) {
 		for _, err := range p.skipped {
 			bad = append(bad, i.keyed(err))
 		}
@@ -203,16 +165,14 @@ func (i *informer[P]) list(ctx context.Context, w *watchState) error {
 			i.sharer.Share(obj)
 			all = append(all, obj)
 		}
-		token := p.meta.Continue
-		if token == "" {
-			i.stored(w, all, bad, p.meta.ResourceVersion)
-			return nil
-		}
-		if p.next == nil { // not asked for early (a JSON page)
-			p.next = fetch(token)
-		}
-		p = <-p.next
+		rv = p.meta.ResourceVersion
 	}
+	err := readahead.Pages(ctx, 2, fetch, use)
+	if err != nil {
+		return err
+	}
+	i.stored(w, all, bad, rv)
+	return nil
 }
 
 // watchOnce applies the events of one watch from w.rv: nil if the server
@@ -251,140 +211,6 @@ func (i *informer[P]) follow(w *watchState, stream *watchStream[P]) error {
 		return nil
 	}
 	return err
-}
-
-// watchList is a list and a watch in one request, the watch-list stream
-// (Client.watchList): it collects the initial events as list does its
-// pages, stores them as a list's result once the bookmark that ends them
-// comes (synced), then follows the changes as watchOnce does. It holds no
-// list page: each object is decoded, readied and shared as it comes.
-// Before synced, err may be the server refusing the stream (refused).
-func (i *informer[P]) watchList(
-	ctx context.Context,
-	w *watchState,
-) (synced bool, err error) {
-	timeout := i.watchTimeout()
-	start := time.Now()
-	stream, err := i.client.watchList(ctx, w.listOpts(), timeout)
-	if err != nil {
-		return false, err
-	}
-	events, stop := readAhead(stream)
-	defer stop()
-	var all []P
-	var bad []*decodeError
-	for {
-		r := <-events
-		e := r.event
-		err := r.err
-		if err == io.EOF && time.Since(start) >= timeout {
-			err = errNoInitialEventsEnd
-		}
-		if err != nil {
-			return false, err
-		}
-		obj := e.Object
-		switch {
-		case e.Type == "ERROR" && e.Status != nil:
-			return false, i.apply(w, e)
-		case e.Type == "BOOKMARK" && initialEventsEnd(obj):
-			rv := metaOf(obj).GetResourceVersion()
-			i.stored(w, all, bad, rv)
-			all = nil
-			return true, i.follow(w, stream)
-		case e.Type == "BOOKMARK":
-		case e.Type == "ADDED" && e.Err == nil:
-			i.transform(obj)
-			i.sharer.Share(obj)
-			all = append(all, obj)
-		case e.Type == "ADDED":
-			bad = append(bad, i.keyed(e.Err))
-		default:
-			return false, fmt.Errorf("kctl: the watch-list "+
-				"stream of %s sent a %s event before "+
-				"the end of its initial events", i.res, e.Type)
-		}
-	}
-}
-
-// readEvent is one event read ahead, or the error that ended the stream.
-type readEvent[P any] struct {
-	event watchEvent[P]
-	err   error
-}
-
-// readAhead reads and decodes the initial events of a watch-list stream
-// in a goroutine of its own, up to 64 ahead of the caller, so that the
-// objects of one are decoded while those before are readied (as list's
-// pages are). It stops after an error or an event that ends the initial
-// ones. stop closes the stream and waits for the goroutine: call it once
-// done with the stream; the stream is the caller's once that event came.
-func readAhead[P any](
-	stream *watchStream[P],
-) (events <-chan readEvent[P], stop func()) {
-	ch := make(chan readEvent[P], 64)
-	done := make(chan struct{})
-	var reader sync.WaitGroup
-	reader.Go(func() {
-		for {
-			var r readEvent[P]
-			r.event, r.err = stream.Next()
-			select {
-			case ch <- r:
-			case <-done:
-				return
-			}
-			typ := r.event.Type
-			more := typ == "ADDED" ||
-				typ == "BOOKMARK" &&
-					!initialEventsEnd(r.event.Object)
-			if r.err != nil || !more {
-				return
-			}
-		}
-	})
-	stop = func() {
-		close(done)
-		stream.Close()
-		reader.Wait()
-	}
-	return ch, stop
-}
-
-// errNoInitialEventsEnd: a watch-list stream lasted its whole timeout
-// without the bookmark that ends the initial events. The server ignores
-// sendInitialEvents (older than Kubernetes 1.27): refused.
-var errNoInitialEventsEnd = errors.New("kctl: the watch-list stream " +
-	"ended at its timeout without the bookmark that ends " +
-	"its initial events: the server ignores sendInitialEvents")
-
-// initialEventsEnd reports whether obj, a bookmark's, marks the end of a
-// watch-list stream's initial events.
-func initialEventsEnd[P any](obj P) bool {
-	if isNil(obj) {
-		return false
-	}
-	a := metaOf(obj).GetAnnotations()
-	return a[metav1.InitialEventsAnnotationKey] == "true"
-}
-
-// refused reports whether err is the server refusing the watch-list
-// stream: 422 Invalid or 400 Bad Request when its WatchList feature is
-// off, or errNoInitialEventsEnd. The informer then lists in pages from
-// now on, and logs it once.
-func (i *informer[P]) refused(err error) bool {
-	isRefusal := apierrors.IsInvalid(err) ||
-		apierrors.IsBadRequest(err) ||
-		errors.Is(err, errNoInitialEventsEnd)
-	if !isRefusal {
-		return false
-	}
-	if i.paged.CompareAndSwap(false, true) {
-		msg := "kctl: the API server refused the watch-list " +
-			"stream; the cache lists in pages instead"
-		i.log.Info(msg, "resource", i.name, "err", err)
-	}
-	return true
 }
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.

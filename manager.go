@@ -105,7 +105,7 @@ type Manager struct {
 	// informerMade, if set (shard.go's Shard, before Start), sees every
 	// informer of the cache, whole or metadata-only, as it is made and
 	// before it runs, under the cache's lock (Cache.made).
-	informerMade func(inf madeInformer)
+	informerMade func(inf cachedInformer)
 
 	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
 	shutdown *shutdownSchedule
@@ -194,18 +194,16 @@ func NewManager(opts Options) (*Manager, error) {
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = NewCache(conn, opts.Cache)
-	m.cache.made = func(inf madeInformer) {
+	m.cache.barrier = m.writes
+	m.cache.made = func(inf cachedInformer, meta bool) {
 		res := inf.resource().String()
-		m.metrics.AddInformer(res, inf.Stats)
-		m.metrics.AddUndecodable(res, inf.Undecodable)
-		m.writes.track(inf)
-		if m.informerMade != nil {
-			m.informerMade(inf)
+		if meta {
+			m.metrics.AddMetadataInformer(res, inf.Stats)
+		} else {
+			m.metrics.AddInformer(res, inf.Stats)
+			m.metrics.AddUndecodable(res, inf.Undecodable)
+			m.writes.track(inf)
 		}
-	}
-	m.cache.madeMetadata = func(inf madeInformer) {
-		res := inf.resource().String()
-		m.metrics.AddMetadataInformer(res, inf.Stats)
 		if m.informerMade != nil {
 			m.informerMade(inf)
 		}
@@ -246,7 +244,6 @@ func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c.cached = cachedReads[T, PT]{
 		client: c,
 		cache:  m.cache,
-		writes: m.writes,
 	}
 	c.notes = m.writes
 	return c

@@ -1,16 +1,19 @@
 package kctl
 
-// Read your writes: cached reads, and a controller's next reconcile, wait
-// until the cache holds this Manager's own writes (see below).
+// Floor 2: read your writes, the Cache's read barrier (Cache.barrier):
+// cached reads, and a controller's next reconcile, wait until the cache
+// holds this Manager's own writes (see below).
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/pendingwrites"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -93,7 +96,7 @@ func (w *writeTracker) recordDelete(
 // objects whose namespace covers takes in: res's cache is a shard
 // member's share (shardRun.covers). Call it before the informer runs;
 // a write recorded before that whose namespace covers does not take in
-// is not waited for (waitForWrites checks again).
+// is not waited for (wait checks again).
 func (w *writeTracker) shardBy(res Resource, covers func(namespace string) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -113,13 +116,20 @@ func (w *writeTracker) covered(res, namespace string) bool {
 	return covers == nil || covers(namespace)
 }
 
-// trackable is what the tracker needs of an informer of any type.
+// trackable is what read-your-writes needs of an informer of any T.
+// Every informer is one: holds, onChange and waitForGone are below,
+// waitForObject (WaitForResourceVersion's) in informer.go.
 type trackable interface {
-	resource() Resource
+	cachedInformer
 	// holds reports whether the informer's scope takes in obj.
 	holds(obj metav1.Object) bool
 	// onChange calls fn with every change the informer stores.
 	onChange(fn func(obj metav1.Object, deleted bool))
+	// waitForObject waits until the cache holds namespace/name at rv
+	// or newer; waitForGone until it holds no object namespace/name of
+	// uid.
+	waitForObject(ctx context.Context, namespace, name, rv string) error
+	waitForGone(ctx context.Context, namespace, name string, uid types.UID) error
 }
 
 // track starts read-your-writes for inf's resource; a Manager's cache
@@ -129,7 +139,11 @@ type trackable interface {
 // for a shard member's share, the member covers its namespace. An object
 // that leaves the cache because its namespace is no longer covered (a
 // range the member drained) ends its write: the cache will not see it.
-func (w *writeTracker) track(inf trackable) {
+func (w *writeTracker) track(made cachedInformer) {
+	inf, ok := made.(trackable)
+	if !ok {
+		return // not an informer of this package
+	}
 	res := inf.resource().String()
 	holds := func(obj metav1.Object) bool {
 		return inf.holds(obj) && w.covered(res, obj.GetNamespace())
@@ -147,42 +161,84 @@ func (w *writeTracker) track(inf trackable) {
 	})
 }
 
-// waitForWrites waits, at most w.timeout, until inf has caught up with
-// every write of w to namespace/name (see pendingwrites.Tracker.In); a nil
-// w has none. Over P = *T, as the informer's core.
-func waitForWrites[P any](
+// wait is the Cache's read barrier: it waits, at most w.timeout, until
+// inf has caught up with every write of w to namespace/name (see
+// pendingwrites.Tracker.In).
+func (w *writeTracker) wait(
 	ctx context.Context,
-	w *writeTracker,
-	inf *informer[P],
+	cached cachedInformer,
 	namespace, name string,
 ) error {
-	writes := w.pending.In(inf.name, namespace, name)
+	inf, ok := cached.(trackable)
+	if !ok {
+		return nil // not an informer of this package
+	}
+	res := inf.resource()
+	r := res.String()
+	writes := w.pending.In(r, namespace, name)
 	if len(writes) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	for k, wr := range writes {
-		if !w.covered(inf.name, k.Namespace) {
+		if !w.covered(r, k.Namespace) {
 			// The member no longer serves its range: it will not come.
-			w.pending.Forget(inf.name, k.Namespace, k.Name)
+			w.pending.Forget(r, k.Namespace, k.Name)
 			continue
 		}
 		var err error
 		if wr.Deleted {
-			what := "drop deleted " + k.String()
-			err = inf.wait(ctx, what, func() bool {
-				cur, ok := inf.store.get(k.Namespace, k.Name)
-				return !ok || metaOf(cur).GetUID() != wr.UID
-			})
+			err = inf.waitForGone(ctx, k.Namespace, k.Name, wr.UID)
 		} else {
 			err = inf.waitForObject(ctx, k.Namespace, k.Name, wr.RV)
 		}
 		if err != nil {
 			return fmt.Errorf("kctl: a cached read of %s waited %v "+
 				"for the cache to catch up with this Manager's write of %s: %w",
-				inf.res, w.timeout, k, unprefixed(err))
+				res, w.timeout, k, unprefixed(err))
 		}
 	}
 	return nil
+}
+
+// waitForGone (read-your-writes of a delete) returns once the cache holds
+// no object namespace/name of uid.
+func (i *informer[P]) waitForGone(
+	ctx context.Context,
+	namespace, name string,
+	uid types.UID,
+) error {
+	what := "drop deleted " + nsKey(namespace, name)
+	return i.wait(ctx, what, func() bool {
+		cur, ok := i.store.get(namespace, name)
+		return !ok || metaOf(cur).GetUID() != uid
+	})
+}
+
+// holds reports whether i's scope takes in obj: its namespace and labels
+// match one of i's list/watches, which have no field selector. A shard
+// selector is not its part: read-your-writes asks the shard member
+// (writeTracker.shardBy).
+func (i *informer[P]) holds(obj metav1.Object) bool {
+	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
+		// Set when the informer is made, never changed.
+		o := w.opts
+		if o.Fields != "" {
+			return false
+		}
+		ns := o.Namespace
+		if ns != "" && ns != obj.GetNamespace() {
+			return false
+		}
+		set := labels.Set(obj.GetLabels())
+		return o.Labels == nil || o.Labels.Matches(set)
+	})
+}
+
+// onChange calls fn with the metadata of every change i stores.
+func (i *informer[P]) onChange(fn func(obj metav1.Object, deleted bool)) {
+	i.addHandler(func(ev event[P]) {
+		fn(metaOf(ev.Object), ev.Type == Deleted)
+	})
 }

@@ -105,10 +105,7 @@ func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, e
 	m.cache.mu.Lock()
 	m.informerMade = s.informerMade
 	for _, inf := range m.cache.informers {
-		made, ok := inf.(madeInformer)
-		if ok {
-			s.informerMade(made)
-		}
+		s.informerMade(inf)
 	}
 	m.cache.mu.Unlock()
 	lost, loseWork := context.WithCancelCause(context.Background())

@@ -154,7 +154,7 @@ func (s *shardRun) currentSelector() string {
 // informer lists and watches with the member's selector, and
 // read-your-writes waits for its objects only where covers says so.
 // Cluster-scoped ones hold everything (see shard.go).
-func (s *shardRun) informerMade(inf madeInformer) {
+func (s *shardRun) informerMade(inf cachedInformer) {
 	sh, ok := inf.(shardable)
 	if !ok || !inf.resource().Namespaced {
 		return

@@ -366,7 +366,9 @@ func shardInformer(t *testing.T, cfg *rest.Config, ns string, sel *atomic.Pointe
 	_, logger := newCacheLogs()
 	c, inf := configMapInformer(t, conn, ns, logger)
 	inf.shard = func() string { return *sel.Load() }
-	inf.paged.Store(paged)
+	if paged {
+		inf.stream = nil
+	}
 	rec := &eventRecorder[corev1.ConfigMap]{}
 	inf.AddHandler(rec.handle)
 	startCache(t, c)

@@ -1,19 +1,14 @@
 package kctl
 
-// The informer's store: its objects and indexes, and the field selectors
-// a cached List can answer. list_watch.go fills it, informer.go reads it;
-// handler.go hands its changes to handlers.
+// The informer's store: its objects by key, and the indexes
+// (internal/index) a cached List is answered from. list_watch.go fills
+// it, informer.go reads it; handler.go hands its changes to handlers.
 
 import (
-	"fmt"
-	"slices"
-	"strings"
+	"iter"
 
-	"github.com/kctl-dev/kctl/internal/fieldlabel"
-
-	"k8s.io/apimachinery/pkg/fields"
+	"github.com/kctl-dev/kctl/internal/index"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 )
 
 // store is an informer's objects with their indexes. It has no lock: the
@@ -24,7 +19,8 @@ type store[P any] struct {
 	// objects maps namespace ("" if cluster-scoped) and name to the object.
 	// Empty inner maps are removed: the keys are the namespace index.
 	objects map[string]map[string]entry[P]
-	indexes map[string]*index[P] // the user's, by name
+	// indexes are the user's, by name, and those of label keys.
+	indexes *index.Set[objKey, P]
 	// bad holds the objects that exist on the server (as the last list or
 	// watch event of each says) but whose last state does not decode into
 	// T, each with its error. objects keeps the last good copy of such an
@@ -43,14 +39,15 @@ type entry[P any] struct {
 
 type objKey struct{ namespace, name string }
 
-// index files every stored object's key under each value fn returns for it.
-type index[P any] struct {
-	fn     func(obj P) []string // the same values for the same object
-	values map[string]map[objKey]struct{}
-}
-
 func newStore[P any]() *store[P] {
-	return &store[P]{objects: map[string]map[string]entry[P]{}, indexes: map[string]*index[P]{}, bad: map[objKey]error{}}
+	labels := func(obj P) map[string]string {
+		return metaOf(obj).GetLabels()
+	}
+	return &store[P]{
+		objects: map[string]map[string]entry[P]{},
+		indexes: index.NewSet[objKey](labels),
+		bad:     map[objKey]error{},
+	}
 }
 
 func (s *store[P]) get(namespace, name string) (P, bool) {
@@ -73,9 +70,7 @@ func (s *store[P]) put(obj P) (t EventType, old P, changed bool) {
 	if changed {
 		s.untrack(k, prev, had)
 		e = entry[P]{obj: obj}
-		for _, ix := range s.indexes {
-			ix.add(k, obj)
-		}
+		s.indexes.Add(k, obj)
 		s.count++
 	}
 	e.gen = s.gen
@@ -106,9 +101,7 @@ func (s *store[P]) untrack(k objKey, e entry[P], had bool) {
 	if had {
 		s.count--
 		s.bytes -= int64(e.size)
-		for _, ix := range s.indexes {
-			ix.remove(k, e.obj)
-		}
+		s.indexes.Remove(k, e.obj)
 	}
 }
 
@@ -189,6 +182,7 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 // returns, not the size of the namespace. The first such List of a label key
 // returns missing = that key instead, for the caller to build the index under
 // the write lock (labelIndex) and ask again, until nothing is missing.
+// (internal/index picks the index.)
 func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq[P]) (out []P, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
@@ -216,14 +210,18 @@ func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq
 		}
 		out = append(out, e.obj)
 	}
-	ix, values, missing := s.labelIndexFor(sel)
+	ix, values, missing := s.indexes.ForLabels(sel)
 	if missing != "" {
 		return nil, missing
 	}
 	for _, f := range fields {
-		if f.ix != nil && f.equal && (ix == nil || len(f.ix.values[f.value]) < indexed(ix, values)) {
+		if f.ix == nil || !f.equal {
+			continue
+		}
+		vals := []string{f.value}
+		if ix == nil || f.ix.Count(vals) < ix.Count(values) {
 			ix = f.ix
-			values = []string{f.value}
+			values = vals
 		}
 	}
 	switch {
@@ -235,7 +233,7 @@ func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq
 		}
 	case ix != nil:
 		for _, v := range values {
-			for k := range ix.values[v] {
+			for k := range ix.Keys(v) {
 				if namespace == "" || k.namespace == namespace {
 					match(k, s.objects[k.namespace][k.name])
 				}
@@ -257,63 +255,21 @@ func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq
 	return out, ""
 }
 
-// indexed is the number of keys ix files under values.
-func indexed[P any](ix *index[P], values []string) int {
-	n := 0
-	for _, v := range values {
-		n += len(ix.values[v])
-	}
-	return n
-}
-
-// maxIndexes bounds the label indexes List builds by itself (with the
-// user's): past it, a List by a new label key tests every object.
-const maxIndexes = 16
-
-// labelIndexFor returns the label index that answers sel with the fewest
-// objects, and the values to look up in it: sel's requirements key=value,
-// key==value and key in (values) can be. If such a key has no index yet (and
-// there is room for one), it returns the key as missing instead.
-func (s *store[P]) labelIndexFor(sel labels.Selector) (best *index[P], values []string, missing string) {
-	if sel == nil {
-		return nil, nil, ""
-	}
-	reqs, _ := sel.Requirements()
-	fewest := 0
-	for _, r := range reqs {
-		if op := r.Operator(); op != selection.Equals && op != selection.DoubleEquals && op != selection.In {
-			continue
-		}
-		ix := s.indexes[labelIndexName(r.Key())]
-		if ix == nil && len(s.indexes) < maxIndexes {
-			return nil, nil, r.Key()
-		}
-		if ix == nil {
-			continue
-		}
-		vals := r.Values().UnsortedList()
-		if n := indexed(ix, vals); best == nil || n < fewest {
-			best = ix
-			values = vals
-			fewest = n
-		}
-	}
-	return best, values, ""
-}
-
-// labelIndexName names the index of label key among the user's indexes; the
-// leading NUL keeps it apart from any name a user picks.
-func labelIndexName(key string) string { return "\x00label " + key }
-
 // labelIndex builds the index of label key that list asked for.
 func (s *store[P]) labelIndex(key string) {
-	if s.indexes[labelIndexName(key)] == nil {
-		_ = s.addIndex(labelIndexName(key), func(obj P) []string {
-			if v, ok := metaOf(obj).GetLabels()[key]; ok {
-				return []string{v}
+	s.indexes.AddLabel(key, s.each())
+}
+
+// each yields every stored object with its key.
+func (s *store[P]) each() iter.Seq2[objKey, P] {
+	return func(yield func(objKey, P) bool) {
+		for ns, inner := range s.objects {
+			for name, e := range inner {
+				if !yield(objKey{ns, name}, e.obj) {
+					return
+				}
 			}
-			return nil
-		})
+		}
 	}
 }
 
@@ -334,24 +290,15 @@ func (s *store[P]) setSize(obj P, size int) {
 }
 
 func (s *store[P]) addIndex(name string, fn func(obj P) []string) error {
-	if _, ok := s.indexes[name]; ok || fn == nil {
-		return fmt.Errorf("kctl: index %q is already defined or has no function: give each index one unique name", name)
-	}
-	ix := &index[P]{fn: fn, values: map[string]map[objKey]struct{}{}}
-	for ns, inner := range s.objects {
-		for name, e := range inner {
-			ix.add(objKey{ns, name}, e.obj)
-		}
-	}
-	s.indexes[name] = ix
-	return nil
+	return s.indexes.Define(name, fn, s.each())
 }
 
 func (s *store[P]) byIndex(name, value string) []P {
-	if s.indexes[name] == nil {
+	ix := s.indexes.Get(name)
+	if ix == nil {
 		return nil
 	}
-	keys := s.indexes[name].values[value]
+	keys := ix.Keys(value)
 	out := make([]P, 0, len(keys))
 	for k := range keys {
 		out = append(out, s.objects[k.namespace][k.name].obj)
@@ -359,30 +306,14 @@ func (s *store[P]) byIndex(name, value string) []P {
 	return out
 }
 
-func (ix *index[P]) add(k objKey, obj P) {
-	for _, v := range ix.fn(obj) {
-		if ix.values[v] == nil {
-			ix.values[v] = map[objKey]struct{}{}
-		}
-		ix.values[v][k] = struct{}{}
-	}
-}
-
-func (ix *index[P]) remove(k objKey, obj P) {
-	for _, v := range ix.fn(obj) {
-		delete(ix.values[v], k)
-		if len(ix.values[v]) == 0 {
-			delete(ix.values, v)
-		}
-	}
-}
-
 // fieldReq is one requirement of a field selector that the cache answers.
 // It is decided by the object's key alone.
 type fieldReq[P any] struct {
 	field, value string
-	equal        bool      // = or ==; false for !=
-	ix           *index[P] // the index named field; nil for metadata.name and metadata.namespace
+	equal        bool // = or ==; false for !=
+	// ix is the index named field; nil for metadata.name and
+	// metadata.namespace.
+	ix *index.Index[objKey, P]
 }
 
 // matches reports whether the object stored under k meets the requirement.
@@ -390,7 +321,7 @@ func (f fieldReq[P]) matches(k objKey) bool {
 	var in bool
 	switch {
 	case f.ix != nil:
-		_, in = f.ix.values[f.value][k]
+		in = f.ix.Has(f.value, k)
 	case f.field == "metadata.name":
 		in = k.name == f.value
 	default:
@@ -404,82 +335,22 @@ func (f fieldReq[P]) matches(k objKey) bool {
 // out). A field not metadata.name, metadata.namespace nor indexed goes in
 // unknown. Call it with s's lock held: the requirements point at s's indexes.
 func (s *store[P]) fieldReqs(selector, scope string) (reqs []fieldReq[P], unknown []string, err error) {
-	if strings.TrimSpace(selector) == "" {
-		return nil, nil, nil
-	}
-	sel, err := fields.ParseSelector(selector)
+	parsed, err := index.Parse(selector, scope)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kctl: bad field selector %q: %w", selector, err)
+		return nil, nil, err
 	}
-	held := scopeReqs(scope)
-	for _, r := range sel.Requirements() {
-		if containsReq(held, r) {
-			continue
+	for _, r := range parsed {
+		f := fieldReq[P]{field: r.Field, value: r.Value, equal: r.Equal}
+		byKey := r.Field == "metadata.name" ||
+			r.Field == "metadata.namespace"
+		if !byKey {
+			f.ix = s.indexes.Get(r.Field)
 		}
-		f := fieldReq[P]{field: r.Field, value: r.Value, equal: r.Operator != selection.NotEquals}
-		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-			if !strings.HasPrefix(r.Field, "\x00") {
-				f.ix = s.indexes[r.Field]
-			}
-			if f.ix == nil {
-				unknown = append(unknown, r.Field)
-				continue
-			}
+		if !byKey && f.ix == nil {
+			unknown = append(unknown, r.Field)
+			continue
 		}
 		reqs = append(reqs, f)
 	}
 	return reqs, unknown, nil
-}
-
-// scopeReqs is the requirements of scope, an informer's field selector.
-func scopeReqs(scope string) fields.Requirements {
-	sel, err := fields.ParseSelector(scope)
-	if err != nil {
-		return nil
-	}
-	return sel.Requirements()
-}
-
-// unindexed is the error of a cached List of res by fields in unknown,
-// suggesting only what works: an index (IndexField) always; Uncached()
-// if the server filters res by each (internal/fieldlabel, or the scope,
-// a field selector the server took). A custom (declared) type's CRD may
-// add field labels (selectableFields) only the server knows.
-func unindexed(res Resource, custom bool, selector, scope string, unknown []string) error {
-	msg := fmt.Sprintf("kctl: the cache cannot evaluate field selector %q: "+
-		"%s has no index (a cached List answers metadata.name, "+
-		"metadata.namespace and fields with an index of the same name): "+
-		"declare one with kctl.IndexField(mgr, %q, fn) "+
-		"(or AddIndex on the informer) before Start",
-		selector, strings.Join(unknown, ", "), unknown[0])
-	var scoped []string
-	for _, r := range scopeReqs(scope) {
-		scoped = append(scoped, r.Field)
-	}
-	server := fieldlabel.Server(res.Group, res.Kind, scoped)
-	notServer := slices.DeleteFunc(slices.Clone(unknown), func(f string) bool {
-		return slices.Contains(server, f)
-	})
-	if len(notServer) == 0 {
-		return fmt.Errorf("%s, or list with Uncached() (the API server "+
-			"filters %s by %s)", msg, res, strings.Join(unknown, ", "))
-	}
-	known := strings.Join(server, ", ")
-	missing := strings.Join(notServer, ", ")
-	if custom {
-		return fmt.Errorf("%s; an Uncached() List works only if the "+
-			"CRD of %s lists %s in selectableFields (the API server "+
-			"filters it by %s and those)", msg, res, missing, known)
-	}
-	return fmt.Errorf("%s; not Uncached(): the API server filters %s "+
-		"only by %s, not by %s", msg, res, known, missing)
-}
-
-func containsReq(reqs fields.Requirements, r fields.Requirement) bool {
-	for _, h := range reqs {
-		if h.Field == r.Field && h.Value == r.Value && (h.Operator == selection.NotEquals) == (r.Operator == selection.NotEquals) {
-			return true
-		}
-	}
-	return false
 }

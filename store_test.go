@@ -2,7 +2,6 @@ package kctl
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -75,8 +74,8 @@ func TestStore_List_LabelIndexAgreesWithAScan(t *testing.T) {
 			}
 		}
 	}
-	if s.indexes[labelIndexName("app")] == nil || s.indexes[labelIndexName("tier")] == nil {
-		t.Errorf("indexes %v: want label indexes of app and tier", slices.Collect(maps.Keys(s.indexes)))
+	if s.indexes.Label("app") == nil || s.indexes.Label("tier") == nil {
+		t.Errorf("%d indexes: want label indexes of app and tier", s.indexes.Len())
 	}
 }
 
@@ -154,8 +153,8 @@ func TestStore_Indexes_FollowPutsRemovesAndReplaces(t *testing.T) {
 	}
 	s.remove("y", "b")
 	s.replace("x", nil, nil, func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {})
-	if len(s.indexes["app"].values) != 0 || s.count != 0 || s.bytes != 0 {
-		t.Errorf("after removing everything: index %v, count %d, bytes %d; want all empty", s.indexes["app"].values, s.count, s.bytes)
+	if n := s.indexes.Get("app").Len(); n != 0 || s.count != 0 || s.bytes != 0 {
+		t.Errorf("after removing everything: index of %d values, count %d, bytes %d; want all empty", n, s.count, s.bytes)
 	}
 	web := labels.SelectorFromSet(labels.Set{"app": "web"})
 	s.put(storeCM("x", "c", "4", map[string]string{"app": "web"}))
@@ -185,9 +184,9 @@ func TestStore_List_PicksTheNarrowestLabelIndex(t *testing.T) {
 	if got := storeNames(storeList(s, "x", sel)); got != "x/p1,x/p6" {
 		t.Fatalf("list = %s, want x/p1,x/p6", got)
 	}
-	ix, values, missing := s.labelIndexFor(sel)
-	if ix != s.indexes[labelIndexName("pod-template-hash")] || !slices.Equal(values, []string{"h1"}) || missing != "" {
+	ix, values, missing := s.indexes.ForLabels(sel)
+	if ix != s.indexes.Label("pod-template-hash") || !slices.Equal(values, []string{"h1"}) || missing != "" {
 		t.Errorf("looked up %v in the index %p (missing %q), want h1 in pod-template-hash's %p",
-			values, ix, missing, s.indexes[labelIndexName("pod-template-hash")])
+			values, ix, missing, s.indexes.Label("pod-template-hash"))
 	}
 }

@@ -403,7 +403,7 @@ func (c *controller[P]) reconcileKey(ctx context.Context, k Key) (res Result, er
 	if c.byKey != nil {
 		return c.byKey(ctx, k)
 	}
-	if err := waitForWrites(ctx, c.host.writes, c.informer, k.Namespace, k.Name); err != nil {
+	if err := c.host.cache.caughtUp(ctx, c.informer, k.Namespace, k.Name); err != nil {
 		return Result{}, err
 	}
 	cached, ok := c.informer.Get(k.Namespace, k.Name)
