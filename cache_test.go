@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,4 +387,291 @@ func TestInformer_CRDInstalledLaterAndDeleted_ReportsNotInstalledAndRecovers(t *
 	if n := len(slices.DeleteFunc(logs.lines("is not installed"), func(l string) bool { return !strings.Contains(l, "level=WARN") })); n > 3 {
 		t.Errorf("%d warnings for a missing CRD, want one per outage (the poll goes on at debug level):\n%s", n, logs)
 	}
+}
+
+// Issue 25, item 11: with ReaderFailOnMissingInformer a cached read of a
+// type the cache does not watch is an error, not a new informer.
+func TestCache_ReaderFailOnMissingInformer_ReadOfAnUnwatchedTypeFails(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{Cache: CacheOptions{ReaderFailOnMissingInformer: true}})
+	secrets := ClientFor[corev1.Secret](mgr)
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	if _, err := InformerFor[corev1.ConfigMap](mgr.Cache()); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
+	ctx := t.Context()
+
+	_, err := secrets.Get(ctx, ns, "s")
+	if !errors.Is(err, ErrNotCached) {
+		t.Fatalf("cached Get of an unwatched type = %v, want ErrNotCached", err)
+	}
+	for _, want := range []string{"secrets/v1", "ReaderFailOnMissingInformer", "kctl.InformerFor", "Uncached()"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if _, err := secrets.List(ctx, ListOptions{Namespace: ns}); !errors.Is(err, ErrNotCached) {
+		t.Errorf("cached List of an unwatched type = %v, want ErrNotCached", err)
+	}
+	mgr.cache.mu.Lock()
+	n := len(mgr.cache.informers)
+	mgr.cache.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the cache has %d informers after the failed reads, want 1 (ConfigMaps)", n)
+	}
+	// A watched type reads as usual.
+	if err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, ns, "c"); err != nil {
+		t.Errorf("cached Get of a watched type: %v", err)
+	}
+}
+
+// Every informer of the Manager's cache is on its metrics page once, also
+// one made only by a cached client read (no controller, no source): the
+// README promises kctl_cache_objects, kctl_cache_bytes and
+// kctl_cache_undecodable_objects per cached resource.
+func TestManager_TypeCachedOnlyByAClientRead_IsOnTheMetricsPageOnce(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	uncached := NewClient[corev1.Secret](mustConn(t, cfg))
+	for _, name := range []string{"a", "b"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"k": "v"}}
+		if err := uncached.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mgr := testManager(t, cfg, ns, Options{})
+	startManager(t, mgr)
+	secrets := ClientFor[corev1.Secret](mgr)
+	if _, err := secrets.Get(t.Context(), ns, "a"); err != nil {
+		t.Fatalf("cached Get(%s, a): %v", ns, err)
+	}
+	list, err := secrets.List(t.Context(), ListOptions{Namespace: ns})
+	if err != nil {
+		t.Fatalf("cached List(%s): %v", ns, err)
+	}
+
+	body := scrapeMetrics(t, mgr.metrics.Handler())
+	page := samples(body)
+	const r = `{resource="secrets/v1"}`
+	if got, want := page["kctl_cache_objects"+r], strconv.Itoa(len(list)); got != want {
+		t.Errorf("kctl_cache_objects%s = %q, want %s (what the cached List returned)", r, got, want)
+	}
+	if got := value(t, page, "kctl_cache_bytes"+r); got <= 0 {
+		t.Errorf("kctl_cache_bytes%s = %v, want the encoded size of %d Secrets", r, got, len(list))
+	}
+	if got := page["kctl_cache_undecodable_objects"+r]; got != "0" {
+		t.Errorf("kctl_cache_undecodable_objects%s = %q, want 0", r, got)
+	}
+	for _, family := range []string{"kctl_cache_objects", "kctl_cache_bytes", "kctl_cache_undecodable_objects"} {
+		if n := strings.Count(body, "\n"+family+r+" "); n != 1 {
+			t.Errorf("%s%s is on the page %d times, want once:\n%s", family, r, n, body)
+		}
+	}
+}
+
+// A controller's own type that a client also reads, and a source's type,
+// are each on the page once: the cache registers an informer when it makes
+// it, whoever asks first.
+func TestManager_TypeOfAControllerAndOfAClientRead_IsOnTheMetricsPageOnce(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	reads := ClientFor[corev1.ConfigMap](mgr)
+	c := NewController(mgr, "cms", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	Owns[corev1.Secret](c)
+	startManager(t, mgr)
+	if _, err := reads.List(t.Context(), ListOptions{Namespace: ns}); err != nil {
+		t.Fatalf("cached List(%s): %v", ns, err)
+	}
+	body := scrapeMetrics(t, mgr.metrics.Handler())
+	for _, r := range []string{`{resource="configmaps/v1"}`, `{resource="secrets/v1"}`} {
+		for _, family := range []string{"kctl_cache_objects", "kctl_cache_bytes", "kctl_cache_undecodable_objects"} {
+			if n := strings.Count(body, "\n"+family+r+" "); n != 1 {
+				t.Errorf("%s%s is on the page %d times, want once:\n%s", family, r, n, body)
+			}
+		}
+	}
+}
+
+func TestInformerFault_KeepManagedFieldsAndTransform_AreApplied(t *testing.T) {
+	checkNoCacheLeaks(t)
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "list" {
+			a := cacheWidgetAt("a", "1", 1)
+			a.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			a.Annotations = map[string]string{"big": "x"}
+			c.list("2", "", a)
+			return
+		}
+		c.hang()
+	})
+	conn, _ := NewConn(&rest.Config{Host: f.url})
+	c := NewCache(conn, CacheOptions{KeepManagedFields: true})
+	if err := TransformFor(c, func(w *cacheWidget) { w.Annotations = nil }); err != nil {
+		t.Fatal(err)
+	}
+	inf, _ := InformerFor[cacheWidget](c)
+	if err := TransformFor(c, func(w *cacheWidget) {}); err == nil {
+		t.Errorf("TransformFor after the informer was made succeeded")
+	}
+	if err := ScopeFor[cacheWidget](c, Scope{}); err == nil {
+		t.Errorf("ScopeFor after the informer was made succeeded")
+	}
+	if again, _ := InformerFor[cacheWidget](c); again != inf {
+		t.Errorf("InformerFor made a second informer for one type")
+	}
+	startCache(t, c)
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := inf.Get("default", "a")
+	if len(a.ManagedFields) != 1 || a.Annotations != nil {
+		t.Errorf("stored %+v: want managedFields kept and annotations cleared by the transform", a.ObjectMeta)
+	}
+}
+
+func TestInformerFault_Namespaces_OneWatchEachIntoOneStore(t *testing.T) {
+	checkNoCacheLeaks(t)
+	f := newFakeAPI(t, func(c fakeCall) {
+		ns := strings.Split(c.r.URL.Path, "/")[5] // /apis/group/v1/namespaces/NS/widgets
+		switch {
+		case c.kind == "list":
+			w := cacheWidgetAt("w-"+ns, "1", 1)
+			w.Namespace = ns
+			c.list("1", "", w)
+		default:
+			c.hang()
+		}
+	})
+	conn, _ := NewConn(&rest.Config{Host: f.url})
+	c := NewCache(conn, CacheOptions{DefaultScope: Scope{Namespaces: []string{"b", "a", "b"}}})
+	inf, _ := InformerFor[cacheWidget](c)
+	startCache(t, c)
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(mustList(t, inf, ListOptions{})); got != 2 {
+		t.Errorf("List() has %d objects, want 2 (one per namespace)", got)
+	}
+	if _, ok := inf.Get("b", "w-b"); !ok {
+		t.Errorf("Get(b, w-b) found nothing")
+	}
+	eventually(t, "two watches", func() bool { return f.count("watch") == 2 })
+	if f.count("list") != 2 {
+		t.Errorf("requests %q: want one list and one watch per namespace", f.requests())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := inf.waitForObject(ctx, "c", "x", "99"); err != nil {
+		t.Errorf("waitForObject in namespace c, outside the scope = %v, want nil at once", err)
+	}
+}
+
+func TestCache_ClientReadOfAnUnscopedType_WarnsNamingTheType(t *testing.T) {
+	conn, _ := NewConn(&rest.Config{Host: "http://127.0.0.1:1"})
+	logs, logger := newCacheLogs()
+	c := NewCache(conn, CacheOptions{Logger: logger})
+	if _, err := InformerFor[cacheWidget](c); err != nil {
+		t.Fatal(err)
+	}
+	if w := logs.lines("WARN"); len(w) != 0 {
+		t.Errorf("a controller's informer warned: %q", w)
+	}
+	c2 := NewCache(conn, CacheOptions{Logger: logger})
+	if _, err := readInformer[cacheWidget](c2); err != nil {
+		t.Fatal(err)
+	}
+	if w := logs.lines("WARN"); len(w) != 1 || !strings.Contains(w[0], "widgets.cachetest.kctl.dev/v1") {
+		t.Errorf("want one warning naming widgets.cachetest.kctl.dev/v1, got %q", w)
+	}
+	c3 := NewCache(conn, CacheOptions{Logger: logger})
+	ScopeFor[cacheWidget](c3, Scope{Namespaces: []string{"a"}})
+	readInformer[cacheWidget](c3)
+	if w := logs.lines("WARN"); len(w) != 1 {
+		t.Errorf("a scoped type warned: %q", w)
+	}
+	type unknown struct{ metav1.ObjectMeta }
+	if _, err := InformerFor[unknown](c); err == nil {
+		t.Errorf("InformerFor an undeclared type succeeded")
+	}
+}
+
+func TestCache_InformerMadeAfterStart_RunsAndStops(t *testing.T) {
+	checkNoCacheLeaks(t)
+	f := newFakeAPI(t, func(c fakeCall) {
+		if c.kind == "list" {
+			c.list("2", "", cacheWidgetAt("a", "1", 1))
+			return
+		}
+		c.hang()
+	})
+	conn, _ := NewConn(&rest.Config{Host: f.url})
+	c := NewCache(conn, CacheOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	eventually(t, "the cache to start", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ctx != nil })
+	if err := c.Start(ctx); err == nil {
+		t.Errorf("a second Start succeeded")
+	}
+	inf, _ := InformerFor[cacheWidget](c)
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start() = %v", err)
+	}
+	if err := inf.WaitForSync(cacheTestCtx(t)); err != nil {
+		t.Errorf("WaitForSync after stop of a synced informer = %v", err)
+	}
+	if err := inf.Err(); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("Err() after stop = %v, want stopped", err)
+	}
+}
+
+// Issue 25, item 7: ResyncFor sets one type's resync, jittered, and
+// replaces the Cache's default for it.
+func TestResyncFor_SetsOneTypesPeriodWithJitter(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{Cache: CacheOptions{Resync: time.Hour}})
+	if err := ResyncFor[corev1.ConfigMap](mgr.Cache(), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := ResyncFor[corev1.Secret](mgr.Cache(), 0); err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := InformerFor[corev1.Secret](mgr.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secrets.resync != 0 {
+		t.Errorf("Secrets resync every %v, want never (ResyncFor 0)", secrets.resync)
+	}
+	pods, err := InformerFor[corev1.Pod](mgr.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods.resync < time.Hour || pods.resync > time.Hour+6*time.Minute {
+		t.Errorf("Pods resync every %v, want the default hour stretched by at most 10 %%", pods.resync)
+	}
+	var resyncs atomic.Int32
+	NewController(mgr, "resync", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		if tr, _ := TriggerFrom(ctx); tr.Cause == "resync" {
+			resyncs.Add(1)
+		}
+		return Result{}, nil
+	})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	startManager(t, mgr)
+	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two resyncs of the ConfigMap", func() bool { return resyncs.Load() >= 2 })
 }
