@@ -1,8 +1,10 @@
 package kctltest
 
 import (
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kctl-dev/kctl"
 	"k8s.io/client-go/rest"
@@ -72,7 +74,32 @@ func StartInMemory(t TB) *Env {
 	}
 	e := &Env{Conn: conn, cfg: cfg, http: hc, mem: s}
 	e.discovery.env = e
+	if reflect.TypeOf(t).Comparable() {
+		serversOf.Store(t, s)
+		t.Cleanup(func() { serversOf.CompareAndDelete(t, s) })
+	}
 	return e
+}
+
+// serversOf holds, by test (TB), the in-memory server it made last, so
+// that Eventually(t, ...) calls its check soon after that server changes
+// rather than at its next poll.
+var serversOf sync.Map
+
+// changesOf returns a channel closed at the next change of the in-memory
+// server t made last; nil (never closed) if it made none.
+func changesOf(t TB) <-chan struct{} {
+	if !reflect.TypeOf(t).Comparable() {
+		return nil
+	}
+	v, ok := serversOf.Load(t)
+	if !ok {
+		return nil
+	}
+	f := v.(*memServer).fake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.log.changed
 }
 
 // injectVerbs are the verbs InjectError knows.

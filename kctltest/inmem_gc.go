@@ -115,7 +115,7 @@ func (s *memServer) deleteLocked(key fakeKey, res *memResource, opts metav1.Dele
 		fin = addFinalizer(fin, orphanFinalizer)
 	}
 	if len(fin) == 0 {
-		b, _ := json.Marshal(old)
+		b := s.fake.objs[key] // old, as stored
 		f.forgetLocked(key)
 		return b, true, nil
 	}

@@ -124,11 +124,10 @@ func (l *changeLog) index(key fakeKey, b []byte) {
 		}
 		return
 	}
-	var doc struct {
-		Metadata objMeta `json:"metadata"`
+	var m objMeta
+	if start, end := metadataSpan(b); start < end {
+		json.Unmarshal(b[start:end], &m) // stored JSON
 	}
-	json.Unmarshal(b, &doc) // stored JSON
-	m := doc.Metadata
 	l.metas[key] = m
 	l.byUID[m.UID] = key
 	for _, r := range m.OwnerReferences {
@@ -147,18 +146,90 @@ func namespaceKey(ns string) fakeKey {
 }
 
 // withResourceVersion is the stored object b with its resourceVersion set
-// to rv, decoding no more of it than its top level and metadata.
+// to rv, decoding no more of it than its metadata.
 func withResourceVersion(b []byte, rv int64) []byte {
-	var doc map[string]json.RawMessage
+	start, end := metadataSpan(b)
 	var meta map[string]json.RawMessage
-	if json.Unmarshal(b, &doc) != nil || json.Unmarshal(doc["metadata"], &meta) != nil {
+	if start == end || json.Unmarshal(b[start:end], &meta) != nil {
 		return b
 	}
 	meta["resourceVersion"], _ = json.Marshal(strconv.FormatInt(rv, 10))
-	doc["metadata"], _ = json.Marshal(meta)
-	out, err := json.Marshal(doc)
+	mb, err := json.Marshal(meta)
 	if err != nil {
 		return b
 	}
-	return out
+	out := make([]byte, 0, len(b)+len(mb)-(end-start))
+	out = append(out, b[:start]...)
+	out = append(out, mb...)
+	return append(out, b[end:]...)
+}
+
+// metadataSpan finds the metadata of the JSON object b: b[start:end] is
+// its value; start == end if it has none. It reads no further than the
+// metadata, which json.Marshal writes before spec and status, and decodes
+// nothing: a stored object is valid JSON.
+func metadataSpan(b []byte) (start, end int) {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			j := skipString(b, i)
+			k := skipSpace(b, j)
+			if depth == 1 && k < len(b) && b[k] == ':' && string(b[i:j]) == `"metadata"` {
+				start = skipSpace(b, k+1)
+				if start == len(b) || b[start] != '{' {
+					return 0, 0
+				}
+				return start, skipObject(b, start)
+			}
+			i = j - 1
+		}
+	}
+	return 0, 0
+}
+
+// skipString returns the index after the JSON string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipSpace returns the index of the first byte from i on that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipObject returns the index after the JSON object or array that starts
+// at b[i].
+func skipObject(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case '"':
+			i = skipString(b, i) - 1
+		}
+	}
+	return len(b)
 }

@@ -24,6 +24,8 @@ type memServer struct {
 	// by fake.mu.
 	crds map[string]map[string]*memResource
 
+	memo encodeMemo // the protobuf encodings of stored objects
+
 	keysOnce sync.Once
 	keys     map[string]*memResource // see byStoreKey
 

@@ -29,7 +29,7 @@ func (c call) key() fakeKey {
 
 // answer writes a stored object, b, with code, encoded as r asks.
 func (s *memServer) answer(w http.ResponseWriter, r *http.Request, c call, code int, b []byte) {
-	e := encodingOf(r, c.res)
+	e := encodingOf(r, c.res, &s.memo)
 	out, err := e.object(c.res, b)
 	if err != nil {
 		s.fail(w, err)
@@ -192,7 +192,7 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 		items = append(items, s.fake.objs[k])
 	}
 	s.fake.mu.Unlock()
-	e := encodingOf(r, c.res)
+	e := encodingOf(r, c.res, &s.memo)
 	out, err := e.list(c.res, meta, items)
 	if err != nil {
 		s.fail(w, err)
