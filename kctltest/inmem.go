@@ -26,9 +26,12 @@ import (
 // and continue; watch from a resourceVersion, with bookmarks, 410 Gone
 // (an ERROR event) from a compacted one (Compact), and the watch-list
 // stream (sendInitialEvents, ended by its annotated BOOKMARK); create,
-// update, the status subresource, merge, JSON and strategic merge
-// patches, server-side apply with field managers and conflicts (see
-// FakeClient for how far each goes); delete with preconditions and
+// update, the status subresource, the scale subresource of Deployments,
+// ReplicaSets, StatefulSets and ReplicationControllers (an autoscaling/v1
+// Scale of spec.replicas: get, update, patch), a Pod's eviction (which
+// deletes it: no PodDisruptionBudget is consulted), merge, JSON and
+// strategic merge patches, server-side apply with field managers and
+// conflicts (see FakeClient for how far each goes); delete with preconditions and
 // propagation (background, foreground, orphan), finalizers and
 // deletionTimestamp; generation and resourceVersion as the API server
 // sets them; Leases (so leader election) and Events as any k8s.io/api
@@ -45,8 +48,9 @@ import (
 // RestartAPIServer fail the test), defaults and validation from OpenAPI
 // or a CRD's schema (a write the server would reject, or fill in,
 // is stored as sent; the fields of a k8s.io/api type's Go struct are
-// kept), quotas and limits, subresources other than status (scale,
-// eviction, binding...), dry runs, and a list's later pages as of its
+// kept), quotas and limits, PodDisruptionBudgets, the other subresources
+// (binding, ephemeralcontainers, resize, log, exec...), server-side apply
+// of a subresource (the store's apply writes whole objects), dry runs, and a list's later pages as of its
 // first page's resourceVersion (they show the objects as they are then).
 // Those answer with 501 Not Implemented naming Start, or are listed here:
 // test them with Start.

@@ -79,6 +79,14 @@ func (s *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	switch {
+	case c.sub == "scale":
+		s.scale(w, r, c)
+		return
+	case c.sub == "eviction":
+		s.evict(w, r, c)
+		return
+	}
 	switch c.verb {
 	case "get":
 		s.get(w, r, c)
@@ -134,7 +142,7 @@ func (s *memServer) parseLocked(r *http.Request, gv string, rest []string) (call
 		c.namespace = ""
 	}
 	switch {
-	case c.sub != "" && c.sub != "status":
+	case c.sub != "" && c.sub != "status" && subresources[resourceName(res)] != c.sub:
 		return c, notModelled(fmt.Sprintf("the %s subresource of %s", c.sub, res.res.Plural))
 	case c.sub == "status" && !res.status:
 		return c, apierrors.NewNotFound(schema.GroupResource{Group: res.res.Group, Resource: res.res.Plural + "/status"}, c.name)
@@ -148,7 +156,8 @@ func (s *memServer) parseLocked(r *http.Request, gv string, rest []string) (call
 		c.verb = "watch"
 	case r.Method == http.MethodGet:
 		c.verb = "list"
-	case r.Method == http.MethodPost && c.name == "":
+	case r.Method == http.MethodPost && c.name == "",
+		r.Method == http.MethodPost && c.sub == "eviction":
 		c.verb = "create"
 	case r.Method == http.MethodPut && c.name != "":
 		c.verb = "update"
