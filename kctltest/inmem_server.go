@@ -23,6 +23,10 @@ type memServer struct {
 	// crds caches customResourcesLocked; nil after a CRD changed. Guarded
 	// by fake.mu.
 	crds map[string]map[string]*memResource
+	// snaps are the snapshots the later pages of lists read, by number;
+	// lastSnap is the last number given. Guarded by fake.mu.
+	snaps    map[int64]*listSnapshot
+	lastSnap int64
 
 	memo encodeMemo // the protobuf encodings of stored objects
 

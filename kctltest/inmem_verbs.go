@@ -140,11 +140,27 @@ func fieldValue(doc map[string]any, path string) string {
 type continueToken struct {
 	RV    int64  `json:"rv"`
 	After string `json:"after"` // the last key returned, "namespace/name"
+	Snap  int64  `json:"snap"`  // the listSnapshot the later pages read
 }
 
+// listSnapshot is what a paged list's later pages read, as the API server
+// serves them from its first page's resourceVersion: the objects of one
+// resource (in one namespace, or all) after the first page, as they were
+// then, by namespace and name. Objects are immutable once stored, so it
+// holds them, not copies.
+type listSnapshot struct {
+	resource, namespace string
+	keys                []fakeKey
+	objs                [][]byte
+}
+
+// keepSnapshots is how many list snapshots a server keeps: a continue
+// token of an older one is 410 Gone, as one from before a compaction.
+const keepSnapshots = 64
+
 // list answers a list: sorted by namespace and name, as etcd's keys are, in
-// pages of limit with a continue token. Later pages show the objects as
-// they are then, not as of the first page's resourceVersion.
+// pages of limit with a continue token; the later pages show the objects as
+// they were at the first page's resourceVersion.
 func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 	q := r.URL.Query()
 	sel, err := selectorOf(c, q)
@@ -158,40 +174,19 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 		if err == nil {
 			err = json.Unmarshal(b, &tok)
 		}
-		if err != nil {
+		if err != nil || tok.Snap == 0 {
 			s.fail(w, apierrors.NewBadRequest("continue key is not valid: "+cont))
 			return
 		}
 	}
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	s.fake.mu.Lock()
-	rv := s.fake.rv
-	if tok.RV != 0 {
-		rv = tok.RV
-	}
-	if tok.RV != 0 && tok.RV < s.fake.log.oldest {
-		s.fake.mu.Unlock()
-		s.fail(w, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."))
+	meta, items, err := s.pageLocked(sel, tok, limit)
+	s.fake.mu.Unlock()
+	if err != nil {
+		s.fail(w, err)
 		return
 	}
-	keys := s.sortedKeysLocked(sel)
-	var items [][]byte
-	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(rv, 10)}
-	for i, k := range keys {
-		id := k.Namespace + "/" + k.Name
-		if tok.After != "" && id <= tok.After {
-			continue
-		}
-		if limit > 0 && len(items) == limit {
-			b, _ := json.Marshal(continueToken{RV: rv, After: keys[i-1].Namespace + "/" + keys[i-1].Name})
-			meta.Continue = base64.RawURLEncoding.EncodeToString(b)
-			n := int64(len(keys) - i)
-			meta.RemainingItemCount = &n
-			break
-		}
-		items = append(items, s.fake.objs[k])
-	}
-	s.fake.mu.Unlock()
 	e := encodingOf(r, c.res, &s.memo)
 	out, err := e.list(c.res, meta, items)
 	if err != nil {
@@ -201,6 +196,90 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 	w.Header().Set("Content-Type", e.contentType())
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
+}
+
+// pageLocked returns the page of a list after tok (the first if its zero)
+// of at most limit objects (0: all), and its ListMeta. The caller holds
+// s.fake.mu.
+func (s *memServer) pageLocked(sel selector, tok continueToken, limit int) (metav1.ListMeta, [][]byte, error) {
+	snap := s.snaps[tok.Snap]
+	resource := sel.res.res.Plural + "." + sel.res.res.Group
+	switch {
+	case tok.Snap == 0:
+		tok.RV = s.fake.rv
+		snap = s.snapshotLocked(resource, sel.namespace)
+	case tok.RV < s.fake.log.oldest || snap == nil:
+		return metav1.ListMeta{}, nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+	case snap.resource != resource || snap.namespace != sel.namespace:
+		return metav1.ListMeta{}, nil, apierrors.NewBadRequest("continue key is not valid: it is of another list")
+	}
+	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(tok.RV, 10)}
+	var items [][]byte
+	var last fakeKey
+	for i, k := range snap.keys {
+		if tok.After != "" && k.Namespace+"/"+k.Name <= tok.After || !sel.matches(k, snap.objs[i]) {
+			continue
+		}
+		if limit > 0 && len(items) == limit {
+			rest := s.remainingLocked(snap, i, sel)
+			if tok.Snap == 0 {
+				tok.Snap = s.keepSnapshotLocked(snap)
+			}
+			b, _ := json.Marshal(continueToken{RV: tok.RV, After: last.Namespace + "/" + last.Name, Snap: tok.Snap})
+			meta.Continue = base64.RawURLEncoding.EncodeToString(b)
+			if sel.labels.Empty() && sel.fields.Empty() {
+				meta.RemainingItemCount = &rest // as etcd counts them: not with a selector
+			}
+			break
+		}
+		items = append(items, snap.objs[i])
+		last = k
+	}
+	return meta, items, nil
+}
+
+// remainingLocked counts the objects of snap from the i-th on that sel
+// selects. The caller holds s.fake.mu.
+func (s *memServer) remainingLocked(snap *listSnapshot, i int, sel selector) int64 {
+	var n int64
+	for j := i; j < len(snap.keys); j++ {
+		if sel.matches(snap.keys[j], snap.objs[j]) {
+			n++
+		}
+	}
+	return n
+}
+
+// snapshotLocked is the objects of resource in namespace ("" all) now.
+// The caller holds s.fake.mu.
+func (s *memServer) snapshotLocked(resource, namespace string) *listSnapshot {
+	snap := &listSnapshot{resource: resource, namespace: namespace}
+	for k := range s.fake.objs {
+		if k.resource == resource && (namespace == "" || k.Namespace == namespace) {
+			snap.keys = append(snap.keys, k)
+		}
+	}
+	slices.SortFunc(snap.keys, func(a, b fakeKey) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	snap.objs = make([][]byte, len(snap.keys))
+	for i, k := range snap.keys {
+		snap.objs[i] = s.fake.objs[k]
+	}
+	return snap
+}
+
+// keepSnapshotLocked keeps snap for the later pages of its list, forgetting
+// the oldest beyond keepSnapshots, and returns its number. The caller holds
+// s.fake.mu.
+func (s *memServer) keepSnapshotLocked(snap *listSnapshot) int64 {
+	if s.snaps == nil {
+		s.snaps = map[int64]*listSnapshot{}
+	}
+	s.lastSnap++
+	s.snaps[s.lastSnap] = snap
+	delete(s.snaps, s.lastSnap-keepSnapshots)
+	return s.lastSnap
 }
 
 // sortedKeysLocked returns the keys of the objects sel selects, by
