@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -146,50 +147,81 @@ func namespaceKey(ns string) fakeKey {
 }
 
 // withResourceVersion is the stored object b with its resourceVersion set
-// to rv, decoding no more of it than its metadata.
+// to rv, decoding none of it: the value is replaced where it stands.
 func withResourceVersion(b []byte, rv int64) []byte {
-	start, end := metadataSpan(b)
-	var meta map[string]json.RawMessage
-	if start == end || json.Unmarshal(b[start:end], &meta) != nil {
+	mStart, mEnd := fieldSpan(b, 0, "metadata")
+	if mStart == mEnd || b[mStart] != '{' {
 		return b
 	}
-	meta["resourceVersion"], _ = json.Marshal(strconv.FormatInt(rv, 10))
-	mb, err := json.Marshal(meta)
-	if err != nil {
-		return b
+	quoted := strconv.AppendQuote(nil, strconv.FormatInt(rv, 10))
+	start, end := fieldSpan(b[:mEnd], mStart, "resourceVersion")
+	if start == end { // none yet: add it first
+		start = mStart + 1
+		end = start
+		if b[skipSpace(b, start)] != '}' {
+			quoted = append(quoted, ',')
+		}
+		quoted = append([]byte(`"resourceVersion":`), quoted...)
 	}
-	out := make([]byte, 0, len(b)+len(mb)-(end-start))
+	out := make([]byte, 0, len(b)+len(quoted)-(end-start))
 	out = append(out, b[:start]...)
-	out = append(out, mb...)
+	out = append(out, quoted...)
 	return append(out, b[end:]...)
 }
 
 // metadataSpan finds the metadata of the JSON object b: b[start:end] is
-// its value; start == end if it has none. It reads no further than the
-// metadata, which json.Marshal writes before spec and status, and decodes
-// nothing: a stored object is valid JSON.
+// its value; start == end if it has none (or it is not an object).
 func metadataSpan(b []byte) (start, end int) {
+	start, end = fieldSpan(b, 0, "metadata")
+	if start == end || b[start] != '{' {
+		return 0, 0
+	}
+	return start, end
+}
+
+// fieldSpan finds the value of the field name of the JSON object that
+// begins at b[i]: b[start:end] is it; start == end if there is none. It
+// reads no further than that value, and decodes nothing: b is valid JSON
+// (a stored object), and its keys need no unescaping.
+func fieldSpan(b []byte, i int, name string) (start, end int) {
 	depth := 0
-	for i := 0; i < len(b); i++ {
+	for ; i < len(b); i++ {
 		switch b[i] {
 		case '{', '[':
 			depth++
 		case '}', ']':
 			depth--
+			if depth == 0 {
+				return 0, 0
+			}
 		case '"':
 			j := skipString(b, i)
 			k := skipSpace(b, j)
-			if depth == 1 && k < len(b) && b[k] == ':' && string(b[i:j]) == `"metadata"` {
+			if depth == 1 && k < len(b) && b[k] == ':' && j-i == len(name)+2 && string(b[i+1:j-1]) == name {
 				start = skipSpace(b, k+1)
-				if start == len(b) || b[start] != '{' {
-					return 0, 0
-				}
-				return start, skipObject(b, start)
+				return start, skipValue(b, start)
 			}
 			i = j - 1
 		}
 	}
 	return 0, 0
+}
+
+// skipValue returns the index after the JSON value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '{', '[':
+		return skipObject(b, i)
+	case '"':
+		return skipString(b, i)
+	}
+	for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
+		i++
+	}
+	return i
 }
 
 // skipString returns the index after the JSON string that starts at b[i].
