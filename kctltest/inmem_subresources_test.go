@@ -158,34 +158,3 @@ func TestInMemory_Eviction_DeletesThePod(t *testing.T) {
 		t.Errorf("evict a missing Pod: HTTP %d %q, want 404", code, b)
 	}
 }
-
-// A list's later pages read a snapshot as of its first page, which a
-// compaction past it forgets, as etcd's does: the continue token is then
-// 410 Gone (Expired), and the list must start again.
-func TestInMemory_ListContinue_ExpiresWithCompaction(t *testing.T) {
-	env := kctltest.StartInMemory(t)
-	ns := env.Namespace(t)
-	w := newWire(t, env, ns)
-	cms := "/api/v1/namespaces/" + ns + "/configmaps"
-	for _, name := range []string{"a", "b"} {
-		if code, doc := w.do("POST", cms, "application/json", `{"metadata":{"name":"`+name+`"}}`); code != http.StatusCreated {
-			t.Fatalf("create %s: HTTP %d %v", name, code, doc)
-		}
-	}
-	next := func() string {
-		_, doc := w.do("GET", cms+"?limit=1", "", "")
-		meta, _ := doc["metadata"].(map[string]any)
-		cont, _ := meta["continue"].(string)
-		return cont
-	}
-	cont := next()
-	w.do("POST", cms, "application/json", `{"metadata":{"name":"c"}}`) // history beyond the first page's
-	env.Compact(t)
-	if code, doc := w.do("GET", cms+"?limit=1&continue="+cont, "", ""); code != http.StatusGone || doc["reason"] != "Expired" {
-		t.Errorf("the next page after a compaction: HTTP %d %v, want 410 Expired", code, doc["reason"])
-	}
-	cont = next()
-	if code, doc := w.do("GET", cms+"?limit=1&continue="+cont, "", ""); code != http.StatusOK {
-		t.Errorf("the next page of a list begun after the compaction: HTTP %d %v, want 200", code, doc)
-	}
-}

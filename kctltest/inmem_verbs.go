@@ -138,16 +138,15 @@ func fieldValue(doc map[string]any, path string) string {
 
 // continueToken is what a list's continue parameter carries.
 type continueToken struct {
-	RV    int64  `json:"rv"`
-	After string `json:"after"` // the last key returned, "namespace/name"
-	Snap  int64  `json:"snap"`  // the listSnapshot the later pages read
+	RV   int64 `json:"rv"`
+	Snap int64 `json:"snap"` // the listSnapshot the later pages read
+	Next int   `json:"next"` // the index in it of the next object to look at
 }
 
 // listSnapshot is what a paged list's later pages read, as the API server
 // serves them from its first page's resourceVersion: the objects of one
-// resource (in one namespace, or all) after the first page, as they were
-// then, by namespace and name. Objects are immutable once stored, so it
-// holds them, not copies.
+// resource (in one namespace, or all) as they were then, by namespace and
+// name. Objects are immutable once stored, so it holds them, not copies.
 type listSnapshot struct {
 	resource, namespace string
 	keys                []fakeKey
@@ -174,7 +173,7 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 		if err == nil {
 			err = json.Unmarshal(b, &tok)
 		}
-		if err != nil || tok.Snap == 0 {
+		if err != nil || tok.Snap == 0 || tok.Next < 0 {
 			s.fail(w, apierrors.NewBadRequest("continue key is not valid: "+cont))
 			return
 		}
@@ -198,9 +197,9 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 	w.Write(out)
 }
 
-// pageLocked returns the page of a list after tok (the first if its zero)
-// of at most limit objects (0: all), and its ListMeta. The caller holds
-// s.fake.mu.
+// pageLocked returns the page of a list that tok continues (the first if
+// it is zero) of at most limit objects (0: all), and its ListMeta. The
+// caller holds s.fake.mu.
 func (s *memServer) pageLocked(sel selector, tok continueToken, limit int) (metav1.ListMeta, [][]byte, error) {
 	snap := s.snaps[tok.Snap]
 	resource := sel.res.res.Plural + "." + sel.res.res.Group
@@ -215,39 +214,25 @@ func (s *memServer) pageLocked(sel selector, tok continueToken, limit int) (meta
 	}
 	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(tok.RV, 10)}
 	var items [][]byte
-	var last fakeKey
-	for i, k := range snap.keys {
-		if tok.After != "" && k.Namespace+"/"+k.Name <= tok.After || !sel.matches(k, snap.objs[i]) {
+	for i := tok.Next; i < len(snap.keys); i++ {
+		if !sel.matches(snap.keys[i], snap.objs[i]) {
 			continue
 		}
 		if limit > 0 && len(items) == limit {
-			rest := s.remainingLocked(snap, i, sel)
 			if tok.Snap == 0 {
 				tok.Snap = s.keepSnapshotLocked(snap)
 			}
-			b, _ := json.Marshal(continueToken{RV: tok.RV, After: last.Namespace + "/" + last.Name, Snap: tok.Snap})
+			b, _ := json.Marshal(continueToken{RV: tok.RV, Snap: tok.Snap, Next: i})
 			meta.Continue = base64.RawURLEncoding.EncodeToString(b)
 			if sel.labels.Empty() && sel.fields.Empty() {
+				rest := int64(len(snap.keys) - i)
 				meta.RemainingItemCount = &rest // as etcd counts them: not with a selector
 			}
 			break
 		}
 		items = append(items, snap.objs[i])
-		last = k
 	}
 	return meta, items, nil
-}
-
-// remainingLocked counts the objects of snap from the i-th on that sel
-// selects. The caller holds s.fake.mu.
-func (s *memServer) remainingLocked(snap *listSnapshot, i int, sel selector) int64 {
-	var n int64
-	for j := i; j < len(snap.keys); j++ {
-		if sel.matches(snap.keys[j], snap.objs[j]) {
-			n++
-		}
-	}
-	return n
 }
 
 // snapshotLocked is the objects of resource in namespace ("" all) now.
