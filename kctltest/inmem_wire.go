@@ -101,9 +101,9 @@ type memoKey struct {
 	obj             string
 }
 
-// memoSize bounds an encodeMemo: more than a test's objects, seldom
-// more than a few megabytes.
-const memoSize = 8192
+// memoSize bounds an encodeMemo: more objects than most tests make, in
+// at most tens of megabytes (objects of a few kilobytes, twice).
+const memoSize = 4096
 
 // object encodes a stored object (JSON) as e says. The result may be
 // shared: do not modify it.
