@@ -1,8 +1,10 @@
 package kctltest
 
 import (
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kctl-dev/kctl"
 	"k8s.io/client-go/rest"
@@ -21,18 +23,22 @@ import (
 // It serves kctl's data path on the real wire formats (JSON; protobuf
 // for k8s.io/api types when asked first; PartialObjectMetadata): get; list
 // with label and field selectors (the API server's field labels), limit
-// and continue; watch from a resourceVersion, with bookmarks, 410 Gone
-// (an ERROR event) from a compacted one (Compact), and the watch-list
-// stream (sendInitialEvents, ended by its annotated BOOKMARK); create,
-// update, the status subresource, merge, JSON and strategic merge
-// patches, server-side apply with field managers and conflicts (see
-// FakeClient for how far each goes); delete with preconditions and
-// propagation (background, foreground, orphan), finalizers and
-// deletionTimestamp; generation and resourceVersion as the API server
-// sets them; Leases (so leader election) and Events as any k8s.io/api
-// resource; CRDs, applied from YAML (Established at once, their resources
-// in discovery) or declared with kctl.Declare (served with a status
-// subresource, without a CRD). It also does at once what the
+// and continue (the later pages as of the first page's resourceVersion,
+// 410 Gone once compacted past it); watch from a resourceVersion, with
+// bookmarks, 410 Gone (an ERROR event) from a compacted one (Compact),
+// and the watch-list stream (sendInitialEvents, ended by its annotated
+// BOOKMARK); create, update, the status subresource, the scale
+// subresource of Deployments, ReplicaSets, StatefulSets and
+// ReplicationControllers (an autoscaling/v1 Scale of spec.replicas: get,
+// update, patch), a Pod's eviction (which deletes it), merge, JSON and
+// strategic merge patches, server-side apply with field managers and
+// conflicts (see FakeClient for how far each goes); delete with
+// preconditions and propagation (background, foreground, orphan),
+// finalizers and deletionTimestamp; generation and resourceVersion as the
+// API server sets them; Leases (so leader election) and Events as any
+// k8s.io/api resource; CRDs, applied from YAML (Established at once, their
+// resources in discovery) or declared with kctl.Declare (served with a
+// status subresource, without a CRD). It also does at once what the
 // controller-manager would do: the garbage collector deletes the objects
 // whose owners are all gone (in the background, or first with foreground
 // propagation; orphan propagation removes the owner references), and a
@@ -43,11 +49,12 @@ import (
 // RestartAPIServer fail the test), defaults and validation from OpenAPI
 // or a CRD's schema (a write the server would reject, or fill in,
 // is stored as sent; the fields of a k8s.io/api type's Go struct are
-// kept), quotas and limits, subresources other than status (scale,
-// eviction, binding...), dry runs, and a list's later pages as of its
-// first page's resourceVersion (they show the objects as they are then).
-// Those answer with 501 Not Implemented naming Start, or are listed here:
-// test them with Start.
+// kept), quotas and limits, PodDisruptionBudgets (an eviction is always
+// allowed), the other subresources (binding, ephemeralcontainers, resize,
+// log, exec...), server-side apply of a subresource (status or scale: the
+// store's apply writes whole objects), and dry runs. Those answer with
+// 501 Not Implemented naming Start, or are listed here: test them with
+// Start.
 //
 // It runs in a testing/synctest bubble when called inside it: the whole
 // Manager (informers, queue, backoff, RequeueAfter, leader election) then
@@ -72,7 +79,32 @@ func StartInMemory(t TB) *Env {
 	}
 	e := &Env{Conn: conn, cfg: cfg, http: hc, mem: s}
 	e.discovery.env = e
+	if reflect.TypeOf(t).Comparable() {
+		serversOf.Store(t, s)
+		t.Cleanup(func() { serversOf.CompareAndDelete(t, s) })
+	}
 	return e
+}
+
+// serversOf holds, by test (TB), the in-memory server it made last, so
+// that Eventually(t, ...) calls its check soon after that server changes
+// rather than at its next poll.
+var serversOf sync.Map
+
+// changesOf returns a channel closed at the next change of the in-memory
+// server t made last; nil (never closed) if it made none.
+func changesOf(t TB) <-chan struct{} {
+	if !reflect.TypeOf(t).Comparable() {
+		return nil
+	}
+	v, ok := serversOf.Load(t)
+	if !ok {
+		return nil
+	}
+	f := v.(*memServer).fake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.log.changed
 }
 
 // injectVerbs are the verbs InjectError knows.

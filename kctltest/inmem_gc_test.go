@@ -195,4 +195,9 @@ func TestInMemory_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Start") {
 		t.Errorf("patch a subresource other than status: %v, want an error naming Start", err)
 	}
+	err = pods.Patch(t.Context(), p, kctl.ApplyPatch, []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"status":{"phase":"Running"}}`),
+		kctl.PatchOptions{Subresource: "status", FieldManager: "test"})
+	if err == nil || !strings.Contains(err.Error(), "Start") {
+		t.Errorf("apply the status subresource: %v, want an error naming Start", err)
+	}
 }

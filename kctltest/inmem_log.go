@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -124,11 +125,10 @@ func (l *changeLog) index(key fakeKey, b []byte) {
 		}
 		return
 	}
-	var doc struct {
-		Metadata objMeta `json:"metadata"`
+	var m objMeta
+	if start, end := metadataSpan(b); start < end {
+		json.Unmarshal(b[start:end], &m) // stored JSON
 	}
-	json.Unmarshal(b, &doc) // stored JSON
-	m := doc.Metadata
 	l.metas[key] = m
 	l.byUID[m.UID] = key
 	for _, r := range m.OwnerReferences {
@@ -147,18 +147,121 @@ func namespaceKey(ns string) fakeKey {
 }
 
 // withResourceVersion is the stored object b with its resourceVersion set
-// to rv, decoding no more of it than its top level and metadata.
+// to rv, decoding none of it: the value is replaced where it stands.
 func withResourceVersion(b []byte, rv int64) []byte {
-	var doc map[string]json.RawMessage
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(b, &doc) != nil || json.Unmarshal(doc["metadata"], &meta) != nil {
+	mStart, mEnd := fieldSpan(b, 0, "metadata")
+	if mStart == mEnd || b[mStart] != '{' {
 		return b
 	}
-	meta["resourceVersion"], _ = json.Marshal(strconv.FormatInt(rv, 10))
-	doc["metadata"], _ = json.Marshal(meta)
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return b
+	quoted := strconv.AppendQuote(nil, strconv.FormatInt(rv, 10))
+	start, end := fieldSpan(b[:mEnd], mStart, "resourceVersion")
+	if start == end { // none yet: add it first
+		start = mStart + 1
+		end = start
+		if b[skipSpace(b, start)] != '}' {
+			quoted = append(quoted, ',')
+		}
+		quoted = append([]byte(`"resourceVersion":`), quoted...)
 	}
-	return out
+	out := make([]byte, 0, len(b)+len(quoted)-(end-start))
+	out = append(out, b[:start]...)
+	out = append(out, quoted...)
+	return append(out, b[end:]...)
+}
+
+// metadataSpan finds the metadata of the JSON object b: b[start:end] is
+// its value; start == end if it has none (or it is not an object).
+func metadataSpan(b []byte) (start, end int) {
+	start, end = fieldSpan(b, 0, "metadata")
+	if start == end || b[start] != '{' {
+		return 0, 0
+	}
+	return start, end
+}
+
+// fieldSpan finds the value of the field name of the JSON object that
+// begins at b[i]: b[start:end] is it; start == end if there is none. It
+// reads no further than that value, and decodes nothing: b is valid JSON
+// (a stored object), and its keys need no unescaping.
+func fieldSpan(b []byte, i int, name string) (start, end int) {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return 0, 0
+			}
+		case '"':
+			j := skipString(b, i)
+			k := skipSpace(b, j)
+			if depth == 1 && k < len(b) && b[k] == ':' && j-i == len(name)+2 && string(b[i+1:j-1]) == name {
+				start = skipSpace(b, k+1)
+				return start, skipValue(b, start)
+			}
+			i = j - 1
+		}
+	}
+	return 0, 0
+}
+
+// skipValue returns the index after the JSON value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '{', '[':
+		return skipObject(b, i)
+	case '"':
+		return skipString(b, i)
+	}
+	for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the JSON string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipSpace returns the index of the first byte from i on that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipObject returns the index after the JSON object or array that starts
+// at b[i].
+func skipObject(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case '"':
+			i = skipString(b, i) - 1
+		}
+	}
+	return len(b)
 }

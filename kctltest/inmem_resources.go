@@ -213,6 +213,14 @@ func (s *memServer) discoveryDocLocked(gv string) *metav1.APIResourceList {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: p + "/status", Namespaced: r.res.Namespaced,
 				Kind: r.res.Kind, Verbs: metav1.Verbs{"get", "patch", "update"}})
 		}
+		switch subresources[resourceName(r)] {
+		case "scale":
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: p + "/scale", Namespaced: r.res.Namespaced,
+				Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: metav1.Verbs{"get", "patch", "update"}})
+		case "eviction":
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: p + "/eviction", Namespaced: r.res.Namespaced,
+				Group: "policy", Version: "v1", Kind: "Eviction", Verbs: metav1.Verbs{"create"}})
+		}
 	}
 	return list
 }

@@ -23,6 +23,12 @@ type memServer struct {
 	// crds caches customResourcesLocked; nil after a CRD changed. Guarded
 	// by fake.mu.
 	crds map[string]map[string]*memResource
+	// snaps are the snapshots the later pages of lists read, by number;
+	// lastSnap is the last number given. Guarded by fake.mu.
+	snaps    map[int64]*listSnapshot
+	lastSnap int64
+
+	memo encodeMemo // the protobuf encodings of stored objects
 
 	keysOnce sync.Once
 	keys     map[string]*memResource // see byStoreKey
@@ -75,6 +81,14 @@ func (s *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.injected(c); err != nil {
 		s.fail(w, err)
+		return
+	}
+	switch {
+	case c.sub == "scale":
+		s.scale(w, r, c)
+		return
+	case c.sub == "eviction":
+		s.evict(w, r, c)
 		return
 	}
 	switch c.verb {
@@ -132,7 +146,7 @@ func (s *memServer) parseLocked(r *http.Request, gv string, rest []string) (call
 		c.namespace = ""
 	}
 	switch {
-	case c.sub != "" && c.sub != "status":
+	case c.sub != "" && c.sub != "status" && subresources[resourceName(res)] != c.sub:
 		return c, notModelled(fmt.Sprintf("the %s subresource of %s", c.sub, res.res.Plural))
 	case c.sub == "status" && !res.status:
 		return c, apierrors.NewNotFound(schema.GroupResource{Group: res.res.Group, Resource: res.res.Plural + "/status"}, c.name)
@@ -146,7 +160,8 @@ func (s *memServer) parseLocked(r *http.Request, gv string, rest []string) (call
 		c.verb = "watch"
 	case r.Method == http.MethodGet:
 		c.verb = "list"
-	case r.Method == http.MethodPost && c.name == "":
+	case r.Method == http.MethodPost && c.name == "",
+		r.Method == http.MethodPost && c.sub == "eviction":
 		c.verb = "create"
 	case r.Method == http.MethodPut && c.name != "":
 		c.verb = "update"

@@ -184,3 +184,30 @@ func TestInMemory_EventsAndLeaderElection(t *testing.T) {
 		}
 	})
 }
+
+// Eventually with an in-memory Env checks again as soon as its server
+// changes, not at its next poll (every 50 ms by then): a ConfigMap made
+// 200 ms into a wait is seen at 200 ms of the bubble's clock, not at 213.
+func TestInMemory_Eventually_ChecksWhenTheServerChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := kctltest.StartInMemory(t)
+		ns := env.Namespace(t)
+		cms := kctl.NewClient[corev1.ConfigMap](env.Conn)
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			if err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}}); err != nil {
+				t.Error(err)
+			}
+		}()
+		start := time.Now()
+		kctltest.Eventually(t, "the ConfigMap late", func() string {
+			if _, err := cms.Get(t.Context(), ns, "late"); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		if took := time.Since(start); took != 200*time.Millisecond {
+			t.Errorf("Eventually returned %v after the wait began, want 200ms: when the ConfigMap was made", took)
+		}
+	})
+}

@@ -29,7 +29,7 @@ func (c call) key() fakeKey {
 
 // answer writes a stored object, b, with code, encoded as r asks.
 func (s *memServer) answer(w http.ResponseWriter, r *http.Request, c call, code int, b []byte) {
-	e := encodingOf(r, c.res)
+	e := encodingOf(r, c.res, &s.memo)
 	out, err := e.object(c.res, b)
 	if err != nil {
 		s.fail(w, err)
@@ -138,13 +138,28 @@ func fieldValue(doc map[string]any, path string) string {
 
 // continueToken is what a list's continue parameter carries.
 type continueToken struct {
-	RV    int64  `json:"rv"`
-	After string `json:"after"` // the last key returned, "namespace/name"
+	RV   int64 `json:"rv"`
+	Snap int64 `json:"snap"` // the listSnapshot the later pages read
+	Next int   `json:"next"` // the index in it of the next object to look at
 }
 
+// listSnapshot is what a paged list's later pages read, as the API server
+// serves them from its first page's resourceVersion: the objects of one
+// resource (in one namespace, or all) as they were then, by namespace and
+// name. Objects are immutable once stored, so it holds them, not copies.
+type listSnapshot struct {
+	resource, namespace string
+	keys                []fakeKey
+	objs                [][]byte
+}
+
+// keepSnapshots is how many list snapshots a server keeps: a continue
+// token of an older one is 410 Gone, as one from before a compaction.
+const keepSnapshots = 64
+
 // list answers a list: sorted by namespace and name, as etcd's keys are, in
-// pages of limit with a continue token. Later pages show the objects as
-// they are then, not as of the first page's resourceVersion.
+// pages of limit with a continue token; the later pages show the objects as
+// they were at the first page's resourceVersion.
 func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 	q := r.URL.Query()
 	sel, err := selectorOf(c, q)
@@ -158,41 +173,20 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 		if err == nil {
 			err = json.Unmarshal(b, &tok)
 		}
-		if err != nil {
+		if err != nil || tok.Snap == 0 || tok.Next < 0 {
 			s.fail(w, apierrors.NewBadRequest("continue key is not valid: "+cont))
 			return
 		}
 	}
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	s.fake.mu.Lock()
-	rv := s.fake.rv
-	if tok.RV != 0 {
-		rv = tok.RV
-	}
-	if tok.RV != 0 && tok.RV < s.fake.log.oldest {
-		s.fake.mu.Unlock()
-		s.fail(w, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."))
+	meta, items, err := s.pageLocked(sel, tok, limit)
+	s.fake.mu.Unlock()
+	if err != nil {
+		s.fail(w, err)
 		return
 	}
-	keys := s.sortedKeysLocked(sel)
-	var items [][]byte
-	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(rv, 10)}
-	for i, k := range keys {
-		id := k.Namespace + "/" + k.Name
-		if tok.After != "" && id <= tok.After {
-			continue
-		}
-		if limit > 0 && len(items) == limit {
-			b, _ := json.Marshal(continueToken{RV: rv, After: keys[i-1].Namespace + "/" + keys[i-1].Name})
-			meta.Continue = base64.RawURLEncoding.EncodeToString(b)
-			n := int64(len(keys) - i)
-			meta.RemainingItemCount = &n
-			break
-		}
-		items = append(items, s.fake.objs[k])
-	}
-	s.fake.mu.Unlock()
-	e := encodingOf(r, c.res)
+	e := encodingOf(r, c.res, &s.memo)
 	out, err := e.list(c.res, meta, items)
 	if err != nil {
 		s.fail(w, err)
@@ -201,6 +195,76 @@ func (s *memServer) list(w http.ResponseWriter, r *http.Request, c call) {
 	w.Header().Set("Content-Type", e.contentType())
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
+}
+
+// pageLocked returns the page of a list that tok continues (the first if
+// it is zero) of at most limit objects (0: all), and its ListMeta. The
+// caller holds s.fake.mu.
+func (s *memServer) pageLocked(sel selector, tok continueToken, limit int) (metav1.ListMeta, [][]byte, error) {
+	snap := s.snaps[tok.Snap]
+	resource := sel.res.res.Plural + "." + sel.res.res.Group
+	switch {
+	case tok.Snap == 0:
+		tok.RV = s.fake.rv
+		snap = s.snapshotLocked(resource, sel.namespace)
+	case tok.RV < s.fake.log.oldest || snap == nil:
+		return metav1.ListMeta{}, nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+	case snap.resource != resource || snap.namespace != sel.namespace:
+		return metav1.ListMeta{}, nil, apierrors.NewBadRequest("continue key is not valid: it is of another list")
+	}
+	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(tok.RV, 10)}
+	var items [][]byte
+	for i := tok.Next; i < len(snap.keys); i++ {
+		if !sel.matches(snap.keys[i], snap.objs[i]) {
+			continue
+		}
+		if limit > 0 && len(items) == limit {
+			if tok.Snap == 0 {
+				tok.Snap = s.keepSnapshotLocked(snap)
+			}
+			b, _ := json.Marshal(continueToken{RV: tok.RV, Snap: tok.Snap, Next: i})
+			meta.Continue = base64.RawURLEncoding.EncodeToString(b)
+			if sel.labels.Empty() && sel.fields.Empty() {
+				rest := int64(len(snap.keys) - i)
+				meta.RemainingItemCount = &rest // as etcd counts them: not with a selector
+			}
+			break
+		}
+		items = append(items, snap.objs[i])
+	}
+	return meta, items, nil
+}
+
+// snapshotLocked is the objects of resource in namespace ("" all) now.
+// The caller holds s.fake.mu.
+func (s *memServer) snapshotLocked(resource, namespace string) *listSnapshot {
+	snap := &listSnapshot{resource: resource, namespace: namespace}
+	for k := range s.fake.objs {
+		if k.resource == resource && (namespace == "" || k.Namespace == namespace) {
+			snap.keys = append(snap.keys, k)
+		}
+	}
+	slices.SortFunc(snap.keys, func(a, b fakeKey) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	snap.objs = make([][]byte, len(snap.keys))
+	for i, k := range snap.keys {
+		snap.objs[i] = s.fake.objs[k]
+	}
+	return snap
+}
+
+// keepSnapshotLocked keeps snap for the later pages of its list, forgetting
+// the oldest beyond keepSnapshots, and returns its number. The caller holds
+// s.fake.mu.
+func (s *memServer) keepSnapshotLocked(snap *listSnapshot) int64 {
+	if s.snaps == nil {
+		s.snaps = map[int64]*listSnapshot{}
+	}
+	s.lastSnap++
+	s.snaps[s.lastSnap] = snap
+	delete(s.snaps, s.lastSnap-keepSnapshots)
+	return s.lastSnap
 }
 
 // sortedKeysLocked returns the keys of the objects sel selects, by

@@ -44,7 +44,7 @@ func (s *memServer) watch(w http.ResponseWriter, r *http.Request, c call) {
 	if secs, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && secs > 0 {
 		timeout = time.Duration(secs) * time.Second
 	}
-	e := encodingOf(r, c.res)
+	e := encodingOf(r, c.res, &s.memo)
 	ct := e.contentType()
 	if e.proto {
 		ct += ";stream=watch"

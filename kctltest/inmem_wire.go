@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/kctl-dev/kctl/internal/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,12 +63,15 @@ func decodeBody(contentType string, b []byte, res *memResource) ([]byte, error) 
 type encoding struct {
 	proto    bool // protobuf, for a k8s.io/api type
 	metadata bool // objects as PartialObjectMetadata
+	memo     *encodeMemo
 }
 
-func encodingOf(r *http.Request, res *memResource) encoding {
+// encodingOf is how r asks for its answer; memo remembers what was
+// encoded (nil: nothing is).
+func encodingOf(r *http.Request, res *memResource, memo *encodeMemo) encoding {
 	accept := r.Header.Get("Accept")
 	first, _, _ := strings.Cut(accept, ",")
-	e := encoding{metadata: strings.Contains(first, "as=PartialObjectMetadata")}
+	e := encoding{metadata: strings.Contains(first, "as=PartialObjectMetadata"), memo: memo}
 	e.proto = strings.HasPrefix(first, mediaProtobuf) && (res.typ != nil || e.metadata)
 	return e
 }
@@ -79,8 +83,58 @@ func (e encoding) contentType() string {
 	return mediaJSON
 }
 
-// object encodes a stored object (JSON) as e says.
+// encodeMemo remembers the encodings of stored objects that are not
+// their stored JSON (protobuf, PartialObjectMetadata), by the stored JSON
+// itself: an object is encoded once, not once for each answer, list and
+// watch that carries it. It forgets everything when it holds memoSize.
+// It is safe for concurrent use; the encodings it returns are shared,
+// and must not be modified.
+type encodeMemo struct {
+	mu sync.Mutex
+	m  map[memoKey][]byte
+}
+
+// memoKey is one stored object (obj, its JSON) encoded as e says for res.
+type memoKey struct {
+	res             *memResource
+	proto, metadata bool
+	obj             string
+}
+
+// memoSize bounds an encodeMemo: more objects than most tests make, in
+// at most tens of megabytes (objects of a few kilobytes, twice).
+const memoSize = 4096
+
+// object encodes a stored object (JSON) as e says. The result may be
+// shared: do not modify it.
 func (e encoding) object(res *memResource, b []byte) ([]byte, error) {
+	if !e.metadata && !e.proto {
+		return b, nil
+	}
+	if e.memo == nil {
+		return e.encode(res, b)
+	}
+	e.memo.mu.Lock()
+	out, ok := e.memo.m[memoKey{res, e.proto, e.metadata, string(b)}]
+	e.memo.mu.Unlock()
+	if ok {
+		return out, nil
+	}
+	out, err := e.encode(res, b)
+	if err != nil {
+		return nil, err
+	}
+	e.memo.mu.Lock()
+	defer e.memo.mu.Unlock()
+	if e.memo.m == nil || len(e.memo.m) >= memoSize {
+		e.memo.m = map[memoKey][]byte{}
+	}
+	e.memo.m[memoKey{res, e.proto, e.metadata, string(b)}] = out
+	return out, nil
+}
+
+// encode is object without the memo.
+func (e encoding) encode(res *memResource, b []byte) ([]byte, error) {
 	if e.metadata {
 		var m struct {
 			Metadata json.RawMessage `json:"metadata"`
@@ -97,9 +151,6 @@ func (e encoding) object(res *memResource, b []byte) ([]byte, error) {
 		}
 		pb, err := meta.Marshal()
 		return protowire.Envelope("meta.k8s.io/v1", "PartialObjectMetadata", pb), err
-	}
-	if !e.proto {
-		return b, nil
 	}
 	obj := reflect.New(res.typ).Interface()
 	if err := json.Unmarshal(b, obj); err != nil {
@@ -129,11 +180,26 @@ func (e encoding) list(res *memResource, meta metav1.ListMeta, items [][]byte) (
 		}
 	}
 	if !e.proto {
-		raw := make([]json.RawMessage, len(encoded))
-		for i, b := range encoded {
-			raw[i] = b
+		// Written out, not marshalled: json.Marshal would check and compact
+		// each item, which json.Marshal made.
+		head, err := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta})
+		if err != nil {
+			return nil, err
 		}
-		return json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta, "items": raw})
+		size := len(head) + len(`,"items":[]`)
+		for _, b := range encoded {
+			size += len(b) + 1
+		}
+		out := make([]byte, 0, size)
+		out = append(out, head[:len(head)-1]...)
+		out = append(out, `,"items":[`...)
+		for i, b := range encoded {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, b...)
+		}
+		return append(out, "]}"...), nil
 	}
 	mb, err := meta.Marshal()
 	if err != nil {
@@ -157,8 +223,12 @@ func (e encoding) event(res *memResource, typ string, obj []byte) ([]byte, error
 		}
 	}
 	if !e.proto {
-		b, err := json.Marshal(map[string]any{"type": typ, "object": json.RawMessage(obj)})
-		return append(b, '\n'), err
+		out := make([]byte, 0, len(obj)+len(`{"type":"","object":}`)+len(typ)+1)
+		out = append(out, `{"type":"`...)
+		out = append(out, typ...)
+		out = append(out, `","object":`...)
+		out = append(out, obj...)
+		return append(out, "}\n"...), nil
 	}
 	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: obj}}
 	pb, err := ev.Marshal()

@@ -78,7 +78,9 @@ func WaitFor[T any](t TB, c Getter[T], namespace, name string, cond func(obj *T)
 
 // Eventually calls check until it returns "" (the awaited state holds):
 // at once, then after 1 ms, then twice as long each time up to every 50 ms
-// (a state an in-memory server reaches in a millisecond is seen in one);
+// (a state an in-memory server reaches in a millisecond is seen in one),
+// and, with an Env of StartInMemory(t), also soon after its server
+// changes (leaving three times check's own time between two calls);
 // and after WaitTimeout (30 s, or Timeout's) fails t with what and check's last
 // answer, which says what it saw instead:
 //
@@ -95,6 +97,8 @@ func Eventually(t TB, what string, check func() (saw string), opts ...WaitOption
 	deadline := time.Now().Add(w.timeout)
 	every := time.Millisecond
 	for {
+		changed := changesOf(t) // taken first: a change during check counts
+		began := time.Now()
 		saw := check()
 		if saw == "" {
 			return
@@ -102,13 +106,34 @@ func Eventually(t TB, what string, check func() (saw string), opts ...WaitOption
 		if time.Now().After(deadline) {
 			t.Fatalf("kctltest: waited %v for %s; last seen: %s", w.timeout, what, saw)
 		}
-		select {
-		case <-t.Context().Done():
+		if !waitChange(t.Context(), every, max(3*time.Since(began), time.Millisecond), changed) {
 			t.Fatalf("kctltest: the test ended while waiting for %s; last seen: %s", what, saw)
-		case <-time.After(every):
 		}
 		every = min(2*every, 50*time.Millisecond)
 	}
+}
+
+// waitChange waits for backoff, or, once gap has passed, for changed to
+// be closed; it returns false if ctx ends first.
+func waitChange(ctx context.Context, backoff, gap time.Duration, changed <-chan struct{}) bool {
+	b := time.NewTimer(backoff)
+	defer b.Stop()
+	g := time.NewTimer(gap)
+	defer g.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-b.C:
+		return true
+	case <-g.C:
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-b.C:
+	case <-changed:
+	}
+	return true
 }
 
 // Consistently calls check every 50 ms for ConsistentlyFor (3 s, or

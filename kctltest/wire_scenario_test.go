@@ -220,7 +220,69 @@ func wireScenario(t *testing.T, env *kctltest.Env, ns string) []string {
 	code, doc = w.do("GET", w.base+"/c", "", "")
 	spec, _ := doc["spec"].(map[string]any)
 	say("c: %d size %v", code, spec["size"])
+
+	for i := range 3 {
+		w.do("POST", w.base, "application/json", gadget(fmt.Sprintf("p%d", i+1), "paged", 1, false))
+	}
+	page := func(cont string) (string, string, string) {
+		code, doc := w.do("GET", w.base+"?labelSelector=app%3Dpaged&limit=1&continue="+url.QueryEscape(cont), "", "")
+		meta, _ := doc["metadata"].(map[string]any)
+		items, _ := doc["items"].([]any)
+		var sizes []any
+		for _, it := range items {
+			spec, _ := it.(map[string]any)["spec"].(map[string]any)
+			sizes = append(sizes, spec["size"])
+		}
+		cont, _ = meta["continue"].(string)
+		rv, _ := meta["resourceVersion"].(string)
+		return fmt.Sprintf("%d %v sizes %v, remaining %v, continue given %t", code, names(doc), sizes, meta["remainingItemCount"], cont != ""), cont, rv
+	}
+	line, cont, rv := page("")
+	say("list app=paged limit=1: %s", line)
+	w.do("PATCH", w.base+"/p2", "application/merge-patch+json", `{"spec":{"size":9}}`)
+	w.do("DELETE", w.base+"/p3", "", "")
+	w.do("POST", w.base, "application/json", gadget("p4", "paged", 1, false))
+	line, cont, rv2 := page(cont)
+	say("after p2 resized, p3 deleted and p4 made, its next page: %s, at the first page's resourceVersion %t", line, rv2 == rv)
+	line, _, _ = page(cont)
+	say("and the next: %s", line)
+
+	deploy := "/apis/apps/v1/namespaces/" + ns + "/deployments"
+	code, _ = w.do("POST", deploy, "application/json", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"replicas":2,`+
+		`"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"registry.example/c:1"}]}}}}`)
+	say("create deployment d: %d", code)
+	code, doc = w.do("GET", deploy+"/d/scale", "", "")
+	say("its scale: %d %s", code, scaleLine(doc))
+	meta, _ = doc["metadata"].(map[string]any)
+	scale := func(replicas int) string {
+		return fmt.Sprintf(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"d","resourceVersion":%q},"spec":{"replicas":%d}}`, meta["resourceVersion"], replicas)
+	}
+	code, doc = w.do("PUT", deploy+"/d/scale", "application/json", scale(3))
+	say("update its scale to 3: %d %s", code, scaleLine(doc))
+	code, doc = w.do("PUT", deploy+"/d/scale", "application/json", scale(4))
+	say("again, from the resourceVersion before: %d %v", code, doc["reason"])
+	code, doc = w.do("PATCH", deploy+"/d/scale", "application/merge-patch+json", `{"spec":{"replicas":5}}`)
+	say("merge-patch its scale to 5: %d %s", code, scaleLine(doc))
+	code, doc = w.do("GET", deploy+"/d", "", "")
+	spec, _ = doc["spec"].(map[string]any)
+	meta, _ = doc["metadata"].(map[string]any)
+	say("d: %d replicas %v generation %v", code, spec["replicas"], meta["generation"])
+
+	pods := "/api/v1/namespaces/" + ns + "/pods"
+	code, _ = w.do("POST", pods, "application/json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"registry.example/c:1"}]}}`)
+	say("create pod p: %d", code)
+	code, doc = w.do("POST", pods+"/p/eviction", "application/json", `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p"}}`)
+	say("evict p: %d %v %v", code, doc["kind"], doc["status"])
+	code, _ = w.do("GET", pods+"/p", "", "")
+	say("p after its eviction: %d", code)
 	return saw
+}
+
+// scaleLine is what a scenario compares of a Scale.
+func scaleLine(doc map[string]any) string {
+	spec, _ := doc["spec"].(map[string]any)
+	status, _ := doc["status"].(map[string]any)
+	return fmt.Sprintf("%v %v replicas %v, status replicas %v selector %v", doc["apiVersion"], doc["kind"], spec["replicas"], status["replicas"], status["selector"])
 }
 
 var wantWireScenario = []string{
@@ -247,6 +309,18 @@ var wantWireScenario = []string{
 	"apply c size 2 as m2: 409, names m1 and .spec.size: true",
 	"apply c size 2 as m2, forced: 200",
 	"c: 200 size 2",
+	"list app=paged limit=1: 200 [p1] sizes [1], remaining <nil>, continue given true",
+	"after p2 resized, p3 deleted and p4 made, its next page: 200 [p2] sizes [1], remaining <nil>, continue given true, at the first page's resourceVersion true",
+	"and the next: 200 [p3] sizes [1], remaining <nil>, continue given false",
+	"create deployment d: 201",
+	"its scale: 200 autoscaling/v1 Scale replicas 2, status replicas 0 selector app=d",
+	"update its scale to 3: 200 autoscaling/v1 Scale replicas 3, status replicas 0 selector app=d",
+	"again, from the resourceVersion before: 409 Conflict",
+	"merge-patch its scale to 5: 200 autoscaling/v1 Scale replicas 5, status replicas 0 selector app=d",
+	"d: 200 replicas 5 generation 3",
+	"create pod p: 201",
+	"evict p: 201 Status Success",
+	"p after its eviction: 404",
 }
 
 func TestInMemory_WireScenario_IsWhatTheAPIServerDoes(t *testing.T) {
