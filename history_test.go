@@ -127,8 +127,8 @@ func TestHistory_OffUnlessAsked(t *testing.T) {
 	if _, err := mgr.History("quiet", Key{Name: "x"}); err == nil || !strings.Contains(err.Error(), "KeepHistory") {
 		t.Errorf("History with history off = %v, want an error naming KeepHistory", err)
 	}
-	if h := mgr.historyOf("quiet"); h != nil {
-		t.Errorf("a controller has a historian with history off")
+	if _, on := mgr.books(); on {
+		t.Errorf("a Manager keeps history books with history off")
 	}
 }
 
@@ -140,7 +140,7 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	books := &historyBooks{opts: opts, byName: map[string]*keyBook{}}
-	book := books.of("c").(*keyBook)
+	book := books.of("c")
 	start := time.Now()
 	pad := strings.Repeat("x", 90)
 	for i := range 100_000 {
@@ -174,7 +174,7 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 // BenchmarkHistory_Reconciled is the cost a reconcile pays with history on.
 func BenchmarkHistory_Reconciled(b *testing.B) {
 	books := &historyBooks{opts: HistoryOptions{PerKey: 10, Keys: 1000}, byName: map[string]*keyBook{}}
-	book := books.of("c").(*keyBook)
+	book := books.of("c")
 	keys := make([]Key, 2000)
 	for i := range keys {
 		keys[i] = Key{Namespace: "ns", Name: fmt.Sprint("key-", i)}

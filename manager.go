@@ -29,7 +29,6 @@ type namedController interface {
 	busy() string
 	logError(msg string)
 	Enqueue(k Key)
-	stateOf(k Key) keyState
 	inFlight(match func(k Key) bool) bool
 	replayKeys(match func(Key) bool)
 }
@@ -95,7 +94,7 @@ type Manager struct {
 	// ownsKey, if set (shard.go's Shard, before Start), reports whether
 	// this replica owns key k now: every controller then runs on every
 	// replica and its workers skip the keys it does not own
-	// (controllerHost.owns). nil: every key is this replica's. Fixed from
+	// (keyOwner.owns). nil: every key is this replica's. Fixed from
 	// Start on; it must be fast and safe for concurrent use.
 	ownsKey func(k Key) bool
 	// memberLost, if set (Shard, before Start), ends when this member
@@ -129,10 +128,14 @@ type Manager struct {
 	names map[string]string
 	// byName holds every controller registered, by name.
 	byName map[string]namedController
-	// history, if set, returns a controller's historian (history.go's
-	// KeepHistory sets it); nil keeps no history.
-	history func(name string) historian
-	errs    []error // builder misuse, returned by Start
+	// observers makes the observer of each run of a controller
+	// (controllerObserver): NewManager sets the metrics registry's
+	// (metricsObservers); history.go's KeepHistory wraps it, so that
+	// each also keeps the controller's history.
+	observers interface {
+		observer(name string, workers int) controllerObserver
+	}
+	errs []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
@@ -191,6 +194,7 @@ func NewManager(opts Options) (*Manager, error) {
 		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
+	m.observers = metricsObservers{m.metrics}
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = NewCache(conn, opts.Cache)
