@@ -1,7 +1,8 @@
 package kctl
 
-// Controller[T]: the reconcile contract (Result, Terminal), the builder
-// (options, Enqueue) and how events become queued keys (onEvent,
+// Controller[T]: the reconcile contract (Result, Terminal), the hooks
+// its options fill (the reconcile chain, the observer), the builder
+// (filters, Enqueue) and how events become queued keys (onEvent,
 // enqueue). Its sources (Owns, Watches) are in controller_sources.go; its
 // run, and each reconcile's life, in worker.go.
 

@@ -2,9 +2,9 @@ package kctl
 
 // A controller's run and a reconcile's life, in the order they happen:
 // wait for the caches, start the workers; then per key: processNext takes
-// it from the queue, handle reconciles it (reconcileKey) and applies the
-// reconcile contract (controller.go's outcomeOf) in one switch, requeue
-// puts it back.
+// it from the queue, handle calls the reconcile chain (whose own step,
+// read, hands the cached object on) and applies the reconcile contract
+// (controller.go's outcomeOf) in one switch, requeue puts it back.
 
 import (
 	"context"
