@@ -153,6 +153,38 @@ type Manager struct {
 	termLease context.Context // and its lease context
 }
 
+// metricsObservers is what the observers hook holds by default: each
+// controller's metrics series (internal/metrics), and no history.
+type metricsObservers struct{ reg *metrics.Registry }
+
+func (o metricsObservers) observer(name string, workers int) controllerObserver {
+	return metricsObserver{o.reg.Controller(name, workers)}
+}
+
+// metricsObserver is a controller's metrics series as its observer.
+type metricsObserver struct{ *metrics.Controller }
+
+// reconciled counts a reconcile by what the reconcile contract makes
+// of it (outcomeOf).
+func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Duration, res Result, err error) {
+	switch outcomeOf(t, res, err) {
+	case outcomeTerminal:
+		o.FailedTerminally()
+		o.Reconciled("error", took)
+	case outcomeConflict:
+		o.Conflicted(took)
+	case outcomeError, outcomeTimeout:
+		o.Reconciled("error", took)
+	case outcomeRequeueAfter:
+		o.Reconciled("requeue_after", took)
+	default:
+		o.Reconciled("success", took)
+	}
+}
+
+// dropped does nothing: no metric counts dropped events.
+func (metricsObserver) dropped(Key, string) {}
+
 // NewManager loads the configuration (see LoadConfig), connects and makes the
 // shared cache. It starts nothing: Start does.
 func NewManager(opts Options) (*Manager, error) {

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -124,38 +123,6 @@ func (m *Manager) leaseOf(ctx context.Context) context.Context {
 	context.AfterFunc(lost, func() { cancel(context.Cause(lost)) })
 	return lease
 }
-
-// metricsObservers is what the observers hook holds by default: each
-// controller's metrics series (internal/metrics), and no history.
-type metricsObservers struct{ reg *metrics.Registry }
-
-func (o metricsObservers) observer(name string, workers int) controllerObserver {
-	return metricsObserver{o.reg.Controller(name, workers)}
-}
-
-// metricsObserver is a controller's metrics series as its observer.
-type metricsObserver struct{ *metrics.Controller }
-
-// reconciled counts a reconcile by what the reconcile contract makes
-// of it (outcomeOf).
-func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Duration, res Result, err error) {
-	switch outcomeOf(t, res, err) {
-	case outcomeTerminal:
-		o.FailedTerminally()
-		o.Reconciled("error", took)
-	case outcomeConflict:
-		o.Conflicted(took)
-	case outcomeError, outcomeTimeout:
-		o.Reconciled("error", took)
-	case outcomeRequeueAfter:
-		o.Reconciled("requeue_after", took)
-	default:
-		o.Reconciled("success", took)
-	}
-}
-
-// dropped does nothing: no metric counts dropped events.
-func (metricsObserver) dropped(Key, string) {}
 
 // register adds controller c, named name, to the Manager, unless the
 // name is taken; made says what made it, for that error.
