@@ -1,14 +1,15 @@
 package kctl
 
-// The Queue, one layer: its line, processing, delays and pacing. It
-// uses the three files before it (see ratelimit.go's top);
-// queue_shutdown.go, how it ends, is the layer on top, and
-// queue_priority.go (floor 2) the line of low and normal keys.
+// The Queue, one layer: its line (internal/keyline), processing, delays
+// and pacing. It uses the two files before it (see ratelimit.go's top);
+// queue_shutdown.go, how it ends, is the layer on top.
 
 import (
 	"cmp"
 	"sync"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/keyline"
 )
 
 // Queue is the work queue between event handlers and workers: handlers Add
@@ -44,9 +45,10 @@ type Queue[K comparable] struct {
 	// it was queued and whether it is low. A queued key is not in
 	// processing.
 	queued map[K]queueEntry
-	// line is the order the queued keys are handed out in (the queue
-	// line hook): it holds each queued key once.
-	line keyLine[K]
+	// line is the order the queued keys are handed out in: a FIFO until
+	// the first AddLowPriority makes it a Priority line. It holds each
+	// queued key once.
+	line keyline.Line[K]
 	// processing holds every key handed out by Get and not yet Done,
 	// with when Get handed it out.
 	processing map[K]time.Time
@@ -130,7 +132,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	age := max(opts.AgeLowPriorityAfter, 0)
 	q := &Queue[K]{
 		queued:      map[K]queueEntry{},
-		line:        &fifo[K]{},
+		line:        &keyline.FIFO[K]{},
 		processing:  map[K]time.Time{},
 		heldLow:     map[K]bool{},
 		dirty:       map[K]bool{},
@@ -163,7 +165,19 @@ func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 	q.add(k, d, false)
 }
 
-// add is Add, AddLowPriority (queue_priority.go) and AddAfter.
+// AddLowPriority is Add for keys from an informer's initial list or a
+// periodic resync: they are handed out after normal keys until they age (see Queue).
+func (q *Queue[K]) AddLowPriority(k K) {
+	q.mu.Lock()
+	f, ok := q.line.(*keyline.FIFO[K])
+	if ok { // the first: its keys keep their order, at normal priority
+		q.line = keyline.NewPriority(f, q.age)
+	}
+	q.mu.Unlock()
+	q.add(k, 0, true)
+}
+
+// add is Add, AddLowPriority and AddAfter.
 func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 	q.mu.Lock()
 	if q.shuttingDown {
@@ -204,7 +218,7 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		return 0
 	}
 	if e, ok := q.queued[k]; ok {
-		if !low && e.low && q.line.raise(k, e.since, now) {
+		if !low && e.low && q.line.Raise(k, e.since, now) {
 			e.low = false
 			q.queued[k] = e
 		}
@@ -216,7 +230,7 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		return 0
 	}
 	q.queued[k] = queueEntry{since: now, low: low}
-	q.line.push(k, low, now)
+	q.line.Push(k, low, now)
 	if !low { // queued now, which is earlier than the wait's end
 		q.waiting.remove(k)
 	}
@@ -279,7 +293,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.mu.Unlock()
 		return k, true
 	}
-	k = q.line.pop()
+	k = q.line.Pop()
 	since := q.queued[k].since
 	if q.queued[k].low {
 		q.heldLow[k] = true

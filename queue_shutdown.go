@@ -28,7 +28,7 @@ func (q *Queue[K]) shutDownLocked() {
 	}
 	q.shuttingDown = true
 	clear(q.queued)
-	q.line.reset()
+	q.line.Reset()
 	clear(q.dirty)
 	q.waiting.reset()
 	clear(q.lastGet)

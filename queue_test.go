@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/keyline"
 )
 
 // runQueueScript plays a script against a new queue in a synctest bubble, so
@@ -494,37 +496,22 @@ func ExampleQueue() {
 }
 
 // lineKeys returns the keys of a Queue's line: those at normal priority
-// (each once) and the live ones at low priority (each once).
-func lineKeys[K comparable](t *testing.T, line keyLine[K]) (normal, low map[K]bool) {
+// and the live ones at low priority, each once.
+func lineKeys[K comparable](t *testing.T, line keyline.Line[K]) (normal, low map[K]bool) {
 	t.Helper()
 	normal = map[K]bool{}
 	low = map[K]bool{}
-	each := func(l *queueLine[K], into map[K]bool, live func(queueItem[K]) bool) {
-		for _, e := range l.items[l.head:] {
-			if !live(e) {
-				continue
+	n, l := keyline.Keys(line)
+	for _, ks := range []struct {
+		keys []K
+		into map[K]bool
+	}{{n, normal}, {l, low}} {
+		for _, k := range ks.keys {
+			if normal[k] || low[k] {
+				t.Fatalf("%v is in the line twice", k)
 			}
-			if into[e.key] {
-				t.Fatalf("%v is in a line twice", e.key)
-			}
-			into[e.key] = true
+			ks.into[k] = true
 		}
-	}
-	all := func(queueItem[K]) bool { return true }
-	switch l := line.(type) {
-	case *fifo[K]:
-		each(&l.line, normal, all)
-	case *priorityLine[K]:
-		each(&l.ready, normal, all)
-		each(&l.low, low, func(e queueItem[K]) bool {
-			seq, ok := l.live[e.key]
-			return ok && seq == e.seq
-		})
-		if len(l.live) != len(low) {
-			t.Fatalf("%d low keys are live, %d have a live item", len(l.live), len(low))
-		}
-	default:
-		t.Fatalf("a line of type %T", line)
 	}
 	return normal, low
 }
