@@ -1,7 +1,7 @@
 package kctl
 
 // An extra: FromChannel, a source of keys from outside the cluster (a
-// ticker, a webhook), through the Manager's runnables (controllerHost.add)
+// ticker, a webhook), through the Manager's runnables (controllerHost.Add)
 // and the controller's enqueue.
 
 import (
@@ -24,7 +24,7 @@ func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) boo
 	c.channels++
 	needLeader := !c.everyReplica
 	c.mu.Unlock()
-	err := c.host.add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
+	err := c.host.Add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():

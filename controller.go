@@ -1,17 +1,20 @@
 package kctl
 
-// Controller[T]: the reconcile contract (Result, Terminal), the builder
-// (options, Enqueue) and how events become queued keys (onEvent,
+// Controller[T]: the reconcile contract (Result, Terminal), the hooks
+// its options fill (the reconcile chain, the observer), the builder
+// (filters, Enqueue) and how events become queued keys (onEvent,
 // enqueue). Its sources (Owns, Watches) are in controller_sources.go; its
 // run, and each reconcile's life, in worker.go.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -149,21 +152,20 @@ type Controller[T any] struct {
 // typed handle Controller[T] adds the builder calls. The reconcile work
 // that needs T itself (the copy handed to reconcile) goes through ops.
 type controller[P any] struct {
-	name      string
-	host      controllerHost
-	res       Resource
+	name string
+	host controllerHost
+	res  Resource
+	// reconcile is the innermost step of the chain: the user's function,
+	// given the copy of k's cached object (NewController: not called if
+	// none is cached), or the key alone (NewKeyController).
 	reconcile reconcileFunc[P]
-	// around, if set, runs each reconcile in reconcile's place and calls
-	// it as next (finalizer.go sets it: the last Finalizer call wins).
-	around func(ctx context.Context, obj P, next reconcileFunc[P]) (Result, error)
-	// byKey, if set, reconciles each key in reconcile's place, whether
-	// or not it names an object: a controller made by NewKeyController,
-	// which has no informer, client or type of its own.
-	byKey    func(ctx context.Context, k Key) (Result, error)
-	informer *informer[P]
-	client   *client[P] // writes finalizers; uncached
-	// ops copies the cached object for reconcile and onDelete; nil for
-	// a controller of keys, which reads no object.
+	// chain is the one way a reconcile option reaches the worker: the
+	// steps around reconcile, ordered by rank (see middleware).
+	chain    []middleware[P]
+	informer *informer[P] // nil for a controller of keys
+	client   *client[P]   // writes finalizers; uncached
+	// ops copies the cached object for reconcile; nil for a controller
+	// of keys, which reads no object.
 	ops      *typeOps[P]
 	log      *slog.Logger
 	replays  []replayFunc // hand cached objects to their source's handler
@@ -173,15 +175,11 @@ type controller[P any] struct {
 	// configuration is fixed (syncCaches); runLed waits for it.
 	synced chan struct{}
 
-	observer controllerObserver // its metrics
-	// hist keeps the per-key history; nil while off. Set by run, under mu.
-	hist historian
-	// failed, if set, sees each reconcile that returns an error, with
-	// its attempt (failure_events.go's WarnAfterFailures sets it).
-	failed func(k Key, attempt int, err error)
+	// observer sees the run: metrics, history (see controllerObserver).
+	// Set by run, before the workers start.
+	observer controllerObserver
 
 	workers int
-	timeout time.Duration // of each reconcile; 0: none
 	// everyReplica runs the controller on every replica (NeedLeader).
 	everyReplica bool
 	// channels counts FromChannel sources, whose readers run where
@@ -190,9 +188,8 @@ type controller[P any] struct {
 	// priority, if set, chooses the priority of an object source's
 	// keys (WithPriority); nil: the default of modeOf.
 	priority   func(ObjectEvent) Priority
-	predicates []Predicate // own events only
-	filters    []Predicate // every object source
-	onDelete   func(ctx context.Context, obj P)
+	predicates []Predicate       // own events only
+	filters    []Predicate       // every object source
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
@@ -211,71 +208,117 @@ type controller[P any] struct {
 	// later holds why each key that waits (retry, requeue-after) comes
 	// back; an event that queues the key first wins over it (triggers).
 	later map[Key]*Trigger
-	// deleted holds the last known state of objects deleted while the
-	// controller runs, for onDelete, until their key's reconcile takes it;
-	// emptied when a run ends. Empty while not running.
-	deleted map[Key]P
 	// kept holds keys from Enqueue and FromChannel that arrived while the
 	// controller was not running; the next run queues them after its replay.
 	kept map[Key]Trigger
 }
 
-// reconcileFunc is a controller's reconcile function, over P = *T.
-type reconcileFunc[P any] func(ctx context.Context, obj P) (Result, error)
+// reconcileFunc is a step of a controller's reconcile chain, over P =
+// *T: the reconcile of key k, with obj the copy of k's cached object, or
+// nil (none is cached, a controller of keys, or a step outside the one
+// that reads it: see middleware).
+type reconcileFunc[P any] func(ctx context.Context, k Key, obj P) (Result, error)
 
-// controllerHost is what a Controller uses of the Manager that made it;
-// NewController (manager.go) fills it in.
-type controllerHost struct {
-	cache  *Cache
-	writes *writeTracker
+// middleware is a step of a controller's reconcile chain: wrap returns
+// next with the step's work around it. It is the one hook of reconcile
+// options; a builder call adds its step with use, and run builds the
+// chain once per run (chained), which handle (worker.go) calls. A step
+// of a higher rank wraps those of lower ranks:
+//
+//	rankReport  WarnAfterFailures (failure_events.go): sees the final error
+//	rankBound   WithReconcileTimeout (controller_options.go)
+//	rankRead    worker.go's own step (read): a panic inside it becomes an
+//	            error, and the steps inside it get the cached object
+//	rankObject  Finalizer (finalizer.go), OnDelete (controller_options.go)
+type middleware[P any] struct {
+	// name is the builder call that adds it: a second call replaces it.
+	name string
+	rank int
+	wrap func(next reconcileFunc[P]) reconcileFunc[P]
+}
+
+// The ranks of the reconcile chain's steps (see middleware).
+const (
+	rankObject = iota
+	rankRead
+	rankBound
+	rankReport
+)
+
+// use adds step m to the chain, in place of the one of the same name;
+// c is being configured (under c.mu).
+func (c *controller[P]) use(m middleware[P]) {
+	same := func(o middleware[P]) bool { return o.name == m.name }
+	c.chain = slices.DeleteFunc(c.chain, same)
+	c.chain = append(c.chain, m)
+	byRank := func(a, b middleware[P]) int { return cmp.Compare(a.rank, b.rank) }
+	slices.SortStableFunc(c.chain, byRank)
+}
+
+// chained is reconcile wrapped in every step of the chain.
+func (c *controller[P]) chained() reconcileFunc[P] {
+	r := c.reconcile
+	for _, m := range c.chain {
+		r = m.wrap(r)
+	}
+	return r
+}
+
+// controllerHost is the Manager that made a controller, as the
+// controller uses it; *Manager implements it (manager_controllers.go,
+// which comes after this file). It is the controller's way back to its
+// Manager, not an extension point: the hooks behind it are the
+// Manager's (observers, shard).
+type controllerHost interface {
+	// Cache is the Manager's cache, for the sources' informers.
+	Cache() *Cache
+	// Add runs a runnable with the Manager (FromChannel's reader).
+	Add(r Runnable) error
 	// misuse records a builder mistake, which Manager.Start returns.
-	misuse func(err error)
-	// add runs a runnable with the Manager (FromChannel's reader).
-	add func(r Runnable) error
-	// drainBy is when a shutdown cancels in-flight reconciles.
-	drainBy func() time.Time
-	// shutdownTimeout is Options.ShutdownTimeout, for the log.
-	shutdownTimeout time.Duration
-	// observe makes the observer of a controller's metrics.
-	observe func(name string, workers int) controllerObserver
-	// history returns the controller's historian, or nil while the
-	// Manager keeps no history (history.go's KeepHistory).
-	history func(name string) historian
-	// owns reports whether this replica owns key k now (true unless
-	// sharded: Manager.ownsKey); workers skip the others. Called under
-	// c.mu (see inFlight): fast, and no lock of the controller.
-	owns func(k Key) bool
-	// sharded: the controllers run on every replica (Manager.ownsKey).
-	sharded func() bool
-	// leaseOf is the lease context of a run on every replica:
-	// ctx's values, ending only when this replica must stop reconciling
-	// at once (Manager.leaseOf: a sharded member that lost its Lease).
-	leaseOf func(ctx context.Context) context.Context
+	misuse(err error)
+	// observer is the observer of a run of the controller name.
+	observer(name string, workers int) controllerObserver
+	// owner is the shard owner of keys, nil unless sharded: the
+	// controllers then run on every replica, and workers skip the keys
+	// this replica does not own.
+	owner() keyOwner
+	// drainBy is when a shutdown cancels in-flight reconciles; drained
+	// is Options.ShutdownTimeout, for the log.
+	drainBy() (time.Time, time.Duration)
 }
 
-// historian keeps a controller's per-key history (history.go): each
-// reconcile's outcome, and the predicate that dropped an event of T.
-// Its methods are called without the controller's lock; they must be
-// fast and goroutine-safe.
-type historian interface {
-	reconciled(k Key, t Trigger, start time.Time,
-		took time.Duration, res Result, err error)
-	dropped(k Key, by string)
+// keyOwner is a sharded Manager's owner of keys (shard_state.go's
+// shardRun, set by Manager.Shard), for its controllers.
+type keyOwner interface {
+	// owns reports whether this replica owns key k now. Called under
+	// the controller's lock (see inFlight): fast, and no lock of the
+	// controller.
+	owns(k Key) bool
+	// leaseOf is the lease context of a run on every replica: ctx's
+	// values, ending only when this replica must stop reconciling at
+	// once (the member lost its Lease).
+	leaseOf(ctx context.Context) context.Context
 }
 
-// controllerObserver sees what a controller does, for its metrics
-// (controller_runtime_* and workqueue_* series): its queue's events,
-// each reconcile's result, and the workers busy in a reconcile.
+// controllerObserver is a controller's one observer: what it does, for
+// its metrics (controller_runtime_* and workqueue_* series) and its
+// history. The Manager's observers hook makes one for each run
+// (manager.go): the metrics registry's, which history.go's KeepHistory
+// wraps. Its methods are called without the controller's lock; they
+// must be fast and goroutine-safe.
 type controllerObserver interface {
 	QueueObserver
-	Reconciled(result string, took time.Duration)
-	Conflicted(took time.Duration)
-	TimedOut()         // a reconcile ran past its timeout
-	Panicked()         // a reconcile panicked (its result is an error)
-	FailedTerminally() // a reconcile returned a Terminal error
-	NotOwned()         // a key skipped: another shard member owns it
-	WorkerStarted()    // a worker starts a reconcile
-	WorkerStopped()    // and ends it
+	// reconciled sees each reconcile of k: its trigger, when it started,
+	// how long it took and what it returned (outcomeOf reads it).
+	reconciled(k Key, t Trigger, start time.Time,
+		took time.Duration, res Result, err error)
+	// dropped sees an event of T for k that a predicate (by) dropped.
+	dropped(k Key, by string)
+	TimedOut()      // a reconcile ran past its timeout
+	Panicked()      // a reconcile panicked (its result is an error)
+	NotOwned()      // a key skipped: another shard member owns it
+	WorkerStarted() // a worker starts a reconcile
+	WorkerStopped() // and ends it
 	SetQueue(depth func() int, inFlight func() (n int, unfinished, longest time.Duration))
 }
 
@@ -359,23 +402,12 @@ func (c *controller[P]) onEvent(ev event[P]) {
 		t.Detail = changes(metaOf(ev.Old), m)
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
-		c.keepDeleted(k, ev.Object)
+		t.gone = ev.Object
 	}
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
 	c.enqueue(k, t, c.modeOf(oe))
-}
-
-// keepDeleted keeps obj, the last state of the deleted object k, for the
-// reconcile of k to hand to OnDelete; only while the controller runs (leads):
-// a replica that does not lead keeps no state for deletes.
-func (c *controller[P]) keepDeleted(k Key, obj P) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.onDelete != nil && c.queue != nil {
-		c.deleted[k] = obj
-	}
 }
 
 func (c *controller[P]) pass(ev ObjectEvent, preds []Predicate) bool {
@@ -392,20 +424,21 @@ func (c *controller[P]) pass(ev ObjectEvent, preds []Predicate) bool {
 	return true
 }
 
-// noteDrop tells the historian, if any, which predicate dropped ev, an
-// event of T for key k: "WithEventFilter #i" or "WithPredicates #i".
+// noteDrop tells the observer of the run, if any, which predicate
+// dropped ev, an event of T for key k: "WithEventFilter #i" or
+// "WithPredicates #i".
 func (c *controller[P]) noteDrop(k Key, ev ObjectEvent) {
 	c.mu.Lock()
-	hist := c.hist
+	obs := c.observer
 	c.mu.Unlock()
-	if hist == nil {
+	if obs == nil { // before the first run
 		return
 	}
 	by := dropper(ev, "WithEventFilter", c.filters)
 	if by == "" {
 		by = dropper(ev, "WithPredicates", c.predicates)
 	}
-	hist.dropped(k, by)
+	obs.dropped(k, by)
 }
 
 // enqueueMode says how enqueue adds a key.
@@ -453,6 +486,9 @@ func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 	}
 	if prev, ok := c.triggers[k]; ok {
 		prev.Merged++
+		if t.gone != nil { // the last state before a delete
+			prev.gone = t.gone
+		}
 	} else {
 		t.queued = time.Now()
 		c.triggers[k] = &t

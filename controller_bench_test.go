@@ -25,7 +25,8 @@ func BenchmarkController_ProcessNext(b *testing.B) {
 	}
 	q := NewQueue(QueueOptions[Key]{})
 	c.queue = q // as run does, without starting the controller
-	c.observer = m.metrics.Controller("bench", 1)
+	c.observer = m.observer("bench", 1)
+	reconcile := c.chained()
 	ctx := context.Background()
 	b.ReportAllocs()
 	n := 0
@@ -33,7 +34,7 @@ func BenchmarkController_ProcessNext(b *testing.B) {
 		cm := cms[n%len(cms)]
 		n++
 		c.onEvent(event[*corev1.ConfigMap]{Type: Updated, Object: cm, Old: cm})
-		if !c.processNext(ctx, q) {
+		if !c.processNext(ctx, q, reconcile) {
 			b.Fatal("processNext: the queue shut down")
 		}
 	}

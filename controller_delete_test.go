@@ -51,11 +51,23 @@ func (r *deleteReplica) running() bool {
 	return r.c.queue != nil
 }
 
-// heldDeletes is the number of deleted objects the controller keeps for OnDelete.
+// heldDeletes is the number of deleted objects the controller keeps for
+// OnDelete: in the triggers of its queued keys.
 func (r *deleteReplica) heldDeletes() int {
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	return len(r.c.deleted)
+	return goneIn(r.c.triggers)
+}
+
+// goneIn counts the triggers that hold a deleted object.
+func goneIn(triggers map[Key]*Trigger) int {
+	n := 0
+	for _, t := range triggers {
+		if t.gone != nil {
+			n++
+		}
+	}
+	return n
 }
 
 const mib = 1 << 20
@@ -158,21 +170,20 @@ func TestController_DeleteWhileNotRunning_KeepsNothing(t *testing.T) {
 	var onDelete []string
 	c.OnDelete(func(_ context.Context, cm *corev1.ConfigMap) { onDelete = append(onDelete, cm.Name) })
 	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "standby", "1", nil)})
-	if n := len(c.deleted); n != 0 {
+	if n := goneIn(c.triggers); n != 0 {
 		t.Errorf("a controller that does not run keeps %d deleted objects, want 0", n)
 	}
 	q := NewQueue(QueueOptions[Key]{})
 	c.queue = q // as run does, without starting the controller
 	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "leading", "1", nil)})
-	if n := len(c.deleted); n != 1 {
+	if n := goneIn(c.triggers); n != 1 {
 		t.Fatalf("a running controller keeps %d deleted objects, want 1", n)
 	}
-	k, _ := q.Get()
-	if _, err := c.reconcileKey(t.Context(), k); err != nil {
-		t.Fatal(err)
+	c.observer = m.observer("deletes", 1)
+	if !c.processNext(t.Context(), q, c.chained()) {
+		t.Fatal("processNext: the queue shut down")
 	}
-	q.Done(k)
-	if len(c.deleted) != 0 || len(onDelete) != 1 || onDelete[0] != "leading" {
-		t.Errorf("after the reconcile of %v: %d deleted objects kept, OnDelete ran for %q; want 0 kept and OnDelete for leading", k, len(c.deleted), onDelete)
+	if n := goneIn(c.triggers); n != 0 || len(onDelete) != 1 || onDelete[0] != "leading" {
+		t.Errorf("after the reconcile: %d deleted objects kept, OnDelete ran for %q; want 0 kept and OnDelete for leading", n, onDelete)
 	}
 }

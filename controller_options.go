@@ -1,13 +1,15 @@
 package kctl
 
-// An extra: the Controller's options that only set how the core runs it
-// (workers, backoff, queue, a reconcile's timeout, where it runs, the
-// priority of its keys) and OnDelete. Its filters (WithPredicates,
+// Floor 2: the Controller's options that only set how the core runs it
+// (workers, backoff, queue, where it runs, the priority of its keys),
+// and two steps of its reconcile chain (controller.go's middleware):
+// WithReconcileTimeout and OnDelete. Its filters (WithPredicates,
 // WithEventFilter) are in controller.go, its sources (Owns, Watches) in
 // controller_sources.go.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -59,7 +61,18 @@ func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] 
 // key is reconciled. Use Finalizer for cleanup that must happen: the object
 // stays until cleanup succeeds, whichever replica leads.
 func (c *Controller[T]) OnDelete(fn func(ctx context.Context, obj *T)) *Controller[T] {
-	return c.configure("OnDelete", func() { c.onDelete = fn })
+	step := middleware[*T]{name: "OnDelete", rank: rankObject, wrap: func(next reconcileFunc[*T]) reconcileFunc[*T] {
+		return func(ctx context.Context, k Key, obj *T) (Result, error) {
+			t, _ := TriggerFrom(ctx)
+			last, deleted := t.gone.(*T)
+			if obj != nil || !deleted {
+				return next(ctx, k, obj)
+			}
+			fn(ctx, c.ops.deepCopy(last))
+			return Result{}, nil
+		}
+	}}
+	return c.configure("OnDelete", func() { c.use(step) })
 }
 
 // WithReconcileTimeout bounds each reconcile: its context ends d after it
@@ -81,7 +94,36 @@ func (c *Controller[T]) WithReconcileTimeout(d time.Duration) *Controller[T] {
 			"(0 means no timeout)", c.name, d))
 		return c
 	}
-	return c.configure("WithReconcileTimeout", func() { c.timeout = d })
+	step := middleware[*T]{name: "WithReconcileTimeout", rank: rankBound, wrap: func(next reconcileFunc[*T]) reconcileFunc[*T] {
+		return c.bounded(d, next)
+	}}
+	return c.configure("WithReconcileTimeout", func() { c.use(step) })
+}
+
+// bounded is next bounded by d, if d > 0 (WithReconcileTimeout): a
+// reconcile still running when d passes is counted, and its result is
+// an error.
+func (c *controller[P]) bounded(d time.Duration, next reconcileFunc[P]) reconcileFunc[P] {
+	if d <= 0 {
+		return next
+	}
+	return func(ctx context.Context, k Key, obj P) (Result, error) {
+		ctx, cancel := context.WithTimeoutCause(ctx, d, errTimedOut)
+		defer cancel()
+		res, err := next(ctx, k, obj)
+		if !errors.Is(context.Cause(ctx), errTimedOut) {
+			return res, err
+		}
+		c.observer.TimedOut()
+		msg := fmt.Sprintf("kctl: reconcile of %s %s "+
+			"ran past its timeout of %v (WithReconcileTimeout)",
+			c.res.Kind, k, d)
+		if err == nil {
+			return Result{}, fmt.Errorf("%s: %w", msg, errTimedOut)
+		}
+		return Result{}, fmt.Errorf("%s: %w; it returned: %w",
+			msg, errTimedOut, unprefixed(err))
+	}
 }
 
 // NeedLeader(false) runs the controller on every replica, whether it

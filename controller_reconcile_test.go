@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,4 +266,44 @@ func hasSubsequence(got []string, want ...string) bool {
 		}
 	}
 	return len(want) == 0
+}
+
+// The reconcile chain runs its steps by rank, whatever the order of the
+// builder calls that add them; a step added again replaces the first; and
+// a panic inside the read step is an error the steps outside it see.
+func TestController_ReconcileChain_RunsStepsByRankWhateverTheCallOrder(t *testing.T) {
+	m := offlineManager(t)
+	c := NewController(m, "chain", func(context.Context, *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	c.observer = m.observer("chain", 1)
+	var ran []string
+	step := func(name string, rank int, panics bool) middleware[*corev1.ConfigMap] {
+		wrap := func(next reconcileFunc[*corev1.ConfigMap]) reconcileFunc[*corev1.ConfigMap] {
+			return func(ctx context.Context, k Key, obj *corev1.ConfigMap) (Result, error) {
+				ran = append(ran, name)
+				if panics {
+					panic("inner step")
+				}
+				res, err := next(ctx, k, obj)
+				if err != nil {
+					ran = append(ran, name+" saw: "+strings.SplitN(err.Error(), ":", 2)[0])
+				}
+				return res, err
+			}
+		}
+		return middleware[*corev1.ConfigMap]{name: name, rank: rank, wrap: wrap}
+	}
+	c.use(step("inner", rankObject, true))
+	c.use(step("report", rankReport, false))
+	c.use(step("bound", rankBound, false))
+	c.use(step("inner", rankObject, false)) // replaces the panicking one
+	c.use(step("panics", rankObject, true))
+	_, err := c.chained()(t.Context(), Key{Namespace: "ns", Name: "a"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "panicked: inner step") {
+		t.Fatalf("the chain returned %v, want the panic as an error", err)
+	}
+	// Of one rank, the step added last wraps the others: inner never runs.
+	want := []string{"report", "bound", "panics", "bound saw: kctl", "report saw: kctl"}
+	if !slices.Equal(ran, want) {
+		t.Errorf("the steps ran as %q, want %q", ran, want)
+	}
 }

@@ -26,7 +26,8 @@ func Owns[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Con
 // whose keys have no kind for an owner reference to match, and records
 // call on it as a builder mistake.
 func (c *controller[P]) keysOnly(call string) bool {
-	if c.byKey == nil {
+	if c.ops != nil { // a controller of keys reads no object
+
 		return false
 	}
 	c.host.misuse(fmt.Errorf("kctl: controller %q: %s on a "+
@@ -56,7 +57,7 @@ func informerSource[O any, T any](c *Controller[T], inform func(*Cache) (*Inform
 	if c.hasStarted() { // ignored (configure logs it): make no informer for it
 		return c.configure(cause+" source", func() {})
 	}
-	inf, err := inform(c.host.cache)
+	inf, err := inform(c.host.Cache())
 	if err != nil {
 		c.host.misuse(fmt.Errorf("kctl: controller %q: %w", c.name, unprefixed(err)))
 		return c

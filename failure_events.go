@@ -1,10 +1,11 @@
 package kctl
 
 // An extra: a Warning Event on an object whose reconcile keeps failing
-// (WarnAfterFailures), through the Controller's failed hook, so that
+// (WarnAfterFailures), a step of the Controller's reconcile chain, so that
 // kubectl describe says why it is not reconciled.
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,5 +41,15 @@ func (c *Controller[T]) WarnAfterFailures(rec *EventRecorder, n int) *Controller
 		rec.Event(metaOf(obj), corev1.EventTypeWarning,
 			"ReconcileFailed", msg)
 	}
-	return c.configure("WarnAfterFailures", func() { c.failed = warn })
+	step := middleware[*T]{name: "WarnAfterFailures", rank: rankReport, wrap: func(next reconcileFunc[*T]) reconcileFunc[*T] {
+		return func(ctx context.Context, k Key, obj *T) (Result, error) {
+			res, err := next(ctx, k, obj)
+			if err != nil {
+				t, _ := TriggerFrom(ctx)
+				warn(k, t.Attempt, err)
+			}
+			return res, err
+		}
+	}}
+	return c.configure("WarnAfterFailures", func() { c.use(step) })
 }

@@ -1,7 +1,7 @@
 package kctl
 
 // An extra: Finalizer, which makes deletion wait for a controller's
-// cleanup, through the Controller's around hook; AddFinalizer and
+// cleanup, a step of the Controller's reconcile chain; AddFinalizer and
 // RemoveFinalizer, the same writes for a reconcile that handles its
 // finalizer itself.
 
@@ -29,24 +29,35 @@ func (c *Controller[T]) Finalizer(
 	name string,
 	cleanup func(ctx context.Context, obj *T) error,
 ) *Controller[T] {
-	return c.configure("Finalizer", func() {
-		f := &finalizer[T]{c: c, name: name, cleanup: cleanup}
-		c.around = f.reconcile
-	})
+	f := &finalizer[T]{c: c, name: name, cleanup: cleanup}
+	step := middleware[*T]{name: "Finalizer", rank: rankObject, wrap: f.around}
+	return c.configure("Finalizer", func() { c.use(step) })
 }
 
 // finalizer handles a controller's finalizer around its reconcile
-// function: the Controller's around hook.
+// function: a step of its reconcile chain (controller.go's middleware).
 type finalizer[T any] struct {
 	c       *Controller[T]
 	name    string
 	cleanup func(ctx context.Context, obj *T) error
 }
 
-// reconcile runs in place of the reconcile function next of a controller
-// with a finalizer: obj is the controller's copy of the cached object.
+// around is the finalizer's step: it runs reconcile in place of next
+// when k's object is cached.
+func (f *finalizer[T]) around(next reconcileFunc[*T]) reconcileFunc[*T] {
+	return func(ctx context.Context, k Key, obj *T) (Result, error) {
+		if obj == nil {
+			return next(ctx, k, obj)
+		}
+		return f.reconcile(ctx, k, obj, next)
+	}
+}
+
+// reconcile runs in place of next, the rest of the chain, of a
+// controller with a finalizer: obj is its copy of the cached object.
 func (f *finalizer[T]) reconcile(
 	ctx context.Context,
+	k Key,
 	obj *T,
 	next reconcileFunc[*T],
 ) (Result, error) {
@@ -85,7 +96,7 @@ func (f *finalizer[T]) reconcile(
 				f.name, unprefixed(err))
 		}
 	}
-	return next(ctx, obj)
+	return next(ctx, k, obj)
 }
 
 // patchFinalizers sets obj's finalizers to list on the server, and nothing

@@ -1,8 +1,8 @@
 package kctl
 
 // An extra: each controller's per-key reconcile history and the state of
-// a key now (KeepHistory, History), served by kctl/debug; through the
-// Manager's history hook and the controller's historian.
+// a key now (KeepHistory, History, Histories), served by kctl/debug;
+// through the Manager's observers hook, which it wraps.
 
 import (
 	"container/list"
@@ -95,11 +95,22 @@ func (m *Manager) KeepHistory(opts HistoryOptions) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.history != nil {
+	if _, ok := m.observers.(*historyBooks); ok {
 		return
 	}
-	books := &historyBooks{opts: opts, byName: map[string]*keyBook{}}
-	m.history = books.of
+	m.observers = &historyBooks{
+		next:   m.observers,
+		opts:   opts,
+		byName: map[string]*keyBook{},
+	}
+}
+
+// books returns the Manager's history books, if it keeps history.
+func (m *Manager) books() (*historyBooks, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.observers.(*historyBooks)
+	return b, ok
 }
 
 // History returns the history of key k of the controller named name. It
@@ -108,9 +119,9 @@ func (m *Manager) KeepHistory(opts HistoryOptions) {
 func (m *Manager) History(name string, k Key) (KeyHistory, error) {
 	m.mu.Lock()
 	c, ok := m.byName[name]
-	hook := m.history
 	m.mu.Unlock()
-	if hook == nil {
+	books, on := m.books()
+	if !on {
 		return KeyHistory{}, errors.New("kctl: History: history is " +
 			"off: call mgr.KeepHistory (or debug.ServeHistory) before Start")
 	}
@@ -118,11 +129,10 @@ func (m *Manager) History(name string, k Key) (KeyHistory, error) {
 		return KeyHistory{}, fmt.Errorf("kctl: History(%q): no "+
 			"controller of that name", name)
 	}
-	book := hook(name).(*keyBook)
-	h := book.get(k)
+	h := books.of(name).get(k)
 	h.Controller = name
 	h.Key = k
-	s := c.stateOf(k)
+	s := c.(interface{ stateOf(k Key) keyState }).stateOf(k)
 	h.State.Queued = s.queued != nil
 	if s.queued != nil {
 		h.State.QueuedBy = s.queued.Cause
@@ -141,29 +151,57 @@ func (m *Manager) History(name string, k Key) (KeyHistory, error) {
 // first (see History for each); nil while history is off. kctl/debug
 // serves it as pages.
 func (m *Manager) Histories() map[string][]Key {
-	m.mu.Lock()
-	hook := m.history
-	names := slices.Collect(maps.Keys(m.byName))
-	m.mu.Unlock()
-	if hook == nil {
+	books, on := m.books()
+	if !on {
 		return nil
 	}
+	m.mu.Lock()
+	names := slices.Collect(maps.Keys(m.byName))
+	m.mu.Unlock()
 	out := make(map[string][]Key, len(names))
 	for _, name := range names {
-		out[name] = hook(name).(*keyBook).keys()
+		out[name] = books.of(name).keys()
 	}
 	return out
 }
 
-// historyBooks holds one keyBook per controller name.
+// historyBooks holds one keyBook per controller name. It is the
+// Manager's observers hook with KeepHistory: it wraps the observers set
+// before it (next), adding each controller's book.
 type historyBooks struct {
+	next interface {
+		observer(name string, workers int) controllerObserver
+	}
 	opts   HistoryOptions
 	mu     sync.Mutex
 	byName map[string]*keyBook
 }
 
-// of is the Manager's history hook: the book of controller name.
-func (b *historyBooks) of(name string) historian {
+// observer is next's observer of a run of controller name, keeping its
+// history too.
+func (b *historyBooks) observer(name string, workers int) controllerObserver {
+	return historyObserver{b.next.observer(name, workers), b.of(name)}
+}
+
+// historyObserver is a controller's observer that keeps its history
+// in book, and passes on what it sees.
+type historyObserver struct {
+	controllerObserver
+	book *keyBook
+}
+
+func (o historyObserver) reconciled(k Key, t Trigger, start time.Time, took time.Duration, res Result, err error) {
+	o.controllerObserver.reconciled(k, t, start, took, res, err)
+	o.book.reconciled(k, t, start, took, res, err)
+}
+
+func (o historyObserver) dropped(k Key, by string) {
+	o.controllerObserver.dropped(k, by)
+	o.book.dropped(k, by)
+}
+
+// of is the book of controller name.
+func (b *historyBooks) of(name string) *keyBook {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	book, ok := b.byName[name]
@@ -212,7 +250,7 @@ func (b *keyBook) recordLocked(k Key) *keyRecord {
 	return r
 }
 
-// reconciled implements historian.
+// reconciled records a reconcile of k in its history.
 func (b *keyBook) reconciled(k Key, t Trigger, start time.Time, took time.Duration, res Result, err error) {
 	entry := ReconcileEntry{
 		Trigger:  t.Cause,
@@ -239,7 +277,7 @@ func (b *keyBook) reconciled(k Key, t Trigger, start time.Time, took time.Durati
 	r.entries = append(r.entries, entry)
 }
 
-// dropped implements historian.
+// dropped records the predicate that dropped an event for k.
 func (b *keyBook) dropped(k Key, by string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -273,4 +311,35 @@ func (b *keyBook) keys() []Key {
 		out = append(out, e.Value.(*keyRecord).key)
 	}
 	return out
+}
+
+// keyState is where a key is now, for its history.
+type keyState struct {
+	queued   *Trigger  // why it is queued; nil if not
+	waiting  *Trigger  // why a wait brings it back; nil if none
+	due      time.Time // when that wait ends
+	failures int       // its consecutive failures
+	since    time.Time // in flight since; zero if not
+}
+
+// stateOf is where k is now.
+func (c *controller[P]) stateOf(k Key) keyState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s keyState
+	if t := c.triggers[k]; t != nil {
+		queued := *t
+		s.queued = &queued
+	}
+	if t := c.later[k]; t != nil {
+		waiting := *t
+		s.waiting = &waiting
+	}
+	s.since = c.active[k]
+	q := c.queue
+	if q != nil {
+		s.due, _ = q.WaitingUntil(k)
+		s.failures = q.NumRequeues(k)
+	}
+	return s
 }

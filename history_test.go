@@ -106,8 +106,8 @@ func TestHistory_OffUnlessAsked(t *testing.T) {
 	if h := mgr.Histories(); h != nil {
 		t.Errorf("Histories() with history off = %v, want nil", h)
 	}
-	if h := mgr.historyOf("quiet"); h != nil {
-		t.Errorf("a controller has a historian with history off")
+	if _, on := mgr.books(); on {
+		t.Errorf("a Manager keeps history books with history off")
 	}
 }
 
@@ -122,7 +122,7 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	books := &historyBooks{opts: opts, byName: map[string]*keyBook{}}
-	book := books.of("c").(*keyBook)
+	book := books.of("c")
 	start := time.Now()
 	pad := strings.Repeat("x", 90)
 	for i := range 100_000 {
@@ -156,7 +156,7 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 // BenchmarkHistory_Reconciled is the cost a reconcile pays with history on.
 func BenchmarkHistory_Reconciled(b *testing.B) {
 	books := &historyBooks{opts: HistoryOptions{PerKey: 10, Keys: 1000}, byName: map[string]*keyBook{}}
-	book := books.of("c").(*keyBook)
+	book := books.of("c")
 	keys := make([]Key, 2000)
 	for i := range keys {
 		keys[i] = Key{Namespace: "ns", Name: fmt.Sprint("key-", i)}

@@ -2,7 +2,8 @@ package kctl
 
 // An extra: NewKeyController, a controller whose work is keyed by
 // something other than one object of a type (an aggregate, a singleton,
-// something outside the cluster), through the Controller's byKey hook.
+// something outside the cluster): a controller whose reconcile function
+// takes the key, with no informer.
 
 import "context"
 
@@ -28,7 +29,9 @@ func NewKeyController(
 ) *Controller[Key] {
 	c := &Controller[Key]{}
 	c.setUp(m, name)
-	c.byKey = reconcile
+	c.reconcile = func(ctx context.Context, k Key, _ *Key) (Result, error) {
+		return reconcile(ctx, k)
+	}
 	c.res = Resource{Kind: "key"}
 	m.register(&c.controller, name, "keys, made at "+caller())
 	return c

@@ -28,7 +28,6 @@ type namedController interface {
 	busy() string
 	logError(msg string)
 	Enqueue(k Key)
-	stateOf(k Key) keyState
 	inFlight(match func(k Key) bool) bool
 	replayKeys(match func(Key) bool)
 }
@@ -95,7 +94,7 @@ type Manager struct {
 	// ownsKey, if set (shard.go's Shard, before Start), reports whether
 	// this replica owns key k now: every controller then runs on every
 	// replica and its workers skip the keys it does not own
-	// (controllerHost.owns). nil: every key is this replica's. Fixed from
+	// (keyOwner.owns). nil: every key is this replica's. Fixed from
 	// Start on; it must be fast and safe for concurrent use.
 	ownsKey func(k Key) bool
 	// memberLost, if set (Shard, before Start), ends when this member
@@ -129,10 +128,14 @@ type Manager struct {
 	names map[string]string
 	// byName holds every controller registered, by name.
 	byName map[string]namedController
-	// history, if set, returns a controller's historian (history.go's
-	// KeepHistory sets it); nil keeps no history.
-	history func(name string) historian
-	errs    []error // builder misuse, returned by Start
+	// observers makes the observer of each run of a controller
+	// (controllerObserver): NewManager sets the metrics registry's
+	// (metricsObservers); history.go's KeepHistory wraps it, so that
+	// each also keeps the controller's history.
+	observers interface {
+		observer(name string, workers int) controllerObserver
+	}
+	errs []error // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
@@ -149,6 +152,38 @@ type Manager struct {
 	termCtx   context.Context // the current term's leader context
 	termLease context.Context // and its lease context
 }
+
+// metricsObservers is what the observers hook holds by default: each
+// controller's metrics series (internal/metrics), and no history.
+type metricsObservers struct{ reg *metrics.Registry }
+
+func (o metricsObservers) observer(name string, workers int) controllerObserver {
+	return metricsObserver{o.reg.Controller(name, workers)}
+}
+
+// metricsObserver is a controller's metrics series as its observer.
+type metricsObserver struct{ *metrics.Controller }
+
+// reconciled counts a reconcile by what the reconcile contract makes
+// of it (outcomeOf).
+func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Duration, res Result, err error) {
+	switch outcomeOf(t, res, err) {
+	case outcomeTerminal:
+		o.FailedTerminally()
+		o.Reconciled("error", took)
+	case outcomeConflict:
+		o.Conflicted(took)
+	case outcomeError, outcomeTimeout:
+		o.Reconciled("error", took)
+	case outcomeRequeueAfter:
+		o.Reconciled("requeue_after", took)
+	default:
+		o.Reconciled("success", took)
+	}
+}
+
+// dropped does nothing: no metric counts dropped events.
+func (metricsObserver) dropped(Key, string) {}
 
 // NewManager loads the configuration (see LoadConfig), connects and makes the
 // shared cache. It starts nothing: Start does.
@@ -191,6 +226,7 @@ func NewManager(opts Options) (*Manager, error) {
 		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
+	m.observers = metricsObservers{m.metrics}
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = NewCache(conn, opts.Cache)

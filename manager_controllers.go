@@ -26,7 +26,12 @@ func NewController[T any, PT Object[T]](
 ) *Controller[T] {
 	c := &Controller[T]{}
 	c.setUp(m, name)
-	c.reconcile = reconcile
+	c.reconcile = func(ctx context.Context, _ Key, obj *T) (Result, error) {
+		if obj == nil { // not cached: gone, or not made yet
+			return Result{}, nil
+		}
+		return reconcile(ctx, obj)
+	}
 	c.client = &NewClient[T, PT](m.conn).client
 	c.ops = c.client.codec.ops
 	res, err := ResourceOf[T]()
@@ -52,31 +57,17 @@ func (c *controller[P]) setUp(m *Manager, name string) {
 	c.log = m.log.With("controller", name)
 	c.triggers = map[Key]*Trigger{}
 	c.later = map[Key]*Trigger{}
-	c.deleted = map[Key]P{}
 	c.kept = map[Key]Trigger{}
 	c.active = map[Key]time.Time{}
 	c.synced = make(chan struct{})
-	c.host = controllerHost{
-		cache:           m.cache,
-		writes:          m.writes,
-		misuse:          m.misuse,
-		add:             m.Add,
-		drainBy:         m.shutdown.drainBy,
-		shutdownTimeout: m.opts.ShutdownTimeout,
-		observe: func(name string, workers int) controllerObserver {
-			return m.metrics.Controller(name, workers)
-		},
-		history: m.historyOf,
-		owns:    m.owns,
-		sharded: m.sharded,
-		leaseOf: m.leaseOf,
-	}
+	c.host = m
+	c.chain = []middleware[P]{{name: "read", rank: rankRead, wrap: c.read}}
 }
 
 // watchOwn makes the changes of inf, the informer of the controller's own
 // objects (of c.res), enqueue their keys, and has the finalizer writes of
 // its client recorded by writes (read-your-writes).
-func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
+func (c *controller[P]) watchOwn(inf *informer[P], writes writeNotes) {
 	c.informer = inf
 	connect := func() { c.informer.addHandler(live(c.onEvent)) }
 	c.connects = append(c.connects, connect)
@@ -85,18 +76,36 @@ func (c *controller[P]) watchOwn(inf *informer[P], writes *writeTracker) {
 	c.replays = append(c.replays, replay(c.informer, ownKeys[P], c.onEvent))
 }
 
-// owns reports whether this replica owns key k now: always, unless the
-// Manager is sharded (ownsKey).
-func (m *Manager) owns(k Key) bool {
-	if m.ownsKey == nil {
-		return true
-	}
-	return m.ownsKey(k)
+// observer implements controllerHost: the observers hook's observer
+// of a run of controller name.
+func (m *Manager) observer(name string, workers int) controllerObserver {
+	m.mu.Lock()
+	obs := m.observers
+	m.mu.Unlock()
+	return obs.observer(name, workers)
 }
 
-// leaseOf is the lease context of a controller run on every replica: it
-// never ends, unless memberLost (Shard) ends first: the member lost its
-// Lease, and its in-flight reconciles are cancelled with that cause.
+// owner implements controllerHost: the Manager itself, as the keyOwner
+// of its shard member's hooks (ownsKey, memberLost), if Shard set them.
+func (m *Manager) owner() keyOwner {
+	if m.ownsKey == nil {
+		return nil
+	}
+	return m
+}
+
+// drainBy implements controllerHost: the shutdown's drainBy.
+func (m *Manager) drainBy() (time.Time, time.Duration) {
+	return m.shutdown.drainBy(), m.opts.ShutdownTimeout
+}
+
+// owns implements keyOwner: ownsKey's answer.
+func (m *Manager) owns(k Key) bool { return m.ownsKey(k) }
+
+// leaseOf implements keyOwner: the lease context of a controller run
+// on every replica never ends, unless memberLost (Shard) ends first:
+// the member lost its Lease, and its in-flight reconciles are cancelled
+// with that cause.
 func (m *Manager) leaseOf(ctx context.Context) context.Context {
 	lease := context.WithoutCancel(ctx)
 	m.mu.Lock()
@@ -108,21 +117,6 @@ func (m *Manager) leaseOf(ctx context.Context) context.Context {
 	lease, cancel := context.WithCancelCause(lease)
 	context.AfterFunc(lost, func() { cancel(context.Cause(lost)) })
 	return lease
-}
-
-// sharded reports whether ownsKey is set (Shard).
-func (m *Manager) sharded() bool { return m.ownsKey != nil }
-
-// historyOf is the historian of controller name, or nil while the
-// Manager keeps no history.
-func (m *Manager) historyOf(name string) historian {
-	m.mu.Lock()
-	hook := m.history
-	m.mu.Unlock()
-	if hook == nil {
-		return nil
-	}
-	return hook(name)
 }
 
 // register adds controller c, named name, to the Manager, unless the

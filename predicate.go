@@ -143,6 +143,9 @@ type Trigger struct {
 	queued  time.Time
 	// low queues the key at low priority (EnqueueWithPriority).
 	low bool
+	// gone is the last state of the object (a P) when a delete queued
+	// the key, for OnDelete; nil otherwise.
+	gone any
 }
 
 type triggerKey struct{}

@@ -1,13 +1,15 @@
 package kctl
 
-// The Queue, one layer: priority, processing, delays and pacing. It uses
-// the three files before it (see ratelimit.go's top); queue_shutdown.go,
-// how it ends, is the layer on top.
+// The Queue, one layer: its line (internal/keyline), processing, delays
+// and pacing. It uses the two files before it (see ratelimit.go's top);
+// queue_shutdown.go, how it ends, is the layer on top.
 
 import (
 	"cmp"
 	"sync"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/keyline"
 )
 
 // Queue is the work queue between event handlers and workers: handlers Add
@@ -39,20 +41,14 @@ type Queue[K comparable] struct {
 	// broadcast at shutdown.
 	cond sync.Cond
 
-	// queued holds every key that waits in ready or lowReady to be
-	// handed out: when it was queued and whether it is low. A queued key
-	// is not in processing.
+	// queued holds every key that waits in line to be handed out: when
+	// it was queued and whether it is low. A queued key is not in
+	// processing.
 	queued map[K]queueEntry
-	// ready is the line of the keys queued at normal priority, each once,
-	// in the order they joined it. Every key in ready is in queued, not low.
-	ready queueLine[K]
-	// lowReady is the line of the keys queued at low priority, in the
-	// order they were queued. An item is live if its key is in queued,
-	// low, with the item's seq; Get drops the others (keys raised to
-	// ready since). Every low key in queued has one live item.
-	lowReady queueLine[K]
-	// lowSeq is the last seq given to an item of lowReady.
-	lowSeq uint64
+	// line is the order the queued keys are handed out in: a FIFO until
+	// the first AddLowPriority makes it a Priority line. It holds each
+	// queued key once.
+	line keyline.Line[K]
 	// processing holds every key handed out by Get and not yet Done,
 	// with when Get handed it out.
 	processing map[K]time.Time
@@ -95,10 +91,8 @@ type queueEntry struct {
 	// since is when the key was queued: Get reports the wait since then,
 	// and a low key ages from then.
 	since time.Time
-	// low is set while the key is in lowReady (not raised).
+	// low is set while the key is queued at low priority (not raised).
 	low bool
-	// seq is the seq of the key's item in lowReady, if low.
-	seq uint64
 }
 
 // QueueOptions configures NewQueue. The zero value behaves like client-go's
@@ -138,6 +132,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	age := max(opts.AgeLowPriorityAfter, 0)
 	q := &Queue[K]{
 		queued:      map[K]queueEntry{},
+		line:        &keyline.FIFO[K]{},
 		processing:  map[K]time.Time{},
 		heldLow:     map[K]bool{},
 		dirty:       map[K]bool{},
@@ -159,12 +154,6 @@ func (q *Queue[K]) Add(k K) {
 	q.add(k, 0, false)
 }
 
-// AddLowPriority is Add for keys from an informer's initial list or a
-// periodic resync: they are handed out after normal keys until they age (see Queue).
-func (q *Queue[K]) AddLowPriority(k K) {
-	q.add(k, 0, true)
-}
-
 // AddAfter adds k once d has passed (d <= 0: Add). A waiting key moves earlier,
 // never later, and stops waiting when it is queued at normal priority (by Add,
 // or at Done after one), which is earlier. A key queued already when AddAfter
@@ -174,6 +163,18 @@ func (q *Queue[K]) AddLowPriority(k K) {
 // priority; so does AddRateLimited.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 	q.add(k, d, false)
+}
+
+// AddLowPriority is Add for keys from an informer's initial list or a
+// periodic resync: they are handed out after normal keys until they age (see Queue).
+func (q *Queue[K]) AddLowPriority(k K) {
+	q.mu.Lock()
+	f, ok := q.line.(*keyline.FIFO[K])
+	if ok { // the first: its keys keep their order, at normal priority
+		q.line = keyline.NewPriority(f, q.age)
+	}
+	q.mu.Unlock()
+	q.add(k, 0, true)
 }
 
 // add is Add, AddLowPriority and AddAfter.
@@ -217,8 +218,9 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		return 0
 	}
 	if e, ok := q.queued[k]; ok {
-		if !low && e.low && now.Sub(e.since) < q.age {
-			q.raiseLocked(k, now)
+		if !low && e.low && q.line.Raise(k, e.since, now) {
+			e.low = false
+			q.queued[k] = e
 		}
 		return 0
 	}
@@ -227,17 +229,11 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		q.waitLocked(k, start.Add(q.minInterval), true, low, now)
 		return 0
 	}
-	e := queueEntry{since: now, low: low}
-	if low {
-		q.lowSeq++
-		e.seq = q.lowSeq
-		q.lowReady.push(queueItem[K]{key: k, seq: e.seq})
-	} else {
-		q.ready.push(queueItem[K]{key: k, at: now})
-		// Queued now, which is earlier than the wait's end.
+	q.queued[k] = queueEntry{since: now, low: low}
+	q.line.Push(k, low, now)
+	if !low { // queued now, which is earlier than the wait's end
 		q.waiting.remove(k)
 	}
-	q.queued[k] = e
 	// The next Get sets k's start.
 	delete(q.lastGet, k)
 	q.cond.Signal()
@@ -254,15 +250,6 @@ func (q *Queue[K]) dirtyLocked(k K, low bool) {
 	if _, ok := q.dirty[k]; !ok {
 		q.dirty[k] = true
 	}
-}
-
-// raiseLocked moves queued low key k to the back of the normal line.
-// Its item in lowReady is no longer live.
-func (q *Queue[K]) raiseLocked(k K, now time.Time) {
-	e := q.queued[k]
-	e.low = false
-	q.queued[k] = e
-	q.ready.push(queueItem[K]{key: k, at: now})
 }
 
 // unlockAdded unlocks q, then reports n keys queued to the Observer.
@@ -306,7 +293,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.mu.Unlock()
 		return k, true
 	}
-	k = q.popLocked()
+	k = q.line.Pop()
 	since := q.queued[k].since
 	if q.queued[k].low {
 		q.heldLow[k] = true
@@ -322,32 +309,6 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.obs.Waited(now.Sub(since))
 	}
 	return k, false
-}
-
-// popLocked takes the next key out of its line; one is queued. That is
-// the first low key if the normal line is empty or the low key aged
-// before the first normal key joined; else the first normal key.
-func (q *Queue[K]) popLocked() K {
-	for q.lowReady.len() > 0 {
-		first := q.lowReady.first()
-		e, ok := q.queued[first.key]
-		if ok && e.low && e.seq == first.seq {
-			break
-		}
-		q.lowReady.pop()
-	}
-	if q.lowReady.len() == 0 {
-		return q.ready.pop().key
-	}
-	if q.ready.len() == 0 {
-		return q.lowReady.pop().key
-	}
-	low := q.lowReady.first().key
-	aged := q.queued[low].since.Add(q.age)
-	if aged.After(q.ready.first().at) {
-		return q.ready.pop().key
-	}
-	return q.lowReady.pop().key
 }
 
 // Done ends the run of k that Get started; if k was added meanwhile, it is

@@ -9,6 +9,7 @@ func TestQueue_LowPriority(t *testing.T) {
 	age := QueueOptions[string]{AgeLowPriorityAfter: 10 * time.Millisecond}
 	runQueueScripts(t, []queueScript{
 		{name: "normal keys go before low ones", script: "low a; low b; add c; get c; get a; get b"},
+		{name: "keys queued before the first low add keep their order", script: "add a; add b; low c; add d; get a; get b; get d; get c"},
 		{name: "low keys come out in their own order", script: "low b; low a; low c; get b; get a; get c"},
 		{name: "an add raises a queued low key", script: "low a; low b; add c; add b; get c; get b; get a"},
 		{name: "a low add does not lower a queued key", script: "add a; add b; low a; get a; get b"},

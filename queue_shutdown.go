@@ -28,8 +28,7 @@ func (q *Queue[K]) shutDownLocked() {
 	}
 	q.shuttingDown = true
 	clear(q.queued)
-	q.ready.reset()
-	q.lowReady.reset()
+	q.line.Reset()
 	clear(q.dirty)
 	q.waiting.reset()
 	clear(q.lastGet)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/keyline"
 )
 
 // runQueueScript plays a script against a new queue in a synctest bubble, so
@@ -103,29 +105,19 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 			t.Fatalf("%v is queued and processing", k)
 		}
 	}
-	inReady := map[K]bool{}
-	for _, e := range q.ready.items[q.ready.head:] {
-		if inReady[e.key] {
-			t.Fatalf("%v is in ready twice", e.key)
-		}
-		inReady[e.key] = true
-		if got, ok := q.queued[e.key]; !ok || got.low {
-			t.Fatalf("%v is in ready but not queued at normal priority", e.key)
+	normal, low := lineKeys(t, q.line)
+	for k := range normal {
+		if got, ok := q.queued[k]; !ok || got.low {
+			t.Fatalf("%v is in the normal line but not queued at normal priority", k)
 		}
 	}
-	live := map[K]bool{}
-	for _, e := range q.lowReady.items[q.lowReady.head:] {
-		got, ok := q.queued[e.key]
-		if !ok || !got.low || got.seq != e.seq {
-			continue
+	for k := range low {
+		if got, ok := q.queued[k]; !ok || !got.low {
+			t.Fatalf("%v is live in the low line but not queued at low priority", k)
 		}
-		if live[e.key] {
-			t.Fatalf("%v has two live items in lowReady", e.key)
-		}
-		live[e.key] = true
 	}
-	if n := len(inReady) + len(live); n != len(q.queued) {
-		t.Fatalf("%d keys queued, but %d in ready and %d live in lowReady", len(q.queued), len(inReady), len(live))
+	if n := len(normal) + len(low); n != len(q.queued) {
+		t.Fatalf("%d keys queued, but %d in the normal line and %d live in the low line", len(q.queued), len(normal), len(low))
 	}
 	for k := range q.dirty {
 		if _, ok := q.processing[k]; !ok {
@@ -165,8 +157,8 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 	if q.shuttingDown && (len(q.queued) != 0 || len(q.dirty) != 0 || w.len() != 0) {
 		t.Fatalf("shut down with %d queued, %d dirty and %d waiting", len(q.queued), len(q.dirty), w.len())
 	}
-	if q.shuttingDown && (q.ready.len() != 0 || q.lowReady.len() != 0) {
-		t.Fatalf("shut down with %d items in ready and %d in lowReady", q.ready.len(), q.lowReady.len())
+	if q.shuttingDown && len(normal)+len(low) != 0 {
+		t.Fatalf("shut down with %d keys in the normal line and %d in the low line", len(normal), len(low))
 	}
 	closed := false
 	select {
@@ -501,4 +493,25 @@ func ExampleQueue() {
 	// Output:
 	// default/web
 	// default/db
+}
+
+// lineKeys returns the keys of a Queue's line: those at normal priority
+// and the live ones at low priority, each once.
+func lineKeys[K comparable](t *testing.T, line keyline.Line[K]) (normal, low map[K]bool) {
+	t.Helper()
+	normal = map[K]bool{}
+	low = map[K]bool{}
+	n, l := keyline.Keys(line)
+	for _, ks := range []struct {
+		keys []K
+		into map[K]bool
+	}{{n, normal}, {l, low}} {
+		for _, k := range ks.keys {
+			if normal[k] || low[k] {
+				t.Fatalf("%v is in the line twice", k)
+			}
+			ks.into[k] = true
+		}
+	}
+	return normal, low
 }

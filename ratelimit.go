@@ -1,14 +1,15 @@
 package kctl
 
-// The queue is five files, each using only the files before it:
+// The queue is four files, each using only the files before it, and
+// internal/keyline, the lines (FIFO, and low keys behind normal ones)
+// that queued keys wait in:
 //
 //	ratelimit.go      the RateLimiter behind AddRateLimited
-//	queue_line.go     the FIFO lines that queued keys wait in
 //	queue_delay.go    the heap of keys that wait for a time, and its timer
-//	queue.go          the Queue: priority, processing, delays, pacing
+//	queue.go          the Queue: its line, processing, delays, pacing
 //	queue_shutdown.go how it ends: ShutDown, ShutDownWithDrain
 //
-// The first three use no other file: a RateLimiter knows nothing of the
+// The first two use no other file: a RateLimiter knows nothing of the
 // queue.
 
 import (

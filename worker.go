@@ -2,9 +2,9 @@ package kctl
 
 // A controller's run and a reconcile's life, in the order they happen:
 // wait for the caches, start the workers; then per key: processNext takes
-// it from the queue, handle reconciles it (reconcileKey) and applies the
-// reconcile contract (controller.go's outcomeOf) in one switch, requeue
-// puts it back.
+// it from the queue, handle calls the reconcile chain (whose own step,
+// read, hands the cached object on) and applies the reconcile contract
+// (controller.go's outcomeOf) in one switch, requeue puts it back.
 
 import (
 	"context"
@@ -43,14 +43,18 @@ func (c *controller[P]) runEverywhere(ctx context.Context) error {
 	if !c.runsEverywhere() {
 		return nil
 	}
-	return c.run(ctx, c.host.leaseOf(ctx))
+	owner := c.host.owner()
+	if owner == nil {
+		return c.run(ctx, context.WithoutCancel(ctx))
+	}
+	return c.run(ctx, owner.leaseOf(ctx))
 }
 
 // runsEverywhere reports whether the controller runs on every replica.
 func (c *controller[P]) runsEverywhere() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.everyReplica || c.host.sharded()
+	return c.everyReplica || c.host.owner() != nil
 }
 
 // run is one term of work (the whole Manager run, or one leadership term),
@@ -59,16 +63,14 @@ func (c *controller[P]) runsEverywhere() bool {
 // until the shutdown's drainBy, unless leaseCtx ends first: the lease is
 // lost, and another replica may already reconcile the same keys.
 func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
-	if c.observer == nil {
-		c.observer = c.host.observe(c.name, c.workers)
-	}
-	hist := c.host.history(c.name)
+	obs := c.host.observer(c.name, c.workers)
 	opts := c.queueOpts
-	opts.Observer = c.observer
+	opts.Observer = obs
 	q := NewQueue(opts)
-	c.observer.SetQueue(q.Len, q.InFlight)
+	obs.SetQueue(q.Len, q.InFlight)
+	reconcile := c.chained()
 	c.mu.Lock()
-	c.hist = hist
+	c.observer = obs
 	clear(c.triggers)
 	clear(c.later)
 	c.queue = q
@@ -78,7 +80,6 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	defer func() {
 		c.mu.Lock()
 		c.queue = nil
-		clear(c.deleted) // their keys are dropped with the queue
 		c.mu.Unlock()
 	}()
 	for k, t := range kept { // before the replay, so their cause is the one recorded
@@ -96,7 +97,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	var wg sync.WaitGroup
 	for range c.workers {
 		wg.Go(func() {
-			for c.processNext(work, q) {
+			for c.processNext(work, q, reconcile) {
 			}
 		})
 	}
@@ -107,13 +108,14 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 		stop()
 		q.ShutDown()
 	} else {
-		drain, cancel := context.WithDeadline(work, c.host.drainBy())
+		drainBy, timeout := c.host.drainBy()
+		drain, cancel := context.WithDeadline(work, drainBy)
 		defer cancel()
 		err := q.ShutDownWithDrain(drain)
 		if errors.Is(context.Cause(drain), ErrLeaderLost) {
 			c.log.Warn("leadership lost during shutdown: cancelling in-flight reconciles")
 		} else if err != nil {
-			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", c.host.shutdownTimeout, "inFlight", c.busy())
+			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", timeout, "inFlight", c.busy())
 		}
 		stop()
 	}
@@ -201,14 +203,15 @@ func (c *controller[P]) busy() string {
 // processNext is the worker loop's body: take a key, reconcile it, decide
 // what happens to it next. The queue never hands one key to two workers, so
 // no key is ever reconciled concurrently.
-func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key]) bool {
+func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcile reconcileFunc[P]) bool {
 	k, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
 	defer q.Done(k)
+	owner := c.host.owner()
 	c.mu.Lock()
-	if !c.host.owns(k) {
+	if owner != nil && !owner.owns(k) {
 		c.skipLocked(k)
 		c.mu.Unlock()
 		q.Forget(k)
@@ -232,7 +235,7 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key]) bool {
 	}
 	t.Waited = time.Since(t.queued)
 	t.Attempt = q.NumRequeues(k) + 1
-	c.handle(ctx, q, k, *t)
+	c.handle(ctx, q, reconcile, k, *t)
 	return true
 }
 
@@ -248,7 +251,7 @@ func (c *controller[P]) skipLocked(k Key) {
 
 // inFlight reports whether a key that match accepts is being
 // reconciled now. A worker that took a key before the owner hook
-// (controllerHost.owns) stopped owning it is in active already: so once
+// (keyOwner.owns) stopped owning it is in active already: so once
 // the hook says no and inFlight is false, no reconcile of such a key
 // runs until the hook says yes again.
 func (c *controller[P]) inFlight(match func(k Key) bool) bool {
@@ -278,21 +281,18 @@ func (c *controller[P]) replayKeys(match func(Key) bool) {
 	}
 }
 
-// handle runs one reconcile of k and applies the reconcile contract.
-func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trigger) {
+// handle runs one reconcile of k, the chain of steps around the
+// reconcile function, and applies the reconcile contract.
+func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], reconcile reconcileFunc[P], k Key, t Trigger) {
 	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
 	c.observer.WorkerStarted() // busy in a reconcile
-	res, err := c.reconcileTimed(ctx, k)
+	var none P                 // the chain's read step reads the object
+	res, err := reconcile(ctx, k, none)
 	c.observer.WorkerStopped()
 	took := time.Since(start)
-	if c.hist != nil {
-		c.hist.reconciled(k, t, start, took, res, err)
-	}
-	if err != nil && c.failed != nil {
-		c.failed(k, t.Attempt, err)
-	}
+	c.observer.reconciled(k, t, start, took, res, err)
 	attrs := []any{"trigger", t.Cause, "waited", t.Waited, "attempt", t.Attempt, "took", took}
 	if t.Detail != "" {
 		attrs = append(attrs, "detail", t.Detail)
@@ -300,58 +300,21 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], k Key, t Trig
 	switch outcomeOf(t, res, err) {
 	case outcomeTerminal:
 		log.Error("reconcile failed; not retrying (terminal)", append(attrs, "err", err)...)
-		c.observer.FailedTerminally()
-		c.observer.Reconciled("error", took)
 		q.Forget(k)
 	case outcomeConflict: // a write from a copy the cache had not updated yet
 		log.Debug("reconcile hit a conflict (its copy was stale); will retry", append(attrs, "err", err)...)
-		c.observer.Conflicted(took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after a conflict (attempt %d)", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case outcomeError, outcomeTimeout:
 		log.Error("reconcile failed; will retry", append(attrs, "err", err)...)
-		c.observer.Reconciled("error", took)
 		c.requeue(k, Trigger{Cause: "retry", Detail: fmt.Sprintf("after %d failures", t.Attempt)}, func() { q.AddRateLimited(k) })
 	case outcomeRequeueAfter:
 		log.Debug("reconciled; requeue after", append(attrs, "after", res.RequeueAfter)...)
-		c.observer.Reconciled("requeue_after", took)
 		q.Forget(k)
 		c.requeue(k, Trigger{Cause: "requeue-after", Detail: res.RequeueAfter.String()}, func() { q.AddAfter(k, res.RequeueAfter) })
 	default:
 		log.Debug("reconciled", attrs...)
-		c.observer.Reconciled("success", took)
 		q.Forget(k)
 	}
-}
-
-// keyState is where a key is now, for its history.
-type keyState struct {
-	queued   *Trigger  // why it is queued; nil if not
-	waiting  *Trigger  // why a wait brings it back; nil if none
-	due      time.Time // when that wait ends
-	failures int       // its consecutive failures
-	since    time.Time // in flight since; zero if not
-}
-
-// stateOf is where k is now.
-func (c *controller[P]) stateOf(k Key) keyState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var s keyState
-	if t := c.triggers[k]; t != nil {
-		queued := *t
-		s.queued = &queued
-	}
-	if t := c.later[k]; t != nil {
-		waiting := *t
-		s.waiting = &waiting
-	}
-	s.since = c.active[k]
-	q := c.queue
-	if q != nil {
-		s.due, _ = q.WaitingUntil(k)
-		s.failures = q.NumRequeues(k)
-	}
-	return s
 }
 
 // requeue records why k comes back when its wait ends, and adds it. An
@@ -365,66 +328,30 @@ func (c *controller[P]) requeue(k Key, t Trigger, add func()) {
 	add()
 }
 
-// reconcileTimed is reconcileKey bounded by the controller's timeout, if
-// any (WithReconcileTimeout): a reconcile that is still running when the
-// timeout passes is counted, and its result is an error.
-func (c *controller[P]) reconcileTimed(ctx context.Context, k Key) (Result, error) {
-	if c.timeout <= 0 {
-		return c.reconcileKey(ctx, k)
-	}
-	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
-	defer cancel()
-	res, err := c.reconcileKey(ctx, k)
-	if !errors.Is(context.Cause(ctx), errTimedOut) {
-		return res, err
-	}
-	c.observer.TimedOut()
-	msg := fmt.Sprintf("kctl: reconcile of %s %s "+
-		"ran past its timeout of %v (WithReconcileTimeout)",
-		c.res.Kind, k, c.timeout)
-	if err == nil {
-		return Result{}, fmt.Errorf("%s: %w", msg, errTimedOut)
-	}
-	return Result{}, fmt.Errorf("%s: %w; it returned: %w",
-		msg, errTimedOut, unprefixed(err))
-}
-
-// reconcileKey fetches the latest state of k, once the cache has caught up
-// with this Manager's writes of it (readyourwrites.go), and calls the
-// user's code: onDelete when the object is gone, else reconcile (through
-// around, if an extra set it). A panic becomes an error.
-func (c *controller[P]) reconcileKey(ctx context.Context, k Key) (res Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.observer.Panicked()
-			err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
+// read is the chain's own step (rankRead): it hands the steps inside
+// it the latest state of k, a copy of the cached object (nil if none is
+// cached, and for a controller of keys) once the cache has caught up
+// with this Manager's writes of it (readyourwrites.go); and a panic of
+// theirs becomes an error.
+func (c *controller[P]) read(next reconcileFunc[P]) reconcileFunc[P] {
+	return func(ctx context.Context, k Key, obj P) (res Result, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.observer.Panicked()
+				err = fmt.Errorf("kctl: reconcile of %s %s panicked: %v\n%s", c.res.Kind, k, r, debug.Stack())
+			}
+		}()
+		if c.informer == nil {
+			return next(ctx, k, obj)
 		}
-	}()
-	if c.byKey != nil {
-		return c.byKey(ctx, k)
-	}
-	if err := c.host.cache.caughtUp(ctx, c.informer, k.Namespace, k.Name); err != nil {
-		return Result{}, err
-	}
-	cached, ok := c.informer.Get(k.Namespace, k.Name)
-	if ok && c.onDelete != nil {
-		c.mu.Lock()
-		delete(c.deleted, k) // deleted and created again
-		c.mu.Unlock()
-	}
-	if !ok {
-		c.mu.Lock()
-		last := c.deleted[k]
-		delete(c.deleted, k)
-		c.mu.Unlock()
-		if !isNil(last) && c.onDelete != nil {
-			c.onDelete(ctx, c.ops.deepCopy(last))
+		err = c.host.Cache().caughtUp(ctx, c.informer, k.Namespace, k.Name)
+		if err != nil {
+			return Result{}, err
 		}
-		return Result{}, nil
+		cached, ok := c.informer.Get(k.Namespace, k.Name)
+		if ok {
+			obj = c.ops.deepCopy(cached)
+		}
+		return next(ctx, k, obj)
 	}
-	obj := c.ops.deepCopy(cached)
-	if c.around != nil {
-		return c.around(ctx, obj, c.reconcile)
-	}
-	return c.reconcile(ctx, obj)
 }
