@@ -217,7 +217,7 @@ func checkCachedBy(t *testing.T, ms []*shardMember, keys []Key, byKey map[Key]st
 		deadline := time.Now().Add(30 * time.Second)
 		for !cached() {
 			if time.Now().After(deadline) {
-				t.Errorf("%s caches %d ReplicaSets others reconciled (%v) and lacks %d it reconciled (%v)",
+				t.Errorf("%s caches %d ReplicaSets it did not alone reconcile (%v) and lacks %d it did (%v)",
 					m.id, len(extra), extra[:min(len(extra), 5)], len(missing), missing[:min(len(missing), 5)])
 				break
 			}
