@@ -30,7 +30,9 @@ import (
 // come back under their own identity, 20 changes in all (6 in the
 // small variant: testShardScale). After each the live members settle
 // on their ranges; at no time is a key reconciled by two members at once;
-// and once the changes stop, every object is reconciled by its owner.
+// and once the changes stop, every object is reconciled by one live
+// member (its owner: every object of its namespace goes to it), which
+// alone caches it, and each live member owns some.
 func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	scale := testShardScale(t)
 	cfg := testShardedConfig(t)
@@ -39,15 +41,18 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	log := &shardLog{}
 	live := map[string]*shardMember{}
 	live["m-0"] = startShardMember(t, cfg, leaseNS, "m-0", log)
-	var owners []string
-	settle := func(step string) {
-		t.Helper()
+	members := func() []*shardMember {
 		var ms []*shardMember
 		for _, id := range slices.Sorted(maps.Keys(live)) {
 			ms = append(ms, live[id])
 		}
+		return ms
+	}
+	settle := func(step string) {
+		t.Helper()
+		ms := members()
 		start := time.Now()
-		owners = waitServing(t, ms)
+		waitServing(t, ms)
 		t.Logf("%s: %d members settled in %v", step, len(ms), time.Since(start).Round(time.Millisecond))
 	}
 	settle("start")
@@ -71,8 +76,11 @@ func TestShardGroup_MembershipChurn_NoOverlapNothingLost(t *testing.T) {
 	n, rate := ch.made()
 	t.Logf("%d changes during the membership changes (%.1f/s)", n, rate)
 
-	per := checkReconciledBy(t, cfg, log, keys, owners, "after-churn")
+	ids := slices.Sorted(maps.Keys(live))
+	byKey, per := checkPartition(t, cfg, log, keys, ids, "after-churn")
 	t.Logf("after the churn: reconciled %v", per)
+	checkEachReconciled(t, "after-churn", ids, per)
+	checkCachedBy(t, members(), keys, byKey)
 	if bad := log.overlaps(); len(bad) > 0 {
 		t.Errorf("%d keys reconciled by two members at once:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
 	}
@@ -104,15 +112,16 @@ type churn struct {
 	// calls it too (a failed step ends the test: no Errorf after it).
 	stop func()
 	mu   sync.Mutex
-	n    int         // changes made
-	last map[Key]int // each key's last churn annotation
+	n    int               // changes made
+	last map[Key]int       // each key's last churn annotation
+	sent map[Key]time.Time // when each key's latest change made was sent
 }
 
 // startChurn patches keys' ReplicaSets round robin every 20 ms (50/s),
 // the i-th with the annotation churn=<i>, up to 16 at once: a loaded
 // server answers a patch in more than 20 ms.
 func startChurn(t *testing.T, cfg *rest.Config, keys []Key) *churn {
-	c := &churn{began: time.Now(), last: map[Key]int{}}
+	c := &churn{began: time.Now(), last: map[Key]int{}, sent: map[Key]time.Time{}}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	c.stop = sync.OnceFunc(func() {
@@ -127,6 +136,7 @@ func startChurn(t *testing.T, cfg *rest.Config, keys []Key) *churn {
 		k := keys[i%len(keys)]
 		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 		body := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"churn":"%d"}}}`, i))
+		sent := time.Now()
 		if err := rsets.Patch(t.Context(), rs, MergePatch, body, PatchOptions{}); err != nil {
 			t.Errorf("churn: %v", err)
 			return
@@ -136,6 +146,9 @@ func startChurn(t *testing.T, cfg *rest.Config, keys []Key) *churn {
 		c.n++
 		if n, ok := c.last[k]; !ok || i > n {
 			c.last[k] = i
+		}
+		if sent.After(c.sent[k]) {
+			c.sent[k] = sent
 		}
 	}
 	wg.Go(func() {
@@ -163,6 +176,14 @@ func (c *churn) made() (int, float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n, float64(c.n) / time.Since(c.began).Seconds()
+}
+
+// changedSince reports whether each of keys was changed by a patch
+// sent after t.
+func (c *churn) changedSince(t time.Time, keys []Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !slices.ContainsFunc(keys, func(k Key) bool { return !c.sent[k].After(t) })
 }
 
 // lastOf is each key's last churn annotation, once stopped.
@@ -306,9 +327,10 @@ func busyMember(m *shardMember) bool {
 // Namespaces created while a group runs: each new namespace's range owner
 // lists again with a selector naming it (its cache did not hold it), and
 // the ranges' weights change under the members, who may reassign ranges.
-// Every ReplicaSet of the new namespaces is reconciled and cached by the
-// member that owns it once the members agree, by no other, and no key is
-// reconciled by two members at once.
+// Every ReplicaSet of the new namespaces is reconciled; once the members
+// agree, each is reconciled by one member (its owner: every object of its
+// namespace goes to it) and cached by that member, by no other; and no
+// key is reconciled by two members at once.
 func TestShardGroup_NamespaceCreatedWhileRunning_ReachesItsOwner(t *testing.T) {
 	cfg := testShardedConfig(t)
 	leaseNS := testNamespace(t, cfg)
@@ -325,7 +347,7 @@ func TestShardGroup_NamespaceCreatedWhileRunning_ReachesItsOwner(t *testing.T) {
 	}
 	created := time.Now()
 	keys := shardFixture(t, cfg, nss, 1)
-	owners := waitServing(t, ms)
+	waitServing(t, ms)
 	eventually(t, "every new ReplicaSet reconciled", func() bool {
 		got := log.since(created)
 		for _, k := range keys {
@@ -336,29 +358,9 @@ func TestShardGroup_NamespaceCreatedWhileRunning_ReachesItsOwner(t *testing.T) {
 		return true
 	})
 	t.Logf("12 namespaces created while running: all reconciled in %v", time.Since(created).Round(time.Millisecond))
-	for _, m := range ms {
-		want := map[Key]bool{}
-		for _, k := range keys {
-			if expectedOwner(owners, k) == m.id {
-				want[k] = true
-			}
-		}
-		eventually(t, m.id+" caches exactly its new ReplicaSets", func() bool {
-			objs, _ := m.rsets.List(ListOptions{})
-			n := 0
-			for _, o := range objs {
-				k := Key{o.Namespace, o.Name}
-				if strings.HasPrefix(o.Namespace, "late-"+run) {
-					if !want[k] {
-						return false
-					}
-					n++
-				}
-			}
-			return n == len(want)
-		})
-	}
-	checkReconciledBy(t, cfg, log, keys, owners, "after-create")
+	byKey, per := checkPartition(t, cfg, log, keys, []string{"n-0", "n-1"}, "after-create")
+	t.Logf("after the members agreed: reconciled %v", per)
+	checkCachedBy(t, ms, keys, byKey)
 	if bad := log.overlaps(); len(bad) > 0 {
 		t.Errorf("%d keys reconciled by two members at once:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
 	}
