@@ -3,7 +3,8 @@ package kctl
 // Floor 2, a Client's further verbs, each a request of floor 1's
 // (client.go): Apply and ApplyConfig, server-side apply as a Patch of type
 // ApplyPatch; DeleteWithOptions, a Delete with preconditions, propagation
-// and a grace period; DeleteAllOf, one deletecollection request.
+// and a grace period; DeleteAllOf, one deletecollection request; and
+// ObjectClient, the part of a Client the helpers and Finalizer use.
 
 import (
 	"context"
@@ -193,4 +194,22 @@ func (c *client[P]) deleteAllOf(
 		contentType: mediaJSON,
 	}
 	return c.call(ctx, r, func(string, []byte) error { return nil })
+}
+
+// ObjectClient is the part of *Client[T] that CreateOrUpdate,
+// CreateOrPatch, AddFinalizer and RemoveFinalizer use. kctltest's
+// FakeClient[T] has it too, so code that calls them can be unit tested
+// without an API server:
+//
+//	op, err := kctl.CreateOrUpdate(ctx, configMaps, cm, mutate) // a *kctl.Client or a *kctltest.FakeClient
+type ObjectClient[T any] interface {
+	Get(ctx context.Context, namespace, name string) (*T, error)
+	Create(ctx context.Context, obj *T) error
+	Patch(
+		ctx context.Context,
+		obj *T,
+		typ PatchType,
+		data []byte,
+		opts PatchOptions,
+	) error
 }

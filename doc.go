@@ -26,58 +26,140 @@
 //
 // # Reading order
 //
-// The core is what carries data from the API server to your reconcile and
-// back. Each file uses only the files before it, so you can stop after any:
+// kctl is one package in three floors. Floor 1 is the data path: what
+// carries an object from the API server to your reconcile and a write
+// back. Each of its files uses only the files before it, so you can stop
+// after any:
 //
 //  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled).
 //  2. resource.go: Object, Resource and Key: which API resource a Go type is.
-//  3. conn.go: Conn, one connection: configuration, rate limit, retries of 429.
+//  3. conn.go: Conn, one connection: LoadConfig (internal/clusterconfig
+//     finds the configuration), NewConn, and do (internal/transport: user
+//     agent, timeouts, rate limit, retries of 429, Warning headers).
 //  4. codec.go: objects as protobuf or JSON (or their metadata only); lists;
 //     typeOps, what the core needs of T itself, so that the data path (over
-//     P = *T) is compiled once for every type.
+//     P = *T) is compiled once for every type. internal/protowire reads the
+//     protobuf wire (envelopes, lists, around managedFields, watch frames).
 //  5. watch_stream.go: a watch's events, decoded one by one.
-//  6. client.go: Client[T]: a typed request, its answer, its errors.
+//  6. client.go: Client[T]: a typed request, its answer, its errors; the
+//     writeNotes hook, which read-your-writes fills.
 //  7. client_reads.go: Get, List, and the list pages and watches.
-//  8. client_writes.go: Create, Update, Patch, Apply, Delete.
+//  8. client_writes.go: Create, Update, UpdateStatus, Patch, Delete.
 //  9. handler.go: Event[T], and how events reach a handler.
-//  10. store.go: the informer's objects, indexes and field selectors.
-//  11. informer.go: Informer[T]: its state and reads (Get, List, waits).
-//  12. apply.go: how a list's result and a watch's events reach the store.
-//  13. list_watch.go: the informer's write side: list, watch, relist, backoff.
-//  14. readyourwrites.go: cached reads wait for this Manager's own writes.
-//  15. cache.go: Cache, one informer per resource; cache_reads.go: cached
-//     Client reads.
-//  16. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
-//  17. sources.go: events of owned and watched objects turned into keys.
-//  18. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
-//  19. queue_line.go: the first-in, first-out line of queued keys.
-//  20. queue_delay.go: the keys waiting for a time, in a heap with one timer.
-//  21. queue.go: Queue: fair, stingy, exclusive, with priorities, delays
-//     and AddRateLimited.
-//  22. queue_shutdown.go: how a Queue ends: ShutDown, ShutDownWithDrain.
-//  23. runnable.go: Runnable, and the two contexts of a leadership term.
-//  24. shutdown.go: the schedule of a graceful shutdown; SignalContext.
-//  25. controller.go: Controller[T]: its builder, predicates and enqueue.
-//  26. controller_sources.go: Owns and Watches, other types' events as keys.
-//  27. worker.go: a reconcile's life: wait for caches, dequeue, reconcile, requeue.
-//  28. checks.go: the Manager's readiness and liveness checks.
-//  29. manager.go: Manager: NewManager, ClientFor, Add.
-//  30. manager_controllers.go: NewController, and the Manager as its controllers' host.
-//  31. start.go: Manager.Start, and lead, one leadership term.
+//  10. store.go: the informer's objects by key; its label and field
+//     indexes are internal/index.
+//  11. informer.go: Informer[T]: its state and reads (Get, List, ByIndex,
+//     waits), thin T-typed methods over the shared core.
+//  12. apply.go: how a list's result and a watch's events reach the store;
+//     undecodable objects; resync batches (internal/resync's schedule).
+//  13. list_watch.go: the informer's write side: paged list (read ahead by
+//     internal/readahead), watch, relist after 410, backoff; the stream hook.
+//  14. watch_list.go: the watch-list stream (sendInitialEvents) on that
+//     hook, pages after a refusal.
+//  15. cache.go: Cache, one informer per resource; its made hook and its
+//     read barrier.
+//  16. cache_reads.go: cached Client reads, as copies, after the barrier.
+//  17. readyourwrites.go: the barrier's filler: cached reads and the next
+//     reconcile wait for this Manager's own writes.
+//  18. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
+//  19. sources.go: events of owned and watched objects turned into keys.
+//  20. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
+//  21. queue_delay.go: the keys waiting for a time, in a heap with one timer.
+//  22. queue.go: Queue: fair, stingy, exclusive, delays, pacing and
+//     AddRateLimited; its line (first in, first out, or low keys behind
+//     normal ones) is internal/keyline.
+//  23. queue_shutdown.go: how a Queue ends: ShutDown, ShutDownWithDrain.
+//  24. runnable.go: Runnable, and the two contexts of a leadership term.
+//  25. shutdown.go: the schedule of a graceful shutdown; SignalContext.
+//  26. controller.go: Controller[T]: the reconcile contract, its hooks (the
+//     reconcile chain of middleware, controllerObserver, the host and
+//     keyOwner), filters and enqueue.
+//  27. controller_sources.go: Owns and Watches, other types' events as keys.
+//  28. worker.go: a reconcile's life: wait for caches, dequeue, the reconcile
+//     chain (its read step: the cached copy, panics), requeue.
+//  29. checks.go: the Manager's readiness and liveness checks.
+//  30. manager.go: Manager: NewManager, the observers hook and its metrics
+//     observer, ClientFor, Add.
+//  31. manager_controllers.go: NewController; the Manager as its
+//     controllers' host and shard keyOwner.
+//  32. start.go: Manager.Start, and lead, one leadership term.
+//
+// Floor 1 declares the points the floors above fill, each documented where
+// it is declared: the writeNotes of a Client (client.go), the informer's
+// stream (list_watch.go), the Cache's made hook and read barrier
+// (cache.go), the reconcile chain, the controllerObserver and the shard
+// keyOwner (controller.go), the Manager's observers, elect, ownsKey and
+// informerMade hooks (manager.go), and a controller's priority function.
+// Two behaviours that are on by default stay in floor 1, called directly
+// (watch_list.go, readyourwrites.go): floor 1 would otherwise have to
+// switch them on from a later file.
+//
+// # Floor 2: production behaviours
+//
+// Floor 2 is production behaviour on those points, read second:
+// client_more.go (Apply, ApplyConfig, DeleteWithOptions, DeleteAllOf;
+// ObjectClient), metadata.go (MetadataInformerFor: a cache of metadata
+// only; OwnsMetadata, WatchesMetadata), controller_options.go (builder
+// options; WithReconcileTimeout and OnDelete are steps of the reconcile
+// chain; NeedLeader, WithPriority), keycontroller.go (NewKeyController, a
+// reconcile function of keys) and finalizer.go (Finalizer, a step of the
+// chain; AddFinalizer, RemoveFinalizer).
+//
+// # Floor 3: the extras
+//
+// Floor 3 is the extras: helpers.go (CreateOrUpdate, CreateOrPatch,
+// SetControllerReference, RetryOnConflict), recorder.go (EventRecorder),
+// failure_events.go (WarnAfterFailures, a step of the chain),
+// leader_elector.go and leader.go (ElectLeader, through the Manager's elect
+// hook), user_metrics.go (Metrics, a program's own series; Reserved),
+// server.go (HTTPServer, ServeMetrics; what the serving packages use of a
+// Manager: Logger, ReportMisuse, DrainDeadline; UserInfo), health.go
+// (ServeHealth, AddNotedReadyCheck), metrics_auth.go (ServeSecureMetrics:
+// TokenReview and SubjectAccessReview through kctl's own client), index.go
+// (IndexField, MatchingField), owner.go (OwnsEveryOwner,
+// SetOwnerReference), port.go (ObjectReferenceOf, Manager.Enqueue),
+// history.go (KeepHistory, History, Histories: it wraps the Manager's
+// observers hook), channel_source.go (FromChannel), and sharding
+// (Manager.Shard, through the Manager's ownsKey and informerMade hooks):
+// shard.go (ShardOptions, the design, what a member needs of each
+// informer, and the probe: does the server serve ShardSelector),
+// shard_members.go (the Lease group), shard_state.go and shard_run.go (a
+// member's ranges, handovers and loop), shard_manager.go (Manager.Shard).
+//
+// # Serving packages and leaves
+//
+// Serving lives in packages of its own, built on kctl's exported API only,
+// as net/http keeps httptest and pprof apart: kctl/webhook (Serve,
+// Validate, Default, Convert) and kctl/debug (ServeHistory, ServePprof).
+//
+// Leaves that need no kctl type live in internal/: clusterconfig
+// (LoadConfig's search and the checks that name a broken kubeconfig),
+// transport (a request's user agent, timeouts, rate limit, 429 retries and
+// Warning headers), apitype, protowire, presize (protobuf decoded with each
+// slice made once), discovery, index (label and field indexes, field
+// selectors), resync (the resync schedule), readahead (a paged list's
+// pages fetched ahead), keyline (a Queue's lines), pendingwrites, share,
+// metrics, prom, group, fieldlabel (the field labels a server filters by),
+// warnings (the server's Warning headers, logged once each), serve (the
+// HTTP serving loop every server shares), jsonpatch (a defaulting
+// webhook's patch), certwatch (a serving certificate reloaded from disk),
+// certs (a self-signed certificate), shardhash (the server's shard hash,
+// selectors and assignment) and handover (when a shard's range may move
+// between replicas).
 //
 // # How data flows
 //
 // An object travels: conn.go (Conn.do sends the request) → codec.go and
 // watch_stream.go (decodeList, watchStream.Next decode it into *T) →
-// list_watch.go (Informer.list, or the watch-list stream) → apply.go
-// (stored and apply store it in store.go and emit an Event) →
+// list_watch.go (Informer.list, or the watch-list stream of watch_list.go)
+// → apply.go (stored and apply store it in store.go and emit an Event) →
 // handler.go (the handler's goroutine) → controller.go (onEvent: the
 // predicates pass it, enqueue queues its Key) → queue.go (Add, then a
-// worker's Get) → worker.go (processNext, handle, reconcileKey: a copy of
-// the cached object to your function) → client.go and client_writes.go
-// (your writes go back to the API server).
+// worker's Get) → worker.go (processNext, handle: the reconcile chain,
+// whose read step hands your function a copy of the cached object) →
+// client.go and client_writes.go (your writes go back to the API server).
 //
-// A reconcile that fails is retried along six files:
+// A reconcile that fails is retried along five files:
 //
 //  1. worker.go: handle sees the error, requeue records why the key
 //     comes back,
@@ -86,8 +168,8 @@
 //  4. ratelimit.go: RateLimiter.When for the key's backoff, then holds
 //     the key back (add, waitLocked) in
 //  5. queue_delay.go: the heap of waiting keys, whose timer fires when it
-//     is due (Queue.fire); readyLocked queues it in
-//  6. queue_line.go: the line a worker's Get (queue.go) takes it from.
+//     is due (Queue.fire in queue.go); readyLocked puts it in the Queue's
+//     line (internal/keyline), which a worker's Get takes it from.
 //
 // processNext (worker.go) sets Trigger.Attempt from NumRequeues and handle
 // runs it again; success calls Forget, which resets the backoff. A
@@ -120,43 +202,6 @@
 //     within ShutdownTimeout, abandoning (and naming in the log) any work
 //     that ignores its context.
 //
-// # What you can skip
-//
-// The extras attach to hooks the core declares, and the core reads
-// completely without them: leader.go (ElectLeader, through the Manager's
-// elect hook), recorder.go (EventRecorder), user_metrics.go (your own
-// metrics), server.go (ServeMetrics, HTTPServer), health.go (ServeHealth),
-// finalizer.go (Finalizer wraps the reconcile function; AddFinalizer,
-// RemoveFinalizer), keycontroller.go
-// (NewKeyController, through the byKey hook), controller_options.go
-// (WithReconcileTimeout, NeedLeader, WithPriority), index.go (IndexField,
-// MatchingField), owner.go (OwnsEveryOwner, SetOwnerReference),
-// port.go (ObjectReferenceOf, Manager.Enqueue), history.go (KeepHistory,
-// History, through the Manager's history hook and the controller's
-// historian), debug.go (ServeDebug), failure_events.go
-// (WarnAfterFailures, through the controller's failed hook),
-// webhook_server.go (ServeWebhooks: one HTTPS server on every replica),
-// webhook_admission.go (Validate, Default), webhook_conversion.go
-// (Convert), metrics_auth.go (ServeSecureMetrics: TokenReview and
-// SubjectAccessReview through kctl's own client), pprof.go (ServePprof),
-// metadata.go (MetadataInformerFor: a cache of metadata only),
-// sharding (Manager.Shard, through the Manager's ownsKey and
-// informerMade hooks: shard.go's options and design, shard_manager.go,
-// shard_members.go's Lease group, shard_state.go and shard_run.go, a
-// member's ranges and its loop, shard_informer.go, shard_probe.go) and
-// helpers.go (CreateOrUpdate, CreateOrPatch,
-// SetControllerReference, RetryOnConflict). Leaves that need no kctl type
-// live in internal/: apitype, protowire, presize (protobuf decoded with
-// each slice made once), discovery, pendingwrites, share,
-// metrics, prom, group, fieldlabel (the field labels a server filters
-// by), warnings (the server's Warning headers, logged once each),
-// jsonpatch (a defaulting webhook's patch), certwatch (a serving
-// certificate reloaded from disk), certs (a self-signed certificate),
-// shardhash (the server's shard hash, selectors and assignment) and
-// handover (when a shard's range may move between replicas).
-// The metrics registry plugs into the core's observers (Conn's
-// requestObserver, controllerObserver) in NewManager.
-//
 // # Options and their defaults
 //
 // Of a controller (builder calls right after NewController):
@@ -178,10 +223,10 @@
 // half its period), Cache.KeepManagedFields (false),
 // Cache.ReaderFailOnMissingInformer (false), IndexField (none),
 // KeepHistory (off; 10 entries for 1000 keys per controller),
-// ServeMetrics, ServeSecureMetrics, ServeHealth, ServeWebhooks,
-// ServePprof, ServeDebug, ElectLeader, Shard (each off unless called;
-// Shard excludes ElectLeader). A controller
-// name is taken once per Manager; Config returns its rest.Config.
+// ServeMetrics, ServeSecureMetrics, ServeHealth, webhook.Serve,
+// debug.ServePprof, debug.ServeHistory, ElectLeader, Shard (each off
+// unless called; Shard excludes ElectLeader). A controller name is taken
+// once per Manager; Config returns its rest.Config.
 //
 // # Memory and performance
 //
@@ -195,7 +240,10 @@
 //
 // # Testing
 //
-// Package kctltest starts a real kube-apiserver and etcd for a test binary,
-// and offers a fake Client. The package's own tests run against the same
-// control plane; fault-injection tests use httptest servers.
+// Package kctltest starts a real kube-apiserver and etcd for a test binary
+// (Start), or an API server in the test process (StartInMemory: no binary,
+// fake time under testing/synctest; one wire scenario checks that it
+// answers as the real one does), and offers a fake Client. The package's
+// own tests run against the real control plane; fault-injection tests use
+// httptest servers.
 package kctl

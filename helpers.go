@@ -1,8 +1,8 @@
 package kctl
 
 // An extra: write helpers over a Client (CreateOrUpdate, CreateOrPatch,
-// SetControllerReference, RetryOnConflict), as controllerutil's, and
-// ObjectClient, the part of a Client they use.
+// SetControllerReference, RetryOnConflict), as controllerutil's, over
+// ObjectClient (client_more.go), the part of a Client they use.
 
 import (
 	"context"
@@ -91,24 +91,6 @@ func RetryOnConflict(ctx context.Context, fn func() error) error {
 		}
 		wait *= 2
 	}
-}
-
-// ObjectClient is the part of *Client[T] that CreateOrUpdate,
-// CreateOrPatch, AddFinalizer and RemoveFinalizer use. kctltest's
-// FakeClient[T] has it too, so code that calls them can be unit tested
-// without an API server:
-//
-//	op, err := kctl.CreateOrUpdate(ctx, configMaps, cm, mutate) // a *kctl.Client or a *kctltest.FakeClient
-type ObjectClient[T any] interface {
-	Get(ctx context.Context, namespace, name string) (*T, error)
-	Create(ctx context.Context, obj *T) error
-	Patch(
-		ctx context.Context,
-		obj *T,
-		typ PatchType,
-		data []byte,
-		opts PatchOptions,
-	) error
 }
 
 // OperationResult says what CreateOrUpdate or CreateOrPatch did.
