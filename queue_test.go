@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/keyline"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // runQueueScript plays a script against a new queue in a synctest bubble, so
@@ -514,4 +516,454 @@ func lineKeys[K comparable](t *testing.T, line keyline.Line[K]) (normal, low map
 		}
 	}
 	return normal, low
+}
+
+func TestQueue_LowPriority(t *testing.T) {
+	age := QueueOptions[string]{AgeLowPriorityAfter: 10 * time.Millisecond}
+	runQueueScripts(t, []queueScript{
+		{name: "normal keys go before low ones", script: "low a; low b; add c; get c; get a; get b"},
+		{name: "keys queued before the first low add keep their order", script: "add a; add b; low c; add d; get a; get b; get d; get c"},
+		{name: "low keys come out in their own order", script: "low b; low a; low c; get b; get a; get c"},
+		{name: "an add raises a queued low key", script: "low a; low b; add c; add b; get c; get b; get a"},
+		{name: "a low add does not lower a queued key", script: "add a; add b; low a; get a; get b"},
+		{name: "a raised key is handed out once", script: "low a; add a; len 1; get a; done a; get -"},
+		{name: "an add raises a low key added again while queued", script: "low a; low a; add a; add a; low b; add c; get a; get c; get b"},
+		{name: "a low key ages into the back of the normal line", opts: age, script: "low a; add b; sleep 10ms; add c; get b; get a; get c"},
+		{name: "a low key that aged comes before later normal keys", opts: age, script: "low a; sleep 20ms; add b; add c; get a; get b"},
+		{name: "an aged key keeps its place when added again", opts: age, script: "add b; low a; sleep 10ms; add a; add c; get b; get a; get c"},
+		{name: "a low re-add while processing stays low", script: "add a; get a; low a; add b; done a; add c; get b; get c; get a"},
+		{name: "a normal re-add while processing wins over a low one", script: "add a; get a; low a; add a; add b; done a; add c; get b; get a; get c"},
+		{name: "the default age is one minute", script: "low a; add b; sleep 59s; add c; get b; get c; get a; low d; sleep 1m; add e; get d"},
+	})
+}
+
+// Issue 25, item 5: a key keeps its priority when it is requeued
+// (controller-runtime #3157).
+func TestQueue_Requeue_KeepsItsPriority(t *testing.T) {
+	runQueueScripts(t, []queueScript{
+		{name: "a low key requeued after a delay comes back low", script: "low a; get a; after a 5ms; add b; done a; sleep 5ms; add c; get b; get c; get a"},
+		{name: "a low key retried comes back low", script: "low a; get a; limited a; done a; sleep 10ms; add c; get c; get a"},
+		{name: "a normal key requeued comes back normal", script: "add a; get a; after a 5ms; low b; done a; sleep 5ms; get a; get b"},
+		{name: "a low requeue is raised by a normal add meanwhile", script: "low a; get a; after a 5ms; done a; add a; low b; get a; get b"},
+		{name: "AddAfter of a low key that is not processing is normal", script: "low a; get a; done a; after a 5ms; low b; sleep 5ms; get a; get b"},
+	})
+}
+
+// queueModel is a trivially correct Queue over keys 0..3: it keeps a few fields
+// per key and finds the next key by scanning all of them.
+type queueModel struct {
+	now, age, debounce, minInterval int64
+	seq                             int // orders joins and waits that happen at the same time
+	shutdown                        bool
+	keys                            [4]modelKey
+}
+
+type modelKey struct {
+	queued, low     bool  // in a line; low: in the low line
+	joinAt          int64 // when it joined its line
+	seq             int
+	processing      bool
+	dirty, dirtyLow bool // added while processing (dirtyLow: by low adds only)
+	waiting         bool // to be added at waitAt
+	waitLow         bool // at low priority
+	heldLow         bool // handed out from the low line: a requeue while processing is low
+	waitAt          int64
+	waitSeq         int
+	started         bool // handed out at startedAt
+	startedAt       int64
+	failures        int
+}
+
+func (m *queueModel) next() int { m.seq++; return m.seq }
+
+// aged reports whether a queued low key counts as normal: it joined the
+// normal line age after it was added.
+func (m *queueModel) aged(s *modelKey) bool { return s.low && m.now-s.joinAt >= m.age }
+
+func (m *queueModel) ready(k int, low bool) {
+	s := &m.keys[k]
+	switch {
+	case m.shutdown:
+	case s.processing:
+		if !s.dirty {
+			s.dirty, s.dirtyLow = true, low
+		} else if !low {
+			s.dirtyLow = false
+		}
+	case s.queued:
+		if !low && s.low && !m.aged(s) {
+			s.low, s.joinAt, s.seq = false, m.now, m.next()
+		}
+	case s.started && m.now < s.startedAt+m.minInterval:
+		m.waitUntil(k, s.startedAt+m.minInterval, low)
+	default: // queued at normal priority, it no longer waits
+		s.queued, s.low, s.joinAt, s.seq = true, low, m.now, m.next()
+		s.waiting = s.waiting && low
+	}
+}
+
+func (m *queueModel) waitUntil(k int, at int64, low bool) {
+	s := &m.keys[k]
+	if s.waiting && at >= s.waitAt {
+		s.waitLow = s.waitLow && low // a normal wait never becomes low
+		return
+	}
+	s.waitLow = low && (!s.waiting || s.waitLow)
+	s.waiting, s.waitAt, s.waitSeq = true, at, m.next()
+}
+
+func (m *queueModel) add(k int, low bool) {
+	if m.debounce > 0 && !low && !m.keys[k].queued && !m.shutdown {
+		m.waitUntil(k, m.now+m.debounce, false)
+	} else {
+		m.ready(k, low)
+	}
+}
+
+func (m *queueModel) addAfter(k int, d time.Duration) {
+	if d <= 0 {
+		m.add(k, false)
+	} else if !m.shutdown {
+		s := &m.keys[k]
+		m.waitUntil(k, m.now+int64(d), s.processing && s.heldLow)
+	}
+}
+
+func (m *queueModel) advance(d time.Duration) {
+	end := m.now + int64(d)
+	for {
+		next := -1
+		for k := range m.keys {
+			s := &m.keys[k]
+			if s.waiting && s.waitAt <= end && (next < 0 || s.waitAt < m.keys[next].waitAt ||
+				s.waitAt == m.keys[next].waitAt && s.waitSeq < m.keys[next].waitSeq) {
+				next = k
+			}
+		}
+		if next < 0 || m.shutdown {
+			break
+		}
+		m.now = m.keys[next].waitAt
+		m.keys[next].waiting = false
+		m.ready(next, m.keys[next].waitLow)
+	}
+	m.now = end
+}
+
+// get returns the key Get hands out: the first of the normal line (normal
+// keys by join time, aged low keys from age after theirs, aged ones first on
+// a tie), else the first low key; -1 if none, -2 after shutdown.
+func (m *queueModel) get() int {
+	if m.shutdown {
+		return -2
+	}
+	type rank struct {
+		at     int64
+		normal int
+		seq    int
+	}
+	rankOf := func(s *modelKey) rank {
+		switch {
+		case !s.low:
+			return rank{s.joinAt, 1, s.seq}
+		case m.aged(s):
+			return rank{s.joinAt + m.age, 0, s.seq}
+		}
+		return rank{1 << 62, 0, s.seq} // after every normal key, in join order
+	}
+	less := func(a, b rank) bool {
+		return a.at < b.at || a.at == b.at && (a.normal < b.normal || a.normal == b.normal && a.seq < b.seq)
+	}
+	best := -1
+	for k := range m.keys {
+		if s := &m.keys[k]; s.queued && (best < 0 || less(rankOf(s), rankOf(&m.keys[best]))) {
+			best = k
+		}
+	}
+	if best >= 0 {
+		s := &m.keys[best]
+		s.queued, s.processing, s.started, s.startedAt = false, true, true, m.now
+		s.heldLow = s.low
+	}
+	return best
+}
+
+func (m *queueModel) done(k int) {
+	s := &m.keys[k]
+	if !s.processing {
+		return
+	}
+	s.processing = false
+	s.heldLow = false
+	if s.dirty {
+		s.dirty = false
+		m.ready(k, s.dirtyLow)
+	}
+}
+
+func (m *queueModel) shutDown() {
+	m.shutdown = true
+	for k := range m.keys {
+		s := &m.keys[k]
+		s.queued, s.dirty, s.waiting = false, false, false
+	}
+}
+
+var fuzzDelays = [...]time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond}
+
+// FuzzQueue drives a Queue and the queueModel with the same random operations
+// in a synctest bubble and fails at the first difference. The first byte
+// picks the options (bit 0: Debounce 2ms, bit 1: MinInterval 3ms); then each
+// pair of bytes is one operation on one of 4 keys.
+func FuzzQueue(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 1, 3, 0, 3, 0, 4, 0, 3, 0})
+	f.Add([]byte{1, 2, 5, 0, 0, 3, 0, 5, 1, 3, 0, 4, 0})
+	f.Add([]byte{2, 1, 1, 0, 2, 3, 0, 5, 3, 3, 0, 4, 2, 0, 2, 3, 0})
+	f.Add([]byte{3, 6, 1, 6, 1, 5, 4, 3, 0, 7, 1, 7, 0, 3, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		synctest.Test(t, func(t *testing.T) {
+			opts := QueueOptions[int]{
+				RateLimiter:         NewRateLimiter[int](time.Millisecond, 8*time.Millisecond, 0, 0),
+				AgeLowPriorityAfter: 4 * time.Millisecond,
+			}
+			if data[0]&1 != 0 {
+				opts.Debounce = 2 * time.Millisecond
+			}
+			if data[0]&2 != 0 {
+				opts.MinInterval = 3 * time.Millisecond
+			}
+			q := NewQueue(opts)
+			defer q.ShutDown()
+			m := &queueModel{age: int64(opts.AgeLowPriorityAfter), debounce: int64(opts.Debounce), minInterval: int64(opts.MinInterval)}
+			for n := 1; n+1 < len(data); n += 2 {
+				op, k := data[n]%8, int(data[n+1]%4)
+				var step string
+				switch op {
+				case 0:
+					step = "Add"
+					q.Add(k)
+					m.add(k, false)
+				case 1:
+					step = "AddLowPriority"
+					q.AddLowPriority(k)
+					m.add(k, true)
+				case 2:
+					d := fuzzDelays[data[n+1]/4%5]
+					step = "AddAfter " + d.String()
+					q.AddAfter(k, d)
+					m.addAfter(k, d)
+				case 3:
+					got, ok, shutdown := tryGet(q)
+					if !ok {
+						got = -1
+					}
+					if shutdown {
+						got = -2
+					}
+					if want := m.get(); got != want {
+						t.Fatalf("op %d at %v: q.Get() = %d, want %d (-1 none, -2 shutdown)", n, time.Duration(m.now), got, want)
+					}
+					continue
+				case 4:
+					step = "Done"
+					q.Done(k)
+					m.done(k)
+				case 5:
+					d := fuzzDelays[data[n+1]%5] + time.Millisecond
+					step = "Sleep " + d.String()
+					time.Sleep(d)
+					synctest.Wait()
+					m.advance(d)
+				case 6:
+					step = "AddRateLimited"
+					q.AddRateLimited(k)
+					d := backoff(time.Millisecond, 8*time.Millisecond, m.keys[k].failures)
+					m.keys[k].failures++
+					m.addAfter(k, d)
+				case 7:
+					if data[n+1] >= 128 {
+						step = "ShutDown"
+						q.ShutDown()
+						m.shutDown()
+					} else {
+						step = "Forget"
+						q.Forget(k)
+						m.keys[k].failures = 0
+					}
+				}
+				checkQueueInvariants(t, q)
+				queued, processing := 0, 0
+				for j := range m.keys {
+					if m.keys[j].queued {
+						queued++
+					}
+					if m.keys[j].processing {
+						processing++
+					}
+					if got := q.NumRequeues(j); got != m.keys[j].failures {
+						t.Fatalf("op %d (%s %d): q.NumRequeues(%d) = %d, want %d", n, step, k, j, got, m.keys[j].failures)
+					}
+				}
+				if inFlight, _, _ := q.InFlight(); q.Len() != queued || inFlight != processing {
+					t.Fatalf("op %d (%s %d): q.Len() = %d, q.InFlight() = %d, want %d, %d", n, step, k, q.Len(), inFlight, queued, processing)
+				}
+			}
+			// Whatever happened, the queue forgets every key once all work is done.
+			for range 3 {
+				time.Sleep(time.Second)
+				synctest.Wait()
+				for j := range m.keys {
+					q.Done(j)
+				}
+				for k, ok, _ := tryGet(q); ok; k, ok, _ = tryGet(q) {
+					q.Done(k)
+				}
+			}
+			if n := queueKeysKept(q); n != 0 {
+				t.Fatalf("%d keys still tracked after all work was done", n)
+			}
+		})
+	})
+}
+
+// benchQueue is what the benchmarks use of both queues.
+type benchQueue interface {
+	Add(k string)
+	AddAfter(k string, d time.Duration)
+	Get() (k string, shutdown bool)
+	Done(k string)
+	Len() int
+	ShutDown()
+}
+
+// queueBenchKeys are 1000 keys shaped like namespace/name.
+var queueBenchKeys = func() []string {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("namespace-%d/object-%d", i%10, i)
+	}
+	return keys
+}()
+
+// BenchmarkQueue compares kctl's Queue with client-go's rate-limiting
+// workqueue (with DefaultTypedControllerRateLimiter), case by case, each over
+// the same 1000 keys; kctl and client-go run one after the other per case:
+//
+//	AddGetDone    one goroutine: Add, Get, Done (ns per round)
+//	Contended4x2  4 producers Add random keys, 2 consumers Get and Done (ns per Add)
+//	AddAfter      a worker requeues each key it gets: Get, AddAfter(key, 1-64µs),
+//	              Done; the timer makes the keys ready again (ns per round)
+//
+// Besides ns/op it reports cpu-ns/op, the CPU time of the whole process (all
+// goroutines, the runtime included) per op: on a shared machine wall time
+// also counts the time other processes hold the CPUs.
+func BenchmarkQueue(b *testing.B) {
+	impls := []struct {
+		name string
+		make func() benchQueue
+	}{
+		{"kctl", func() benchQueue { return NewQueue(QueueOptions[string]{}) }},
+		{"clientgo", func() benchQueue {
+			return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+		}},
+	}
+	cases := []struct {
+		name string
+		run  func(b *testing.B, q benchQueue)
+	}{
+		{"AddGetDone", benchAddGetDone},
+		{"Contended4x2", benchContended},
+		{"AddAfter", benchAddAfter},
+	}
+	for _, c := range cases {
+		for _, impl := range impls {
+			b.Run(impl.name+"/"+c.name, func(b *testing.B) {
+				q := impl.make()
+				defer q.ShutDown()
+				b.ReportAllocs()
+				c.run(b, q)
+			})
+		}
+	}
+}
+
+// processCPUTime is the CPU time the process has used so far, all threads.
+func processCPUTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportProcessCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPUTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+func benchAddGetDone(b *testing.B, q benchQueue) {
+	for i := range 2000 { // grow maps and buffers first
+		q.Add(queueBenchKeys[i%1000])
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	start := processCPUTime()
+	for i := 0; b.Loop(); i++ {
+		q.Add(queueBenchKeys[i%1000])
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	reportProcessCPU(b, start)
+}
+
+func benchContended(b *testing.B, q benchQueue) {
+	var gets atomic.Int64
+	var consumers, producers sync.WaitGroup
+	for range 2 {
+		consumers.Go(func() {
+			for {
+				k, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				gets.Add(1)
+				q.Done(k)
+			}
+		})
+	}
+	b.ResetTimer()
+	start := processCPUTime()
+	for p := range 4 {
+		producers.Go(func() {
+			x := uint32(p*7919 + 1) // xorshift: a random key of 1000
+			for i := p; i < b.N; i += 4 {
+				x ^= x << 13
+				x ^= x >> 17
+				x ^= x << 5
+				q.Add(queueBenchKeys[x%1000])
+			}
+		})
+	}
+	producers.Wait()
+	for q.Len() > 0 { // the consumers catch up
+		runtime.Gosched()
+	}
+	b.StopTimer()
+	reportProcessCPU(b, start)
+	q.ShutDown()
+	consumers.Wait()
+	b.ReportMetric(float64(gets.Load())/float64(b.N), "gets/op")
+}
+
+func benchAddAfter(b *testing.B, q benchQueue) {
+	for _, k := range queueBenchKeys {
+		q.Add(k)
+	}
+	start := processCPUTime()
+	for i := 0; b.Loop(); i++ {
+		k, _ := q.Get()
+		q.AddAfter(k, time.Duration(1+i%64)*time.Microsecond)
+		q.Done(k)
+	}
+	reportProcessCPU(b, start)
 }
