@@ -297,48 +297,6 @@ func TestController_EnqueueOfAKeyNotInTheCache_RunsNeitherReconcileNorOnDelete(t
 	}
 }
 
-// WithQueueOptions reaches the controller's queue: with MinInterval, the
-// reconciles of one key are at least that far apart, however often it is
-// enqueued.
-func TestController_WithQueueOptions_MinIntervalSpacesAKeysReconciles(t *testing.T) {
-	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	mgr := testManager(t, cfg, ns, Options{})
-	cms := ClientFor[corev1.ConfigMap](mgr)
-	const interval = 400 * time.Millisecond
-	var mu sync.Mutex
-	var at []time.Time
-	c := NewController(mgr, "paced", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		at = append(at, time.Now())
-		return Result{}, nil
-	})
-	c.WithQueueOptions(QueueOptions[Key]{MinInterval: interval})
-	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}); err != nil {
-		t.Fatal(err)
-	}
-	startManager(t, mgr)
-	runs := func() int { mu.Lock(); defer mu.Unlock(); return len(at) }
-	eventually(t, "the first reconcile", func() bool { return runs() >= 1 })
-	for range 3 {
-		before := runs()
-		c.Enqueue(Key{ns, "a"})
-		eventually(t, "the next reconcile", func() bool { return runs() > before })
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	// MinInterval spaces the queue's Gets of a key; each reconcile reads
-	// the clock a little after its Get, so the gaps seen here may be
-	// that scheduling delay short (20 µs seen under -race and load).
-	const jitter = 10 * time.Millisecond
-	for i := 1; i < len(at); i++ {
-		if gap := at[i].Sub(at[i-1]); gap < interval-jitter {
-			t.Errorf("reconciles %d and %d of one key were %v apart, want at least MinInterval %v (less %v of scheduling delay)", i, i+1, gap, interval, jitter)
-		}
-	}
-}
-
 // Issue 25, item 12: after a reconcile asks for a requeue (RequeueAfter, or
 // an error's retry), the next reconcile that an event causes is reported
 // with the event's cause, and its wait counts from the event.
