@@ -2,7 +2,6 @@ package kctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,9 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing.T) {
@@ -34,143 +31,6 @@ func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing
 		if !slices.Equal(got, want) {
 			t.Errorf("ShutdownTimeout %v: drainBy, abandonAt, writesBy, end = %v after t0, want %v", tc.timeout, got, want)
 		}
-	}
-}
-
-// TestManager_Shutdown_ReturnsWithinTimeoutAbandoningWorkThatIgnoresItsContext
-// is issue 15 item 8: with a 3 s ShutdownTimeout and a reconcile that ignored
-// its context for 20 s, Start returned after 18.9 s, and a standby took over
-// only then.
-func TestManager_Shutdown_ReturnsWithinTimeoutAbandoningWorkThatIgnoresItsContext(t *testing.T) {
-	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	const timeout = 3 * time.Second
-	var logs logBuffer // not t.Log: the abandoned work logs after the test has ended
-	mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: timeout, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	defer func() {
-		if t.Failed() {
-			t.Logf("the Manager's log:\n%s", logs.String())
-		}
-	}()
-	if err := mgr.ElectLeader(apiLeaderElection(ns, "stubborn-0")); err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{}) // closed when the test ends: the abandoned work then returns
-	defer close(release)
-	reconciling := make(chan struct{}, 1)
-	NewController(mgr, "stubborn", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
-		reconciling <- struct{}{}
-		<-release // ignores ctx
-		return Result{}, nil
-	})
-	if err := mgr.Add(Runnable{Name: "deaf", Run: func(context.Context) error { <-release; return nil }}); err != nil {
-		t.Fatal(err)
-	}
-	rec := mgr.EventRecorder("stubborn")
-	stop := startManager(t, mgr)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stuck"}}
-	if err := ClientFor[corev1.ConfigMap](mgr).Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-reconciling:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no reconcile of the ConfigMap within 30s")
-	}
-	rec.Event(cm, corev1.EventTypeNormal, "Stuck", "recorded before shutdown")
-
-	begin := time.Now()
-	if err := stop(); err != nil {
-		t.Errorf("Start returned %v, want nil", err)
-	}
-	if took := time.Since(begin); took > timeout+500*time.Millisecond { // 500ms: scheduling slack of a loaded machine
-		t.Errorf("Start returned %v after its context ended, want within ShutdownTimeout (%v)", took.Round(time.Millisecond), timeout)
-	}
-	code, body := testRawRequest(t, cfg, "GET", "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/leader-test", "")
-	var lease coordinationv1.Lease
-	if err := json.Unmarshal(body, &lease); code != 200 || err != nil {
-		t.Fatalf("GET lease: %d %s", code, body)
-	}
-	if h := holderOf(&lease); h != "" {
-		t.Errorf("the lease is held by %q after Start returned, want released", h)
-	}
-	for _, want := range []string{"abandoning leader work", `controller stubborn (reconciling ` + ns + `/stuck`, "Start returns while these still run", "deaf"} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("the log does not name %q", want)
-		}
-	}
-	waitForEvent(t, mustConn(t, cfg), cm, 1) // an Event recorded before shutdown is written
-}
-
-// TestManager_Shutdown_CancelsInFlightReconcilesAtDrainBy backs the promise
-// of Manager.Start: an in-flight reconcile may finish until ShutdownTimeout
-// less a reserve (3 s less 600 ms), and its context is then cancelled, so
-// that work which honours it ends in time and nothing is abandoned.
-func TestManager_Shutdown_CancelsInFlightReconcilesAtDrainBy(t *testing.T) {
-	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	const timeout = 3 * time.Second
-	const drainBy = 2400 * time.Millisecond // timeout - min(timeout/5, 2s)
-	var logs logBuffer
-	mgr := testManager(t, cfg, ns, Options{ShutdownTimeout: timeout, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	defer func() {
-		if t.Failed() {
-			t.Logf("the Manager's log:\n%s", logs.String())
-		}
-	}()
-	reconciling := make(chan struct{}, 1)
-	cancelled := make(chan time.Time, 1)
-	NewController(mgr, "draining", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
-		select { // one reconcile is expected; a second must not block
-		case reconciling <- struct{}{}:
-		default:
-		}
-		<-ctx.Done() // work that stops when its context ends
-		select {
-		case cancelled <- time.Now():
-		default:
-		}
-		return Result{}, nil
-	})
-	stop := startManager(t, mgr)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}}
-	if err := ClientFor[corev1.ConfigMap](mgr).Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-reconciling:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no reconcile of the ConfigMap within 30s")
-	}
-
-	begin := time.Now()
-	if err := stop(); err != nil {
-		t.Errorf("Start returned %v, want nil", err)
-	}
-	took := time.Since(begin)
-	var at time.Duration
-	select {
-	case end := <-cancelled:
-		at = end.Sub(begin)
-	default:
-		t.Fatal("Start returned, but the in-flight reconcile's context never ended")
-	}
-	t.Logf("the reconcile's context ended %v, and Start returned %v, after the Manager's context", at.Round(time.Millisecond), took.Round(time.Millisecond))
-	// Not before drainBy less 100ms (t0 is a little after the cancel, never
-	// before it); at most 500ms late, for a loaded machine.
-	if at < drainBy-100*time.Millisecond || at > drainBy+500*time.Millisecond {
-		t.Errorf("the reconcile's context ended %v after the Manager's, want at about %v (ShutdownTimeout %v less a fifth)",
-			at.Round(time.Millisecond), drainBy, timeout)
-	}
-	if took >= timeout {
-		t.Errorf("Start returned %v after its context ended, want before ShutdownTimeout (%v): the reconcile returned at %v",
-			took.Round(time.Millisecond), timeout, at.Round(time.Millisecond))
-	}
-	if !strings.Contains(logs.String(), "shutdown timeout nearly passed: cancelling in-flight reconciles") {
-		t.Error("the log does not say that in-flight reconciles are cancelled")
-	}
-	if strings.Contains(logs.String(), "abandoning") {
-		t.Error("the log abandons work, want none: the reconcile honoured its context")
 	}
 }
 
