@@ -19,9 +19,10 @@ import (
 // (another test's server, an outgoing connection) before ours binds it. So
 // ReservePorts picks ports outside the kernel's ephemeral range
 // (/proc/sys/net/ipv4/ip_local_port_range), which no port-0 listener or
-// outgoing connection is given, and holds a lock file per port (an flock in
-// os.TempDir()/kctl-ports, released when this process ends however it
-// ends), which every kctl test process respects. A port is held until
+// outgoing connection is given, and holds a lock file per port (an flock on
+// an empty file in the user's cache, kctl/ports, released when this process
+// ends however it ends), which every kctl test process of the user
+// respects. A port is held until
 // Release: call it once the servers have bound their ports, or never.
 type Ports struct {
 	Ports []int
@@ -33,8 +34,8 @@ type Ports struct {
 // picked; an error if fewer than n could be found among 500 tries.
 func ReservePorts(n int) (*Ports, error) {
 	lo, hi := ephemeralRange()
-	dir := filepath.Join(os.TempDir(), "kctl-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	dir := portLockDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make the port lock directory: %w", err)
 	}
 	p := &Ports{}
@@ -75,6 +76,17 @@ func (p *Ports) Release() {
 		unlockPort(f)
 	}
 	p.held = nil
+}
+
+// portLockDir holds the ports' lock files: in the user's cache, not in
+// $TMPDIR, which differs between test binaries (and which a test binary's
+// files must not outlive); the files stay, empty, for the next process.
+func portLockDir() string {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "kctl-ports")
+	}
+	return filepath.Join(cache, "kctl", "ports")
 }
 
 func (p *Ports) has(port int) bool {

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -25,7 +24,7 @@ func TestReservePorts_HeldUntilRelease(t *testing.T) {
 		}
 		seen[p] = true
 	}
-	path := filepath.Join(os.TempDir(), "kctl-ports", strconv.Itoa(held.Ports[0])+".lock")
+	path := filepath.Join(portLockDir(), strconv.Itoa(held.Ports[0])+".lock")
 	if f, ok := lockPort(path); ok {
 		unlockPort(f)
 		t.Fatalf("port %d's lock was taken again while held", held.Ports[0])
