@@ -91,9 +91,11 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	// Reconciles run on their own context so that a graceful shutdown lets
 	// them finish: it ends at the shutdown's drainBy (ShutdownTimeout less a
 	// reserve after ctx ends), or at once when leadership is lost (another
-	// replica may already be reconciling).
-	work, stop := context.WithCancel(leaseCtx)
-	defer stop()
+	// replica may already be reconciling): then with ErrLeaderLost as the
+	// cause, whichever Lease was lost first (the leader's, or a shard
+	// member's through leaseCtx).
+	work, stop := context.WithCancelCause(leaseCtx)
+	defer stop(nil)
 	var wg sync.WaitGroup
 	for range c.workers {
 		wg.Go(func() {
@@ -105,7 +107,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	<-ctx.Done()
 	if errors.Is(context.Cause(ctx), ErrLeaderLost) {
 		c.log.Warn("leadership lost: cancelling in-flight reconciles")
-		stop()
+		stop(context.Cause(ctx))
 		q.ShutDown()
 	} else {
 		drainBy, timeout := c.host.drainBy()
@@ -117,7 +119,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 		} else if err != nil {
 			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", timeout, "inFlight", c.busy())
 		}
-		stop()
+		stop(nil)
 	}
 	// The Manager stops waiting for a reconcile that ignores its context (see
 	// Manager.lead); this goroutine still waits, so that no later term of

@@ -20,7 +20,7 @@ import (
 // ReservePorts picks ports outside the kernel's ephemeral range
 // (/proc/sys/net/ipv4/ip_local_port_range), which no port-0 listener or
 // outgoing connection is given, and holds a lock file per port (an flock on
-// an empty file in the user's cache, kctl/ports, released when this process
+// an empty file in the user's cache, kctl-ports, released when this process
 // ends however it ends), which every kctl test process of the user
 // respects. A port is held until
 // Release: call it once the servers have bound their ports, or never.
@@ -80,13 +80,14 @@ func (p *Ports) Release() {
 
 // portLockDir holds the ports' lock files: in the user's cache, not in
 // $TMPDIR, which differs between test binaries (and which a test binary's
-// files must not outlive); the files stay, empty, for the next process.
+// files must not outlive), and beside kctl's folder, whose presence says the
+// control plane was built; the files stay, empty, for the next process.
 func portLockDir() string {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return filepath.Join(os.TempDir(), "kctl-ports")
 	}
-	return filepath.Join(cache, "kctl", "ports")
+	return filepath.Join(cache, "kctl-ports")
 }
 
 func (p *Ports) has(port int) bool {
