@@ -78,7 +78,10 @@ var _ = Describe("the gadget controller", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(got.Status.Seen).To(BeEquivalentTo(1))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
-		Expect(run.Reconciles(GinkgoT(), "gadgets")).To(HaveKeyWithValue("success", BeNumerically(">=", 1)))
+		// The status is visible once the reconcile's write returns, a moment
+		// before the reconcile returns and is counted: wait for the count too.
+		Eventually(func() map[string]int { return run.Reconciles(GinkgoT(), "gadgets") }).
+			WithTimeout(30 * time.Second).Should(HaveKeyWithValue("success", BeNumerically(">=", 1)))
 	})
 
 	It("reconciles nothing while stopped, and catches up when started again", func(ctx SpecContext) {
