@@ -33,22 +33,7 @@ func goEnv(t *testing.T, name string) string {
 // empty, which is left without a control plane (nothing built, nothing
 // downloaded).
 func TestInMemory_OutsideModule_NeedsNoControlPlane(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/inmemory")); err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod = []byte(strings.ReplaceAll(string(gomod), "=> ../../..", "=> "+root))
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := copyModule(t, "testdata/inmemory")
 	cache := t.TempDir() // the user's cache directory, where kctltest would build the control plane
 	cmd := exec.CommandContext(t.Context(), goCommand(t), "test", "-count=1", "-v", "./...")
 	cmd.Dir = dir

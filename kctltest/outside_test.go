@@ -18,22 +18,7 @@ import (
 // this checkout, so they see kctl as a user's module does.
 func TestOutsideModule_TestsACRDControllerEndToEnd(t *testing.T) {
 	kctltest.Start(t) // skips or fails as every integration test does; the copy starts its own
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/outside")); err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod = []byte(strings.ReplaceAll(string(gomod), "=> ../../..", "=> "+root))
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := copyModule(t, "testdata/outside")
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -54,4 +39,28 @@ func TestOutsideModule_TestsACRDControllerEndToEnd(t *testing.T) {
 			t.Errorf("go test output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// copyModule copies the module in src to a temporary folder and points its
+// go.mod's replace of kctl at this checkout, so that its tests see kctl as
+// a user's module does; it returns the folder.
+func copyModule(t *testing.T, src string) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod = []byte(strings.ReplaceAll(string(gomod), "=> ../../..", "=> "+root))
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

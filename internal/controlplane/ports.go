@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ func ReservePorts(n int) (*Ports, error) {
 	p := &Ports{}
 	for try := 0; try < 500 && len(p.Ports) < n; try++ {
 		port := pickOutside(lo, hi)
-		if p.has(port) {
+		if slices.Contains(p.Ports, port) {
 			continue
 		}
 		lock, ok := lockPort(filepath.Join(dir, strconv.Itoa(port)+".lock"))
@@ -88,15 +89,6 @@ func portLockDir() string {
 		return filepath.Join(os.TempDir(), "kctl-ports")
 	}
 	return filepath.Join(cache, "kctl-ports")
-}
-
-func (p *Ports) has(port int) bool {
-	for _, q := range p.Ports {
-		if q == port {
-			return true
-		}
-	}
-	return false
 }
 
 // ephemeralRange is the kernel's range for port-0 listeners and outgoing
