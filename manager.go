@@ -77,7 +77,11 @@ type Manager struct {
 	cache   *Cache
 	log     *slog.Logger
 	opts    Options
-	writes  *writeTracker
+	// writes hears of the writes of its ClientFor clients and its
+	// controllers' own clients (see writeNotes): NewManager sets
+	// read-your-writes' writeTracker (readyourwrites.go), which is also
+	// the cache's read barrier; nil in newManager's Manager.
+	writes  writeNotes
 	metrics *metrics.Registry
 	health  *healthChecks
 	// elect runs lead only while this replica holds the lease (see
@@ -185,9 +189,10 @@ func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Dur
 // dropped does nothing: no metric counts dropped events.
 func (metricsObserver) dropped(Key, string) {}
 
-// NewManager loads the configuration (see LoadConfig), connects and makes the
-// shared cache. It starts nothing: Start does.
-func NewManager(opts Options) (*Manager, error) {
+// newManager loads the configuration (see LoadConfig), connects and makes
+// the shared cache: floor 1's Manager, without read-your-writes, which
+// NewManager (constructors.go) adds. It starts nothing: Start does.
+func newManager(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -219,7 +224,6 @@ func NewManager(opts Options) (*Manager, error) {
 		config:   rest.CopyConfig(cfg),
 		log:      opts.Logger,
 		opts:     opts,
-		writes:   newWriteTracker(),
 		metrics:  metrics.New(),
 		health:   newHealthChecks(),
 		names:    map[string]string{},
@@ -230,7 +234,6 @@ func NewManager(opts Options) (*Manager, error) {
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = NewCache(conn, opts.Cache)
-	m.cache.barrier = m.writes
 	m.cache.made = func(inf cachedInformer, meta bool) {
 		res := inf.resource().String()
 		if meta {
@@ -238,7 +241,6 @@ func NewManager(opts Options) (*Manager, error) {
 		} else {
 			m.metrics.AddInformer(res, inf.Stats)
 			m.metrics.AddUndecodable(res, inf.Undecodable)
-			m.writes.track(inf)
 		}
 		if m.informerMade != nil {
 			m.informerMade(inf)

@@ -227,7 +227,8 @@ func TestClient_ReadYourWrites_CacheNeverCatchesUp_FailsAfterTheTimeoutNamingThe
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
 	mgr := testManager(t, cfg, ns, Options{})
-	mgr.writes.timeout = 300 * time.Millisecond
+	tracker := mgr.writes.(*writeTracker)
+	tracker.timeout = 300 * time.Millisecond
 	cms := ClientFor[corev1.ConfigMap](mgr)
 	startManager(t, mgr)
 	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ahead"}}); err != nil {
@@ -236,7 +237,7 @@ func TestClient_ReadYourWrites_CacheNeverCatchesUp_FailsAfterTheTimeoutNamingThe
 	if _, err := cms.Get(t.Context(), ns, "ahead"); err != nil {
 		t.Fatalf("Get of the object just created: %v", err)
 	}
-	mgr.writes.record(cms.Resource(), &metav1.ObjectMeta{Namespace: ns, Name: "ahead", ResourceVersion: "999999999999"})
+	tracker.record(cms.Resource(), &metav1.ObjectMeta{Namespace: ns, Name: "ahead", ResourceVersion: "999999999999"})
 	get := func() error {
 		_, err := cms.Get(t.Context(), ns, "ahead")
 		return err
@@ -255,8 +256,8 @@ func TestClient_ReadYourWrites_CacheNeverCatchesUp_FailsAfterTheTimeoutNamingThe
 		if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "write of "+ns+"/ahead") {
 			t.Errorf("%s of a write the cache never reaches = %v, want a deadline error naming %s/ahead", read.name, err, ns)
 		}
-		if took < mgr.writes.timeout || took > 5*time.Second {
-			t.Errorf("%s failed after %v, want after the timeout of %v", read.name, took, mgr.writes.timeout)
+		if took < tracker.timeout || took > 5*time.Second {
+			t.Errorf("%s failed after %v, want after the timeout of %v", read.name, took, tracker.timeout)
 		}
 	}
 }

@@ -160,7 +160,10 @@ func (s *shardRun) informerMade(inf cachedInformer) {
 		return
 	}
 	sh.setShard(s.currentSelector)
-	s.m.writes.shardBy(inf.resource(), s.covers)
+	tracker, ok := s.m.writes.(*writeTracker)
+	if ok {
+		tracker.shardBy(inf.resource(), s.covers)
+	}
 	s.mu.Lock()
 	s.informers = append(s.informers, sh)
 	s.mu.Unlock()

@@ -1,0 +1,30 @@
+package kctl
+
+// Floor 2's last file: NewManager, floor 1's Manager (newManager) with
+// the production behaviours that are on by default put on its points.
+
+// NewManager loads the configuration (see LoadConfig), connects and makes
+// the shared cache. It starts nothing: Start does.
+//
+// Its Manager is floor 1's (newManager, manager.go) with read your writes
+// (readyourwrites.go): one writeTracker hears of the writes of its
+// clients (writeNotes), holds back cached reads and reconciles until the
+// cache has them (the cache's read barrier), and follows every whole
+// informer the cache makes (the cache's made hook).
+func NewManager(opts Options) (*Manager, error) {
+	m, err := newManager(opts)
+	if err != nil {
+		return nil, err
+	}
+	tracker := newWriteTracker()
+	m.writes = tracker
+	m.cache.barrier = tracker
+	metricsAndShard := m.cache.made
+	m.cache.made = func(inf cachedInformer, meta bool) {
+		metricsAndShard(inf, meta)
+		if !meta {
+			tracker.track(inf)
+		}
+	}
+	return m, nil
+}
