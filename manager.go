@@ -72,11 +72,11 @@ type Options struct {
 // not call one does not link its code (the linker drops it), so it pays
 // nothing for it.
 type Manager struct {
-	conn    *Conn
-	config  *rest.Config // as loaded; Config hands out copies
-	cache   *Cache
-	log     *slog.Logger
-	opts    Options
+	conn   *Conn
+	config *rest.Config // as loaded; Config hands out copies
+	cache  *Cache
+	log    *slog.Logger
+	opts   Options
 	// writes hears of the writes of its ClientFor clients and its
 	// controllers' own clients (see writeNotes): NewManager sets
 	// read-your-writes' writeTracker (readyourwrites.go), which is also
