@@ -6,25 +6,32 @@ package kctl
 // NewManager loads the configuration (see LoadConfig), connects and makes
 // the shared cache. It starts nothing: Start does.
 //
-// Its Manager is floor 1's (newManager, manager.go) with read your writes
-// (readyourwrites.go): one writeTracker hears of the writes of its
-// clients (writeNotes), holds back cached reads and reconciles until the
-// cache has them (the cache's read barrier), and follows every whole
-// informer the cache makes (the cache's made hook).
+// Its Manager is floor 1's (newManager, manager.go) with
+//   - its metrics (manager_metrics.go): each request, informer and
+//     reconcile is counted on the metrics page;
+//   - read your writes (readyourwrites.go): one writeTracker hears of the
+//     writes of its clients (writeNotes), holds back cached reads and
+//     reconciles until the cache has them (the cache's read barrier), and
+//     follows every whole informer the cache makes.
+//
+// Both see each informer through the cache's made hook, after floor 1's
+// own use of it (a shard member's, Manager.informerMade).
 func NewManager(opts Options) (*Manager, error) {
 	m, err := newManager(opts)
 	if err != nil {
 		return nil, err
 	}
+	m.countInMetrics()
 	tracker := newWriteTracker()
 	m.writes = tracker
 	m.cache.barrier = tracker
-	metricsAndShard := m.cache.made
+	shardMade := m.cache.made
 	m.cache.made = func(inf cachedInformer, meta bool) {
-		metricsAndShard(inf, meta)
+		m.countInformer(inf, meta)
 		if !meta {
 			tracker.track(inf)
 		}
+		shardMade(inf, meta)
 	}
 	return m, nil
 }

@@ -134,8 +134,9 @@ type Manager struct {
 	byName map[string]namedController
 	// observers makes the observer of each run of a controller
 	// (controllerObserver): NewManager sets the metrics registry's
-	// (metricsObservers); history.go's KeepHistory wraps it, so that
-	// each also keeps the controller's history.
+	// (metricsObservers, manager_metrics.go) before it returns the
+	// Manager, so it is never nil; history.go's KeepHistory wraps it, so
+	// that each also keeps the controller's history.
 	observers interface {
 		observer(name string, workers int) controllerObserver
 	}
@@ -157,41 +158,11 @@ type Manager struct {
 	termLease context.Context // and its lease context
 }
 
-// metricsObservers is what the observers hook holds by default: each
-// controller's metrics series (internal/metrics), and no history.
-type metricsObservers struct{ reg *metrics.Registry }
-
-func (o metricsObservers) observer(name string, workers int) controllerObserver {
-	return metricsObserver{o.reg.Controller(name, workers)}
-}
-
-// metricsObserver is a controller's metrics series as its observer.
-type metricsObserver struct{ *metrics.Controller }
-
-// reconciled counts a reconcile by what the reconcile contract makes
-// of it (outcomeOf).
-func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Duration, res Result, err error) {
-	switch outcomeOf(t, res, err) {
-	case outcomeTerminal:
-		o.FailedTerminally()
-		o.Reconciled("error", took)
-	case outcomeConflict:
-		o.Conflicted(took)
-	case outcomeError, outcomeTimeout:
-		o.Reconciled("error", took)
-	case outcomeRequeueAfter:
-		o.Reconciled("requeue_after", took)
-	default:
-		o.Reconciled("success", took)
-	}
-}
-
-// dropped does nothing: no metric counts dropped events.
-func (metricsObserver) dropped(Key, string) {}
-
 // newManager loads the configuration (see LoadConfig), connects and makes
-// the shared cache: floor 1's Manager, without read-your-writes, which
-// NewManager (constructors.go) adds. It starts nothing: Start does.
+// the shared cache: floor 1's Manager. NewManager (constructors.go), its
+// one caller, then puts floor 2's metrics and read-your-writes on its
+// points (observers, writes, the cache's made hook and read barrier). It
+// starts nothing: Start does.
 func newManager(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -230,18 +201,9 @@ func newManager(opts Options) (*Manager, error) {
 		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
-	m.observers = metricsObservers{m.metrics}
-	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = NewCache(conn, opts.Cache)
 	m.cache.made = func(inf cachedInformer, meta bool) {
-		res := inf.resource().String()
-		if meta {
-			m.metrics.AddMetadataInformer(res, inf.Stats)
-		} else {
-			m.metrics.AddInformer(res, inf.Stats)
-			m.metrics.AddUndecodable(res, inf.Undecodable)
-		}
 		if m.informerMade != nil {
 			m.informerMade(inf)
 		}
