@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
@@ -25,15 +24,12 @@ import (
 // big-endian length and a metav1.WatchEvent holding an enveloped object.
 // Declared types travel as JSON. Answers are decoded by their Content-Type.
 const (
-	mediaProtobuf = "application/vnd.kubernetes.protobuf"
+	mediaProtobuf = protowire.Media
 	mediaJSON     = "application/json"
 )
 
 // protoObject is implemented by *T for every k8s.io/api type T.
-type protoObject interface {
-	Marshal() ([]byte, error)
-	Unmarshal([]byte) error
-}
+type protoObject = protowire.Message
 
 // typeOps is the work on P = *T that needs T itself. The core (codec,
 // watch stream, store, informer, client, cached reads) is generic over P
@@ -164,10 +160,6 @@ func (c codec[P]) accept(watch, list bool) string {
 	return mediaProtobuf + ", " + mediaJSON
 }
 
-func isProto(contentType string) bool {
-	return strings.HasPrefix(contentType, mediaProtobuf)
-}
-
 // setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
 func (c codec[P]) setTypeMeta(obj P) {
 	type kinded interface{ GetObjectKind() schema.ObjectKind }
@@ -205,19 +197,14 @@ func (c codec[P]) encode(
 
 // decode decodes one object from a response body (or a watch event).
 func (c codec[P]) decode(contentType string, body []byte) (P, error) {
-	if !isProto(contentType) {
+	if !protowire.IsProtobuf(contentType) {
 		return c.decodeItem(body, false)
 	}
-	kind, raw, err := protowire.Unwrap(body)
 	want := c.res.Kind
 	if c.metadata {
 		want = metadataKind
 	}
-	otherKind := len(kind) > 0 && string(kind) != want
-	if err == nil && otherKind {
-		err = fmt.Errorf("the server sent a %s, want a %s",
-			kind, want)
-	}
+	raw, err := protowire.Object(body, want)
 	if err != nil {
 		var none P
 		return none, fmt.Errorf(
@@ -253,7 +240,7 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 			err = c.decodeError(raw, proto, err)
 		}
 	}()
-	defer recovered(&err)
+	defer protowire.Recovered(&err)
 	if proto {
 		err = c.unmarshal(obj, raw)
 	} else {
@@ -273,9 +260,7 @@ func (c codec[P]) decodeError(
 	var m metav1.ObjectMeta
 	var metaErr error
 	if proto {
-		b, fieldErr := protowire.Metadata(raw)
-		unmarshalErr := safeUnmarshal(&m, b)
-		metaErr = errors.Join(fieldErr, unmarshalErr)
+		m, metaErr = protowire.ObjectMeta(raw)
 	} else {
 		var o struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
@@ -298,16 +283,9 @@ func (c codec[P]) decodeError(
 	}
 }
 
-// recovered, deferred, turns a decoder's panic into *err.
-func recovered(err *error) {
-	if r := recover(); r != nil {
-		*err = fmt.Errorf("decoder panic: %v", r)
-	}
-}
-
 // unmarshal decodes protobuf into obj, its slices sized once (c.sizes),
-// its maps from c.memo if any. With skipManagedFields it skips
-// metadata.managedFields, decoding the runs around them.
+// its maps from c.memo if any; with skipManagedFields, around
+// metadata.managedFields.
 func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	p, ok := any(obj).(protoObject)
 	if !ok {
@@ -317,15 +295,7 @@ func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	decode := func(b []byte) error {
 		return c.sizes.UnmarshalMemo(c.memo, p, b)
 	}
-	var meta *metav1.ObjectMeta
-	acc, ok := any(obj).(metav1.ObjectMetaAccessor)
-	if ok && c.skipManagedFields {
-		meta, _ = acc.GetObjectMeta().(*metav1.ObjectMeta)
-	}
-	if meta == nil {
-		return decode(raw)
-	}
-	return protowire.WithoutManagedFields(raw, decode, meta.Unmarshal)
+	return protowire.Unmarshal(obj, raw, c.skipManagedFields, decode)
 }
 
 // jsonList is a JSON list with items of type I.
@@ -352,7 +322,7 @@ func (c codec[P]) decodeList(
 			items = append(items, obj)
 		}
 	}
-	if !isProto(contentType) {
+	if !protowire.IsProtobuf(contentType) {
 		// one pass; after any error, item by item
 		var fast jsonList[P]
 		fastErr := json.Unmarshal(body, &fast)
@@ -371,7 +341,7 @@ func (c codec[P]) decodeList(
 		meta = list.Metadata
 	} else {
 		decodeMeta := func(v []byte) error {
-			return safeUnmarshal(&meta, v)
+			return protowire.SafeUnmarshal(&meta, v)
 		}
 		addItem := func(v []byte) { add(v, true) }
 		err = protowire.List(body, decodeMeta, addItem)
@@ -381,23 +351,4 @@ func (c codec[P]) decodeList(
 		return nil, metav1.ListMeta{}, nil, err
 	}
 	return items, meta, skipped, nil
-}
-
-// decodeStatus returns the metav1.Status in a response body (never nil), and
-// whether the body is one.
-func decodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
-	st := new(metav1.Status)
-	if !isProto(contentType) {
-		err := json.Unmarshal(body, st)
-		return st, err == nil && st.Kind == "Status"
-	}
-	kind, raw, err := protowire.Unwrap(body)
-	isStatus := err == nil && string(kind) == "Status"
-	return st, isStatus && safeUnmarshal(st, raw) == nil
-}
-
-// safeUnmarshal is p.Unmarshal(b) that turns a panic into an error.
-func safeUnmarshal(p protoObject, b []byte) (err error) {
-	defer recovered(&err)
-	return p.Unmarshal(b)
 }
