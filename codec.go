@@ -7,6 +7,7 @@ package kctl
 // watch's events are read by watch_stream.go, with these codecs.
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,10 +83,13 @@ type codec[P any] struct {
 	// skipManagedFields: leave managedFields out of protobuf objects (the
 	// cache's default).
 	skipManagedFields bool
-	// metadata: P is *metav1.PartialObjectMetadata, the metadata of res's
-	// objects, which the server sends as such (asMetadata), in protobuf
-	// whatever res's own encoding.
-	metadata bool
+	// as, when set, asks the server for res's objects in another form,
+	// of kind asKind, in protobuf whatever res's own encoding: it follows
+	// the media type of an object's request, asList that of a list
+	// read's (newMetadataCodec, metadata_codec.go).
+	as     string
+	asList string
+	asKind string
 	// sizes decodes protobuf with each slice made once, as long as its
 	// elements (nil: T has no slice to size).
 	sizes *presize.Plan
@@ -97,13 +101,8 @@ type codec[P any] struct {
 	memo  *presize.Memo
 }
 
-// asMetadata, after a media type, asks the server for objects as
-// metav1.PartialObjectMetadata, and lists as PartialObjectMetadataList.
-const (
-	asMetadata     = ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-	asMetadataList = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-	metadataKind   = "PartialObjectMetadata"
-)
+// metadataKind is the kind of an object's metadata sent alone.
+const metadataKind = "PartialObjectMetadata"
 
 // newCodec is the codec of res's objects, of type P; builtin: res is a
 // k8s.io/api type's.
@@ -127,31 +126,14 @@ func newCodec[P any](
 	return c
 }
 
-// newMetadataCodec is the codec of the metadata of res's objects;
-// builtin: res is a k8s.io/api type's.
-func newMetadataCodec(
-	res Resource,
-	builtin bool,
-) codec[*metav1.PartialObjectMetadata] {
-	type meta = metav1.PartialObjectMetadata
-	return codec[*meta]{
-		ops:        opsOf[meta](),
-		res:        res,
-		apiVersion: res.APIVersion(),
-		builtin:    builtin,
-		proto:      true,
-		metadata:   true,
-	}
-}
-
 // accept is the Accept header of a request, of a list (a list read), or
 // of a watch.
 func (c codec[P]) accept(watch, list bool) string {
 	switch {
-	case c.metadata && list && !watch:
-		return mediaProtobuf + asMetadataList
-	case c.metadata:
-		return mediaProtobuf + asMetadata
+	case c.as != "" && list && !watch:
+		return mediaProtobuf + c.asList
+	case c.as != "":
+		return mediaProtobuf + c.as
 	case !c.proto:
 		return mediaJSON
 	case watch:
@@ -200,10 +182,7 @@ func (c codec[P]) decode(contentType string, body []byte) (P, error) {
 	if !protowire.IsProtobuf(contentType) {
 		return c.decodeItem(body, false)
 	}
-	want := c.res.Kind
-	if c.metadata {
-		want = metadataKind
-	}
+	want := cmp.Or(c.asKind, c.res.Kind)
 	raw, err := protowire.Object(body, want)
 	if err != nil {
 		var none P
