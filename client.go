@@ -7,21 +7,17 @@ package kctl
 // ApplyConfig, delete options, DeleteAllOf) are on floor 2, client_more.go.
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/discovery"
+	"github.com/kctl-dev/kctl/internal/transport"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -221,197 +217,51 @@ func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error)
 	return nil, err
 }
 
-// notInstalledMessage says that c's resource is not served, and what to do.
-func (c *client[P]) notInstalledMessage() string {
-	if c.codec.builtin {
-		return fmt.Sprintf("kctl: %s is not served by the API server: "+
-			"the server is too old or too new for it, "+
-			"or its API group is disabled", c.res)
-	}
-	return fmt.Sprintf("kctl: %s is not installed on the API server: "+
-		"apply its CRD", c.res)
-}
-
 // statusError turns a failed answer to r into an error wrapping
 // *apierrors.StatusError.
 func (c *client[P]) statusError(r request, resp *http.Response, body []byte) error {
-	ct := resp.Header.Get("Content-Type")
-	st, ok := decodeStatus(ct, body)
-	se := &apierrors.StatusError{ErrStatus: *st}
-	if !ok {
-		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		gr := schema.GroupResource{
-			Group:    c.res.Group,
-			Resource: c.res.Plural,
-		}
-		text := string(body[:min(len(body), 512)])
-		se = apierrors.NewGenericServerResponse(
-			resp.StatusCode, r.method, gr, r.name, text, ra, true)
-	}
-	d := st.Details
-	namesNoObject := !ok || d == nil || d.Name == "" && d.Kind == ""
-	if resp.StatusCode == http.StatusNotFound && namesNoObject {
-		return &notInstalledError{c.notInstalledMessage(), se}
-	}
-	if apierrors.IsForbidden(se) {
-		rbacVerbs := map[string]string{
-			"update status of": "update",
-			"apply":            "patch",
-			"delete all of":    "deletecollection",
-		}
-		rbac := cmp.Or(rbacVerbs[r.verb], r.verb)
-		resource := strings.TrimSuffix(c.res.Plural+"/"+r.sub, "/")
-		return fmt.Errorf("kctl: %s %s: %w: "+
-			"grant this identity RBAC permission to %s %s",
-			r.verb, c.what(r), se, rbac, resource)
-	}
-	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
-}
-
-// checkServed checks c's Resource, and r's subresource if any, against the
-// server's discovery document: nil if the server serves them as declared,
-// else an error naming the difference and the fix. A resource or subresource
-// the server does not serve matches ErrNotInstalled.
-func (c *client[P]) checkServed(ctx context.Context, r request) error {
-	name := c.res.Plural
-	if r.sub != "" {
-		name += "/" + r.sub
-	}
-	get := func(
-		ctx context.Context,
-		path string,
-	) (map[string]metav1.APIResource, error) {
-		return getDiscovery(ctx, c.conn, path)
-	}
-	gv := c.res.APIVersion()
-	resources, err := c.conn.discovery.Lookup(ctx, get, gv, name)
-	if err != nil {
-		return err
-	}
-	got, ok := resources[c.res.Plural]
-	_, subOK := resources[name]
-	sameKind := got.Kind == c.res.Kind
-	sameScope := got.Namespaced == c.res.Namespaced
-	if ok && subOK && sameKind && sameScope {
-		return nil
-	}
-	return c.disagreement(resources, r)
-}
-
-// getDiscovery reads the discovery document at path: nil if the server
-// answers 404.
-func getDiscovery(
-	ctx context.Context,
-	conn *Conn,
-	path string,
-) (map[string]metav1.APIResource, error) {
-	r := request{
-		method: http.MethodGet,
-		path:   path,
-		accept: mediaJSON,
-	}
-	resp, err := conn.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf(
-			"kctl: GET %s: reading the discovery document: %w",
-			path, err)
-	}
-	if resp.StatusCode == http.StatusNotFound {
-		return nil, nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		ct := resp.Header.Get("Content-Type")
-		st, ok := decodeStatus(ct, body)
-		se := &apierrors.StatusError{ErrStatus: *st}
-		if !ok {
-			gr := schema.GroupResource{}
-			text := string(body[:min(len(body), 512)])
-			se = apierrors.NewGenericServerResponse(
-				resp.StatusCode, http.MethodGet, gr, "", text, 0, true)
-		}
-		if apierrors.IsForbidden(se) {
-			return nil, fmt.Errorf(
-				"kctl: GET %s (the discovery document): %w: "+
-					"grant this identity the system:discovery ClusterRole",
-				path, se)
-		}
-		return nil, fmt.Errorf(
-			"kctl: GET %s (the discovery document): %w",
-			path, se)
-	}
-	var doc metav1.APIResourceList
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf(
-			"kctl: GET %s: decoding the discovery document: %w",
-			path, err)
-	}
-	resources := make(map[string]metav1.APIResource, len(doc.APIResources))
-	for _, r := range doc.APIResources {
-		resources[r.Name] = r
-	}
-	return resources, nil
-}
-
-// disagreement is the error of checkServed when resources, a discovery
-// document of c's group version, does not serve r as c declares it.
-func (c *client[P]) disagreement(
-	resources map[string]metav1.APIResource,
-	r request,
-) error {
-	gv := c.res.APIVersion()
-	plural := c.res.Plural
-	declare := "kctl.Declare[" + c.codec.ops.name + "]"
-	got, ok := resources[plural]
-	switch {
-	case resources == nil:
-		why := fmt.Sprintf("the server serves no group version %s: "+
-			"check Group and Version in %s", gv, declare)
-		return c.notServed(why)
-	case !ok:
-		served := discovery.ListServed(resources)
-		why := fmt.Sprintf("%s serves %s: "+
-			"correct Plural or Kind in %s", gv, served, declare)
-		return c.notServed(why)
-	case got.Kind != c.res.Kind:
-		return fmt.Errorf("kctl: %s serves %s as kind %s, not %s: "+
-			"correct Kind in %s",
-			gv, plural, got.Kind, c.res.Kind, declare)
-	case got.Namespaced && !c.res.Namespaced:
-		return fmt.Errorf("kctl: %s serves %s namespaced, "+
-			"but %s declares them cluster-scoped: "+
-			"add Namespaced: true to it", gv, plural, declare)
-	case !got.Namespaced && c.res.Namespaced:
-		return fmt.Errorf("kctl: %s serves %s cluster-scoped, "+
-			"but %s declares them namespaced: "+
-			"remove Namespaced: true from it", gv, plural, declare)
-	}
-	fix := fmt.Sprintf("add `subresources: {%s: {}}` "+
-		"to version %s of their CRD", r.sub, c.res.Version)
-	if c.codec.builtin {
-		fix = "write the whole object instead"
-	}
-	msg := fmt.Sprintf("kctl: %s %s: "+
-		"the server serves no %s subresource of %s: %s",
-		r.verb, c.what(r), r.sub, plural, fix)
-	return &notInstalledError{msg: msg}
-}
-
-// notServed is the error of a call on c's resource, which the server does not
-// serve (why says what it serves instead): it matches ErrNotInstalled and
-// NotFound, as the server's answer to the call would.
-func (c *client[P]) notServed(why string) error {
 	gr := schema.GroupResource{
 		Group:    c.res.Group,
 		Resource: c.res.Plural,
 	}
-	nf := apierrors.NewNotFound(gr, "")
-	msg := c.notInstalledMessage() + " (" + why + ")"
-	return &notInstalledError{msg: msg, status: nf}
+	se, namesObject := transport.StatusError(
+		resp, body, r.method, gr, r.name)
+	if resp.StatusCode == http.StatusNotFound && !namesObject {
+		msg := discovery.NotInstalled(c.declared())
+		return &notInstalledError{msg, se}
+	}
+	if apierrors.IsForbidden(se) {
+		lacks := transport.Permission(r.verb, c.res.Plural, r.sub)
+		return fmt.Errorf("kctl: %s %s: %w: "+
+			"grant this identity RBAC permission to %s",
+			r.verb, c.what(r), se, lacks)
+	}
+	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
+}
+
+// declared is c's Resource as internal/discovery checks it.
+func (c *client[P]) declared() discovery.Declared {
+	return discovery.Declared{
+		Resource: apitype.Resource(c.res),
+		Builtin:  c.codec.builtin,
+		TypeName: c.codec.ops.name,
+	}
+}
+
+// checkServed checks c's Resource, and r's subresource if any, against the
+// server's discovery document (internal/discovery): nil if the server
+// serves them as declared, else an error naming the difference and the
+// fix. A resource or subresource the server does not serve matches
+// ErrNotInstalled.
+func (c *client[P]) checkServed(ctx context.Context, r request) error {
+	get := discovery.Getter(c.conn.transport, c.conn.requests)
+	call := discovery.Call{Verb: r.verb, What: c.what(r), Sub: r.sub}
+	err := c.conn.discovery.Check(ctx, get, c.declared(), call)
+	var notServed *discovery.NotServed
+	if errors.As(err, &notServed) {
+		return &notInstalledError{notServed.Msg, notServed.Status}
+	}
+	return err
 }
 
 // call sends r and hands the Content-Type and body of the answer to read.
@@ -426,28 +276,12 @@ func (c *client[P]) call(
 		return err
 	}
 	defer resp.Body.Close()
-	buf := bodies.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer putBody(buf)
-	n := resp.ContentLength
-	unknown := resp.ContentLength < 0
-	if unknown {
-		// compressed (a list page): expect what the last such answer
-		// took, not a chain of doublings
-		n = c.lastBody.Load()
-	}
-	if n > 0 && n < maxPooledBody {
-		// ReadFrom needs MinRead spare bytes to see the end
-		buf.Grow(int(n) + bytes.MinRead)
-	}
-	_, err = buf.ReadFrom(resp.Body)
+	buf, err := transport.ReadBody(resp.Body, resp.ContentLength, c.lastBody)
 	if err != nil {
 		return fmt.Errorf("kctl: %s %s: reading the answer: %w",
 			r.verb, c.what(r), err)
 	}
-	if unknown {
-		c.lastBody.Store(int64(buf.Len()))
-	}
+	defer transport.PutBuffer(buf)
 	return read(resp.Header.Get("Content-Type"), buf.Bytes())
 }
 

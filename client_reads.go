@@ -7,13 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/protowire"
+	"github.com/kctl-dev/kctl/internal/transport"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -135,9 +135,11 @@ func (c *client[P]) listPage(
 		query:     q,
 	}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
-		peeked, ok := peekListMeta(ct, body)
-		if early != nil && ok {
-			early(peeked)
+		if early != nil && protowire.IsProtobuf(ct) {
+			peeked, ok := protowire.ListMeta(body)
+			if ok {
+				early(peeked)
+			}
 		}
 		items, meta, skipped, err = c.codec.decodeList(ct, body)
 		return err
@@ -145,26 +147,9 @@ func (c *client[P]) listPage(
 	return items, meta, skipped, err
 }
 
-// peekListMeta reads the ListMeta of a protobuf list body without decoding
-// its items (field 1 of the list in the envelope); ok is false for JSON.
-func peekListMeta(ct string, body []byte) (meta metav1.ListMeta, ok bool) {
-	if !isProto(ct) {
-		return meta, false
-	}
-	_, raw, err := protowire.Unwrap(body)
-	if err != nil {
-		return meta, false
-	}
-	m, err := protowire.Field(raw, 1)
-	if err != nil {
-		return meta, false
-	}
-	return meta, safeUnmarshal(&meta, m) == nil
-}
-
 // watch opens a watch from resourceVersion with bookmarks; the server ends
 // it after timeout (rounded to seconds, at least 1 s). The client ends it
-// at watchBound(timeout) if the server has not: a silent connection (a
+// at transport.WatchBound(timeout) if the server has not: a silent connection (a
 // network blackhole over HTTP/1.1) then breaks the stream.
 func (c *client[P]) watch(
 	ctx context.Context,
@@ -214,51 +199,13 @@ func (c *client[P]) openWatch(
 		list:      true,
 		query:     q,
 	}
-	bound := watchBound(timeout)
-	silent := fmt.Errorf("kctl: the watch of %s asked "+
-		"the server to end it after %v, and %v later "+
-		"the connection was still silent", c.what(r), timeout,
-		bound-timeout)
-	ctx, cancel := context.WithTimeoutCause(ctx, bound, silent)
+	ctx, cancel := transport.WatchDeadline(ctx, timeout, c.what(r))
 	resp, err := c.send(ctx, r)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	ct := resp.Header.Get("Content-Type")
-	body := &watchBody{
-		ReadCloser: resp.Body,
-		ctx:        ctx,
-		cancel:     cancel,
-	}
+	body := transport.WatchBody(ctx, cancel, resp.Body)
 	return newWatchStream(c.codec, ct, body), nil
-}
-
-// watchBound is how long the client lets a watch run that asked the
-// server to end it after timeout: 10% more, at most 30 s, and 1 s.
-func watchBound(timeout time.Duration) time.Duration {
-	grace := min(timeout/10, 30*time.Second)
-	return timeout + grace + time.Second
-}
-
-// watchBody is a watch's answer, read under the watch's deadline (ctx):
-// a read cut by it fails with the deadline's cause. Close releases it.
-type watchBody struct {
-	io.ReadCloser
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func (b *watchBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	ended := b.ctx.Err() != nil
-	if err != nil && err != io.EOF && ended {
-		err = context.Cause(b.ctx)
-	}
-	return n, err
-}
-
-func (b *watchBody) Close() error {
-	b.cancel()
-	return b.ReadCloser.Close()
 }

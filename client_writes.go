@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/kctl-dev/kctl/internal/transport"
 )
 
 // Create creates obj (its namespace, name or generateName, and content) and
@@ -189,7 +191,7 @@ func (c *client[P]) delete(
 		r.contentType = mediaJSON
 	}
 	return c.call(ctx, r, func(ct string, body []byte) error {
-		st, isStatus := decodeStatus(ct, body)
+		st, isStatus := transport.DecodeStatus(ct, body)
 		switch {
 		case c.notes == nil:
 			// no one to tell

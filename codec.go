@@ -7,11 +7,11 @@ package kctl
 // watch's events are read by watch_stream.go, with these codecs.
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
@@ -25,15 +25,12 @@ import (
 // big-endian length and a metav1.WatchEvent holding an enveloped object.
 // Declared types travel as JSON. Answers are decoded by their Content-Type.
 const (
-	mediaProtobuf = "application/vnd.kubernetes.protobuf"
+	mediaProtobuf = protowire.Media
 	mediaJSON     = "application/json"
 )
 
 // protoObject is implemented by *T for every k8s.io/api type T.
-type protoObject interface {
-	Marshal() ([]byte, error)
-	Unmarshal([]byte) error
-}
+type protoObject = protowire.Message
 
 // typeOps is the work on P = *T that needs T itself. The core (codec,
 // watch stream, store, informer, client, cached reads) is generic over P
@@ -86,10 +83,13 @@ type codec[P any] struct {
 	// skipManagedFields: leave managedFields out of protobuf objects (the
 	// cache's default).
 	skipManagedFields bool
-	// metadata: P is *metav1.PartialObjectMetadata, the metadata of res's
-	// objects, which the server sends as such (asMetadata), in protobuf
-	// whatever res's own encoding.
-	metadata bool
+	// as, when set, asks the server for res's objects in another form,
+	// of kind asKind, in protobuf whatever res's own encoding: it follows
+	// the media type of an object's request, asList that of a list
+	// read's (newMetadataCodec, metadata_codec.go).
+	as     string
+	asList string
+	asKind string
 	// sizes decodes protobuf with each slice made once, as long as its
 	// elements (nil: T has no slice to size).
 	sizes *presize.Plan
@@ -101,13 +101,8 @@ type codec[P any] struct {
 	memo  *presize.Memo
 }
 
-// asMetadata, after a media type, asks the server for objects as
-// metav1.PartialObjectMetadata, and lists as PartialObjectMetadataList.
-const (
-	asMetadata     = ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-	asMetadataList = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-	metadataKind   = "PartialObjectMetadata"
-)
+// metadataKind is the kind of an object's metadata sent alone.
+const metadataKind = "PartialObjectMetadata"
 
 // newCodec is the codec of res's objects, of type P; builtin: res is a
 // k8s.io/api type's.
@@ -131,41 +126,20 @@ func newCodec[P any](
 	return c
 }
 
-// newMetadataCodec is the codec of the metadata of res's objects;
-// builtin: res is a k8s.io/api type's.
-func newMetadataCodec(
-	res Resource,
-	builtin bool,
-) codec[*metav1.PartialObjectMetadata] {
-	type meta = metav1.PartialObjectMetadata
-	return codec[*meta]{
-		ops:        opsOf[meta](),
-		res:        res,
-		apiVersion: res.APIVersion(),
-		builtin:    builtin,
-		proto:      true,
-		metadata:   true,
-	}
-}
-
 // accept is the Accept header of a request, of a list (a list read), or
 // of a watch.
 func (c codec[P]) accept(watch, list bool) string {
 	switch {
-	case c.metadata && list && !watch:
-		return mediaProtobuf + asMetadataList
-	case c.metadata:
-		return mediaProtobuf + asMetadata
+	case c.as != "" && list && !watch:
+		return mediaProtobuf + c.asList
+	case c.as != "":
+		return mediaProtobuf + c.as
 	case !c.proto:
 		return mediaJSON
 	case watch:
 		return mediaProtobuf + ";stream=watch, " + mediaJSON
 	}
 	return mediaProtobuf + ", " + mediaJSON
-}
-
-func isProto(contentType string) bool {
-	return strings.HasPrefix(contentType, mediaProtobuf)
 }
 
 // setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
@@ -205,19 +179,11 @@ func (c codec[P]) encode(
 
 // decode decodes one object from a response body (or a watch event).
 func (c codec[P]) decode(contentType string, body []byte) (P, error) {
-	if !isProto(contentType) {
+	if !protowire.IsProtobuf(contentType) {
 		return c.decodeItem(body, false)
 	}
-	kind, raw, err := protowire.Unwrap(body)
-	want := c.res.Kind
-	if c.metadata {
-		want = metadataKind
-	}
-	otherKind := len(kind) > 0 && string(kind) != want
-	if err == nil && otherKind {
-		err = fmt.Errorf("the server sent a %s, want a %s",
-			kind, want)
-	}
+	want := cmp.Or(c.asKind, c.res.Kind)
+	raw, err := protowire.Object(body, want)
 	if err != nil {
 		var none P
 		return none, fmt.Errorf(
@@ -253,7 +219,7 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 			err = c.decodeError(raw, proto, err)
 		}
 	}()
-	defer recovered(&err)
+	defer protowire.Recovered(&err)
 	if proto {
 		err = c.unmarshal(obj, raw)
 	} else {
@@ -273,9 +239,7 @@ func (c codec[P]) decodeError(
 	var m metav1.ObjectMeta
 	var metaErr error
 	if proto {
-		b, fieldErr := protowire.Metadata(raw)
-		unmarshalErr := safeUnmarshal(&m, b)
-		metaErr = errors.Join(fieldErr, unmarshalErr)
+		m, metaErr = protowire.ObjectMeta(raw)
 	} else {
 		var o struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
@@ -298,16 +262,9 @@ func (c codec[P]) decodeError(
 	}
 }
 
-// recovered, deferred, turns a decoder's panic into *err.
-func recovered(err *error) {
-	if r := recover(); r != nil {
-		*err = fmt.Errorf("decoder panic: %v", r)
-	}
-}
-
 // unmarshal decodes protobuf into obj, its slices sized once (c.sizes),
-// its maps from c.memo if any. With skipManagedFields it skips
-// metadata.managedFields, decoding the runs around them.
+// its maps from c.memo if any; with skipManagedFields, around
+// metadata.managedFields.
 func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	p, ok := any(obj).(protoObject)
 	if !ok {
@@ -317,15 +274,7 @@ func (c codec[P]) unmarshal(obj P, raw []byte) error {
 	decode := func(b []byte) error {
 		return c.sizes.UnmarshalMemo(c.memo, p, b)
 	}
-	var meta *metav1.ObjectMeta
-	acc, ok := any(obj).(metav1.ObjectMetaAccessor)
-	if ok && c.skipManagedFields {
-		meta, _ = acc.GetObjectMeta().(*metav1.ObjectMeta)
-	}
-	if meta == nil {
-		return decode(raw)
-	}
-	return protowire.WithoutManagedFields(raw, decode, meta.Unmarshal)
+	return protowire.Unmarshal(obj, raw, c.skipManagedFields, decode)
 }
 
 // jsonList is a JSON list with items of type I.
@@ -352,7 +301,7 @@ func (c codec[P]) decodeList(
 			items = append(items, obj)
 		}
 	}
-	if !isProto(contentType) {
+	if !protowire.IsProtobuf(contentType) {
 		// one pass; after any error, item by item
 		var fast jsonList[P]
 		fastErr := json.Unmarshal(body, &fast)
@@ -371,7 +320,7 @@ func (c codec[P]) decodeList(
 		meta = list.Metadata
 	} else {
 		decodeMeta := func(v []byte) error {
-			return safeUnmarshal(&meta, v)
+			return protowire.SafeUnmarshal(&meta, v)
 		}
 		addItem := func(v []byte) { add(v, true) }
 		err = protowire.List(body, decodeMeta, addItem)
@@ -381,23 +330,4 @@ func (c codec[P]) decodeList(
 		return nil, metav1.ListMeta{}, nil, err
 	}
 	return items, meta, skipped, nil
-}
-
-// decodeStatus returns the metav1.Status in a response body (never nil), and
-// whether the body is one.
-func decodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
-	st := new(metav1.Status)
-	if !isProto(contentType) {
-		err := json.Unmarshal(body, st)
-		return st, err == nil && st.Kind == "Status"
-	}
-	kind, raw, err := protowire.Unwrap(body)
-	isStatus := err == nil && string(kind) == "Status"
-	return st, isStatus && safeUnmarshal(st, raw) == nil
-}
-
-// safeUnmarshal is p.Unmarshal(b) that turns a panic into an error.
-func safeUnmarshal(p protoObject, b []byte) (err error) {
-	defer recovered(&err)
-	return p.Unmarshal(b)
 }

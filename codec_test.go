@@ -16,6 +16,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/protowire"
+	"github.com/kctl-dev/kctl/internal/transport"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -334,24 +335,6 @@ func pbField(field int, b []byte) []byte {
 	return append(binary.AppendUvarint(out, uint64(len(b))), b...)
 }
 
-func TestCodec_DecodeStatus_ProtobufAndJSON(t *testing.T) {
-	st := &metav1.Status{Status: "Failure", Code: 404, Reason: metav1.StatusReasonNotFound, Details: &metav1.StatusDetails{Name: "x", Kind: "pods"}}
-	if got, ok := decodeStatus(mediaProtobuf, statusProto(st)); !ok || got.Code != 404 || got.Details.Name != "x" {
-		t.Errorf("decodeStatus(protobuf) = %+v, %v", got, ok)
-	}
-	if got, ok := decodeStatus(mediaJSON, []byte(`{"kind":"Status","code":409,"reason":"Conflict"}`)); !ok || got.Code != 409 {
-		t.Errorf("decodeStatus(json) = %+v, %v", got, ok)
-	}
-	for _, body := range []string{"404 page not found", `{"kind":"Pod"}`, "k8s\x00\xff"} {
-		if _, ok := decodeStatus(mediaJSON, []byte(body)); ok {
-			t.Errorf("decodeStatus(%q) found a Status", body)
-		}
-		if _, ok := decodeStatus(mediaProtobuf, []byte(body)); ok {
-			t.Errorf("decodeStatus(protobuf %q) found a Status", body)
-		}
-	}
-}
-
 // typeOps does T's own work for the pointer-shaped core: a new zero T,
 // *dst = *src, a copy that shares nothing, and T's name.
 func TestOpsOf_DoesTsOwnWork(t *testing.T) {
@@ -534,7 +517,7 @@ func FuzzDecodeProtobufList(f *testing.F) {
 			}
 		}
 		_, _ = c.decode(mediaProtobuf, body)
-		_, _ = decodeStatus(mediaProtobuf, body)
+		_, _ = transport.DecodeStatus(mediaProtobuf, body)
 	})
 }
 
@@ -592,7 +575,7 @@ func FuzzDecodeJSONList(f *testing.F) {
 			}
 		}
 		_, _ = c.decode(mediaJSON, body)
-		_, _ = decodeStatus(mediaJSON, body)
+		_, _ = transport.DecodeStatus(mediaJSON, body)
 	})
 }
 

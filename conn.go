@@ -6,12 +6,10 @@ package kctl
 // retried after 429s).
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sync"
 
 	"github.com/kctl-dev/kctl/internal/clusterconfig"
 	"github.com/kctl-dev/kctl/internal/discovery"
@@ -32,9 +30,6 @@ import (
 func LoadConfig(kubeconfig string) (*rest.Config, error) {
 	return clusterconfig.Load(kubeconfig, "", slog.Default())
 }
-
-// maxPooledBody: a larger answer's buffer is left to the collector.
-const maxPooledBody = 32 << 20
 
 // Conn is one connection to an API server, shared by the Clients made from
 // it: client-go's HTTP client (TLS, authentication, exec plugins), the user
@@ -110,17 +105,4 @@ func (c *Conn) do(ctx context.Context, r request) (*http.Response, error) {
 		Accept:      r.accept,
 	}
 	return c.transport.Do(ctx, tr, c.requests)
-}
-
-// bodies recycles the buffers answers are read into. No decoded object
-// aliases one: generated protobuf code and encoding/json copy what they keep.
-var bodies = sync.Pool{
-	New: func() any { return new(bytes.Buffer) },
-}
-
-// putBody gives buf back to bodies, unless it is too large to keep.
-func putBody(buf *bytes.Buffer) {
-	if buf.Cap() <= maxPooledBody {
-		bodies.Put(buf)
-	}
 }

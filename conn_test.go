@@ -315,20 +315,6 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
-// A watch's own bound is a little past its timeoutSeconds (the other
-// requests' 70 s is internal/transport's TestNew_NoTimeout_...).
-func TestWatchBound_IsALittlePastTheTimeoutItAsks(t *testing.T) {
-	for _, c := range []struct{ timeout, want time.Duration }{
-		{time.Second, 2100 * time.Millisecond},
-		{5 * time.Minute, 5*time.Minute + 31*time.Second},
-		{10 * time.Minute, 10*time.Minute + 31*time.Second},
-	} {
-		if got := watchBound(c.timeout); got != c.want {
-			t.Errorf("watchBound(%v) = %v, want %v", c.timeout, got, c.want)
-		}
-	}
-}
-
 // Issue 23, item 8: a kubeconfig context is picked with Options.Context; a
 // $KUBECONFIG naming a missing file says so; insecure-skip-tls-verify is
 // warned about once, naming the cluster. Against the real control plane.

@@ -1,17 +1,15 @@
 package kctl
 
-// The watch stream: one watch response read event by event, each object
-// decoded into P (*T) by the codec (codec.go). A protobuf watch is frames
-// (read by internal/protowire); a JSON one, a stream of JSON objects.
+// The watch stream: one watch response read event by event (its bytes by
+// internal/transport: a protobuf watch's frames, a JSON one's objects),
+// each object decoded into P (*T) by the codec (codec.go).
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/kctl-dev/kctl/internal/presize"
-	"github.com/kctl-dev/kctl/internal/protowire"
+	"github.com/kctl-dev/kctl/internal/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,18 +25,15 @@ type watchEvent[P any] struct {
 	Err error
 }
 
-// bigEvent is the size of a JSON watch event after which the stream's
-// decoder, whose buffer only grows, is made again.
-const bigEvent = 16 << 10
-
 // watchStream reads one watch response. Close may be called concurrently
 // with Next (it unblocks Next); Next is not for concurrent use.
 type watchStream[P any] struct {
-	c     codec[P]
-	body  io.ReadCloser
-	proto bool
-	// dec decodes JSON watches; it is made again after a bigEvent.
-	dec *json.Decoder
+	c    codec[P]
+	body io.ReadCloser
+	// ct is the answer's Content-Type, of every event's object.
+	ct string
+	// events reads the answer's events as bytes.
+	events *transport.Events
 }
 
 func newWatchStream[P any](
@@ -49,64 +44,34 @@ func newWatchStream[P any](
 	if c.reuse {
 		c.memo = presize.NewMemo() // until the first bookmark
 	}
-	w := &watchStream[P]{
-		c:     c,
-		body:  body,
-		proto: isProto(contentType),
+	return &watchStream[P]{
+		c:      c,
+		body:   body,
+		ct:     contentType,
+		events: transport.NewEvents(contentType, body),
 	}
-	if !w.proto {
-		w.dec = json.NewDecoder(body)
-	}
-	return w
 }
 
 // Next returns the next event; an error ends the stream (io.EOF: closed
 // cleanly). An event whose object cannot be decoded has Err set.
 func (w *watchStream[P]) Next() (watchEvent[P], error) {
-	if !w.proto {
-		return w.nextJSON()
+	var ev watchEvent[P]
+	decode := func(typ string, object []byte) {
+		if typ == "BOOKMARK" {
+			w.c.memo = nil
+		}
+		ev = w.c.event(typ, object, w.ct)
 	}
-	n, err := protowire.FrameSize(w.body)
+	bad, err := w.events.Next(decode)
 	if err != nil {
 		return watchEvent[P]{}, w.broke(err)
 	}
-	// A buffer of the pool (conn.go), given back once the event is
-	// decoded: a watch that kept its own would hold one as large as the
-	// largest event it has carried, namespaces x largest object in all.
-	buf := bodies.Get().(*bytes.Buffer)
-	defer putBody(buf)
-	frame, err := protowire.ReadFrame(w.body, n, buf)
-	if err != nil {
-		return watchEvent[P]{}, w.broke(err)
-	}
-	typ, object, err := protowire.WatchEvent(frame)
-	if err != nil {
+	if bad != nil {
 		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
-			w.c.res, err)
+			w.c.res, bad)
 		return watchEvent[P]{Err: err}, nil
 	}
-	if string(typ) == "BOOKMARK" {
-		w.c.memo = nil
-	}
-	return w.c.event(string(typ), object, mediaProtobuf), nil
-}
-
-// nextJSON is Next of a JSON watch.
-func (w *watchStream[P]) nextJSON() (watchEvent[P], error) {
-	var ev struct {
-		Type   string          `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}
-	if err := w.dec.Decode(&ev); err != nil {
-		return watchEvent[P]{}, w.broke(err)
-	}
-	if len(ev.Object) > bigEvent {
-		// what it read ahead, then the rest
-		ahead := w.dec.Buffered()
-		rest := io.MultiReader(ahead, w.body)
-		w.dec = json.NewDecoder(rest)
-	}
-	return w.c.event(ev.Type, ev.Object, mediaJSON), nil
+	return ev, nil
 }
 
 // broke is the error that ends a stream: io.EOF for a clean end.
@@ -122,7 +87,7 @@ func (c codec[P]) event(typ string, raw []byte, ct string) watchEvent[P] {
 	ev := watchEvent[P]{Type: typ}
 	switch typ {
 	case "ERROR":
-		if st, ok := decodeStatus(ct, raw); ok {
+		if st, ok := transport.DecodeStatus(ct, raw); ok {
 			ev.Status = st
 		} else {
 			ev.Err = fmt.Errorf("kctl: the watch of %s sent "+

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kctl-dev/kctl/internal/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // frame is a watch frame holding msg.
@@ -112,5 +113,47 @@ func TestWatchFrames_TooLargeOrTruncated_Errs(t *testing.T) {
 	}
 	if _, _, err := protowire.WatchEvent([]byte("\x0a\x05ab")); err == nil {
 		t.Errorf("WatchEvent of a malformed frame = nil, want an error")
+	}
+}
+
+func TestObject_OfAnotherKind_Errs(t *testing.T) {
+	body := protowire.Envelope("v1", "Pod", str(1, "meta"))
+	raw, err := protowire.Object(body, "Pod")
+	if err != nil || string(raw) != string(str(1, "meta")) {
+		t.Errorf("Object(a Pod, Pod) = %q, %v", raw, err)
+	}
+	_, err = protowire.Object(body, "ConfigMap")
+	if err == nil || !strings.Contains(err.Error(), "the server sent a Pod, want a ConfigMap") {
+		t.Errorf("Object(a Pod, ConfigMap) = %v, want an error naming both kinds", err)
+	}
+}
+
+func TestListMetaAndObjectMeta_DecodeTheMetadataAlone(t *testing.T) {
+	lm := metav1.ListMeta{ResourceVersion: "7", Continue: "next"}
+	lmRaw, _ := lm.Marshal()
+	list := protowire.Envelope("v1", "PodList", msg(protowire.AppendBytes(nil, 1, lmRaw), str(2, "garbage item")))
+	got, ok := protowire.ListMeta(list)
+	if !ok || got.ResourceVersion != "7" || got.Continue != "next" {
+		t.Errorf("ListMeta = %+v, %v", got, ok)
+	}
+	if _, ok := protowire.ListMeta([]byte("{}")); ok {
+		t.Error("ListMeta of JSON is ok")
+	}
+	om := metav1.ObjectMeta{Namespace: "ns", Name: "a"}
+	omRaw, _ := om.Marshal()
+	m, err := protowire.ObjectMeta(msg(protowire.AppendBytes(nil, 1, omRaw), str(2, "\xff")))
+	if err != nil || m.Namespace != "ns" || m.Name != "a" {
+		t.Errorf("ObjectMeta = %+v, %v", m, err)
+	}
+}
+
+type panicky struct{}
+
+func (panicky) Unmarshal([]byte) error { panic("boom") }
+
+func TestSafeUnmarshal_APanicIsAnError(t *testing.T) {
+	err := protowire.SafeUnmarshal(panicky{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "decoder panic: boom") {
+		t.Errorf("SafeUnmarshal of a panicking decoder = %v", err)
 	}
 }

@@ -3,7 +3,9 @@
 // the API server's protobuf answers (a runtime.Unknown), length-delimited
 // fields, a list's items, decoding a message around one of its fields
 // (an object around its managedFields), and a watch's frames (watch.go).
-// Values it returns alias the input: nothing is copied.
+// Values it returns alias the input: nothing is copied. kube.go decodes
+// the Kubernetes messages kctl reads from these pieces (Status, ListMeta,
+// ObjectMeta) with their generated code.
 package protowire
 
 import (
