@@ -2,7 +2,9 @@ package kctl
 
 // What a source's events look like to a filter (ObjectEvent, Predicate and
 // the built-in predicates), a key's Priority, and why a key is queued
-// (Trigger).
+// (Trigger); the informer events a source passes on (live) or replays at
+// each run (replay), and the key of an object of the controller's own type
+// (ownKeys).
 
 import (
 	"context"
@@ -180,4 +182,47 @@ func changes(old, cur metav1.Object) string {
 		kinds = append(kinds, "status or other fields")
 	}
 	return strings.Join(kinds, " ")
+}
+
+// live passes on the events of a running informer except those of its first
+// list: each run's replay hands the controller every cached object anyway,
+// and the first list's events may still be on their way when it does.
+func live[P any](handle func(event[P])) func(event[P]) {
+	return func(ev event[P]) {
+		if !ev.Initial {
+			handle(ev)
+		}
+	}
+}
+
+// replay returns a function that hands cached objects to handle as
+// initial Added events: how a new run learns what happened while it was
+// not running. Called with a nil match, it hands every one; else only
+// those with a key (keys, the keys handle queues for it) that match
+// takes, e.g. the keys of the ranges a shard member gained (handle then
+// queues all of that object's keys).
+func replay[P any](
+	inf *informer[P],
+	keys func(obj P) []Key,
+	handle func(event[P]),
+) replayFunc {
+	return func(match func(Key) bool) {
+		all, _ := inf.List(ListOptions{}) // no selector: no error
+		for _, obj := range all {
+			if match != nil && !slices.ContainsFunc(keys(obj), match) {
+				continue
+			}
+			handle(event[P]{Type: Added, Object: obj, Initial: true})
+		}
+	}
+}
+
+// replayFunc is what replay returns: a nil match replays every object.
+type replayFunc func(match func(Key) bool)
+
+// ownKeys is the key of obj itself: what a controller queues for an
+// object of its own type.
+func ownKeys[P any](obj P) []Key {
+	m := metaOf(obj)
+	return []Key{{Namespace: m.GetNamespace(), Name: m.GetName()}}
 }
