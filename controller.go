@@ -185,9 +185,10 @@ type controller[P any] struct {
 	// channels counts FromChannel sources, whose readers run where
 	// the controller runs.
 	channels int
-	// priority, if set, chooses the priority of an object source's
-	// keys (WithPriority); nil: the default of modeOf.
-	priority   func(ObjectEvent) Priority
+	// lowIf, if set, says whether an object source's event queues its
+	// keys at low priority: the priority function, which WithPriority
+	// sets; nil: the default of modeOf.
+	lowIf      func(ObjectEvent) bool
 	predicates []Predicate       // own events only
 	filters    []Predicate       // every object source
 	queueOpts  QueueOptions[Key] // Observer is set by run
@@ -460,8 +461,8 @@ const (
 // periodic resync, and asLive for the rest.
 func (c *controller[P]) modeOf(ev ObjectEvent) enqueueMode {
 	low := ev.Initial || ev.Resync
-	if c.priority != nil {
-		low = c.priority(ev) == PriorityLow
+	if c.lowIf != nil {
+		low = c.lowIf(ev)
 	}
 	if low {
 		return asKnown

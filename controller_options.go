@@ -153,6 +153,19 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 	return c.configure("NeedLeader", func() { c.everyReplica = !need })
 }
 
+// Priority is the priority a key is queued with: a low key is handed to
+// a worker after the normal ones, until it has waited
+// AgeLowPriorityAfter (see Queue). The zero value is PriorityNormal.
+type Priority int
+
+const (
+	// PriorityNormal is a live change's priority.
+	PriorityNormal Priority = iota
+	// PriorityLow is for work that may wait behind live changes: by
+	// default, the keys of an initial list, a replay and a resync.
+	PriorityLow
+)
+
 // WithPriority chooses the priority of the keys of every object source's
 // events (T, Owns and Watches) that pass the predicates: a low key is
 // handed to a worker after the normal ones, until it has waited the
@@ -169,7 +182,11 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 // Defaults to nil: low for the events of an initial list, a replay and a
 // periodic resync, normal for the rest (ObjectEvent's Initial and Resync).
 func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[T] {
-	return c.configure("WithPriority", func() { c.priority = fn })
+	var low func(ObjectEvent) bool // nil: the default
+	if fn != nil {
+		low = func(ev ObjectEvent) bool { return fn(ev) == PriorityLow }
+	}
+	return c.configure("WithPriority", func() { c.lowIf = low })
 }
 
 // EnqueueWithPriority is Enqueue at priority p:

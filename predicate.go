@@ -1,7 +1,7 @@
 package kctl
 
 // What a source's events look like to a filter (ObjectEvent, Predicate and
-// the built-in predicates), a key's Priority, and why a key is queued
+// the built-in predicates), and why a key is queued
 // (Trigger); the informer events a source passes on (live) or replays at
 // each run (replay), and the key of an object of the controller's own type
 // (ownKeys).
@@ -97,19 +97,6 @@ func Or(preds ...Predicate) Predicate {
 		return false
 	}
 }
-
-// Priority is the priority a key is queued with: a low key is handed to
-// a worker after the normal ones, until it has waited
-// AgeLowPriorityAfter (see Queue). The zero value is PriorityNormal.
-type Priority int
-
-const (
-	// PriorityNormal is a live change's priority.
-	PriorityNormal Priority = iota
-	// PriorityLow is for work that may wait behind live changes: by
-	// default, the keys of an initial list, a replay and a resync.
-	PriorityLow
-)
 
 // dropper names the first of preds that drops ev, e.g.
 // "WithPredicates #2"; "" if none does.
