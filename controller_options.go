@@ -5,16 +5,19 @@ package kctl
 // and two steps of its reconcile chain (controller.go's middleware):
 // WithReconcileTimeout and OnDelete. Its filters (WithPredicates,
 // WithEventFilter) are in controller.go, its sources (Owns, Watches) in
-// controller_sources.go. Last, NewKeyController: a controller whose work
-// is keyed by something other than one object of a type (an aggregate, a
-// singleton, something outside the cluster), whose reconcile function
-// takes the key, with no informer.
+// controller_sources.go; the built-in predicates they take are here.
+// Last, NewKeyController: a controller whose work is keyed by something
+// other than one object of a type (an aggregate, a singleton, something
+// outside the cluster), whose reconcile function takes the key, with no
+// informer.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // MaxConcurrentReconciles sets how many workers reconcile different keys at
@@ -151,6 +154,44 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 		return c
 	}
 	return c.configure("NeedLeader", func() { c.everyReplica = !need })
+}
+
+// The built-in predicates, for WithPredicates, WithEventFilter, Owns and
+// Watches.
+var (
+	// GenerationChanged passes updates that changed metadata.generation (the spec).
+	GenerationChanged Predicate = updatedOnly(generationChanged)
+	// LabelsChanged passes updates that changed the labels.
+	LabelsChanged Predicate = updatedOnly(labelsChanged)
+	// AnnotationsChanged passes updates that changed the annotations.
+	AnnotationsChanged Predicate = updatedOnly(annotationsChanged)
+	// ResourceVersionChanged passes updates that changed anything, dropping resyncs.
+	ResourceVersionChanged Predicate = updatedOnly(versionChanged)
+)
+
+func versionChanged(old, cur metav1.Object) bool {
+	return old.GetResourceVersion() != cur.GetResourceVersion()
+}
+
+func updatedOnly(changed func(old, cur metav1.Object) bool) Predicate {
+	return func(e ObjectEvent) bool {
+		if e.Type != Updated || e.Old == nil {
+			return true
+		}
+		return changed(e.Old, e.Object)
+	}
+}
+
+// Or passes an event that any of preds passes.
+func Or(preds ...Predicate) Predicate {
+	return func(e ObjectEvent) bool {
+		for _, p := range preds {
+			if p(e) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // Priority is the priority a key is queued with: a low key is handed to

@@ -1,7 +1,7 @@
 package kctl
 
-// What a source's events look like to a filter (ObjectEvent, Predicate and
-// the built-in predicates), and why a key is queued
+// What a source's events look like to a filter (ObjectEvent, Predicate),
+// and why a key is queued
 // (Trigger); the informer events a source passes on (live) or replays at
 // each run (replay), and the key of an object of the controller's own type
 // (ownKeys).
@@ -43,60 +43,12 @@ func objectEvent[P any](ev event[P]) ObjectEvent {
 	return oe
 }
 
-// Predicate decides whether an event enqueues keys. The built-in ones pass
-// every event that is not an update, and an update only if its kind of change
-// happened:
+// Predicate decides whether an event enqueues keys. The built-in ones
+// (controller_options.go) pass every event that is not an update, and an
+// update only if its kind of change happened:
 //
 //	c.WithPredicates(kctl.GenerationChanged) // ignore status-only updates
 type Predicate func(ObjectEvent) bool
-
-var (
-	// GenerationChanged passes updates that changed metadata.generation (the spec).
-	GenerationChanged Predicate = updatedOnly(generationChanged)
-	// LabelsChanged passes updates that changed the labels.
-	LabelsChanged Predicate = updatedOnly(labelsChanged)
-	// AnnotationsChanged passes updates that changed the annotations.
-	AnnotationsChanged Predicate = updatedOnly(annotationsChanged)
-	// ResourceVersionChanged passes updates that changed anything, dropping resyncs.
-	ResourceVersionChanged Predicate = updatedOnly(versionChanged)
-)
-
-func generationChanged(old, cur metav1.Object) bool {
-	return old.GetGeneration() != cur.GetGeneration()
-}
-
-func labelsChanged(old, cur metav1.Object) bool {
-	return !maps.Equal(old.GetLabels(), cur.GetLabels())
-}
-
-func annotationsChanged(old, cur metav1.Object) bool {
-	return !maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
-}
-
-func versionChanged(old, cur metav1.Object) bool {
-	return old.GetResourceVersion() != cur.GetResourceVersion()
-}
-
-func updatedOnly(changed func(old, cur metav1.Object) bool) Predicate {
-	return func(e ObjectEvent) bool {
-		if e.Type != Updated || e.Old == nil {
-			return true
-		}
-		return changed(e.Old, e.Object)
-	}
-}
-
-// Or passes an event that any of preds passes.
-func Or(preds ...Predicate) Predicate {
-	return func(e ObjectEvent) bool {
-		for _, p := range preds {
-			if p(e) {
-				return true
-			}
-		}
-		return false
-	}
-}
 
 // dropper names the first of preds that drops ev, e.g.
 // "WithPredicates #2"; "" if none does.
@@ -143,6 +95,18 @@ type triggerKey struct{}
 func TriggerFrom(ctx context.Context) (Trigger, bool) {
 	t, ok := ctx.Value(triggerKey{}).(Trigger)
 	return t, ok
+}
+
+func generationChanged(old, cur metav1.Object) bool {
+	return old.GetGeneration() != cur.GetGeneration()
+}
+
+func labelsChanged(old, cur metav1.Object) bool {
+	return !maps.Equal(old.GetLabels(), cur.GetLabels())
+}
+
+func annotationsChanged(old, cur metav1.Object) bool {
+	return !maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
 }
 
 // changes names the kinds of change between two versions of an object.
