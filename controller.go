@@ -388,8 +388,9 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
 	oe := objectEvent(ev)
-	if !c.pass(oe, c.predicates) {
-		c.noteDrop(k, oe)
+	by := c.dropper(oe, "WithPredicates", c.predicates)
+	if by != "" {
+		c.noteDrop(k, by)
 		return
 	}
 	t := Trigger{Cause: "created"}
@@ -411,35 +412,32 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	c.enqueue(k, t, c.modeOf(oe))
 }
 
-func (c *controller[P]) pass(ev ObjectEvent, preds []Predicate) bool {
-	for _, p := range c.filters {
+// dropper names the first predicate that drops ev: of the filters of
+// every object source ("WithEventFilter #2"), then of preds, those of its
+// source (call #i); "" if none does.
+func (c *controller[P]) dropper(ev ObjectEvent, call string, preds []Predicate) string {
+	for i, p := range c.filters {
 		if !p(ev) {
-			return false
+			return fmt.Sprintf("WithEventFilter #%d", i+1)
 		}
 	}
-	for _, p := range preds {
+	for i, p := range preds {
 		if !p(ev) {
-			return false
+			return fmt.Sprintf("%s #%d", call, i+1)
 		}
 	}
-	return true
+	return ""
 }
 
-// noteDrop tells the observer of the run, if any, which predicate
-// dropped ev, an event of T for key k: "WithEventFilter #i" or
-// "WithPredicates #i".
-func (c *controller[P]) noteDrop(k Key, ev ObjectEvent) {
+// noteDrop tells the observer of the run, if any, that a predicate (by)
+// dropped an event of T for key k.
+func (c *controller[P]) noteDrop(k Key, by string) {
 	c.mu.Lock()
 	obs := c.observer
 	c.mu.Unlock()
-	if obs == nil { // before the first run
-		return
+	if obs != nil { // nil before the first run
+		obs.dropped(k, by)
 	}
-	by := dropper(ev, "WithEventFilter", c.filters)
-	if by == "" {
-		by = dropper(ev, "WithPredicates", c.predicates)
-	}
-	obs.dropped(k, by)
 }
 
 // enqueueMode says how enqueue adds a key.

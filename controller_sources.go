@@ -91,7 +91,7 @@ type source[PO any] struct {
 func addSource[PO any, P any](c *controller[P], s source[PO]) {
 	handle := func(ev event[PO]) {
 		oe := objectEvent(ev)
-		if !c.pass(oe, s.preds) {
+		if c.dropper(oe, s.cause, s.preds) != "" {
 			return
 		}
 		how := c.modeOf(oe)

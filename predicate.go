@@ -8,7 +8,6 @@ package kctl
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -49,17 +48,6 @@ func objectEvent[P any](ev event[P]) ObjectEvent {
 //
 //	c.WithPredicates(kctl.GenerationChanged) // ignore status-only updates
 type Predicate func(ObjectEvent) bool
-
-// dropper names the first of preds that drops ev, e.g.
-// "WithPredicates #2"; "" if none does.
-func dropper(ev ObjectEvent, call string, preds []Predicate) string {
-	for i, p := range preds {
-		if !p(ev) {
-			return fmt.Sprintf("%s #%d", call, i+1)
-		}
-	}
-	return ""
-}
 
 // Trigger says why a reconcile runs. TriggerFrom(ctx) returns it inside reconcile.
 type Trigger struct {
