@@ -1,10 +1,12 @@
 package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the hooks
-// its options fill (the reconcile chain, the observer), the builder
-// (filters, Enqueue) and how events become queued keys (onEvent,
-// enqueue). Its sources (Owns, Watches) are in controller_sources.go; its
-// run, and each reconcile's life, in worker.go.
+// its options fill (the reconcile chain, the observer), the builder's
+// mechanism (configure), Enqueue, and how events become queued keys
+// (onEvent: its predicates, then enqueue). Its run, and each reconcile's
+// life, are in worker.go; its options (filters among them) in
+// controller_options.go, its other sources (Owns, Watches) in
+// controller_sources.go.
 
 import (
 	"cmp"
@@ -82,17 +84,10 @@ const quietConflicts = 5
 var errTimedOut = fmt.Errorf("reconcile timed out: %w",
 	context.DeadlineExceeded)
 
-// outcomeOf applies the reconcile contract to a reconcile that ran for
-// trigger t and returned res and err; the first row that matches decides:
-//
-//	a Terminal error          terminal: not retried, even past the
-//	                          timeout (as WithReconcileTimeout says)
-//	past the timeout          timeout: an error, retried
-//	a Conflict, before the    conflict: retried without an error log
-//	  quietConflicts attempt
-//	any other error           error: retried
-//	RequeueAfter > 0          requeue_after: queued again then
-//	otherwise                 success
+// outcomeOf applies the reconcile contract (the table of Controller's
+// doc) to a reconcile that ran for trigger t and returned res and err:
+// the first row that matches decides. A Conflict is quiet before the
+// quietConflicts attempt; past the timeout is a timeout, an error.
 func outcomeOf(t Trigger, res Result, err error) outcome {
 	switch {
 	case errors.Is(err, ErrTerminal):
@@ -357,18 +352,6 @@ func (c *controller[P]) configure(call string, apply func()) {
 func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 	c.controller.configure(call, apply)
 	return c
-}
-
-// WithPredicates filters the events of T itself: an event enqueues its key
-// only if every predicate returns true.
-func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
-	return c.configure("WithPredicates", func() { c.predicates = append(c.predicates, p...) })
-}
-
-// WithEventFilter filters the events of every object source (T, Owns and
-// Watches): an event enqueues keys only if every predicate returns true.
-func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
-	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
 }
 
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).

@@ -4,8 +4,9 @@ package kctl
 // (workers, backoff, queue, where it runs, the priority of its keys),
 // and two steps of its reconcile chain (controller.go's middleware):
 // WithReconcileTimeout and OnDelete. Its filters (WithPredicates,
-// WithEventFilter) are in controller.go, its sources (Owns, Watches) in
-// controller_sources.go; the built-in predicates they take are here.
+// WithEventFilter, which fill the predicates controller.go's dropper
+// applies) and the built-in predicates they and its sources (Owns,
+// Watches, in controller_sources.go) take are here.
 // Last, NewKeyController: a controller whose work is keyed by something
 // other than one object of a type (an aggregate, a singleton, something
 // outside the cluster), whose reconcile function takes the key, with no
@@ -19,6 +20,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// WithPredicates filters the events of T itself: an event enqueues its key
+// only if every predicate returns true.
+func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
+	return c.configure("WithPredicates", func() { c.predicates = append(c.predicates, p...) })
+}
+
+// WithEventFilter filters the events of every object source (T, Owns and
+// Watches): an event enqueues keys only if every predicate returns true.
+func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
+	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
+}
 
 // MaxConcurrentReconciles sets how many workers reconcile different keys at
 // once. Defaults to 1.
