@@ -171,6 +171,7 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 
 // The built-in predicates, for WithPredicates, WithEventFilter, Owns and
 // Watches.
+
 var (
 	// GenerationChanged passes updates that changed metadata.generation (the spec).
 	GenerationChanged Predicate = updatedOnly(generationChanged)

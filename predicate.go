@@ -42,9 +42,9 @@ func objectEvent[P any](ev event[P]) ObjectEvent {
 	return oe
 }
 
-// Predicate decides whether an event enqueues keys. The built-in ones
-// (controller_options.go) pass every event that is not an update, and an
-// update only if its kind of change happened:
+// Predicate decides whether an event enqueues keys. The built-in ones pass
+// every event that is not an update, and an update only if its kind of change
+// happened:
 //
 //	c.WithPredicates(kctl.GenerationChanged) // ignore status-only updates
 type Predicate func(ObjectEvent) bool
