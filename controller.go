@@ -1,10 +1,12 @@
 package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the hooks
-// its options fill (the reconcile chain, the observer), the builder
-// (filters, Enqueue) and how events become queued keys (onEvent,
-// enqueue). Its sources (Owns, Watches) are in controller_sources.go; its
-// run, and each reconcile's life, in worker.go.
+// its options fill (the reconcile chain, the observer), the builder's
+// mechanism (configure), Enqueue, and how events become queued keys
+// (onEvent: its predicates, then enqueue). Its run, and each reconcile's
+// life, are in worker.go; its options (filters among them) in
+// controller_options.go, its other sources (Owns, Watches) in
+// controller_sources.go.
 
 import (
 	"cmp"
@@ -82,17 +84,10 @@ const quietConflicts = 5
 var errTimedOut = fmt.Errorf("reconcile timed out: %w",
 	context.DeadlineExceeded)
 
-// outcomeOf applies the reconcile contract to a reconcile that ran for
-// trigger t and returned res and err; the first row that matches decides:
-//
-//	a Terminal error          terminal: not retried, even past the
-//	                          timeout (as WithReconcileTimeout says)
-//	past the timeout          timeout: an error, retried
-//	a Conflict, before the    conflict: retried without an error log
-//	  quietConflicts attempt
-//	any other error           error: retried
-//	RequeueAfter > 0          requeue_after: queued again then
-//	otherwise                 success
+// outcomeOf applies the reconcile contract (the table of Controller's
+// doc) to a reconcile that ran for trigger t and returned res and err:
+// the first row that matches decides. A Conflict is quiet before the
+// quietConflicts attempt; past the timeout is a timeout, an error.
 func outcomeOf(t Trigger, res Result, err error) outcome {
 	switch {
 	case errors.Is(err, ErrTerminal):
@@ -185,9 +180,10 @@ type controller[P any] struct {
 	// channels counts FromChannel sources, whose readers run where
 	// the controller runs.
 	channels int
-	// priority, if set, chooses the priority of an object source's
-	// keys (WithPriority); nil: the default of modeOf.
-	priority   func(ObjectEvent) Priority
+	// lowIf, if set, says whether an object source's event queues its
+	// keys at low priority: the priority function, which WithPriority
+	// sets; nil: the default of modeOf.
+	lowIf      func(ObjectEvent) bool
 	predicates []Predicate       // own events only
 	filters    []Predicate       // every object source
 	queueOpts  QueueOptions[Key] // Observer is set by run
@@ -358,18 +354,6 @@ func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 	return c
 }
 
-// WithPredicates filters the events of T itself: an event enqueues its key
-// only if every predicate returns true.
-func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
-	return c.configure("WithPredicates", func() { c.predicates = append(c.predicates, p...) })
-}
-
-// WithEventFilter filters the events of every object source (T, Owns and
-// Watches): an event enqueues keys only if every predicate returns true.
-func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
-	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
-}
-
 // Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
 // Its trigger is "manual". A key that arrives while the controller is not
 // running (before Start, or on a standby replica) is kept until it runs.
@@ -387,8 +371,9 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
 	oe := objectEvent(ev)
-	if !c.pass(oe, c.predicates) {
-		c.noteDrop(k, oe)
+	by := c.dropper(oe, "WithPredicates", c.predicates)
+	if by != "" {
+		c.noteDrop(k, by)
 		return
 	}
 	t := Trigger{Cause: "created"}
@@ -410,35 +395,32 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	c.enqueue(k, t, c.modeOf(oe))
 }
 
-func (c *controller[P]) pass(ev ObjectEvent, preds []Predicate) bool {
-	for _, p := range c.filters {
+// dropper names the first predicate that drops ev: of the filters of
+// every object source ("WithEventFilter #2"), then of preds, those of its
+// source (call #i); "" if none does.
+func (c *controller[P]) dropper(ev ObjectEvent, call string, preds []Predicate) string {
+	for i, p := range c.filters {
 		if !p(ev) {
-			return false
+			return fmt.Sprintf("WithEventFilter #%d", i+1)
 		}
 	}
-	for _, p := range preds {
+	for i, p := range preds {
 		if !p(ev) {
-			return false
+			return fmt.Sprintf("%s #%d", call, i+1)
 		}
 	}
-	return true
+	return ""
 }
 
-// noteDrop tells the observer of the run, if any, which predicate
-// dropped ev, an event of T for key k: "WithEventFilter #i" or
-// "WithPredicates #i".
-func (c *controller[P]) noteDrop(k Key, ev ObjectEvent) {
+// noteDrop tells the observer of the run, if any, that a predicate (by)
+// dropped an event of T for key k.
+func (c *controller[P]) noteDrop(k Key, by string) {
 	c.mu.Lock()
 	obs := c.observer
 	c.mu.Unlock()
-	if obs == nil { // before the first run
-		return
+	if obs != nil { // nil before the first run
+		obs.dropped(k, by)
 	}
-	by := dropper(ev, "WithEventFilter", c.filters)
-	if by == "" {
-		by = dropper(ev, "WithPredicates", c.predicates)
-	}
-	obs.dropped(k, by)
 }
 
 // enqueueMode says how enqueue adds a key.
@@ -460,8 +442,8 @@ const (
 // periodic resync, and asLive for the rest.
 func (c *controller[P]) modeOf(ev ObjectEvent) enqueueMode {
 	low := ev.Initial || ev.Resync
-	if c.priority != nil {
-		low = c.priority(ev) == PriorityLow
+	if c.lowIf != nil {
+		low = c.lowIf(ev)
 	}
 	if low {
 		return asKnown

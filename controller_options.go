@@ -4,15 +4,34 @@ package kctl
 // (workers, backoff, queue, where it runs, the priority of its keys),
 // and two steps of its reconcile chain (controller.go's middleware):
 // WithReconcileTimeout and OnDelete. Its filters (WithPredicates,
-// WithEventFilter) are in controller.go, its sources (Owns, Watches) in
-// controller_sources.go.
+// WithEventFilter, which fill the predicates controller.go's dropper
+// applies) and the built-in predicates they and its sources (Owns,
+// Watches, in controller_sources.go) take are here.
+// Last, NewKeyController: a controller whose work is keyed by something
+// other than one object of a type (an aggregate, a singleton, something
+// outside the cluster), whose reconcile function takes the key, with no
+// informer.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// WithPredicates filters the events of T itself: an event enqueues its key
+// only if every predicate returns true.
+func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
+	return c.configure("WithPredicates", func() { c.predicates = append(c.predicates, p...) })
+}
+
+// WithEventFilter filters the events of every object source (T, Owns and
+// Watches): an event enqueues keys only if every predicate returns true.
+func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
+	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
+}
 
 // MaxConcurrentReconciles sets how many workers reconcile different keys at
 // once. Defaults to 1.
@@ -150,6 +169,58 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 	return c.configure("NeedLeader", func() { c.everyReplica = !need })
 }
 
+// The built-in predicates, for WithPredicates, WithEventFilter, Owns and
+// Watches.
+
+var (
+	// GenerationChanged passes updates that changed metadata.generation (the spec).
+	GenerationChanged Predicate = updatedOnly(generationChanged)
+	// LabelsChanged passes updates that changed the labels.
+	LabelsChanged Predicate = updatedOnly(labelsChanged)
+	// AnnotationsChanged passes updates that changed the annotations.
+	AnnotationsChanged Predicate = updatedOnly(annotationsChanged)
+	// ResourceVersionChanged passes updates that changed anything, dropping resyncs.
+	ResourceVersionChanged Predicate = updatedOnly(versionChanged)
+)
+
+func versionChanged(old, cur metav1.Object) bool {
+	return old.GetResourceVersion() != cur.GetResourceVersion()
+}
+
+func updatedOnly(changed func(old, cur metav1.Object) bool) Predicate {
+	return func(e ObjectEvent) bool {
+		if e.Type != Updated || e.Old == nil {
+			return true
+		}
+		return changed(e.Old, e.Object)
+	}
+}
+
+// Or passes an event that any of preds passes.
+func Or(preds ...Predicate) Predicate {
+	return func(e ObjectEvent) bool {
+		for _, p := range preds {
+			if p(e) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Priority is the priority a key is queued with: a low key is handed to
+// a worker after the normal ones, until it has waited
+// AgeLowPriorityAfter (see Queue). The zero value is PriorityNormal.
+type Priority int
+
+const (
+	// PriorityNormal is a live change's priority.
+	PriorityNormal Priority = iota
+	// PriorityLow is for work that may wait behind live changes: by
+	// default, the keys of an initial list, a replay and a resync.
+	PriorityLow
+)
+
 // WithPriority chooses the priority of the keys of every object source's
 // events (T, Owns and Watches) that pass the predicates: a low key is
 // handed to a worker after the normal ones, until it has waited the
@@ -166,7 +237,11 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 // Defaults to nil: low for the events of an initial list, a replay and a
 // periodic resync, normal for the rest (ObjectEvent's Initial and Resync).
 func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[T] {
-	return c.configure("WithPriority", func() { c.priority = fn })
+	var low func(ObjectEvent) bool // nil: the default
+	if fn != nil {
+		low = func(ev ObjectEvent) bool { return fn(ev) == PriorityLow }
+	}
+	return c.configure("WithPriority", func() { c.lowIf = low })
 }
 
 // EnqueueWithPriority is Enqueue at priority p:
@@ -175,4 +250,34 @@ func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[
 func (c *Controller[T]) EnqueueWithPriority(k Key, p Priority) {
 	t := Trigger{Cause: "manual", low: p == PriorityLow}
 	c.enqueue(k, t, asKept)
+}
+
+// NewKeyController makes a controller named name that calls reconcile for
+// every key its sources enqueue, whether or not the key names an object:
+//
+//	c := kctl.NewKeyController(mgr, "pod-summary", func(ctx context.Context, k kctl.Key) (kctl.Result, error) {
+//		// recompute the ConfigMap k.Namespace/k.Name from every Pod of k.Namespace
+//	})
+//	kctl.Watches(c, func(p *corev1.Pod) []kctl.Key { return []kctl.Key{{Namespace: p.Namespace, Name: "pod-summary"}} })
+//
+// It has no type of its own: its keys come from Watches, FromChannel and
+// Enqueue, with the queue, backoff, metrics, triggers, options and leader
+// rules of NewController (a key from Watches is replayed at each run, as
+// the keys of a controller's own objects are). Owns needs the owner's
+// kind, which a key has not: it is an error from Manager.Start; use
+// Watches instead. OnDelete and Finalizer do nothing on it: there is no
+// object to hand them.
+func NewKeyController(
+	m *Manager,
+	name string,
+	reconcile func(ctx context.Context, k Key) (Result, error),
+) *Controller[Key] {
+	c := &Controller[Key]{}
+	c.setUp(m, name)
+	c.reconcile = func(ctx context.Context, k Key, _ *Key) (Result, error) {
+		return reconcile(ctx, k)
+	}
+	c.res = Resource{Kind: "key"}
+	m.register(&c.controller, name, "keys, made at "+caller())
+	return c
 }

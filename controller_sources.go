@@ -1,10 +1,19 @@
 package kctl
 
-import "fmt"
+import (
+	"fmt"
 
-// A controller's object sources: Owns and Watches make an informer of
-// another type feed the controller's queue, through its predicates
-// (controller.go's onEvent path) with the trigger "owned" or "mapped".
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Floor 2: a controller's object sources besides its own type. Owns and
+// Watches make an informer of another type feed the controller's queue,
+// through its predicates (controller.go's onEvent path) with the trigger
+// "owned" or "mapped", on the plain data floor 1's run reads: the
+// controller's connects, caches and replays (as watchOwn does for its own
+// type). Their metadata-only forms are in metadata.go, OwnsEveryOwner in
+// owner.go, FromChannel in channel_source.go.
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference;
@@ -82,7 +91,7 @@ type source[PO any] struct {
 func addSource[PO any, P any](c *controller[P], s source[PO]) {
 	handle := func(ev event[PO]) {
 		oe := objectEvent(ev)
-		if !c.pass(oe, s.preds) {
+		if c.dropper(oe, s.cause, s.preds) != "" {
 			return
 		}
 		how := c.modeOf(oe)
@@ -104,4 +113,22 @@ func addSource[PO any, P any](c *controller[P], s source[PO]) {
 	if s.cause == "mapped" {           // mapped keys need not be objects of T: replay them too
 		c.replays = append(c.replays, replay(s.inf, s.keys, handle))
 	}
+}
+
+// ownerKeys is the key of obj's controller owner if that owner is of res
+// (same group and kind, any version), else none.
+func ownerKeys(res Resource, obj metav1.Object) []Key {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != res.Kind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != res.Group {
+		return nil
+	}
+	ns := obj.GetNamespace()
+	if !res.Namespaced {
+		ns = ""
+	}
+	return []Key{{Namespace: ns, Name: ref.Name}}
 }

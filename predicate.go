@@ -1,12 +1,13 @@
 package kctl
 
-// What a source's events look like to a filter (ObjectEvent, Predicate and
-// the built-in predicates), a key's Priority, and why a key is queued
-// (Trigger).
+// What a source's events look like to a filter (ObjectEvent, Predicate),
+// and why a key is queued
+// (Trigger); the informer events a source passes on (live) or replays at
+// each run (replay), and the key of an object of the controller's own type
+// (ownKeys).
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -48,78 +49,6 @@ func objectEvent[P any](ev event[P]) ObjectEvent {
 //	c.WithPredicates(kctl.GenerationChanged) // ignore status-only updates
 type Predicate func(ObjectEvent) bool
 
-var (
-	// GenerationChanged passes updates that changed metadata.generation (the spec).
-	GenerationChanged Predicate = updatedOnly(generationChanged)
-	// LabelsChanged passes updates that changed the labels.
-	LabelsChanged Predicate = updatedOnly(labelsChanged)
-	// AnnotationsChanged passes updates that changed the annotations.
-	AnnotationsChanged Predicate = updatedOnly(annotationsChanged)
-	// ResourceVersionChanged passes updates that changed anything, dropping resyncs.
-	ResourceVersionChanged Predicate = updatedOnly(versionChanged)
-)
-
-func generationChanged(old, cur metav1.Object) bool {
-	return old.GetGeneration() != cur.GetGeneration()
-}
-
-func labelsChanged(old, cur metav1.Object) bool {
-	return !maps.Equal(old.GetLabels(), cur.GetLabels())
-}
-
-func annotationsChanged(old, cur metav1.Object) bool {
-	return !maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
-}
-
-func versionChanged(old, cur metav1.Object) bool {
-	return old.GetResourceVersion() != cur.GetResourceVersion()
-}
-
-func updatedOnly(changed func(old, cur metav1.Object) bool) Predicate {
-	return func(e ObjectEvent) bool {
-		if e.Type != Updated || e.Old == nil {
-			return true
-		}
-		return changed(e.Old, e.Object)
-	}
-}
-
-// Or passes an event that any of preds passes.
-func Or(preds ...Predicate) Predicate {
-	return func(e ObjectEvent) bool {
-		for _, p := range preds {
-			if p(e) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// Priority is the priority a key is queued with: a low key is handed to
-// a worker after the normal ones, until it has waited
-// AgeLowPriorityAfter (see Queue). The zero value is PriorityNormal.
-type Priority int
-
-const (
-	// PriorityNormal is a live change's priority.
-	PriorityNormal Priority = iota
-	// PriorityLow is for work that may wait behind live changes: by
-	// default, the keys of an initial list, a replay and a resync.
-	PriorityLow
-)
-
-// dropper names the first of preds that drops ev, e.g.
-// "WithPredicates #2"; "" if none does.
-func dropper(ev ObjectEvent, call string, preds []Predicate) string {
-	for i, p := range preds {
-		if !p(ev) {
-			return fmt.Sprintf("%s #%d", call, i+1)
-		}
-	}
-	return ""
-}
-
 // Trigger says why a reconcile runs. TriggerFrom(ctx) returns it inside reconcile.
 type Trigger struct {
 	// Cause is one of: initial (the first list), created, updated, deleted,
@@ -156,6 +85,18 @@ func TriggerFrom(ctx context.Context) (Trigger, bool) {
 	return t, ok
 }
 
+func generationChanged(old, cur metav1.Object) bool {
+	return old.GetGeneration() != cur.GetGeneration()
+}
+
+func labelsChanged(old, cur metav1.Object) bool {
+	return !maps.Equal(old.GetLabels(), cur.GetLabels())
+}
+
+func annotationsChanged(old, cur metav1.Object) bool {
+	return !maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
+}
+
 // changes names the kinds of change between two versions of an object.
 func changes(old, cur metav1.Object) string {
 	var kinds []string
@@ -180,4 +121,47 @@ func changes(old, cur metav1.Object) string {
 		kinds = append(kinds, "status or other fields")
 	}
 	return strings.Join(kinds, " ")
+}
+
+// live passes on the events of a running informer except those of its first
+// list: each run's replay hands the controller every cached object anyway,
+// and the first list's events may still be on their way when it does.
+func live[P any](handle func(event[P])) func(event[P]) {
+	return func(ev event[P]) {
+		if !ev.Initial {
+			handle(ev)
+		}
+	}
+}
+
+// replay returns a function that hands cached objects to handle as
+// initial Added events: how a new run learns what happened while it was
+// not running. Called with a nil match, it hands every one; else only
+// those with a key (keys, the keys handle queues for it) that match
+// takes, e.g. the keys of the ranges a shard member gained (handle then
+// queues all of that object's keys).
+func replay[P any](
+	inf *informer[P],
+	keys func(obj P) []Key,
+	handle func(event[P]),
+) replayFunc {
+	return func(match func(Key) bool) {
+		all, _ := inf.List(ListOptions{}) // no selector: no error
+		for _, obj := range all {
+			if match != nil && !slices.ContainsFunc(keys(obj), match) {
+				continue
+			}
+			handle(event[P]{Type: Added, Object: obj, Initial: true})
+		}
+	}
+}
+
+// replayFunc is what replay returns: a nil match replays every object.
+type replayFunc func(match func(Key) bool)
+
+// ownKeys is the key of obj itself: what a controller queues for an
+// object of its own type.
+func ownKeys[P any](obj P) []Key {
+	m := metaOf(obj)
+	return []Key{{Namespace: m.GetNamespace(), Name: m.GetName()}}
 }

@@ -251,38 +251,6 @@ func (c *controller[P]) skipLocked(k Key) {
 		"namespace", k.Namespace, "name", k.Name)
 }
 
-// inFlight reports whether a key that match accepts is being
-// reconciled now. A worker that took a key before the owner hook
-// (keyOwner.owns) stopped owning it is in active already: so once
-// the hook says no and inFlight is false, no reconcile of such a key
-// runs until the hook says yes again.
-func (c *controller[P]) inFlight(match func(k Key) bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.active {
-		if match(k) {
-			return true
-		}
-	}
-	return false
-}
-
-// replayKeys queues again, at low priority, the cached keys that match
-// takes, while the controller runs: a sharded replica that starts
-// owning more keys (match: those of the ranges it gained) reconciles
-// those already in its cache, not every key it holds.
-func (c *controller[P]) replayKeys(match func(Key) bool) {
-	c.mu.Lock()
-	running := c.queue != nil
-	c.mu.Unlock()
-	if !running {
-		return // the next run replays everything
-	}
-	for _, replay := range c.replays {
-		replay(match)
-	}
-}
-
 // handle runs one reconcile of k, the chain of steps around the
 // reconcile function, and applies the reconcile contract.
 func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], reconcile reconcileFunc[P], k Key, t Trigger) {
