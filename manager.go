@@ -28,8 +28,6 @@ type namedController interface {
 	busy() string
 	logError(msg string)
 	Enqueue(k Key)
-	inFlight(match func(k Key) bool) bool
-	replayKeys(match func(Key) bool)
 }
 
 // Options configure a Manager. The zero value is ready to use.

@@ -1,9 +1,16 @@
 package kctl
 
 // Floor 3, for sharding: what a shard member (shard_state.go) asks of
-// each of its Manager's controllers, through the Manager's list of them
-// (namedController): is a key of a range in flight, and a replay of the
-// cached keys of the ranges it gained. Floor 1 calls neither.
+// each of its Manager's controllers (shardedController): is a key of a
+// range in flight, and a replay of the cached keys of the ranges it
+// gained. Floor 1 calls neither.
+
+// shardedController is what a shard member asks of a controller of any
+// T, found in the Manager's list of them (Manager.byName).
+type shardedController interface {
+	inFlight(match func(k Key) bool) bool
+	replayKeys(match func(Key) bool)
+}
 
 // inFlight reports whether a key that match accepts is being
 // reconciled now. A worker that took a key before the owner hook

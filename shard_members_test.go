@@ -499,7 +499,7 @@ func TestShardWorker_OwnsHook_SkipsKeysNotOwnedAndReportsInFlight(t *testing.T) 
 			t.Fatal(err)
 		}
 	}
-	named := mgr.byName["owned-keys"]
+	named := mgr.byName["owned-keys"].(shardedController)
 	isA := func(k Key) bool { return k.Name == "a" }
 	eventually(t, "a in flight", func() bool { return named.inFlight(isA) })
 	eventually(t, "b skipped", func() bool {

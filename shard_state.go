@@ -384,12 +384,15 @@ func (s *shardRun) busy() bool {
 }
 
 // controllers are the Manager's controllers now.
-func (s *shardRun) controllers() []namedController {
+func (s *shardRun) controllers() []shardedController {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	cs := make([]namedController, 0, len(s.m.byName))
+	cs := make([]shardedController, 0, len(s.m.byName))
 	for _, c := range s.m.byName {
-		cs = append(cs, c)
+		sharded, ok := c.(shardedController)
+		if ok {
+			cs = append(cs, sharded)
+		}
 	}
 	return cs
 }
