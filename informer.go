@@ -118,7 +118,8 @@ type informer[P any] struct {
 	watchFor time.Duration
 	log      *slog.Logger
 	// stream, if set, lists and watches in one request, the watch-list
-	// stream (watch_list.go's streamOf, set when the informer is made):
+	// stream (watch_list.go's useWatchList, which NewCache and NewManager
+	// call from the Cache's made hook):
 	// it stores the list and follows the changes as watchOnce does, and
 	// says whether the list was stored. Where the server does not serve
 	// the stream, it returns errPaged, at once: list in pages. nil:

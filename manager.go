@@ -233,7 +233,7 @@ func newManager(opts Options) (*Manager, error) {
 	m.observers = metricsObservers{m.metrics}
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
-	m.cache = NewCache(conn, opts.Cache)
+	m.cache = newCache(conn, opts.Cache)
 	m.cache.made = func(inf cachedInformer, meta bool) {
 		res := inf.resource().String()
 		if meta {
