@@ -289,23 +289,6 @@ func (s *store[P]) setSize(obj P, size int) {
 	}
 }
 
-func (s *store[P]) addIndex(name string, fn func(obj P) []string) error {
-	return s.indexes.Define(name, fn, s.each())
-}
-
-func (s *store[P]) byIndex(name, value string) []P {
-	ix := s.indexes.Get(name)
-	if ix == nil {
-		return nil
-	}
-	keys := ix.Keys(value)
-	out := make([]P, 0, len(keys))
-	for k := range keys {
-		out = append(out, s.objects[k.namespace][k.name].obj)
-	}
-	return out
-}
-
 // fieldReq is one requirement of a field selector that the cache answers.
 // It is decided by the object's key alone.
 type fieldReq[P any] struct {
