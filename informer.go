@@ -280,7 +280,7 @@ func (i *informer[P]) listLocked(
 		scope = i.watches[0].opts.Fields
 	}
 	sel := opts.Fields
-	fields, unknown, err := i.store.fieldReqs(sel, scope)
+	fields, unknown, err := i.store.indexes.Fields(sel, scope)
 	if err == nil && len(unknown) > 0 {
 		custom := !i.client.codec.builtin
 		g, k := i.res.Group, i.res.Kind
