@@ -289,19 +289,6 @@ func (i *informer[P]) begin(
 	return actx, resharded
 }
 
-// reshard makes every list/watch list again with the shard selector
-// then current (see Informer.shard): it ends each one's request.
-func (i *informer[P]) reshard() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, w := range i.watches {
-		w.reshard = true
-		if w.cancel != nil {
-			w.cancel()
-		}
-	}
-}
-
 // end ends w's last list or watch.
 func (i *informer[P]) end(w *watchState) {
 	i.mu.Lock()

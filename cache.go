@@ -40,11 +40,12 @@ type Cache struct {
 	resyncs   map[Resource]time.Duration
 	informers map[Resource]cachedInformer
 	// made, if set, sees every informer once, when it is made (meta: of
-	// metadata only, metadata.go), under mu and before it runs. NewManager
-	// sets it: the metrics page shows each informer, read-your-writes
-	// tracks the Manager's writes in the whole ones, and a shard member
-	// sets their shard selector (Manager.informerMade). Called in one
-	// place, Cache.informer.
+	// metadata only, metadata.go), under mu and before it runs. NewCache
+	// sets it: each informer syncs with the watch-list stream. NewManager
+	// sets it: that too, the metrics page shows each informer,
+	// read-your-writes tracks the Manager's writes in the whole ones, and
+	// a shard member sets their shard selector (Manager.informerMade).
+	// Called in one place, Cache.informer.
 	made func(inf cachedInformer, meta bool)
 	// barrier, if set, holds back a cached read, and a reconcile, until
 	// the informer has caught up with the writes it could see:
@@ -104,8 +105,9 @@ type Scope struct {
 	Fields string
 }
 
-// NewCache returns a Cache reading through conn. It starts nothing.
-func NewCache(conn *Conn, opts CacheOptions) *Cache {
+// newCache is NewCache (constructors.go) without the watch-list
+// stream: its informers list in pages.
+func newCache(conn *Conn, opts CacheOptions) *Cache {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -313,7 +315,6 @@ func initInformer[P any](
 		transform: prepare,
 		watches:   scopeWatches(res, scope),
 	}
-	inf.stream = streamOf(inf)
 }
 
 // scopeWatches is a list/watch per namespace of scope, or one for all.

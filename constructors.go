@@ -1,7 +1,8 @@
 package kctl
 
-// Floor 2's last file: NewManager, floor 1's Manager (newManager) with
-// the production behaviours that are on by default put on its points.
+// Floor 2's last file: NewManager and NewCache, floor 1's Manager
+// (newManager) and Cache (newCache) with the production behaviours that
+// are on by default put on their points.
 
 // NewManager loads the configuration (see LoadConfig), connects and makes
 // the shared cache. It starts nothing: Start does.
@@ -12,10 +13,12 @@ package kctl
 //   - read your writes (readyourwrites.go): one writeTracker hears of the
 //     writes of its clients (writeNotes), holds back cached reads and
 //     reconciles until the cache has them (the cache's read barrier), and
-//     follows every whole informer the cache makes.
+//     follows every whole informer the cache makes;
+//   - the watch-list stream (watch_list.go): every informer syncs with
+//     it, as NewCache's do.
 //
-// Both see each informer through the cache's made hook, after floor 1's
-// own use of it (a shard member's, Manager.informerMade).
+// All three see each informer through the cache's made hook, before
+// floor 1's own use of it (a shard member's, Manager.informerMade).
 func NewManager(opts Options) (*Manager, error) {
 	m, err := newManager(opts)
 	if err != nil {
@@ -31,7 +34,20 @@ func NewManager(opts Options) (*Manager, error) {
 		if !meta {
 			tracker.track(inf)
 		}
+		streamByWatchList(inf)
 		shardMade(inf, meta)
 	}
 	return m, nil
+}
+
+// NewCache returns a Cache reading through conn. It starts nothing.
+//
+// Its Cache is floor 1's (newCache, cache.go) whose informers sync with
+// the watch-list stream (watch_list.go), through the made hook.
+func NewCache(conn *Conn, opts CacheOptions) *Cache {
+	c := newCache(conn, opts)
+	c.made = func(inf cachedInformer, meta bool) {
+		streamByWatchList(inf)
+	}
+	return c
 }

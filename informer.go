@@ -1,9 +1,9 @@
 package kctl
 
-// Informer[T]: its state, and its read side: Get, List, ByIndex, the waits
+// Informer[T]: its state, and its read side: Get, List, the waits
 // (WaitForSync, WaitForResourceVersion) and Stats, all reading the store
 // (store.go) under the informer's lock. list_watch.go and apply.go are its
-// write side.
+// write side; its own indexes (AddIndex, ByIndex) are by_index.go's.
 
 import (
 	"context"
@@ -82,21 +82,6 @@ func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 	return i.informer.List(opts)
 }
 
-// ByIndex returns the objects that the index named index files under value
-// (nil for an unknown index). The objects are shared: do not modify them.
-func (i *Informer[T]) ByIndex(index, value string) []*T {
-	return i.informer.ByIndex(index, value)
-}
-
-// AddIndex adds an index: fn returns the values an object is filed under,
-// the same each time for the same object. Add indexes before Start, so they
-// are not built under the lock from a full store.
-//
-//	pods.AddIndex("node", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
-func (i *Informer[T]) AddIndex(name string, fn func(obj *T) []string) error {
-	return i.informer.AddIndex(name, fn)
-}
-
 // informer is an Informer[T]'s state and work, over P = *T: compiled once
 // for every T (see typeOps).
 type informer[P any] struct {
@@ -118,7 +103,8 @@ type informer[P any] struct {
 	watchFor time.Duration
 	log      *slog.Logger
 	// stream, if set, lists and watches in one request, the watch-list
-	// stream (watch_list.go's streamOf, set when the informer is made):
+	// stream (watch_list.go's useWatchList, which NewCache and NewManager
+	// call from the Cache's made hook):
 	// it stores the list and follows the changes as watchOnce does, and
 	// says whether the list was stored. Where the server does not serve
 	// the stream, it returns errPaged, at once: list in pages. nil:
@@ -127,8 +113,9 @@ type informer[P any] struct {
 	// shard, if set (before run; sharding's extra sets it), returns the
 	// shard selector (ListOptions.ShardSelector) of the objects to hold,
 	// "" for all: read before every list and watch. After it changes,
-	// reshard makes every watch list again, so that the store holds just
-	// the new selector's objects, the others leaving as Deleted events.
+	// reshard (reshard.go) makes every watch list again, so that the
+	// store holds just the new selector's objects, the others leaving as
+	// Deleted events.
 	shard func() string
 
 	// mu guards what follows. The store changes, and events are queued to
@@ -294,7 +281,7 @@ func (i *informer[P]) listLocked(
 		scope = i.watches[0].opts.Fields
 	}
 	sel := opts.Fields
-	fields, unknown, err := i.store.fieldReqs(sel, scope)
+	fields, unknown, err := i.store.indexes.Fields(sel, scope)
 	if err == nil && len(unknown) > 0 {
 		custom := !i.client.codec.builtin
 		g, k := i.res.Group, i.res.Kind
@@ -305,23 +292,6 @@ func (i *informer[P]) listLocked(
 	}
 	out, missing = i.store.list(opts.Namespace, opts.Labels, fields)
 	return out, missing, nil
-}
-
-// ByIndex is Informer.ByIndex in the core.
-func (i *informer[P]) ByIndex(index, value string) []P {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return i.store.byIndex(index, value)
-}
-
-// AddIndex is Informer.AddIndex in the core.
-func (i *informer[P]) AddIndex(name string, fn func(obj P) []string) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if err := i.store.addIndex(name, fn); err != nil {
-		return fmt.Errorf("%w (%s)", err, i)
-	}
-	return nil
 }
 
 // WaitForResourceVersion returns once every list/watch of the informer has

@@ -200,7 +200,7 @@ func newManager(opts Options) (*Manager, error) {
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
 	conn.logWarningsTo(opts.Logger)
-	m.cache = NewCache(conn, opts.Cache)
+	m.cache = newCache(conn, opts.Cache)
 	m.cache.made = func(inf cachedInformer, meta bool) {
 		if m.informerMade != nil {
 			m.informerMade(inf)

@@ -175,65 +175,40 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 }
 
 // list returns the objects in namespace ("" means all) whose labels match sel
-// (nil matches all) and that meet every field requirement. It walks the
-// fewest objects it can: a name required to equal a value is looked up; else
-// a requirement that a label (key=value, key in (...)) or an indexed field
-// equal a value is answered from the narrowest index, so a List costs what it
-// returns, not the size of the namespace. The first such List of a label key
-// returns missing = that key instead, for the caller to build the index under
-// the write lock (labelIndex) and ask again, until nothing is missing.
-// (internal/index picks the index.)
-func (s *store[P]) list(namespace string, sel labels.Selector, fields []fieldReq[P]) (out []P, missing string) {
+// (nil matches all) and that meet every field requirement, walking the
+// fewest objects it can (internal/index plans the walk). The first such
+// List of a label key returns missing = that key instead, for the caller
+// to build the index under the write lock (labelIndex) and ask again.
+func (s *store[P]) list(namespace string, sel labels.Selector, fields []index.Field[objKey, P]) (out []P, missing string) {
 	if sel != nil && sel.Empty() {
 		sel = nil
 	}
-	name := ""
-	for _, f := range fields {
-		switch {
-		case !f.equal || f.ix != nil:
-		case f.field == "metadata.name":
-			name = f.value
-		case namespace != "" && namespace != f.value:
-			return nil, "" // two namespaces: nothing is in both
-		default:
-			namespace = f.value
-		}
+	plan, missing := s.indexes.Plan(namespace, sel, fields)
+	if plan.None || missing != "" {
+		return nil, missing
 	}
 	match := func(k objKey, e entry[P]) {
 		if sel != nil && !sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
 			return
 		}
 		for _, f := range fields {
-			if !f.matches(k) {
+			if !fieldMatches(f, k) {
 				return
 			}
 		}
 		out = append(out, e.obj)
 	}
-	ix, values, missing := s.indexes.ForLabels(sel)
-	if missing != "" {
-		return nil, missing
-	}
-	for _, f := range fields {
-		if f.ix == nil || !f.equal {
-			continue
-		}
-		vals := []string{f.value}
-		if ix == nil || f.ix.Count(vals) < ix.Count(values) {
-			ix = f.ix
-			values = vals
-		}
-	}
+	namespace = plan.Namespace
 	switch {
-	case name != "":
+	case plan.Name != "":
 		for ns, inner := range s.objects {
-			if e, ok := inner[name]; ok && (namespace == "" || ns == namespace) {
-				match(objKey{ns, name}, e)
+			if e, ok := inner[plan.Name]; ok && (namespace == "" || ns == namespace) {
+				match(objKey{ns, plan.Name}, e)
 			}
 		}
-	case ix != nil:
-		for _, v := range values {
-			for k := range ix.Keys(v) {
+	case plan.Index != nil:
+		for _, v := range plan.Values {
+			for k := range plan.Index.Keys(v) {
 				if namespace == "" || k.namespace == namespace {
 					match(k, s.objects[k.namespace][k.name])
 				}
@@ -289,68 +264,16 @@ func (s *store[P]) setSize(obj P, size int) {
 	}
 }
 
-func (s *store[P]) addIndex(name string, fn func(obj P) []string) error {
-	return s.indexes.Define(name, fn, s.each())
-}
-
-func (s *store[P]) byIndex(name, value string) []P {
-	ix := s.indexes.Get(name)
-	if ix == nil {
-		return nil
-	}
-	keys := ix.Keys(value)
-	out := make([]P, 0, len(keys))
-	for k := range keys {
-		out = append(out, s.objects[k.namespace][k.name].obj)
-	}
-	return out
-}
-
-// fieldReq is one requirement of a field selector that the cache answers.
-// It is decided by the object's key alone.
-type fieldReq[P any] struct {
-	field, value string
-	equal        bool // = or ==; false for !=
-	// ix is the index named field; nil for metadata.name and
-	// metadata.namespace.
-	ix *index.Index[objKey, P]
-}
-
-// matches reports whether the object stored under k meets the requirement.
-func (f fieldReq[P]) matches(k objKey) bool {
+// fieldMatches reports whether the object stored under k meets f.
+func fieldMatches[P any](f index.Field[objKey, P], k objKey) bool {
 	var in bool
 	switch {
-	case f.ix != nil:
-		in = f.ix.Has(f.value, k)
-	case f.field == "metadata.name":
-		in = k.name == f.value
+	case f.Index != nil:
+		in = f.Index.Has(f.Value, k)
+	case f.Field == "metadata.name":
+		in = k.name == f.Value
 	default:
-		in = k.namespace == f.value
+		in = k.namespace == f.Value
 	}
-	return in == f.equal
-}
-
-// fieldReqs parses selector for a List of s, whose objects were all listed
-// with the field selector scope (whose requirements all objects meet: left
-// out). A field not metadata.name, metadata.namespace nor indexed goes in
-// unknown. Call it with s's lock held: the requirements point at s's indexes.
-func (s *store[P]) fieldReqs(selector, scope string) (reqs []fieldReq[P], unknown []string, err error) {
-	parsed, err := index.Parse(selector, scope)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, r := range parsed {
-		f := fieldReq[P]{field: r.Field, value: r.Value, equal: r.Equal}
-		byKey := r.Field == "metadata.name" ||
-			r.Field == "metadata.namespace"
-		if !byKey {
-			f.ix = s.indexes.Get(r.Field)
-		}
-		if !byKey && f.ix == nil {
-			unknown = append(unknown, r.Field)
-			continue
-		}
-		reqs = append(reqs, f)
-	}
-	return reqs, unknown, nil
+	return in == f.Equal
 }

@@ -3,9 +3,10 @@ package kctl
 // Floor 2: the watch-list stream (sendInitialEvents), a list and a watch
 // in one request, on the informer's stream hook (list_watch.go): every
 // object comes as an event, then a bookmark ends the initial ones, then
-// the changes follow, so no list page is ever held whole. An informer
-// uses it unless $KUBE_FEATURE_WatchListClient is false, until the
-// server refuses it; it then lists in pages.
+// the changes follow, so no list page is ever held whole. NewCache and
+// NewManager switch it on in every informer (the Cache's made hook),
+// unless $KUBE_FEATURE_WatchListClient is false; once the server
+// refuses it, the informer lists in pages.
 
 import (
 	"context"
@@ -31,19 +32,27 @@ var watchListClient = sync.OnceValue(func() bool {
 	return on || err != nil
 })
 
-// streamOf is the informer's stream hook (informer.stream): i's
-// watch-list stream, until the server refuses it; nil where
-// $KUBE_FEATURE_WatchListClient is false. Once refused, the informer
-// lists in pages from then on, and logs it once.
-func streamOf[P any](i *informer[P]) func(
-	ctx context.Context,
-	w *watchState,
-) (synced bool, err error) {
+// streamByWatchList is what NewCache and NewManager put on the Cache's
+// made hook: every informer made, of objects or of metadata, syncs with
+// the watch-list stream (useWatchList).
+func streamByWatchList(inf cachedInformer) {
+	streamer, ok := inf.(interface{ useWatchList() })
+	if ok {
+		streamer.useWatchList()
+	}
+}
+
+// useWatchList fills the informer's stream hook (informer.stream) with
+// its watch-list stream, until the server refuses it; it leaves it nil
+// where $KUBE_FEATURE_WatchListClient is false. Once refused, the
+// informer lists in pages from then on, and logs it once. Call it
+// before the informer runs (the Cache's made hook).
+func (i *informer[P]) useWatchList() {
 	if !watchListClient() {
-		return nil
+		return
 	}
 	var paged atomic.Bool
-	return func(ctx context.Context, w *watchState) (bool, error) {
+	i.stream = func(ctx context.Context, w *watchState) (bool, error) {
 		if paged.Load() {
 			return false, errPaged
 		}
