@@ -1,7 +1,7 @@
 package kctl
 
 // The Queue, one layer: its line (internal/keyline), processing, delays
-// and pacing. It uses the two files before it (see ratelimit.go's top);
+// (internal/keywait) and pacing. It uses ratelimit.go (see its top);
 // queue_shutdown.go, how it ends, is the layer on top.
 
 import (
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/keyline"
+	"github.com/kctl-dev/kctl/internal/keywait"
 )
 
 // Queue is the work queue between event handlers and workers: handlers Add
@@ -65,7 +66,7 @@ type Queue[K comparable] struct {
 	// waiting holds the keys that wait for a time; its timer calls fire.
 	// A key may wait to be added while it is queued or processing; a key
 	// held (a wait without add) is neither.
-	waiting queueWaits[K]
+	waiting keywait.Waits[K]
 	// lastGet holds when Get last handed out a key, for MinInterval
 	// only. Every key in lastGet is processing or waiting.
 	lastGet map[K]time.Time
@@ -145,7 +146,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 		obs:         opts.Observer,
 	}
 	q.cond.L = &q.mu
-	q.waiting.due = q.fire
+	q.waiting.Fire = q.fire
 	return q
 }
 
@@ -199,7 +200,7 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		waitLow = false
 	}
 	if d > 0 {
-		q.waitLocked(k, now.Add(d), true, waitLow, now)
+		q.waiting.Set(k, now.Add(d), true, waitLow, now)
 		q.mu.Unlock()
 		return
 	}
@@ -226,13 +227,13 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 	}
 	start, ok := q.lastGet[k]
 	if ok && now.Before(start.Add(q.minInterval)) {
-		q.waitLocked(k, start.Add(q.minInterval), true, low, now)
+		q.waiting.Set(k, start.Add(q.minInterval), true, low, now)
 		return 0
 	}
 	q.queued[k] = queueEntry{since: now, low: low}
 	q.line.Push(k, low, now)
 	if !low { // queued now, which is earlier than the wait's end
-		q.waiting.remove(k)
+		q.waiting.Remove(k)
 	}
 	// The next Get sets k's start.
 	delete(q.lastGet, k)
@@ -331,7 +332,7 @@ func (q *Queue[K]) Done(k K) {
 		added = q.readyLocked(k, low, now)
 	} else if !q.shuttingDown && now.Before(next) {
 		// A hold: it keeps k's start for the next add.
-		q.waitLocked(k, next, false, false, now)
+		q.waiting.Set(k, next, false, false, now)
 	}
 	if q.shuttingDown && len(q.processing) == 0 {
 		close(q.drained)
@@ -349,47 +350,23 @@ func (q *Queue[K]) forgetLocked(k K) {
 	if _, ok := q.processing[k]; ok {
 		return
 	}
-	if _, ok := q.waiting.get(k); ok {
+	if _, ok := q.waiting.Get(k); ok {
 		return
 	}
 	delete(q.lastGet, k)
-}
-
-// waitLocked makes k wait until at; with add, to be queued then (at low
-// priority if low), else only held. A wait to add never moves later, nor
-// becomes a hold; a wait at normal priority never becomes low.
-func (q *Queue[K]) waitLocked(k K, at time.Time, add, low bool, now time.Time) {
-	w, ok := q.waiting.get(k)
-	if ok && w.add && (!add || !at.Before(w.at)) {
-		if add && !low {
-			q.waiting.raise(k)
-		}
-		return
-	}
-	if ok && w.add && !w.low {
-		low = false
-	}
-	q.waiting.set(k, at, add, low, now)
 }
 
 // fire runs on the timer: it ends the waits that are due, in order, and
 // sets the timer for the next one. A call with none due is harmless.
 func (q *Queue[K]) fire() {
 	q.mu.Lock()
-	q.waiting.fired()
 	now := time.Now()
 	added := 0
-	for q.waiting.len() > 0 {
-		w := q.waiting.first()
-		if w.at.After(now) {
-			q.waiting.arm(w.at, now)
-			break
+	for w := range q.waiting.Due(now) {
+		if w.Add {
+			added += q.readyLocked(w.Key, w.Low, now)
 		}
-		q.waiting.remove(w.key)
-		if w.add {
-			added += q.readyLocked(w.key, w.low, now)
-		}
-		q.forgetLocked(w.key)
+		q.forgetLocked(w.Key)
 	}
 	q.unlockAdded(added)
 }
@@ -399,11 +376,11 @@ func (q *Queue[K]) fire() {
 func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	w, ok := q.waiting.get(k)
-	if !ok || !w.add {
+	w, ok := q.waiting.Get(k)
+	if !ok || !w.Add {
 		return time.Time{}, false
 	}
-	return w.at, true
+	return w.At, true
 }
 
 // Len is the number of queued keys (not waiting, not processing), for metrics.

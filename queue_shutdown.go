@@ -30,7 +30,7 @@ func (q *Queue[K]) shutDownLocked() {
 	clear(q.queued)
 	q.line.Reset()
 	clear(q.dirty)
-	q.waiting.reset()
+	q.waiting.Reset()
 	clear(q.lastGet)
 	if len(q.processing) == 0 {
 		close(q.drained)
