@@ -42,13 +42,13 @@ type Queue[K comparable] struct {
 	// broadcast at shutdown.
 	cond sync.Cond
 
-	// queued holds every key that waits in line to be handed out: when
-	// it was queued and whether it is low. A queued key is not in
-	// processing.
-	queued map[K]queueEntry
+	// queued holds every key that waits in line to be handed out, with
+	// when it was queued: Get reports the wait since then, and a low key
+	// ages from then. A queued key is not in processing.
+	queued map[K]time.Time
 	// line is the order the queued keys are handed out in: a FIFO until
 	// the first AddLowPriority makes it a Priority line. It holds each
-	// queued key once.
+	// queued key once, and knows which are low (not raised).
 	line keyline.Line[K]
 	// processing holds every key handed out by Get and not yet Done,
 	// with when Get handed it out.
@@ -87,15 +87,6 @@ type Queue[K comparable] struct {
 	obs         QueueObserver
 }
 
-// queueEntry is what a Queue keeps of a queued key.
-type queueEntry struct {
-	// since is when the key was queued: Get reports the wait since then,
-	// and a low key ages from then.
-	since time.Time
-	// low is set while the key is queued at low priority (not raised).
-	low bool
-}
-
 // QueueOptions configures NewQueue. The zero value behaves like client-go's
 // rate-limiting workqueue: default rate limiter, no pacing, no observer.
 type QueueOptions[K comparable] struct {
@@ -132,7 +123,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	}
 	age := max(opts.AgeLowPriorityAfter, 0)
 	q := &Queue[K]{
-		queued:      map[K]queueEntry{},
+		queued:      map[K]time.Time{},
 		line:        &keyline.FIFO[K]{},
 		processing:  map[K]time.Time{},
 		heldLow:     map[K]bool{},
@@ -185,10 +176,10 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		q.mu.Unlock()
 		return
 	}
-	e, queued := q.queued[k]
-	// Stingy: an add of a queued key changes nothing, unless it is a
-	// normal add of a low key (which raises it) or a delay.
-	if queued && d <= 0 && (low || !e.low) {
+	_, queued := q.queued[k]
+	// Stingy: a low add of a queued key changes nothing. A normal one
+	// may raise it (readyLocked).
+	if queued && d <= 0 && low {
 		q.mu.Unlock()
 		return
 	}
@@ -218,10 +209,9 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		q.dirtyLocked(k, low)
 		return 0
 	}
-	if e, ok := q.queued[k]; ok {
-		if !low && e.low && q.line.Raise(k, e.since, now) {
-			e.low = false
-			q.queued[k] = e
+	if since, ok := q.queued[k]; ok {
+		if !low {
+			q.line.Raise(k, since, now)
 		}
 		return 0
 	}
@@ -230,7 +220,7 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		q.waiting.Set(k, start.Add(q.minInterval), true, low, now)
 		return 0
 	}
-	q.queued[k] = queueEntry{since: now, low: low}
+	q.queued[k] = now
 	q.line.Push(k, low, now)
 	if !low { // queued now, which is earlier than the wait's end
 		q.waiting.Remove(k)
@@ -294,9 +284,9 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.mu.Unlock()
 		return k, true
 	}
-	k = q.line.Pop()
-	since := q.queued[k].since
-	if q.queued[k].low {
+	k, low := q.line.Pop()
+	since := q.queued[k]
+	if low {
 		q.heldLow[k] = true
 	}
 	delete(q.queued, k)
@@ -369,18 +359,6 @@ func (q *Queue[K]) fire() {
 		q.forgetLocked(w.Key)
 	}
 	q.unlockAdded(added)
-}
-
-// WaitingUntil reports when k's wait to be added ends, if k waits
-// (AddAfter, AddRateLimited, Debounce, MinInterval).
-func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	w, ok := q.waiting.Get(k)
-	if !ok || !w.Add {
-		return time.Time{}, false
-	}
-	return w.At, true
 }
 
 // Len is the number of queued keys (not waiting, not processing), for metrics.

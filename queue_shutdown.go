@@ -61,10 +61,3 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, cause)
 	}
 }
-
-// ShuttingDown reports whether ShutDown was called.
-func (q *Queue[K]) ShuttingDown() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.shuttingDown
-}
