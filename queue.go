@@ -53,7 +53,7 @@ type Queue[K comparable] struct {
 	// processing holds every key handed out by Get and not yet Done,
 	// with when Get handed it out.
 	processing map[K]time.Time
-	// heldLow holds the processing keys Get took from lowReady: an
+	// heldLow holds the processing keys Get took at low priority: an
 	// AddAfter or AddRateLimited of one while it is processing (a
 	// requeue) waits to be queued at low priority again. Every key in
 	// heldLow is in processing.
@@ -65,11 +65,10 @@ type Queue[K comparable] struct {
 
 	// waiting holds the keys that wait for a time; its timer calls fire.
 	// A key may wait to be added while it is queued or processing; a key
-	// held (a wait without add) is neither.
+	// held (a wait without add) is neither. After Done, a key's wait
+	// keeps its MinInterval's end (NotBefore); while it is processing,
+	// processing holds its start.
 	waiting keywait.Waits[K]
-	// lastGet holds when Get last handed out a key, for MinInterval
-	// only. Every key in lastGet is processing or waiting.
-	lastGet map[K]time.Time
 
 	// shuttingDown is set once, by ShutDown. Then queued, dirty and
 	// waiting are empty and stay so.
@@ -128,7 +127,6 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 		processing:  map[K]time.Time{},
 		heldLow:     map[K]bool{},
 		dirty:       map[K]bool{},
-		lastGet:     map[K]time.Time{},
 		drained:     make(chan struct{}),
 		debounce:    max(opts.Debounce, 0),
 		minInterval: max(opts.MinInterval, 0),
@@ -195,16 +193,17 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		q.mu.Unlock()
 		return
 	}
-	added := q.readyLocked(k, low, now)
+	w, _ := q.waiting.Get(k)
+	added := q.readyLocked(k, low, w.NotBefore, now)
 	q.unlockAdded(added)
 }
 
 // readyLocked is where every add ends up, and Done of a key added
 // while processing, and a wait that ends. It returns 1 if it queued k,
 // else 0. A processing key becomes dirty; a queued low key is raised by a
-// normal add unless it aged; a key within MinInterval of its last
-// start waits; any other is queued, and if normal, stops waiting.
-func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
+// normal add unless it aged; a key before notBefore (its MinInterval's
+// end) waits; any other is queued, and if normal, stops waiting.
+func (q *Queue[K]) readyLocked(k K, low bool, notBefore, now time.Time) int {
 	if _, ok := q.processing[k]; ok {
 		q.dirtyLocked(k, low)
 		return 0
@@ -215,9 +214,10 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 		}
 		return 0
 	}
-	start, ok := q.lastGet[k]
-	if ok && now.Before(start.Add(q.minInterval)) {
-		q.waiting.Set(k, start.Add(q.minInterval), true, low, now)
+	if now.Before(notBefore) {
+		// The hold keeps notBefore on the wait to add.
+		q.waiting.Set(k, notBefore, false, false, now)
+		q.waiting.Set(k, notBefore, true, low, now)
 		return 0
 	}
 	q.queued[k] = now
@@ -225,8 +225,6 @@ func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
 	if !low { // queued now, which is earlier than the wait's end
 		q.waiting.Remove(k)
 	}
-	// The next Get sets k's start.
-	delete(q.lastGet, k)
 	q.cond.Signal()
 	return 1
 }
@@ -292,9 +290,6 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	delete(q.queued, k)
 	now := time.Now()
 	q.processing[k] = now
-	if q.minInterval > 0 {
-		q.lastGet[k] = now
-	}
 	q.mu.Unlock()
 	if q.obs != nil {
 		q.obs.Waited(now.Sub(since))
@@ -319,31 +314,18 @@ func (q *Queue[K]) Done(k K) {
 	added := 0
 	next := start.Add(q.minInterval)
 	if dirty {
-		added = q.readyLocked(k, low, now)
+		added = q.readyLocked(k, low, next, now)
 	} else if !q.shuttingDown && now.Before(next) {
-		// A hold: it keeps k's start for the next add.
+		// A hold: it keeps k's MinInterval end for the next add.
 		q.waiting.Set(k, next, false, false, now)
 	}
 	if q.shuttingDown && len(q.processing) == 0 {
 		close(q.drained)
 	}
-	q.forgetLocked(k)
 	q.unlockAdded(added)
 	if q.obs != nil {
 		q.obs.Worked(now.Sub(start))
 	}
-}
-
-// forgetLocked forgets k's last start once k is neither processing
-// nor waiting.
-func (q *Queue[K]) forgetLocked(k K) {
-	if _, ok := q.processing[k]; ok {
-		return
-	}
-	if _, ok := q.waiting.Get(k); ok {
-		return
-	}
-	delete(q.lastGet, k)
 }
 
 // fire runs on the timer: it ends the waits that are due, in order, and
@@ -354,9 +336,8 @@ func (q *Queue[K]) fire() {
 	added := 0
 	for w := range q.waiting.Due(now) {
 		if w.Add {
-			added += q.readyLocked(w.Key, w.Low, now)
+			added += q.readyLocked(w.Key, w.Low, w.NotBefore, now)
 		}
-		q.forgetLocked(w.Key)
 	}
 	q.unlockAdded(added)
 }

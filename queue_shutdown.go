@@ -31,7 +31,6 @@ func (q *Queue[K]) shutDownLocked() {
 	q.line.Reset()
 	clear(q.dirty)
 	q.waiting.Reset()
-	clear(q.lastGet)
 	if len(q.processing) == 0 {
 		close(q.drained)
 	}

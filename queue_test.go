@@ -137,16 +137,6 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 			t.Fatalf("%v is held, but queued=%v processing=%v", e.Key, queued, processing)
 		}
 	}
-	for k := range q.lastGet {
-		_, processing := q.processing[k]
-		_, waiting := q.waiting.Get(k)
-		if !processing && !waiting {
-			t.Fatalf("the start of %v is kept, but it neither processes nor waits", k)
-		}
-	}
-	if q.minInterval == 0 && len(q.lastGet) > 0 {
-		t.Fatalf("%d starts kept without MinInterval", len(q.lastGet))
-	}
 	if q.shuttingDown && (len(q.queued) != 0 || len(q.dirty) != 0 || q.waiting.Len() != 0) {
 		t.Fatalf("shut down with %d queued, %d dirty and %d waiting", len(q.queued), len(q.dirty), q.waiting.Len())
 	}
@@ -169,7 +159,7 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 func queueKeysKept[K comparable](q *Queue[K]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.Len() + len(q.lastGet)
+	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.Len()
 }
 
 type queueScript struct {

@@ -23,6 +23,10 @@ type Wait[K comparable] struct {
 	Add bool
 	// Low queues the key at low priority when the wait ends (Add only).
 	Low bool
+	// NotBefore is the end of the key's MinInterval: its owner queues it
+	// no earlier. A hold sets it (to its At), on the key's wait to add if
+	// there is one; a wait to add that replaces a hold keeps it.
+	NotBefore time.Time
 	// seq orders waits that end at the same time: the one set first
 	// comes first.
 	seq uint64
@@ -71,11 +75,14 @@ func (w *Waits[K]) Get(k K) (Wait[K], bool) {
 // Set makes k wait until at; with add, to be queued then (at low
 // priority if low), else only held. A wait to add never moves later, nor
 // becomes a hold: such a Set only raises it to normal priority, if add
-// and not low; a wait at normal priority never becomes low. A Set orders
-// k after every wait set before that ends at the same time, and arms the
-// timer for it.
+// and not low; a wait at normal priority never becomes low. A hold sets
+// the wait's NotBefore. A Set orders k after every wait set before that
+// ends at the same time, and arms the timer for it.
 func (w *Waits[K]) Set(k K, at time.Time, add, low bool, now time.Time) {
 	e, ok := w.byKey[k]
+	if ok && !add {
+		e.NotBefore = at
+	}
 	if ok && e.Add && (!add || !at.Before(e.At)) {
 		if add && !low {
 			e.Low = false
@@ -97,6 +104,9 @@ func (w *Waits[K]) Set(k K, at time.Time, add, low bool, now time.Time) {
 		heap.Fix(&w.heap, e.index)
 	} else {
 		e = &Wait[K]{Key: k, At: at, seq: w.seq, Add: add, Low: low}
+		if !add {
+			e.NotBefore = at
+		}
 		heap.Push(&w.heap, e)
 		w.byKey[k] = e
 	}
