@@ -1,7 +1,7 @@
 package kctl
 
 // The Queue, one layer: its line (internal/keyline), processing, delays
-// and pacing. It uses the two files before it (see ratelimit.go's top);
+// (internal/keywait) and pacing. It uses ratelimit.go (see its top);
 // queue_shutdown.go, how it ends, is the layer on top.
 
 import (
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/keyline"
+	"github.com/kctl-dev/kctl/internal/keywait"
 )
 
 // Queue is the work queue between event handlers and workers: handlers Add
@@ -41,18 +42,18 @@ type Queue[K comparable] struct {
 	// broadcast at shutdown.
 	cond sync.Cond
 
-	// queued holds every key that waits in line to be handed out: when
-	// it was queued and whether it is low. A queued key is not in
-	// processing.
-	queued map[K]queueEntry
+	// queued holds every key that waits in line to be handed out, with
+	// when it was queued: Get reports the wait since then, and a low key
+	// ages from then. A queued key is not in processing.
+	queued map[K]time.Time
 	// line is the order the queued keys are handed out in: a FIFO until
 	// the first AddLowPriority makes it a Priority line. It holds each
-	// queued key once.
+	// queued key once, and knows which are low (not raised).
 	line keyline.Line[K]
 	// processing holds every key handed out by Get and not yet Done,
 	// with when Get handed it out.
 	processing map[K]time.Time
-	// heldLow holds the processing keys Get took from lowReady: an
+	// heldLow holds the processing keys Get took at low priority: an
 	// AddAfter or AddRateLimited of one while it is processing (a
 	// requeue) waits to be queued at low priority again. Every key in
 	// heldLow is in processing.
@@ -64,11 +65,10 @@ type Queue[K comparable] struct {
 
 	// waiting holds the keys that wait for a time; its timer calls fire.
 	// A key may wait to be added while it is queued or processing; a key
-	// held (a wait without add) is neither.
-	waiting queueWaits[K]
-	// lastGet holds when Get last handed out a key, for MinInterval
-	// only. Every key in lastGet is processing or waiting.
-	lastGet map[K]time.Time
+	// held (a wait without add) is neither. After Done, a key's wait
+	// keeps its MinInterval's end (NotBefore); while it is processing,
+	// processing holds its start.
+	waiting keywait.Waits[K]
 
 	// shuttingDown is set once, by ShutDown. Then queued, dirty and
 	// waiting are empty and stay so.
@@ -84,15 +84,6 @@ type Queue[K comparable] struct {
 	age         time.Duration
 	rl          RateLimiter[K]
 	obs         QueueObserver
-}
-
-// queueEntry is what a Queue keeps of a queued key.
-type queueEntry struct {
-	// since is when the key was queued: Get reports the wait since then,
-	// and a low key ages from then.
-	since time.Time
-	// low is set while the key is queued at low priority (not raised).
-	low bool
 }
 
 // QueueOptions configures NewQueue. The zero value behaves like client-go's
@@ -131,12 +122,11 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	}
 	age := max(opts.AgeLowPriorityAfter, 0)
 	q := &Queue[K]{
-		queued:      map[K]queueEntry{},
+		queued:      map[K]time.Time{},
 		line:        &keyline.FIFO[K]{},
 		processing:  map[K]time.Time{},
 		heldLow:     map[K]bool{},
 		dirty:       map[K]bool{},
-		lastGet:     map[K]time.Time{},
 		drained:     make(chan struct{}),
 		debounce:    max(opts.Debounce, 0),
 		minInterval: max(opts.MinInterval, 0),
@@ -145,7 +135,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 		obs:         opts.Observer,
 	}
 	q.cond.L = &q.mu
-	q.waiting.due = q.fire
+	q.waiting.Fire = q.fire
 	return q
 }
 
@@ -184,10 +174,10 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		q.mu.Unlock()
 		return
 	}
-	e, queued := q.queued[k]
-	// Stingy: an add of a queued key changes nothing, unless it is a
-	// normal add of a low key (which raises it) or a delay.
-	if queued && d <= 0 && (low || !e.low) {
+	_, queued := q.queued[k]
+	// Stingy: a low add of a queued key changes nothing. A normal one
+	// may raise it (readyLocked).
+	if queued && d <= 0 && low {
 		q.mu.Unlock()
 		return
 	}
@@ -199,43 +189,42 @@ func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 		waitLow = false
 	}
 	if d > 0 {
-		q.waitLocked(k, now.Add(d), true, waitLow, now)
+		q.waiting.Set(k, now.Add(d), true, waitLow, now)
 		q.mu.Unlock()
 		return
 	}
-	added := q.readyLocked(k, low, now)
+	w, _ := q.waiting.Get(k)
+	added := q.readyLocked(k, low, w.NotBefore, now)
 	q.unlockAdded(added)
 }
 
 // readyLocked is where every add ends up, and Done of a key added
 // while processing, and a wait that ends. It returns 1 if it queued k,
 // else 0. A processing key becomes dirty; a queued low key is raised by a
-// normal add unless it aged; a key within MinInterval of its last
-// start waits; any other is queued, and if normal, stops waiting.
-func (q *Queue[K]) readyLocked(k K, low bool, now time.Time) int {
+// normal add unless it aged; a key before notBefore (its MinInterval's
+// end) waits; any other is queued, and if normal, stops waiting.
+func (q *Queue[K]) readyLocked(k K, low bool, notBefore, now time.Time) int {
 	if _, ok := q.processing[k]; ok {
 		q.dirtyLocked(k, low)
 		return 0
 	}
-	if e, ok := q.queued[k]; ok {
-		if !low && e.low && q.line.Raise(k, e.since, now) {
-			e.low = false
-			q.queued[k] = e
+	if since, ok := q.queued[k]; ok {
+		if !low {
+			q.line.Raise(k, since, now)
 		}
 		return 0
 	}
-	start, ok := q.lastGet[k]
-	if ok && now.Before(start.Add(q.minInterval)) {
-		q.waitLocked(k, start.Add(q.minInterval), true, low, now)
+	if now.Before(notBefore) {
+		// The hold keeps notBefore on the wait to add.
+		q.waiting.Set(k, notBefore, false, false, now)
+		q.waiting.Set(k, notBefore, true, low, now)
 		return 0
 	}
-	q.queued[k] = queueEntry{since: now, low: low}
+	q.queued[k] = now
 	q.line.Push(k, low, now)
 	if !low { // queued now, which is earlier than the wait's end
-		q.waiting.remove(k)
+		q.waiting.Remove(k)
 	}
-	// The next Get sets k's start.
-	delete(q.lastGet, k)
 	q.cond.Signal()
 	return 1
 }
@@ -293,17 +282,14 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.mu.Unlock()
 		return k, true
 	}
-	k = q.line.Pop()
-	since := q.queued[k].since
-	if q.queued[k].low {
+	k, low := q.line.Pop()
+	since := q.queued[k]
+	if low {
 		q.heldLow[k] = true
 	}
 	delete(q.queued, k)
 	now := time.Now()
 	q.processing[k] = now
-	if q.minInterval > 0 {
-		q.lastGet[k] = now
-	}
 	q.mu.Unlock()
 	if q.obs != nil {
 		q.obs.Waited(now.Sub(since))
@@ -328,82 +314,32 @@ func (q *Queue[K]) Done(k K) {
 	added := 0
 	next := start.Add(q.minInterval)
 	if dirty {
-		added = q.readyLocked(k, low, now)
+		added = q.readyLocked(k, low, next, now)
 	} else if !q.shuttingDown && now.Before(next) {
-		// A hold: it keeps k's start for the next add.
-		q.waitLocked(k, next, false, false, now)
+		// A hold: it keeps k's MinInterval end for the next add.
+		q.waiting.Set(k, next, false, false, now)
 	}
 	if q.shuttingDown && len(q.processing) == 0 {
 		close(q.drained)
 	}
-	q.forgetLocked(k)
 	q.unlockAdded(added)
 	if q.obs != nil {
 		q.obs.Worked(now.Sub(start))
 	}
 }
 
-// forgetLocked forgets k's last start once k is neither processing
-// nor waiting.
-func (q *Queue[K]) forgetLocked(k K) {
-	if _, ok := q.processing[k]; ok {
-		return
-	}
-	if _, ok := q.waiting.get(k); ok {
-		return
-	}
-	delete(q.lastGet, k)
-}
-
-// waitLocked makes k wait until at; with add, to be queued then (at low
-// priority if low), else only held. A wait to add never moves later, nor
-// becomes a hold; a wait at normal priority never becomes low.
-func (q *Queue[K]) waitLocked(k K, at time.Time, add, low bool, now time.Time) {
-	w, ok := q.waiting.get(k)
-	if ok && w.add && (!add || !at.Before(w.at)) {
-		if add && !low {
-			q.waiting.raise(k)
-		}
-		return
-	}
-	if ok && w.add && !w.low {
-		low = false
-	}
-	q.waiting.set(k, at, add, low, now)
-}
-
 // fire runs on the timer: it ends the waits that are due, in order, and
 // sets the timer for the next one. A call with none due is harmless.
 func (q *Queue[K]) fire() {
 	q.mu.Lock()
-	q.waiting.fired()
 	now := time.Now()
 	added := 0
-	for q.waiting.len() > 0 {
-		w := q.waiting.first()
-		if w.at.After(now) {
-			q.waiting.arm(w.at, now)
-			break
+	for w := range q.waiting.Due(now) {
+		if w.Add {
+			added += q.readyLocked(w.Key, w.Low, w.NotBefore, now)
 		}
-		q.waiting.remove(w.key)
-		if w.add {
-			added += q.readyLocked(w.key, w.low, now)
-		}
-		q.forgetLocked(w.key)
 	}
 	q.unlockAdded(added)
-}
-
-// WaitingUntil reports when k's wait to be added ends, if k waits
-// (AddAfter, AddRateLimited, Debounce, MinInterval).
-func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	w, ok := q.waiting.get(k)
-	if !ok || !w.add {
-		return time.Time{}, false
-	}
-	return w.at, true
 }
 
 // Len is the number of queued keys (not waiting, not processing), for metrics.

@@ -100,7 +100,7 @@ func TestQueue_ManyMovesEarlier_KeepOneHeapEntryPerKey(t *testing.T) {
 			q.AddAfter(i%10, time.Hour-time.Duration(i)*time.Millisecond)
 		}
 		checkQueueInvariants(t, q)
-		if n := q.waiting.len(); n != 10 {
+		if n := q.waiting.Len(); n != 10 {
 			t.Fatalf("%d heap entries for 10 waiting keys", n)
 		}
 	})

@@ -30,8 +30,7 @@ func (q *Queue[K]) shutDownLocked() {
 	clear(q.queued)
 	q.line.Reset()
 	clear(q.dirty)
-	q.waiting.reset()
-	clear(q.lastGet)
+	q.waiting.Reset()
 	if len(q.processing) == 0 {
 		close(q.drained)
 	}
@@ -60,11 +59,4 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 		cause := unprefixed(context.Cause(ctx))
 		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, cause)
 	}
-}
-
-// ShuttingDown reports whether ShutDown was called.
-func (q *Queue[K]) ShuttingDown() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.shuttingDown
 }

@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/backoff"
 	"github.com/kctl-dev/kctl/internal/keyline"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -109,13 +110,13 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 	}
 	normal, low := lineKeys(t, q.line)
 	for k := range normal {
-		if got, ok := q.queued[k]; !ok || got.low {
-			t.Fatalf("%v is in the normal line but not queued at normal priority", k)
+		if _, ok := q.queued[k]; !ok {
+			t.Fatalf("%v is in the normal line but not queued", k)
 		}
 	}
 	for k := range low {
-		if got, ok := q.queued[k]; !ok || !got.low {
-			t.Fatalf("%v is live in the low line but not queued at low priority", k)
+		if _, ok := q.queued[k]; !ok {
+			t.Fatalf("%v is live in the low line but not queued", k)
 		}
 	}
 	if n := len(normal) + len(low); n != len(q.queued) {
@@ -126,38 +127,18 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 			t.Fatalf("%v is dirty but not processing", k)
 		}
 	}
-	w := &q.waiting
-	if len(w.byKey) != len(w.heap) {
-		t.Fatalf("%d waiting keys are mapped, %d are in the heap", len(w.byKey), len(w.heap))
+	if err := q.waiting.Check(); err != nil {
+		t.Fatal(err)
 	}
-	for i, e := range w.heap {
-		if i > 0 && w.heap.Less(i, (i-1)/2) {
-			t.Fatalf("waiting heap order broken at %d", i)
-		}
-		if e.index != i || w.byKey[e.key] != e {
-			t.Fatalf("heap[%d] is %v, at index %d, mapped to %p, not %p", i, e.key, e.index, w.byKey[e.key], e)
-		}
-		_, queued := q.queued[e.key]
-		_, processing := q.processing[e.key]
-		if !e.add && (queued || processing) {
-			t.Fatalf("%v is held, but queued=%v processing=%v", e.key, queued, processing)
+	for e := range q.waiting.All() {
+		_, queued := q.queued[e.Key]
+		_, processing := q.processing[e.Key]
+		if !e.Add && (queued || processing) {
+			t.Fatalf("%v is held, but queued=%v processing=%v", e.Key, queued, processing)
 		}
 	}
-	for k := range q.lastGet {
-		_, processing := q.processing[k]
-		_, waiting := w.byKey[k]
-		if !processing && !waiting {
-			t.Fatalf("the start of %v is kept, but it neither processes nor waits", k)
-		}
-	}
-	if q.minInterval == 0 && len(q.lastGet) > 0 {
-		t.Fatalf("%d starts kept without MinInterval", len(q.lastGet))
-	}
-	if w.len() > 0 && (!w.armed || w.armedAt.After(w.first().at)) {
-		t.Fatalf("timer armed=%v at %v, but the first wait ends at %v", w.armed, w.armedAt, w.first().at)
-	}
-	if q.shuttingDown && (len(q.queued) != 0 || len(q.dirty) != 0 || w.len() != 0) {
-		t.Fatalf("shut down with %d queued, %d dirty and %d waiting", len(q.queued), len(q.dirty), w.len())
+	if q.shuttingDown && (len(q.queued) != 0 || len(q.dirty) != 0 || q.waiting.Len() != 0) {
+		t.Fatalf("shut down with %d queued, %d dirty and %d waiting", len(q.queued), len(q.dirty), q.waiting.Len())
 	}
 	if q.shuttingDown && len(normal)+len(low) != 0 {
 		t.Fatalf("shut down with %d keys in the normal line and %d in the low line", len(normal), len(low))
@@ -178,7 +159,7 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 func queueKeysKept[K comparable](q *Queue[K]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.len() + len(q.lastGet)
+	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.Len()
 }
 
 type queueScript struct {
@@ -780,7 +761,7 @@ func FuzzQueue(f *testing.F) {
 				case 6:
 					step = "AddRateLimited"
 					q.AddRateLimited(k)
-					d := backoff(time.Millisecond, 8*time.Millisecond, m.keys[k].failures)
+					d := backoff.Delay(time.Millisecond, 8*time.Millisecond, m.keys[k].failures)
 					m.keys[k].failures++
 					m.addAfter(k, d)
 				case 7:

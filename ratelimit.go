@@ -1,20 +1,18 @@
 package kctl
 
-// The queue is four files, each using only the files before it, and
-// internal/keyline, the lines (FIFO, and low keys behind normal ones)
-// that queued keys wait in:
+// The queue is three files, each using only the files before it, and
+// three leaves: internal/backoff (the default RateLimiter's delays),
+// internal/keywait (the keys that wait for a time, in a heap with one
+// timer) and internal/keyline (the lines queued keys wait in):
 //
 //	ratelimit.go      the RateLimiter behind AddRateLimited
-//	queue_delay.go    the heap of keys that wait for a time, and its timer
 //	queue.go          the Queue: its line, processing, delays, pacing
 //	queue_shutdown.go how it ends: ShutDown, ShutDownWithDrain
-//
-// The first two use no other file: a RateLimiter knows nothing of the
-// queue.
 
 import (
-	"sync"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/backoff"
 )
 
 // RateLimiter decides how long AddRateLimited waits before adding a key.
@@ -38,69 +36,5 @@ type RateLimiter[K comparable] interface {
 // that is 5 ms, 10 ms, 20 ms, ... up to 1000 s (reached at the 19th failure
 // in a row), and at most 100 retries at once, then 10 per second.
 func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
-	return &rateLimiter[K]{
-		failures: map[K]int{},
-		base:     base,
-		max:      max,
-		qps:      qps,
-		burst:    float64(burst),
-		tokens:   float64(burst),
-		last:     time.Now(),
-	}
-}
-
-type rateLimiter[K comparable] struct {
-	mu sync.Mutex
-	// failures counts the When calls of each key since its Forget; a key
-	// with none is not in the map.
-	failures map[K]int
-	base     time.Duration
-	max      time.Duration
-	qps      float64
-	burst    float64
-	// tokens is what the bucket held at last, at most burst. It goes
-	// negative when When promises tokens to keys that wait for them.
-	tokens float64
-	last   time.Time
-}
-
-func (l *rateLimiter[K]) When(k K) time.Duration {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.failures[k]++
-	d := backoff(l.base, l.max, l.failures[k]-1)
-	if l.qps <= 0 {
-		return d
-	}
-	refill := now.Sub(l.last).Seconds() * l.qps
-	l.tokens = min(l.burst, l.tokens+refill)
-	l.last = now
-	l.tokens--
-	// While tokens last, this is <= 0; then it is the wait for the next.
-	wait := -l.tokens / l.qps * float64(time.Second)
-	return max(d, time.Duration(wait))
-}
-
-func (l *rateLimiter[K]) Forget(k K) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.failures, k)
-}
-
-func (l *rateLimiter[K]) NumRequeues(k K) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.failures[k]
-}
-
-// backoff is base * 2^n capped at max, without overflow.
-func backoff(base, max time.Duration, n int) time.Duration {
-	if n >= 63 {
-		return max
-	}
-	if base > max>>n {
-		return max
-	}
-	return base << n
+	return backoff.NewLimiter[K](base, max, qps, burst)
 }

@@ -11,12 +11,12 @@ type Line[K comparable] interface {
 	// Push puts k, just queued, at the back of the line; low if it was
 	// added at low priority. k is not in the line.
 	Push(k K, low bool, now time.Time)
-	// Raise is a normal add of k, queued at low priority since then: it
-	// reports whether k is now at normal priority.
+	// Raise is a normal add of k, queued since then: if k is at low
+	// priority, it reports whether k is now at normal priority.
 	Raise(k K, since, now time.Time) bool
-	// Pop takes out the key to hand out next. Call it only when a key is
-	// in the line.
-	Pop() K
+	// Pop takes out the key to hand out next, and whether it was at low
+	// priority. Call it only when a key is in the line.
+	Pop() (k K, low bool)
 	// Reset removes every key.
 	Reset()
 }
@@ -34,7 +34,7 @@ func (l *FIFO[K]) Push(k K, _ bool, now time.Time) {
 // Raise changes nothing: every key has the same priority.
 func (l *FIFO[K]) Raise(K, time.Time, time.Time) bool { return false }
 
-func (l *FIFO[K]) Pop() K { return l.line.pop().key }
+func (l *FIFO[K]) Pop() (K, bool) { return l.line.pop().key, false }
 
 func (l *FIFO[K]) Reset() { l.line.reset() }
 
@@ -80,8 +80,11 @@ func (l *Priority[K]) Push(k K, low bool, now time.Time) {
 
 // Raise moves low key k to the back of the normal line, unless it aged
 // (it then goes before the keys that joined after): its item in low is
-// no longer live.
+// no longer live. A key at normal priority stays where it is.
 func (l *Priority[K]) Raise(k K, since, now time.Time) bool {
+	if _, ok := l.live[k]; !ok {
+		return false
+	}
 	if now.Sub(since) >= l.age {
 		return false
 	}
@@ -93,7 +96,7 @@ func (l *Priority[K]) Raise(k K, since, now time.Time) bool {
 // Pop takes the first low key if the normal line is empty or the low
 // key aged before the first normal key joined; else the first normal
 // key.
-func (l *Priority[K]) Pop() K {
+func (l *Priority[K]) Pop() (K, bool) {
 	for l.low.len() > 0 {
 		first := l.low.first()
 		seq, ok := l.live[first.key]
@@ -103,16 +106,16 @@ func (l *Priority[K]) Pop() K {
 		l.low.pop()
 	}
 	if l.low.len() == 0 {
-		return l.ready.pop().key
+		return l.ready.pop().key, false
 	}
 	if l.ready.len() == 0 {
-		return l.popLow()
+		return l.popLow(), true
 	}
 	aged := l.low.first().at.Add(l.age)
 	if aged.After(l.ready.first().at) {
-		return l.ready.pop().key
+		return l.ready.pop().key, false
 	}
-	return l.popLow()
+	return l.popLow(), true
 }
 
 // popLow takes the first item of low, which is live.

@@ -10,7 +10,8 @@ import (
 func popAll[K comparable](l Line[K], n int) []K {
 	var ks []K
 	for range n {
-		ks = append(ks, l.Pop())
+		k, _ := l.Pop()
+		ks = append(ks, k)
 	}
 	return ks
 }
