@@ -2,13 +2,20 @@ package kctl
 
 // Floor 2's last file: NewManager and NewCache, floor 1's Manager
 // (newManager) and Cache (newCache) with the production behaviours that
-// are on by default put on their points.
+// are on by default put on their points; the Manager's own metrics are
+// here too, since NewManager is what switches them on.
+
+import (
+	"time"
+
+	"github.com/kctl-dev/kctl/internal/metrics"
+)
 
 // NewManager loads the configuration (see LoadConfig), connects and makes
 // the shared cache. It starts nothing: Start does.
 //
 // Its Manager is floor 1's (newManager, manager.go) with
-//   - its metrics (manager_metrics.go): each request, informer and
+//   - its metrics (below): each request, informer and
 //     reconcile is counted on the metrics page;
 //   - read your writes (readyourwrites.go): one writeTracker hears of the
 //     writes of its clients (writeNotes), holds back cached reads and
@@ -51,3 +58,59 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	}
 	return c
 }
+
+// The Manager's own metrics (internal/metrics): each request of
+// its connection, each informer of its cache and each reconcile of its
+// controllers, counted on the metrics page (ServeMetrics) through floor
+// 1's points: the Conn's requests observer, the Cache's made hook and the
+// Manager's observers hook.
+
+// countInMetrics puts m.metrics on m's points; NewManager calls it.
+func (m *Manager) countInMetrics() {
+	m.conn.requests = m.metrics.Requests
+	m.observers = metricsObservers{m.metrics}
+}
+
+// countInformer adds inf's series (objects, bytes, undecodable objects)
+// to the metrics page: called by the Cache's made hook.
+func (m *Manager) countInformer(inf cachedInformer, meta bool) {
+	res := inf.resource().String()
+	if meta {
+		m.metrics.AddMetadataInformer(res, inf.Stats)
+		return
+	}
+	m.metrics.AddInformer(res, inf.Stats)
+	m.metrics.AddUndecodable(res, inf.Undecodable)
+}
+
+// metricsObservers is what the observers hook holds by default: each
+// controller's metrics series (internal/metrics), and no history.
+type metricsObservers struct{ reg *metrics.Registry }
+
+func (o metricsObservers) observer(name string, workers int) controllerObserver {
+	return metricsObserver{o.reg.Controller(name, workers)}
+}
+
+// metricsObserver is a controller's metrics series as its observer.
+type metricsObserver struct{ *metrics.Controller }
+
+// reconciled counts a reconcile by what the reconcile contract makes
+// of it (outcomeOf).
+func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Duration, res Result, err error) {
+	switch outcomeOf(t, res, err) {
+	case outcomeTerminal:
+		o.FailedTerminally()
+		o.Reconciled("error", took)
+	case outcomeConflict:
+		o.Conflicted(took)
+	case outcomeError, outcomeTimeout:
+		o.Reconciled("error", took)
+	case outcomeRequeueAfter:
+		o.Reconciled("requeue_after", took)
+	default:
+		o.Reconciled("success", took)
+	}
+}
+
+// dropped does nothing: no metric counts dropped events.
+func (metricsObserver) dropped(Key, string) {}

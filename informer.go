@@ -3,7 +3,7 @@ package kctl
 // Informer[T]: its state, and its read side: Get, List, the waits
 // (WaitForSync, WaitForResourceVersion) and Stats, all reading the store
 // (store.go) under the informer's lock. list_watch.go and apply.go are its
-// write side; its own indexes (AddIndex, ByIndex) are by_index.go's.
+// write side; its own indexes (AddIndex, ByIndex) are cache_options.go's.
 
 import (
 	"context"

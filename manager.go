@@ -1,7 +1,7 @@
 package kctl
 
-// Manager: its Options, NewManager, and what it makes and holds: the
-// shared cache, ClientFor, the runnables (Add) and the health checks. Its
+// Manager: its Options, newManager, and what it makes and holds: the
+// shared cache, ClientFor, the runnables (Add) and the probe checks. Its
 // controllers (NewController) are in manager_controllers.go; how it runs,
 // in start.go.
 
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,7 +133,7 @@ type Manager struct {
 	byName map[string]namedController
 	// observers makes the observer of each run of a controller
 	// (controllerObserver): NewManager sets the metrics registry's
-	// (metricsObservers, manager_metrics.go) before it returns the
+	// (metricsObservers, constructors.go) before it returns the
 	// Manager, so it is never nil; history.go's KeepHistory wraps it, so
 	// that each also keeps the controller's history.
 	observers interface {
@@ -314,4 +315,55 @@ func (m *Manager) AddHealthCheck(
 	check func(r *http.Request) error,
 ) {
 	m.health.add(name, false, check)
+}
+
+// The Manager's probe checks: the readiness (/readyz) and liveness
+// (/healthz) checks it and its parts add, kept in order by name. health.go
+// serves them (ServeHealth).
+
+// health runs the Manager's probe checks and serves them like kube-apiserver:
+//
+//	GET /readyz          200 "ok", or 503 listing every check, [-] on the failing ones
+//	GET /readyz?verbose  every check with [+] or [-], also when all pass
+//	GET /readyz/<check>  one check: 200 "ok", or 503 with its error
+//	?exclude=<check>     skip a check (repeatable)
+//
+// and the same under /healthz for liveness checks. A failing check's error
+// text is shown only with ?verbose (else "reason withheld"), as
+// kube-apiserver does; serve it on loopback or a pod-internal address. The zero value is not usable;
+// call newHealth. It is safe for concurrent use. Checks run on the request's
+// goroutine, in the order added, without h.mu held; they must honour r.Context().
+type healthChecks struct {
+	mu sync.Mutex
+	// checks are in the order added; names are unique.
+	checks []healthCheck
+}
+
+type healthCheck struct {
+	name      string
+	readiness bool
+	check     func(r *http.Request) error
+	// note, if set, is shown after "ok" (health.go's addNoted).
+	note func() string
+}
+
+func newHealthChecks() *healthChecks { return &healthChecks{} }
+
+// add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
+// name again replaces the earlier check.
+func (h *healthChecks) add(
+	name string,
+	readiness bool,
+	check func(r *http.Request) error,
+) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := healthCheck{name, readiness, check, nil}
+	sameName := func(other healthCheck) bool { return other.name == name }
+	i := slices.IndexFunc(h.checks, sameName)
+	if i >= 0 {
+		h.checks[i] = c
+	} else {
+		h.checks = append(h.checks, c)
+	}
 }

@@ -1,14 +1,17 @@
 package kctl
 
-// The Queue, one layer: its line (internal/keyline), processing, delays
-// (internal/keywait) and pacing. It uses ratelimit.go (see its top);
-// queue_shutdown.go, how it ends, is the layer on top.
+// The Queue: its line (internal/keyline), processing, delays
+// (internal/keywait) and pacing; how it ends (ShutDown,
+// ShutDownWithDrain); and the RateLimiter of AddRateLimited.
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/backoff"
 	"github.com/kctl-dev/kctl/internal/keyline"
 	"github.com/kctl-dev/kctl/internal/keywait"
 )
@@ -361,4 +364,87 @@ func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 		longest = max(longest, d)
 	}
 	return len(q.processing), unfinished, longest
+}
+
+// How a Queue ends: ShutDown drops what waits and wakes every Get;
+// ShutDownWithDrain also waits for the keys in flight. The layer on top
+// of queue.go, as client-go's workqueue documents its shutdown.
+
+// ShutDown stops the queue: every Get returns shutdown=true from now on, queued
+// and waiting keys are dropped, adds do nothing; keys in flight are still Done.
+// A ShutDown while ShutDownWithDrain waits ends that wait at once.
+func (q *Queue[K]) ShutDown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.shutDownLocked()
+	if q.stopDrain != nil {
+		close(q.stopDrain)
+		q.stopDrain = nil
+	}
+}
+
+func (q *Queue[K]) shutDownLocked() {
+	if q.shuttingDown {
+		return
+	}
+	q.shuttingDown = true
+	clear(q.queued)
+	q.line.Reset()
+	clear(q.dirty)
+	q.waiting.Reset()
+	if len(q.processing) == 0 {
+		close(q.drained)
+	}
+	q.cond.Broadcast()
+}
+
+// ShutDownWithDrain is ShutDown, then it waits until every key handed out
+// is Done; if ctx ends first, it returns an error wrapping ctx's cause, and
+// if ShutDown is called meanwhile, an error at once.
+func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
+	q.mu.Lock()
+	q.shutDownLocked()
+	if q.stopDrain == nil {
+		q.stopDrain = make(chan struct{})
+	}
+	stop := q.stopDrain
+	q.mu.Unlock()
+	select {
+	case <-q.drained:
+		return nil
+	case <-stop:
+		n, _, _ := q.InFlight()
+		return fmt.Errorf("kctl: queue drain stopped by ShutDown with %d keys still in flight", n)
+	case <-ctx.Done():
+		n, _, _ := q.InFlight()
+		cause := unprefixed(context.Cause(ctx))
+		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, cause)
+	}
+}
+
+// The RateLimiter behind AddRateLimited; its default's delays are
+// internal/backoff.
+
+// RateLimiter decides how long AddRateLimited waits before adding a key.
+// Implementations must be goroutine-safe; the queue calls them outside its lock.
+type RateLimiter[K comparable] interface {
+	When(k K) time.Duration // counts one more failure of k and returns its delay
+	Forget(k K)             // resets k's failure count
+	NumRequeues(k K) int    // k's failure count
+}
+
+// NewRateLimiter delays a key by the larger of its exponential backoff (base *
+// 2^failures capped at max; failures counts its When calls since its Forget;
+// base 0: none) and a token bucket shared by all keys (burst tokens refilled at
+// qps per second, one taken by each When; qps <= 0: none).
+//
+// Every Queue and Controller defaults to controller-runtime's (and client-go's
+// DefaultTypedControllerRateLimiter) limits:
+//
+//	kctl.NewRateLimiter[kctl.Key](5*time.Millisecond, 1000*time.Second, 10, 100)
+//
+// that is 5 ms, 10 ms, 20 ms, ... up to 1000 s (reached at the 19th failure
+// in a row), and at most 100 retries at once, then 10 per second.
+func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
+	return backoff.NewLimiter[K](base, max, qps, burst)
 }

@@ -2,7 +2,7 @@ package kctl
 
 // What a Queue tells of itself beyond the data path (floor 2): whether it
 // shuts down, and when a waiting key comes back (for KeepHistory). The
-// data path (queue.go, queue_shutdown.go) calls neither.
+// data path (queue.go) calls neither.
 
 import "time"
 
