@@ -44,7 +44,7 @@ type Cache struct {
 	// sets it: each informer syncs with the watch-list stream. NewManager
 	// sets it: that too, the metrics page shows each informer,
 	// read-your-writes tracks the Manager's writes in the whole ones, and
-	// a shard member sets their shard selector (Manager.informerMade).
+	// a shard member sets their shard selector (Manager.Shard wraps it).
 	// Called in one place, Cache.informer.
 	made func(inf cachedInformer, meta bool)
 	// barrier, if set, holds back a cached read, and a reconcile, until

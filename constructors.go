@@ -24,8 +24,8 @@ import (
 //   - the watch-list stream (watch_list.go): every informer syncs with
 //     it, as NewCache's do.
 //
-// All three see each informer through the cache's made hook, before
-// floor 1's own use of it (a shard member's, Manager.informerMade).
+// All three see each informer through the cache's made hook (which a
+// shard member's Manager.Shard wraps).
 func NewManager(opts Options) (*Manager, error) {
 	m, err := newManager(opts)
 	if err != nil {
@@ -35,14 +35,12 @@ func NewManager(opts Options) (*Manager, error) {
 	tracker := newWriteTracker()
 	m.writes = tracker
 	m.cache.barrier = tracker
-	shardMade := m.cache.made
 	m.cache.made = func(inf cachedInformer, meta bool) {
 		m.countInformer(inf, meta)
 		if !meta {
 			tracker.track(inf)
 		}
 		streamByWatchList(inf)
-		shardMade(inf, meta)
 	}
 	return m, nil
 }

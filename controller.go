@@ -294,6 +294,9 @@ type keyOwner interface {
 	// values, ending only when this replica must stop reconciling at
 	// once (the member lost its Lease).
 	leaseOf(ctx context.Context) context.Context
+	// loss is why the member lost its Lease, nil while it holds it:
+	// Manager.Start returns it.
+	loss() error
 }
 
 // controllerObserver is a controller's one observer: what it does, for

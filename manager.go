@@ -94,20 +94,13 @@ type Manager struct {
 	// electBy names what set elect, "ElectLeader" or "Shard", for the
 	// error of a second call.
 	electBy string
-	// ownsKey, if set (shard.go's Shard, before Start), reports whether
-	// this replica owns key k now: every controller then runs on every
-	// replica and its workers skip the keys it does not own
-	// (keyOwner.owns). nil: every key is this replica's. Fixed from
-	// Start on; it must be fast and safe for concurrent use.
-	ownsKey func(k Key) bool
-	// memberLost, if set (Shard, before Start), ends when this member
-	// lost its Lease: the runs on every replica then cancel their
-	// in-flight reconciles (leaseOf).
-	memberLost context.Context
-	// informerMade, if set (shard.go's Shard, before Start), sees every
-	// informer of the cache, whole or metadata-only, as it is made and
-	// before it runs, under the cache's lock (Cache.made).
-	informerMade func(inf cachedInformer)
+	// member, if set (Manager.Shard, before Start), is this replica as
+	// a member of a shard group (shard_state.go's shardRun): every
+	// controller then runs on every replica, its workers skip the keys
+	// member does not own, and Start returns member's loss of its Lease
+	// as an error (keyOwner). nil: every key is this replica's. Fixed
+	// from Start on.
+	member keyOwner
 
 	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
 	shutdown *shutdownSchedule
@@ -202,11 +195,6 @@ func newManager(opts Options) (*Manager, error) {
 	}
 	conn.logWarningsTo(opts.Logger)
 	m.cache = newCache(conn, opts.Cache)
-	m.cache.made = func(inf cachedInformer, meta bool) {
-		if m.informerMade != nil {
-			m.informerMade(inf)
-		}
-	}
 	m.health.add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }

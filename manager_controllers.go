@@ -85,38 +85,16 @@ func (m *Manager) observer(name string, workers int) controllerObserver {
 	return obs.observer(name, workers)
 }
 
-// owner implements controllerHost: the Manager itself, as the keyOwner
-// of its shard member's hooks (ownsKey, memberLost), if Shard set them.
+// owner implements controllerHost: the shard member, if Shard set one.
 func (m *Manager) owner() keyOwner {
-	if m.ownsKey == nil {
-		return nil
-	}
-	return m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.member
 }
 
 // drainBy implements controllerHost: the shutdown's drainBy.
 func (m *Manager) drainBy() (time.Time, time.Duration) {
 	return m.shutdown.drainBy(), m.opts.ShutdownTimeout
-}
-
-// owns implements keyOwner: ownsKey's answer.
-func (m *Manager) owns(k Key) bool { return m.ownsKey(k) }
-
-// leaseOf implements keyOwner: the lease context of a controller run
-// on every replica never ends, unless memberLost (Shard) ends first:
-// the member lost its Lease, and its in-flight reconciles are cancelled
-// with that cause.
-func (m *Manager) leaseOf(ctx context.Context) context.Context {
-	lease := context.WithoutCancel(ctx)
-	m.mu.Lock()
-	lost := m.memberLost
-	m.mu.Unlock()
-	if lost == nil {
-		return lease
-	}
-	lease, cancel := context.WithCancelCause(lease)
-	context.AfterFunc(lost, func() { cancel(context.Cause(lost)) })
-	return lease
 }
 
 // register adds controller c, named name, to the Manager, unless the

@@ -55,7 +55,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Unlock()
 		return err
 	}
-	memberLost := m.memberLost
+	member := m.member
 	logCtx := context.WithValue(caller, loggerKey{}, m.log)
 	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
@@ -114,21 +114,21 @@ func (m *Manager) Start(ctx context.Context) error {
 			"timeout", m.opts.ShutdownTimeout,
 			"abandoned", abandoned)
 	}
-	err = cmp.Or(m.work.Err(), m.eventGroup.Err(), lossOf(memberLost))
+	err = cmp.Or(m.work.Err(), m.eventGroup.Err(), lossOf(member))
 	if err == nil && !byCaller {
 		err = context.Cause(ctx)
 	}
 	return err
 }
 
-// lossOf is why a Shard member lost its Lease (memberLost's cause), or nil
-// if it did not (or is no member). A loss while draining after the
-// caller's context ended is an error too: work was cancelled unfinished.
-func lossOf(memberLost context.Context) error {
-	if memberLost == nil {
+// lossOf is why a Shard member lost its Lease, or nil if it did not (or
+// is no member). A loss while draining after the caller's context ended
+// is an error too: work was cancelled unfinished.
+func lossOf(member keyOwner) error {
+	if member == nil {
 		return nil
 	}
-	return context.Cause(memberLost)
+	return member.loss()
 }
 
 // lead runs the leader work of one term (the whole run without
