@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"github.com/kctl-dev/kctl/internal/metricsauth"
 	"io"
 	"net/http"
 	"os"
@@ -409,7 +410,7 @@ func TestSecureMetrics_GarbageFlood_KeepsAScrapersVerdictForItsTTL(t *testing.T)
 		}
 	}
 	// The verdicts kept must still have been within their TTLs.
-	if took := time.Since(start); took > rejectedTTL {
+	if took := time.Since(start); took > metricsauth.RejectedTTL {
 		t.Fatalf("the verdicts were %v old, past the rejected token's TTL: this machine is too slow for the test", took)
 	}
 	// The rejected token is remembered briefly: reviewed again once its
@@ -418,14 +419,14 @@ func TestSecureMetrics_GarbageFlood_KeepsAScrapersVerdictForItsTTL(t *testing.T)
 		s.get(t.Context(), rejected)
 		return f.reviews.of(rejected) == 2
 	})
-	if after := time.Since(firstReview); after < rejectedTTL {
-		t.Errorf("the rejected token was reviewed again %v after the first time, want at least its TTL %v", after, rejectedTTL)
+	if after := time.Since(firstReview); after < metricsauth.RejectedTTL {
+		t.Errorf("the rejected token was reviewed again %v after the first time, want at least its TTL %v", after, metricsauth.RejectedTTL)
 	}
 }
 
 // TestSecureMetrics_GarbageFlood_IsAnswered429PastTheReviewBound: tokens
-// the cache does not know are reviewed at most reviewRate a second (after
-// a burst of reviewBurst); past that they are answered 429 with a
+// the cache does not know are reviewed at most metricsauth.ReviewRate a second (after
+// a burst of metricsauth.ReviewBurst); past that they are answered 429 with a
 // Retry-After, while a scraper the API server has authenticated keeps
 // being answered 200, reviewed once a TTL, and never 429 (issue 33).
 func TestSecureMetrics_GarbageFlood_IsAnswered429PastTheReviewBound(t *testing.T) {
@@ -452,8 +453,8 @@ func TestSecureMetrics_GarbageFlood_IsAnswered429PastTheReviewBound(t *testing.T
 	if codes.codes[http.StatusTooManyRequests] == 0 || codes.retryAfter["1"] != codes.codes[http.StatusTooManyRequests] {
 		t.Errorf("a flood of garbage tokens was answered %s, Retry-After %v; want 429s with Retry-After: 1", codes, codes.retryAfter)
 	}
-	if bound := reviewBurst + int(took.Seconds()+1)*reviewRate; reviewed > bound {
-		t.Errorf("%d garbage tokens reviewed in %v, want at most %d (burst %d, %d a second)", reviewed, took, bound, reviewBurst, reviewRate)
+	if bound := metricsauth.ReviewBurst + int(took.Seconds()+1)*metricsauth.ReviewRate; reviewed > bound {
+		t.Errorf("%d garbage tokens reviewed in %v, want at most %d (burst %d, %d a second)", reviewed, took, bound, metricsauth.ReviewBurst, metricsauth.ReviewRate)
 	}
 	if slices.ContainsFunc(promCodes, func(c int) bool { return c != 200 }) {
 		t.Errorf("the allowed scraper was answered %v during the flood, want 200 only", promCodes)
@@ -550,34 +551,4 @@ func TestSecureMetrics_GarbageFlood_LeavesTheManagersLatency(t *testing.T) {
 func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
-}
-
-// TestVerdicts_Full_EvictsTheLeastRecentlyUsedOne: a full cache makes room
-// for one verdict by evicting one, the one used least recently, and keeps
-// the others (issue 33: it was cleared whole).
-func TestVerdicts_Full_EvictsTheLeastRecentlyUsedOne(t *testing.T) {
-	c := newVerdicts(3)
-	key := func(i byte) [32]byte { return [32]byte{i} }
-	for i := range byte(3) {
-		c.put(key(i+1), verdict{code: 200 + int(i)})
-	}
-	c.get(key(1)) // 2 is now the least recently used
-	c.put(key(4), verdict{code: 401})
-	c.put(key(3), verdict{code: 403}) // a new verdict for a kept key takes no room
-	for i, want := range []int{0, 200, 0, 403, 401} {
-		v, found := c.get(key(byte(i)))
-		if found != (want != 0) || v.code != want {
-			t.Errorf("get(key %d) = %d, %v; want %d, %v", i, v.code, found, want, want != 0)
-		}
-	}
-}
-
-// TestVerdicts_Limits_KeepEveryVerdictForItsTTL: fewer tokens can be
-// reviewed within a verdict's TTL than the cache holds, so a verdict is
-// never evicted within its TTL.
-func TestVerdicts_Limits_KeepEveryVerdictForItsTTL(t *testing.T) {
-	inTTL := reviewBurst + reviewRate*int(verdictTTL/time.Second)
-	if inTTL >= maxVerdicts {
-		t.Errorf("%d tokens can be reviewed within a verdict's TTL of %v, the cache holds %d: a flood evicts verdicts early", inTTL, verdictTTL, maxVerdicts)
-	}
 }
