@@ -1,6 +1,6 @@
 package kctl
 
-// Manager.Shard (shard.go) and how a member stops: exclusive with
+// Manager.Shard (shard_manager.go) and how a member stops: exclusive with
 // ElectLeader, a leader-only Runnable on one member, a member that cannot
 // renew its Lease, a graceful stop, a drain a stuck reconcile holds up.
 
