@@ -21,6 +21,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/jsonpatch"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -168,7 +169,7 @@ func mergePatch[T any](before, after *T) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return diff(was, is), nil
+	return jsonpatch.MergeDiff(was, is), nil
 }
 
 // CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch
@@ -267,32 +268,6 @@ func kindOf[T any]() string {
 		return reflect.TypeFor[T]().Name()
 	}
 	return res.String()
-}
-
-// diff is the JSON merge patch (RFC 7386) that turns a into b.
-func diff(a, b map[string]any) map[string]any {
-	d := map[string]any{}
-	for k := range a {
-		if _, ok := b[k]; !ok {
-			d[k] = nil
-		}
-	}
-	for k, bv := range b {
-		am, aok := a[k].(map[string]any)
-		bm, bok := bv.(map[string]any)
-		if aok && bok {
-			sub := diff(am, bm)
-			if len(sub) > 0 {
-				d[k] = sub
-			}
-			continue
-		}
-		av, ok := a[k]
-		if !ok || !reflect.DeepEqual(av, bv) {
-			d[k] = bv
-		}
-	}
-	return d
 }
 
 // OwnsEveryOwner is Owns for every owner reference of C to an object of
