@@ -2,18 +2,27 @@ package kctl
 
 // An extra: write helpers over a Client (CreateOrUpdate, CreateOrPatch,
 // SetControllerReference, RetryOnConflict), as controllerutil's, over
-// ObjectClient (client_more.go), the part of a Client they use.
+// ObjectClient (client_more.go), the part of a Client they use; owner
+// references that are not the controller one (OwnsEveryOwner,
+// SetOwnerReference, as controller-runtime's EnqueueRequestForOwner
+// without OnlyControllerOwner and controllerutil.SetOwnerReference); and
+// the small helpers a port from controller-runtime reaches for
+// (ObjectReferenceOf, as client-go's reference.GetReference makes with a
+// Scheme; Manager.Enqueue, which reaches a controller by its name).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/jsonpatch"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,7 +169,7 @@ func mergePatch[T any](before, after *T) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return diff(was, is), nil
+	return jsonpatch.MergeDiff(was, is), nil
 }
 
 // CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch
@@ -261,28 +270,139 @@ func kindOf[T any]() string {
 	return res.String()
 }
 
-// diff is the JSON merge patch (RFC 7386) that turns a into b.
-func diff(a, b map[string]any) map[string]any {
-	d := map[string]any{}
-	for k := range a {
-		if _, ok := b[k]; !ok {
-			d[k] = nil
-		}
+// OwnsEveryOwner is Owns for every owner reference of C to an object of
+// type T, controller or not: a change to a C enqueues each of its owners
+// of type T (matched by group and kind, whatever the version).
+//
+//	kctl.OwnsEveryOwner[corev1.ConfigMap](c) // a ConfigMap shared by several owners
+func OwnsEveryOwner[C any, PC Object[C], T any](c *Controller[T], preds ...Predicate) *Controller[T] {
+	if c.keysOnly("OwnsEveryOwner") {
+		return c
 	}
-	for k, bv := range b {
-		am, aok := a[k].(map[string]any)
-		bm, bok := bv.(map[string]any)
-		if aok && bok {
-			sub := diff(am, bm)
-			if len(sub) > 0 {
-				d[k] = sub
-			}
+	keys := func(obj *C) []Key { return everyOwnerKey(c.res, metaOf(obj)) }
+	return watchSource[C, PC](c, "owned", preds, keys)
+}
+
+// everyOwnerKey is the key of each of obj's owners of res (same group and
+// kind, any version).
+func everyOwnerKey(res Resource, obj metav1.Object) []Key {
+	ns := obj.GetNamespace()
+	if !res.Namespaced {
+		ns = ""
+	}
+	var keys []Key
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind != res.Kind {
 			continue
 		}
-		av, ok := a[k]
-		if !ok || !reflect.DeepEqual(av, bv) {
-			d[k] = bv
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || gv.Group != res.Group {
+			continue
 		}
+		keys = append(keys, Key{Namespace: ns, Name: ref.Name})
 	}
-	return d
+	return keys
+}
+
+// SetOwnerReference makes owner an owner of child, not its controller:
+// it adds an owner reference (apiVersion and kind from owner's type), or
+// updates the one child has to owner (same UID, or same group, kind and
+// name), keeping that one's controller and blockOwnerDeletion. The
+// garbage collector deletes child once every owner is gone. It fails,
+// changing nothing, if owner has no UID yet (create it first), or if a
+// namespaced owner is not in child's namespace.
+//
+//	err := kctl.SetOwnerReference(team, sharedConfigMap)
+func SetOwnerReference[O any, PO Object[O], C any, PC Object[C]](owner *O, child *C) error {
+	res, err := ResourceOf[O]()
+	if err != nil {
+		return err
+	}
+	om := PO(owner)
+	cm := PC(child)
+	why := ""
+	switch {
+	case om.GetUID() == "":
+		why = "it has no UID yet; create it first"
+	case res.Namespaced && om.GetNamespace() != cm.GetNamespace():
+		why = "a namespaced owner must be in its dependent's namespace"
+	}
+	if why != "" {
+		return fmt.Errorf("kctl: cannot make %s %s an owner of %s: %s",
+			res.Kind, keyOf(om), keyOf(cm), why)
+	}
+	ref := metav1.OwnerReference{
+		APIVersion: res.APIVersion(),
+		Kind:       res.Kind,
+		Name:       om.GetName(),
+		UID:        om.GetUID(),
+	}
+	refs := slices.Clone(cm.GetOwnerReferences())
+	same := func(r metav1.OwnerReference) bool {
+		return r.UID == ref.UID || sameOwner(r, ref)
+	}
+	i := slices.IndexFunc(refs, same)
+	if i < 0 {
+		refs = append(refs, ref)
+	} else {
+		ref.Controller = refs[i].Controller
+		ref.BlockOwnerDeletion = refs[i].BlockOwnerDeletion
+		refs[i] = ref
+	}
+	cm.SetOwnerReferences(refs)
+	return nil
+}
+
+// sameOwner reports whether a and b name one object: the same group,
+// kind and name, whatever the version.
+func sameOwner(a, b metav1.OwnerReference) bool {
+	ga, errA := schema.ParseGroupVersion(a.APIVersion)
+	gb, errB := schema.ParseGroupVersion(b.APIVersion)
+	if errA != nil || errB != nil {
+		return false
+	}
+	return ga.Group == gb.Group && a.Kind == b.Kind && a.Name == b.Name
+}
+
+// ObjectReferenceOf returns a reference to obj, with apiVersion and kind
+// from its Go type (no Scheme), and its namespace, name, UID and
+// resourceVersion:
+//
+//	ref, err := kctl.ObjectReferenceOf(pod) // for an Event, a status field
+//
+// It fails only if T is not an API type (see ResourceOf).
+func ObjectReferenceOf[T any, PT Object[T]](obj *T) (corev1.ObjectReference, error) {
+	res, err := ResourceOf[T]()
+	if err != nil {
+		return corev1.ObjectReference{}, err
+	}
+	m := PT(obj)
+	return corev1.ObjectReference{
+		APIVersion:      res.APIVersion(),
+		Kind:            res.Kind,
+		Namespace:       m.GetNamespace(),
+		Name:            m.GetName(),
+		UID:             m.GetUID(),
+		ResourceVersion: m.GetResourceVersion(),
+	}, nil
+}
+
+// Enqueue asks the controller named name for a reconcile of k, as its
+// Enqueue does, from code that does not hold the controller (e.g. an
+// HTTP handler set up elsewhere):
+//
+//	err := mgr.Enqueue("podcount", kctl.Key{Namespace: "shop", Name: "web"})
+//
+// It fails, naming the controllers there are, if none is named name.
+func (m *Manager) Enqueue(name string, k Key) error {
+	m.mu.Lock()
+	c, ok := m.byName[name]
+	names := slices.Sorted(maps.Keys(m.byName))
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("kctl: Enqueue(%q, %s): no controller "+
+			"of that name; the Manager has %q", name, k, names)
+	}
+	c.Enqueue(k)
+	return nil
 }

@@ -5,13 +5,13 @@ package kctl
 // through the Manager's observers hook, which it wraps.
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/history"
 )
 
 // HistoryOptions bound the history KeepHistory keeps, per controller.
@@ -99,9 +99,8 @@ func (m *Manager) KeepHistory(opts HistoryOptions) {
 		return
 	}
 	m.observers = &historyBooks{
-		next:   m.observers,
-		opts:   opts,
-		byName: map[string]*keyBook{},
+		next:  m.observers,
+		books: newBooks(opts),
 	}
 }
 
@@ -129,7 +128,9 @@ func (m *Manager) History(name string, k Key) (KeyHistory, error) {
 		return KeyHistory{}, fmt.Errorf("kctl: History(%q): no "+
 			"controller of that name", name)
 	}
-	h := books.of(name).get(k)
+	var h KeyHistory
+	book := books.books.Of(name)
+	h.Reconciles, h.State.LastDropped, h.State.LastDroppedAt = book.Get(k)
 	h.Controller = name
 	h.Key = k
 	s := c.(interface{ stateOf(k Key) keyState }).stateOf(k)
@@ -160,98 +161,51 @@ func (m *Manager) Histories() map[string][]Key {
 	m.mu.Unlock()
 	out := make(map[string][]Key, len(names))
 	for _, name := range names {
-		out[name] = books.of(name).keys()
+		out[name] = books.books.Of(name).Keys()
 	}
 	return out
 }
 
-// historyBooks holds one keyBook per controller name. It is the
-// Manager's observers hook with KeepHistory: it wraps the observers set
-// before it (next), adding each controller's book.
+// historyBooks is the Manager's observers hook with KeepHistory: it
+// wraps the observers set before it (next), adding each controller's
+// book (internal/history).
 type historyBooks struct {
 	next interface {
 		observer(name string, workers int) controllerObserver
 	}
-	opts   HistoryOptions
-	mu     sync.Mutex
-	byName map[string]*keyBook
+	books *history.Books[Key, ReconcileEntry]
+}
+
+// newBooks returns the books of KeepHistory's opts (completed).
+func newBooks(opts HistoryOptions) *history.Books[Key, ReconcileEntry] {
+	return history.NewBooks[Key, ReconcileEntry](opts.PerKey, opts.Keys)
 }
 
 // observer is next's observer of a run of controller name, keeping its
 // history too.
 func (b *historyBooks) observer(name string, workers int) controllerObserver {
-	return historyObserver{b.next.observer(name, workers), b.of(name)}
+	return historyObserver{b.next.observer(name, workers), b.books.Of(name)}
 }
 
 // historyObserver is a controller's observer that keeps its history
 // in book, and passes on what it sees.
 type historyObserver struct {
 	controllerObserver
-	book *keyBook
+	book *history.Book[Key, ReconcileEntry]
 }
 
 func (o historyObserver) reconciled(k Key, t Trigger, start time.Time, took time.Duration, res Result, err error) {
 	o.controllerObserver.reconciled(k, t, start, took, res, err)
-	o.book.reconciled(k, t, start, took, res, err)
+	o.book.Add(k, entryOf(t, start, took, res, err))
 }
 
 func (o historyObserver) dropped(k Key, by string) {
 	o.controllerObserver.dropped(k, by)
-	o.book.dropped(k, by)
+	o.book.Dropped(k, by, time.Now())
 }
 
-// of is the book of controller name.
-func (b *historyBooks) of(name string) *keyBook {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	book, ok := b.byName[name]
-	if !ok {
-		book = &keyBook{
-			opts:  b.opts,
-			byKey: map[Key]*list.Element{},
-		}
-		b.byName[name] = book
-	}
-	return book
-}
-
-// keyBook is one controller's history: at most opts.Keys keys, each with
-// at most opts.PerKey entries. lru holds a *keyRecord per key, the most
-// recently used first; byKey finds its element.
-type keyBook struct {
-	opts  HistoryOptions
-	mu    sync.Mutex
-	lru   list.List
-	byKey map[Key]*list.Element
-}
-
-// keyRecord is a key's entries, oldest first, and its last drop.
-type keyRecord struct {
-	key       Key
-	entries   []ReconcileEntry
-	dropped   string
-	droppedAt time.Time
-}
-
-// recordLocked returns k's record, made and moved to the front.
-func (b *keyBook) recordLocked(k Key) *keyRecord {
-	e, ok := b.byKey[k]
-	if ok {
-		b.lru.MoveToFront(e)
-		return e.Value.(*keyRecord)
-	}
-	if b.lru.Len() >= b.opts.Keys {
-		last := b.lru.Back()
-		b.lru.Remove(last)
-		delete(b.byKey, last.Value.(*keyRecord).key)
-	}
-	r := &keyRecord{key: k}
-	b.byKey[k] = b.lru.PushFront(r)
-	return r
-}
-
-// reconciled records a reconcile of k in its history.
-func (b *keyBook) reconciled(k Key, t Trigger, start time.Time, took time.Duration, res Result, err error) {
+// entryOf is a reconcile's entry in its key's history.
+func entryOf(t Trigger, start time.Time, took time.Duration, res Result, err error) ReconcileEntry {
 	entry := ReconcileEntry{
 		Trigger:  t.Cause,
 		Detail:   t.Detail,
@@ -267,50 +221,7 @@ func (b *keyBook) reconciled(k Key, t Trigger, start time.Time, took time.Durati
 	} else {
 		entry.RequeueAfter = res.RequeueAfter
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r := b.recordLocked(k)
-	if len(r.entries) >= b.opts.PerKey {
-		n := copy(r.entries, r.entries[1:])
-		r.entries = r.entries[:n]
-	}
-	r.entries = append(r.entries, entry)
-}
-
-// dropped records the predicate that dropped an event for k.
-func (b *keyBook) dropped(k Key, by string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r := b.recordLocked(k)
-	r.dropped = by
-	r.droppedAt = time.Now()
-}
-
-// get returns a copy of k's history (no state).
-func (b *keyBook) get(k Key) KeyHistory {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var h KeyHistory
-	e, ok := b.byKey[k]
-	if !ok {
-		return h
-	}
-	r := e.Value.(*keyRecord)
-	h.Reconciles = slices.Clone(r.entries)
-	h.State.LastDropped = r.dropped
-	h.State.LastDroppedAt = r.droppedAt
-	return h
-}
-
-// keys returns the keys held, the most recently used first.
-func (b *keyBook) keys() []Key {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]Key, 0, b.lru.Len())
-	for e := b.lru.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(*keyRecord).key)
-	}
-	return out
+	return entry
 }
 
 // keyState is where a key is now, for its history.

@@ -121,8 +121,7 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	books := &historyBooks{opts: opts, byName: map[string]*keyBook{}}
-	book := books.of("c")
+	book := newBooks(opts).Of("c")
 	start := time.Now()
 	pad := strings.Repeat("x", 90)
 	for i := range 100_000 {
@@ -130,16 +129,17 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 		for j := range 12 {
 			t := Trigger{Cause: "updated", Detail: "spec labels", Attempt: 1, queued: start}
 			failure := fmt.Errorf("%s %6d %3d", pad, i, j) // 101 bytes, its own
-			book.reconciled(k, t, start, time.Millisecond, Result{}, failure)
+			book.Add(k, entryOf(t, start, time.Millisecond, Result{}, failure))
 		}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if n := len(book.keys()); n != opts.Keys {
+	if n := len(book.Keys()); n != opts.Keys {
 		t.Errorf("the book holds %d keys, want %d", n, opts.Keys)
 	}
-	for _, k := range book.keys()[:10] {
-		if n := len(book.get(k).Reconciles); n != opts.PerKey {
+	for _, k := range book.Keys()[:10] {
+		if entries, _, _ := book.Get(k); len(entries) != opts.PerKey {
+			n := len(entries)
 			t.Errorf("key %s holds %d entries, want %d", k, n, opts.PerKey)
 		}
 	}
@@ -155,8 +155,7 @@ func TestHistory_HundredThousandKeys_StayWithinBound(t *testing.T) {
 
 // BenchmarkHistory_Reconciled is the cost a reconcile pays with history on.
 func BenchmarkHistory_Reconciled(b *testing.B) {
-	books := &historyBooks{opts: HistoryOptions{PerKey: 10, Keys: 1000}, byName: map[string]*keyBook{}}
-	book := books.of("c")
+	book := newBooks(HistoryOptions{PerKey: 10, Keys: 1000}).Of("c")
 	keys := make([]Key, 2000)
 	for i := range keys {
 		keys[i] = Key{Namespace: "ns", Name: fmt.Sprint("key-", i)}
@@ -165,6 +164,6 @@ func BenchmarkHistory_Reconciled(b *testing.B) {
 	t := Trigger{Cause: "updated", Detail: "spec", Attempt: 1, queued: now}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		book.reconciled(keys[i%len(keys)], t, now, time.Millisecond, Result{}, nil)
+		book.Add(keys[i%len(keys)], entryOf(t, now, time.Millisecond, Result{}, nil))
 	}
 }

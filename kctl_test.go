@@ -190,7 +190,7 @@ func TestManager_OptIns_AreLinkedOnlyWhenCalled(t *testing.T) {
 	optIns := []string{ // part of the name of a function of each (inlined ones are named after their caller too)
 		"metrics.(*Registry).Page",
 		"(*healthChecks).handler",
-		"(*elector).run",
+		"election.(*Elector).Run",
 		"(*EventRecorder).deliver",
 		"net/http.(*Server).Serve",
 	}

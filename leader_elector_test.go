@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/election"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,8 +124,8 @@ func TestElector_API_Replicas_OneLeadsAndReleaseHandsOverWithinRetryPeriod(t *te
 			leader := pollLeader(t, live, 5*time.Second)
 			for len(live) > 1 {
 				pollRenewals(t, leader.store, 2) // the leader renews, the standbys poll
-				if l, err := leases.Get(t.Context(), ns, "leader-test"); err != nil || holderOf(l) != leader.id {
-					t.Fatalf("lease holder %q (%v), want the leading replica %s", holderOf(l), err, leader.id)
+				if l, err := leases.Get(t.Context(), ns, "leader-test"); err != nil || election.Holder(l) != leader.id {
+					t.Fatalf("lease holder %q (%v), want the leading replica %s", election.Holder(l), err, leader.id)
 				}
 				cancelled := time.Now()
 				if err := leader.stop(); err != nil {
@@ -234,7 +235,7 @@ func TestElector_API_Forbidden_RunReturnsErrorNamingLeaseAndRBAC(t *testing.T) {
 			e := newElectorFor(leases, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), nil)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			err = e.run(ctx, func(context.Context, context.Context) { t.Error("lead was called") })
+			err = e.Run(ctx, func(context.Context, context.Context) { t.Error("lead was called") })
 			want := "kctl: leader election: not allowed to " + tc.verb + " lease " + ns + "/leader-test: grant get, create, update on leases.coordination.k8s.io in namespace " + ns
 			if err == nil || !strings.Contains(err.Error(), want) || !apierrors.IsForbidden(err) || ctx.Err() != nil {
 				t.Errorf("run = %v, want at once an error containing %q", err, want)
@@ -437,8 +438,8 @@ func TestElector_AnotherHolderWroteTheLease_LeaderStopsAtNextRenewal(t *testing.
 		if term := a.termList()[0]; term.cancelled.Sub(term.start) != 2*time.Second {
 			t.Errorf("a stopped leading %v after it began, want 2s (its next renewal)", term.cancelled.Sub(term.start))
 		}
-		if l, _ := store.get(); holderOf(l) != "intruder" {
-			t.Errorf("lease holder %q, want intruder's write left alone", holderOf(l))
+		if l, _ := store.get(); election.Holder(l) != "intruder" {
+			t.Errorf("lease holder %q, want intruder's write left alone", election.Holder(l))
 		}
 	})
 }

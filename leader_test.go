@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/election"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -142,7 +143,7 @@ func startReplica(t *testing.T, store leaseStore, leaders *atomic.Int32, cfg Lea
 	r.cancel = cancel
 	go func() {
 		defer close(r.done)
-		r.err = r.e.run(ctx, r.lead(t))
+		r.err = r.e.Run(ctx, r.lead(t))
 	}()
 	t.Cleanup(func() {
 		r.stop()
@@ -231,7 +232,7 @@ func TestElector_NoLease_CreatesItAndLeadsAtOnce(t *testing.T) {
 		}
 		l, _ := store.get()
 		now := metav1.NewMicroTime(time.Now())
-		if holderOf(l) != "a" || *l.Spec.LeaseDurationSeconds != 15 || *l.Spec.LeaseTransitions != 0 ||
+		if election.Holder(l) != "a" || *l.Spec.LeaseDurationSeconds != 15 || *l.Spec.LeaseTransitions != 0 ||
 			!l.Spec.AcquireTime.Equal(&now) || !l.Spec.RenewTime.Equal(&now) {
 			t.Errorf("lease spec = %+v, want holder a, 15s, 0 transitions, acquired and renewed now", l.Spec)
 		}
@@ -289,8 +290,8 @@ func TestElector_LeaseHeldByAnother_TakenOnlyAfterLeaseDurationOnLocalClock(t *t
 					t.Errorf("a took the expired lease after %v, want at most %v (LeaseDuration + 1.2 RetryPeriod)", took, limit)
 				}
 				l, _ := store.get()
-				if holderOf(l) != "a" || *l.Spec.LeaseTransitions != 5 {
-					t.Errorf("lease holder %q, transitions %d; want a, 5", holderOf(l), *l.Spec.LeaseTransitions)
+				if election.Holder(l) != "a" || *l.Spec.LeaseTransitions != 5 {
+					t.Errorf("lease holder %q, transitions %d; want a, 5", election.Holder(l), *l.Spec.LeaseTransitions)
 				}
 				if !strings.Contains(a.logs.String(), "took over the lease after it expired") {
 					t.Errorf("no log line for the take-over:\n%s", a.logs.String())
@@ -334,9 +335,9 @@ func TestElector_Shutdown_RenewsUntilLeadReturnsThenReleasesToStandby(t *testing
 		for range 9 { // during the drain the lease stays a's and renewed
 			time.Sleep(2 * time.Second)
 			synctest.Wait()
-			if l, _ := store.get(); holderOf(l) != "a" || time.Since(l.Spec.RenewTime.Time) > 2*time.Second || b.leading() {
+			if l, _ := store.get(); election.Holder(l) != "a" || time.Since(l.Spec.RenewTime.Time) > 2*time.Second || b.leading() {
 				t.Fatalf("%v into a's drain: lease holder %q renewed %v ago, b leading %v; want a's, renewed, b waiting",
-					time.Since(a.termList()[0].cancelled), holderOf(l), time.Since(l.Spec.RenewTime.Time), b.leading())
+					time.Since(a.termList()[0].cancelled), election.Holder(l), time.Since(l.Spec.RenewTime.Time), b.leading())
 			}
 		}
 		if err := <-stopped; err != nil {
@@ -346,8 +347,8 @@ func TestElector_Shutdown_RenewsUntilLeadReturnsThenReleasesToStandby(t *testing
 		if got := a.termList()[0].end; !got.Equal(released) {
 			t.Errorf("a's lead returned at %v, run returned at %v", got, released)
 		}
-		if l, _ := store.get(); holderOf(l) != "" || *l.Spec.LeaseDurationSeconds != 1 {
-			t.Errorf("released lease: holder %q, duration %d; want empty holder, 1s", holderOf(l), *l.Spec.LeaseDurationSeconds)
+		if l, _ := store.get(); election.Holder(l) != "" || *l.Spec.LeaseDurationSeconds != 1 {
+			t.Errorf("released lease: holder %q, duration %d; want empty holder, 1s", election.Holder(l), *l.Spec.LeaseDurationSeconds)
 		}
 		if took := bubbleWaitUntil(t, 3*time.Second, "b leads", b.leading); took > 2400*time.Millisecond {
 			t.Errorf("b led %v after the release, want within 1.2 RetryPeriods", took)
@@ -373,8 +374,8 @@ func TestElector_KeepOnShutdown_StandbyWaitsLeaseDuration(t *testing.T) {
 		}
 		l, _ := store.get()
 		lastWrite := time.Now().Add(-time.Second) // a renewed it when acquiring, 1s ago, not since
-		if holderOf(l) != "a" {
-			t.Fatalf("lease holder %q after shutdown with KeepOnShutdown, want a", holderOf(l))
+		if election.Holder(l) != "a" {
+			t.Fatalf("lease holder %q after shutdown with KeepOnShutdown, want a", election.Holder(l))
 		}
 		bubbleWaitUntil(t, 20*time.Second, "b leads", b.leading)
 		// b first saw a's last write at its first attempt, 0 to 2.4s after it.
@@ -405,8 +406,8 @@ func TestElector_Recampaign_LeadsAgainAfterLoss(t *testing.T) {
 		if err := a.stop(); err != nil {
 			t.Errorf("run = %v after a recampaign and shutdown, want nil", err)
 		}
-		if l, _ := store.get(); holderOf(l) != "" || *l.Spec.LeaseTransitions != 2 {
-			t.Errorf("lease holder %q, transitions %d; want released, 2", holderOf(l), *l.Spec.LeaseTransitions)
+		if l, _ := store.get(); election.Holder(l) != "" || *l.Spec.LeaseTransitions != 2 {
+			t.Errorf("lease holder %q, transitions %d; want released, 2", election.Holder(l), *l.Spec.LeaseTransitions)
 		}
 	})
 }
@@ -416,11 +417,11 @@ func TestElector_LeadReturnsOnItsOwn_ReleasesAndRunReturnsNil(t *testing.T) {
 		store := &memLeases{}
 		cfg, _ := testLeaderElection("a").complete()
 		e := newElectorFor(store, cfg, slog.New(slog.DiscardHandler), nil)
-		if err := e.run(context.Background(), func(context.Context, context.Context) { time.Sleep(3 * time.Second) }); err != nil {
+		if err := e.Run(context.Background(), func(context.Context, context.Context) { time.Sleep(3 * time.Second) }); err != nil {
 			t.Errorf("run = %v, want nil", err)
 		}
-		if l, _ := store.get(); holderOf(l) != "" {
-			t.Errorf("lease holder %q, want released", holderOf(l))
+		if l, _ := store.get(); election.Holder(l) != "" {
+			t.Errorf("lease holder %q, want released", election.Holder(l))
 		}
 	})
 }

@@ -1,16 +1,18 @@
 package kctl
 
 // An extra: EventRecorder, Kubernetes Events about objects, written in the
-// background as one of the Manager's event writers.
+// background as one of the Manager's event writers (what is a repeat, the
+// flood limit and the merging are internal/events); and its user in the
+// reconcile chain, a Warning Event on an object whose reconcile keeps
+// failing (WarnAfterFailures), so that kubectl describe says why it is
+// not reconciled.
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"reflect"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/events"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,19 +67,11 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	return r
 }
 
-// The recorder's limits; the first three and the cache size are
-// client-go's (tools/record).
+// The recorder's limits beside internal/events' (its flood limit and
+// merge window).
 const (
-	// Events per object and type before the limit applies
-	eventBurst = 25
-	// then one more Event per object and type per 5 minutes
-	eventRefill = 5 * time.Minute
-	// a repeat within 10 minutes of the last one is merged into it
-	eventMergeWindow = 10 * time.Minute
 	// Events waiting to be written; more are dropped
 	eventBuffer = 1000
-	// objects and Events remembered for the limit and for merging
-	eventCacheSize = 4096
 	// attempts per write while the API server is unreachable
 	eventWriteTries = 3
 )
@@ -106,9 +101,8 @@ type EventRecorder struct {
 	// bounded, so Event never blocks; run names the Events
 	queue chan *corev1.Event
 
-	mu sync.Mutex // guards limits
-	// by object and type; at most eventCacheSize
-	limits map[eventKey]*tokenBucket
+	// the flood limit per object and type
+	limits *events.Limiter
 
 	// Events not written; the Manager's kctl_events_dropped_total,
 	// shared by its recorders
@@ -122,10 +116,8 @@ type EventRecorder struct {
 	// deliver has returned: an Event is dropped at once
 	stopped bool
 
-	// Owned by deliver: the written Events, for merging, and the time in
-	// the last Event's name, so names never repeat.
-	seen     map[eventKey]*seenEvent
-	lastName int64
+	// Owned by deliver: the written Events, for merging, and their names.
+	written *events.Written
 }
 
 // eventSink writes Events: the API server, or a fake in unit tests. create
@@ -133,27 +125,6 @@ type EventRecorder struct {
 type eventSink interface {
 	create(ctx context.Context, ev *corev1.Event) error
 	patch(ctx context.Context, namespace, name string, patch []byte) error
-}
-
-// eventKey identifies repeats of an Event; see eventKeyOf.
-type eventKey struct {
-	// UID, or kind/namespace/name for an object without one
-	object               string
-	typ, reason, message string
-}
-
-func eventKeyOf(e *corev1.Event) eventKey {
-	o := e.InvolvedObject
-	path := o.Kind + "/" + o.Namespace + "/" + o.Name
-	object := cmp.Or(string(o.UID), path)
-	return eventKey{object, e.Type, e.Reason, e.Message}
-}
-
-// seenEvent is an Event on the server that repeats merge into.
-type seenEvent struct {
-	namespace, name string
-	count           int32
-	last            time.Time
 }
 
 // newEventRecorder returns a recorder writing through conn as component (the
@@ -169,8 +140,8 @@ func newEventRecorder(
 		host:      host,
 		log:       cmp.Or(log, slog.Default()).With("component", component),
 		queue:     make(chan *corev1.Event, eventBuffer),
-		limits:    map[eventKey]*tokenBucket{},
-		seen:      map[eventKey]*seenEvent{},
+		limits:    events.NewLimiter(),
+		written:   events.NewWritten(),
 		dropped:   new(atomic.Uint64),
 	}
 	if conn != nil {
@@ -231,7 +202,7 @@ func (r *EventRecorder) Event(
 		ReportingController: r.component,
 		ReportingInstance:   r.host,
 	}
-	if !r.allow(eventKeyOf(e), now.Time) {
+	if !r.limits.Allow(events.KeyOf(e), now.Time) {
 		r.limited.Add(1)
 		return
 	}
@@ -286,54 +257,6 @@ func (r *EventRecorder) Eventf(
 	r.Event(obj, eventType, reason, fmt.Sprintf(format, args...))
 }
 
-// allow takes a token at now from the bucket of key's object and type.
-func (r *EventRecorder) allow(key eventKey, now time.Time) bool {
-	key = eventKey{object: key.object, typ: key.typ}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := r.limits[key]
-	if b == nil {
-		// A bucket that has refilled by now is full: forget those first.
-		full := func(b *tokenBucket) bool {
-			gained := float64(now.Sub(b.last)) / float64(eventRefill)
-			return gained >= eventBurst-b.tokens
-		}
-		if len(r.limits) >= eventCacheSize {
-			pruneLocked(r.limits, full)
-		}
-		b = &tokenBucket{tokens: eventBurst, last: now}
-		r.limits[key] = b
-	}
-	return b.take(now)
-}
-
-// tokenBucket holds up to eventBurst tokens and gains one per eventRefill.
-type tokenBucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func (b *tokenBucket) take(now time.Time) bool {
-	if now.After(b.last) {
-		gained := float64(now.Sub(b.last)) / float64(eventRefill)
-		b.tokens = min(eventBurst, b.tokens+gained)
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-// pruneLocked deletes the entries of m that stale reports true for, then
-// arbitrary ones until m is below eventCacheSize. The caller holds m's lock.
-func pruneLocked[K comparable, V any](m map[K]V, stale func(V) bool) {
-	maps.DeleteFunc(m, func(_ K, v V) bool { return stale(v) })
-	tooMany := func(K, V) bool { return len(m) >= eventCacheSize }
-	maps.DeleteFunc(m, tooMany) // len(m) falls as it deletes
-}
-
 // deliver writes the buffered Events until ctx ends, finishing a write under
 // way, then what is left until flushBy() (called once ctx has ended); the
 // Events still buffered then, and every later one, are counted as dropped and
@@ -370,9 +293,9 @@ func (r *EventRecorder) deliver(ctx context.Context, flushBy func() time.Time) {
 }
 
 // write sends e as a PATCH of the Event it repeats, or as a new Event named
-// like client-go's: <object name>.<Unix nanoseconds, hex>. A failure is logged.
+// like client-go's (events.Written.Name). A failure is logged.
 func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
-	key := eventKeyOf(e)
+	key := events.KeyOf(e)
 	at := e.FirstTimestamp.Time
 	ref := e.InvolvedObject
 	var err error
@@ -394,44 +317,29 @@ func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
 				"kind", ref.Kind, "reason", e.Reason)
 		}
 	}()
-	prev := r.seen[key]
-	if prev != nil && at.Sub(prev.last) < eventMergeWindow {
-		prev.count++
-		prev.last = at
+	ns, name, count, repeat := r.written.Repeat(key, at)
+	if repeat {
 		change := map[string]any{
-			"count":         prev.count,
+			"count":         count,
 			"lastTimestamp": e.LastTimestamp,
 		}
 		patch, _ := json.Marshal(change)
 		// NotFound: the Event expired (the API server's --event-ttl), so
 		// write a new one.
 		err = r.retry(ctx, func() error {
-			return r.sink.patch(ctx, prev.namespace, prev.name, patch)
+			return r.sink.patch(ctx, ns, name, patch)
 		})
 		if !apierrors.IsNotFound(err) {
 			return
 		}
 	}
-	// Two Events in one clock tick get names one nanosecond apart.
-	r.lastName = max(at.UnixNano(), r.lastName+1)
-	e.Name = fmt.Sprintf("%s.%x", ref.Name, r.lastName)
+	e.Name = r.written.Name(ref.Name, at)
 	create := func() error { return r.sink.create(ctx, e) }
 	err = r.retry(ctx, create)
 	if err != nil {
 		return
 	}
-	if len(r.seen) >= eventCacheSize {
-		expired := func(s *seenEvent) bool {
-			return at.Sub(s.last) >= eventMergeWindow
-		}
-		pruneLocked(r.seen, expired)
-	}
-	r.seen[key] = &seenEvent{
-		namespace: e.Namespace,
-		name:      e.Name,
-		count:     1,
-		last:      at,
-	}
+	r.written.Remember(key, e.Namespace, e.Name, at)
 }
 
 // retry calls write up to eventWriteTries times while the failure is
@@ -440,7 +348,7 @@ func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
 func (r *EventRecorder) retry(ctx context.Context, write func() error) error {
 	err := write()
 	for try := 1; try < eventWriteTries; try++ {
-		if err == nil || !transient(err) {
+		if err == nil || !events.Transient(err) {
 			return err
 		}
 		select {
@@ -451,18 +359,6 @@ func (r *EventRecorder) retry(ctx context.Context, write func() error) error {
 		err = write()
 	}
 	return err
-}
-
-func transient(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		canceled := errors.Is(err, context.Canceled)
-		timedOut := errors.Is(err, context.DeadlineExceeded)
-		return !canceled && !timedOut
-	}
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) ||
-		apierrors.IsServiceUnavailable(err)
 }
 
 // clientSink writes through kctl's own client.
@@ -480,4 +376,47 @@ func (s clientSink) patch(
 	_, err := s.c.patch(ctx, namespace, name,
 		MergePatch, patch, PatchOptions{})
 	return err
+}
+
+// WarnAfterFailures records a Warning Event (reason ReconcileFailed,
+// naming the error) on the object of a key whose reconcile has failed n
+// times in a row, and on each failure after, which rec merges into one
+// Event with a count while the error reads the same:
+//
+//	c.WarnAfterFailures(mgr.EventRecorder("podcount"), 5)
+//
+// A Terminal error counts, and ends the run of failures (it is not
+// retried). A key whose object is not in the cache gets no Event.
+// Defaults to none: no Events about failures. n must be at least 1.
+func (c *Controller[T]) WarnAfterFailures(rec *EventRecorder, n int) *Controller[T] {
+	if n < 1 || rec == nil {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"WarnAfterFailures(%d) needs a recorder and n >= 1",
+			c.name, n))
+		return c
+	}
+	warn := func(k Key, attempt int, err error) {
+		if attempt < n || c.informer == nil {
+			return
+		}
+		obj, ok := c.informer.Get(k.Namespace, k.Name)
+		if !ok {
+			return
+		}
+		msg := fmt.Sprintf("reconcile failed %d or more times "+
+			"in a row: %v", n, err)
+		rec.Event(metaOf(obj), corev1.EventTypeWarning,
+			"ReconcileFailed", msg)
+	}
+	step := middleware[*T]{name: "WarnAfterFailures", rank: rankReport, wrap: func(next reconcileFunc[*T]) reconcileFunc[*T] {
+		return func(ctx context.Context, k Key, obj *T) (Result, error) {
+			res, err := next(ctx, k, obj)
+			if err != nil {
+				t, _ := TriggerFrom(ctx)
+				warn(k, t.Attempt, err)
+			}
+			return res, err
+		}
+	}}
+	return c.configure("WarnAfterFailures", func() { c.use(step) })
 }

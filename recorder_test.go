@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -192,9 +195,9 @@ func TestEventRecorder_RepeatAfterMergeWindow_CreatesNewEvent(t *testing.T) {
 		runRecorder(t, r)
 		pod := eventPod("web-0", "uid-1")
 		r.Event(pod, corev1.EventTypeWarning, "Failed", "a")
-		time.Sleep(eventMergeWindow - time.Second)
+		time.Sleep(events.MergeWindow - time.Second)
 		r.Event(pod, corev1.EventTypeWarning, "Failed", "a") // merged
-		time.Sleep(eventMergeWindow)
+		time.Sleep(events.MergeWindow)
 		r.Event(pod, corev1.EventTypeWarning, "Failed", "a") // too long after the last one
 		synctest.Wait()
 		evs := sink.list()
@@ -243,7 +246,7 @@ func TestEventRecorder_Flood_25ThenOnePerFiveMinutesPerObjectAndType(t *testing.
 		if n := len(sink.list()); n != 27 || r.limited.Load() != 5 {
 			t.Fatalf("30+2 Events: %d written, %d limited; want 27, 5", n, r.limited.Load())
 		}
-		time.Sleep(eventRefill)
+		time.Sleep(events.Refill)
 		r.Event(pod, corev1.EventTypeWarning, "Failed", "after 5 minutes")
 		r.Event(pod, corev1.EventTypeWarning, "Failed", "one too many")
 		synctest.Wait()
@@ -251,32 +254,6 @@ func TestEventRecorder_Flood_25ThenOnePerFiveMinutesPerObjectAndType(t *testing.
 			t.Errorf("5 minutes later: %d written, %d limited; want 28, 6", n, r.limited.Load())
 		}
 	})
-}
-
-func TestTokenBucket_Take(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	b := &tokenBucket{tokens: eventBurst, last: t0}
-	for i, step := range []struct {
-		at   time.Duration // since t0
-		n    int           // takes
-		want int           // successful takes
-	}{
-		{0, 30, 25},
-		{eventRefill - time.Second, 1, 0},
-		{eventRefill, 2, 1},
-		{3 * eventRefill, 5, 2},
-		{1000 * eventRefill, 30, 25}, // refills to the burst, no more
-	} {
-		got := 0
-		for range step.n {
-			if b.take(t0.Add(step.at)) {
-				got++
-			}
-		}
-		if got != step.want {
-			t.Errorf("step %d: %d x take(t0+%v) succeeded %d times, want %d", i, step.n, step.at, got, step.want)
-		}
-	}
 }
 
 func TestEventRecorder_BufferFull_DropsWithoutBlockingAndLogsOnce(t *testing.T) {
@@ -440,5 +417,60 @@ func BenchmarkEventRecorder_Event(b *testing.B) {
 	for b.Loop() {
 		r.Event(pods[i%len(pods)], corev1.EventTypeNormal, "Synced", "synced") // 1000 objects: under the flood limit
 		i++
+	}
+}
+
+// Issue 25, item 16: after K consecutive failures, a Warning Event on the
+// object names the error.
+func TestWarnAfterFailures_RecordsAWarningEventNamingTheError(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	var calls atomic.Int32
+	c := NewController(mgr, "warns", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		calls.Add(1)
+		if cm.Name == "fine" {
+			return Result{}, nil
+		}
+		return Result{}, errors.New("the quota is exhausted")
+	})
+	c.WithRateLimiter(NewRateLimiter[Key](time.Millisecond, 10*time.Millisecond, 100, 100))
+	c.WarnAfterFailures(mgr.EventRecorder("warns"), 3)
+	startManager(t, mgr)
+	for _, name := range []string{"broken", "fine"} {
+		if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := NewClient[corev1.Event](mustConn(t, cfg))
+	var found *corev1.Event
+	eventually(t, "a ReconcileFailed Event", func() bool {
+		list, err := events.List(t.Context(), ListOptions{Namespace: ns})
+		if err != nil {
+			return false
+		}
+		for _, e := range list {
+			if e.Reason == "ReconcileFailed" {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	if found.Type != corev1.EventTypeWarning || found.InvolvedObject.Name != "broken" || found.InvolvedObject.Kind != "ConfigMap" {
+		t.Errorf("Event = %s %s on %s %s, want a Warning on ConfigMap broken", found.Type, found.Reason, found.InvolvedObject.Kind, found.InvolvedObject.Name)
+	}
+	if !strings.Contains(found.Message, "failed 3 or more times in a row: the quota is exhausted") {
+		t.Errorf("Event message = %q, want the count and the error", found.Message)
+	}
+	list, err := events.List(t.Context(), ListOptions{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		if e.InvolvedObject.Name == "fine" {
+			t.Errorf("an Event about the object that reconciles fine: %s %s", e.Reason, e.Message)
+		}
 	}
 }

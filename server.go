@@ -4,15 +4,29 @@ package kctl
 // ServeMetrics; each served by internal/serve), and what the serving
 // packages kctl/webhook and kctl/debug use of a Manager: its logger, its
 // shutdown's drain deadline, and the mistakes Start returns; UserInfo, who
-// sent a request (ServeSecureMetrics, kctl/webhook).
+// sent a request (ServeSecureMetrics, kctl/webhook); ServeHealth, the
+// /healthz and /readyz endpoints over the Manager's health checks
+// (checks.go); and ServeSecureMetrics, the metrics page over HTTPS for
+// scrapers that the API server authenticates (TokenReview) and authorizes
+// (SubjectAccessReview), as kubebuilder projects serve it
+// (internal/metricsauth).
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/certs"
+	"github.com/kctl-dev/kctl/internal/certwatch"
+	"github.com/kctl-dev/kctl/internal/metricsauth"
 	"github.com/kctl-dev/kctl/internal/serve"
+	"k8s.io/client-go/rest"
 )
 
 // HTTPServer returns a Runnable that serves h on addr (e.g. "127.0.0.1:8082")
@@ -114,4 +128,267 @@ type UserInfo struct {
 	UID      string              `json:"uid,omitempty"`
 	Groups   []string            `json:"groups,omitempty"`
 	Extra    map[string][]string `json:"extra,omitempty"`
+}
+
+// ServeHealth serves the probes /healthz and /readyz on addr while the
+// Manager runs, e.g. "127.0.0.1:8081". /readyz is 200 once every
+// controller's cache has synced and every AddReadyCheck passes. It is Add of
+// a Runnable named "health", so call it before Start; "" adds nothing.
+// Probes are off unless you call it.
+func (m *Manager) ServeHealth(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	spec := serve.Spec{
+		Name:    "health",
+		Addr:    addr,
+		Handler: m.health.handler(),
+		Read:    5 * time.Second,
+		Write:   10 * time.Second,
+	}
+	return m.Add(m.runnable(spec))
+}
+
+// AddNotedReadyCheck is AddReadyCheck for a check whose passing line on
+// /readyz?verbose shows note's text after "ok", e.g. "[+]webhook-certificate
+// ok (serving a certificate for ... until ...)". note runs on the
+// request's goroutine, as check does.
+func (m *Manager) AddNotedReadyCheck(
+	name string,
+	check func(r *http.Request) error,
+	note func() string,
+) {
+	m.health.addNoted(name, true, check, note)
+}
+
+// handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;
+// any other path is 404. A failing check's error text is shown only with
+// ?verbose, as kube-apiserver and controller-runtime do: otherwise it reads
+// "[-]<check> failed: reason withheld", so that a probe's answer (which the
+// kubelet records in events) tells nothing of the cluster. That is no
+// access control: ?verbose shows the reasons (error texts, which may name
+// objects and hosts) to any caller who can reach the endpoint, so serve the
+// probes on a port that only the kubelet and the Pod's own users reach,
+// never behind a Service or an Ingress.
+func (h *healthChecks) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := strings.TrimPrefix(r.URL.Path, "/")
+		endpoint, one, _ := strings.Cut(path, "/")
+		if endpoint != "readyz" && endpoint != "healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		readiness := endpoint == "readyz"
+		skip := func(c healthCheck) bool {
+			otherKind := c.readiness != readiness
+			notAsked := one != "" && c.name != one
+			return otherKind || notAsked
+		}
+		h.mu.Lock()
+		checks := slices.DeleteFunc(slices.Clone(h.checks), skip)
+		h.mu.Unlock()
+		if one != "" && len(checks) == 0 {
+			http.Error(w, "kctl: no check named "+one, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		q := r.URL.Query()
+		_, verbose := q["verbose"]
+		failed := false
+		b := ""
+		for _, c := range checks {
+			excluded := slices.Contains(q["exclude"], c.name)
+			if one == "" && excluded {
+				b += "[+]" + c.name + " excluded: ok\n"
+				continue
+			}
+			err := c.check(r)
+			if err == nil {
+				b += "[+]" + c.name + " ok" + noted(c) + "\n"
+				continue
+			}
+			failed = true
+			msg := "reason withheld"
+			if verbose {
+				msg = strings.ReplaceAll(err.Error(), "\n", " ")
+			}
+			b += "[-]" + c.name + " failed: " + msg + "\n"
+		}
+		switch {
+		case failed:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if one == "" {
+				b += endpoint + " check failed\n"
+			}
+		case verbose && one == "":
+			b += endpoint + " check passed\n"
+		default:
+			b = "ok"
+		}
+		w.Write([]byte(b))
+	})
+}
+
+// noted is what a passing check shows after "ok": " (<note>)", or "".
+func noted(c healthCheck) string {
+	if c.note == nil {
+		return ""
+	}
+	return " (" + c.note() + ")"
+}
+
+// addNoted is add for a check whose passing line shows note's text,
+// e.g. "[+]shard ok (group podcount, 3 members, 21/64 ranges, ...)".
+func (h *healthChecks) addNoted(
+	name string,
+	readiness bool,
+	check func(r *http.Request) error,
+	note func() string,
+) {
+	h.add(name, readiness, check)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.checks {
+		if h.checks[i].name == name {
+			h.checks[i].note = note
+		}
+	}
+}
+
+// ServeSecureMetrics serves the metrics page at /metrics over HTTPS (TLS
+// 1.2 or later) on addr, e.g. ":8443", to scrapers allowed to read it:
+//
+//   - the request must carry a bearer token (Authorization: Bearer ...),
+//     which the API server must accept (a TokenReview), else 401;
+//   - its user must be allowed to get the non-resource URL /metrics
+//     (a SubjectAccessReview), else 403.
+//
+// Neither a 401 nor a 403 renders the page. Each verdict is kept 10 s per
+// token (a rejected token's, 5 s), so a scrape every 10 s or more costs
+// two small requests, and a token revoked or a right removed takes effect
+// within 10 s. No caller can slow the Manager's own requests with tokens:
+// the reviews go through a connection of their own, with a rate limit of
+// its own (20 requests a second, burst 40). At most 10 tokens a second
+// (after a burst of 20) that have no verdict, or a rejected one, are
+// reviewed; past that a request is answered 429 with Retry-After: 1. A
+// token the API server has authenticated before is reviewed again when
+// its verdict expires, past that bound, so that a flood of new tokens
+// cannot keep a real scraper out. The cache keeps the 1024 tokens used
+// last: at most 120 others can be reviewed within a verdict's 10 s, so a
+// flood never evicts one early. The Manager's own identity needs to
+// create tokenreviews and subjectaccessreviews (bind the ClusterRole
+// system:auth-delegator). A Prometheus needs, bound to its
+// ServiceAccount:
+//
+//	apiVersion: rbac.authorization.k8s.io/v1
+//	kind: ClusterRole
+//	metadata: {name: metrics-reader}
+//	rules:
+//	- nonResourceURLs: ["/metrics"]
+//	  verbs: ["get"]
+//
+// and a scrape config with scheme https, its ServiceAccount token as
+// authorization credentials_file, and the server's CA as tls_config
+// ca_file (or insecure_skip_verify with a self-signed certificate).
+//
+// The certificate is certDir/tls.crt with its key certDir/tls.key,
+// reloaded on change as webhook.Serve does; with certDir "" a self-signed
+// one is made in memory at start. It is Add of a Runnable named
+// "metrics", so call it before Start (and not with ServeMetrics); "" adds
+// nothing.
+func (m *Manager) ServeSecureMetrics(addr, certDir string) error {
+	if addr == "" {
+		return nil
+	}
+	tlsConfig, err := m.metricsTLS(certDir)
+	if err != nil {
+		return err
+	}
+	Declare[metricsauth.TokenReview](Resource{
+		Group:   "authentication.k8s.io",
+		Version: "v1",
+		Kind:    "TokenReview",
+	})
+	Declare[metricsauth.AccessReview](Resource{
+		Group:   "authorization.k8s.io",
+		Version: "v1",
+		Kind:    "SubjectAccessReview",
+	})
+	conn, err := m.reviewConn()
+	if err != nil {
+		return err
+	}
+	tokens := NewClient[metricsauth.TokenReview](conn)
+	access := NewClient[metricsauth.AccessReview](conn)
+	auth := metricsauth.New(tokens, access, m.log)
+	spec := m.metricsServer(addr)
+	spec.Handler = auth.Wrap(spec.Handler)
+	spec.TLS = serve.TLS(tlsConfig)
+	return m.Add(m.runnable(spec))
+}
+
+// metricsTLS is the TLS of ServeSecureMetrics: certDir's pair, reloaded
+// on change, or a self-signed one if certDir is "".
+func (m *Manager) metricsTLS(certDir string) (*tls.Config, error) {
+	cfg := &tls.Config{}
+	if certDir != "" {
+		certFile := filepath.Join(certDir, "tls.crt")
+		keyFile := filepath.Join(certDir, "tls.key")
+		w, err := certwatch.New(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kctl: secure metrics: %w; "+
+				"pass the directory that holds it, or \"\" "+
+				"for a self-signed certificate", err)
+		}
+		w.OnError = func(err error) {
+			m.log.Error("kctl: secure metrics: " + err.Error())
+		}
+		cfg.GetCertificate = w.GetCertificate
+		return cfg, nil
+	}
+	pair, err := selfSigned()
+	if err != nil {
+		return nil, fmt.Errorf("kctl: secure metrics: "+
+			"making a self-signed certificate: %w", err)
+	}
+	cfg.Certificates = []tls.Certificate{pair}
+	return cfg, nil
+}
+
+// selfSigned makes a serving certificate of a CA of its own.
+func selfSigned() (tls.Certificate, error) {
+	ca, err := certs.NewCA("kctl metrics (self-signed)")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	certPEM, keyPEM, _, err := ca.Serving("localhost", "127.0.0.1")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// reviewConn is the connection of the reviews: the Manager's
+// configuration with a transport and a rate limit of its own, so that no
+// caller of the metrics page takes the place of the Manager's requests in
+// its rate limiter or its connection. Its requests count on the Manager's
+// metrics page as its own do. (A Transport set in Options.Config is
+// shared; there is nothing else to use.)
+func (m *Manager) reviewConn() (*Conn, error) {
+	cfg := rest.CopyConfig(m.config)
+	cfg.QPS = metricsauth.ReviewQPS
+	cfg.Burst = metricsauth.ReviewQPSBurst
+	if cfg.Proxy == nil {
+		// client-go shares one transport between equal configurations,
+		// but never one with a Proxy func: this makes it its own.
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	conn, err := NewConn(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kctl: secure metrics: %w", unprefixed(err))
+	}
+	conn.requests = m.metrics.Requests
+	conn.logWarningsTo(m.log)
+	return conn, nil
 }

@@ -314,7 +314,7 @@ func steadily(cond func() bool) func() bool {
 // come).
 func busyMember(m *shardMember) bool {
 	m.run.mu.RLock()
-	held, serving := count(m.run.held), count(m.run.serving)
+	held, serving := shardhash.Count(m.run.held), shardhash.Count(m.run.serving)
 	m.run.mu.RUnlock()
 	c := m.mgr.byName["podcount"].(*controller[*appsv1.ReplicaSet])
 	c.mu.Lock()

@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/handover"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,7 +130,7 @@ func (m *shardMembers) renew(ctx context.Context, recorded []int) error {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[shardRangesAnnotation] = formatRanges(recorded)
+	l.Annotations[shardRangesAnnotation] = handover.Format(recorded)
 	err := m.store.Update(ctx, l)
 	gone := apierrors.IsNotFound(err)
 	taken := apierrors.IsConflict(err)
@@ -249,7 +248,7 @@ func (m *shardMembers) nextExpiry() time.Time {
 // record it cannot read counts as every range: a member never takes a
 // range it cannot prove free.
 func (m *shardMembers) markTaken(taken []bool, l *coordinationv1.Lease) {
-	rs, ok := parseRanges(l.Annotations[shardRangesAnnotation], len(taken))
+	rs, ok := handover.Parse(l.Annotations[shardRangesAnnotation], len(taken))
 	if !ok {
 		for r := range taken {
 			taken[r] = true
@@ -259,33 +258,6 @@ func (m *shardMembers) markTaken(taken []bool, l *coordinationv1.Lease) {
 	for _, r := range rs {
 		taken[r] = true
 	}
-}
-
-// formatRanges writes ranges as shardRangesAnnotation holds them.
-func formatRanges(rs []int) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = strconv.Itoa(r)
-	}
-	return strings.Join(parts, ",")
-}
-
-// parseRanges reads shardRangesAnnotation's value: false unless every
-// part is an index below n.
-func parseRanges(v string, n int) ([]int, bool) {
-	if v == "" {
-		return nil, true
-	}
-	parts := strings.Split(v, ",")
-	rs := make([]int, 0, len(parts))
-	for _, p := range parts {
-		r, err := strconv.Atoi(p)
-		if err != nil || r < 0 || r >= n {
-			return nil, false
-		}
-		rs = append(rs, r)
-	}
-	return rs, true
 }
 
 // observe returns what this member knows of l at now: when it first saw

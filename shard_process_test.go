@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/controlplane"
+	"github.com/kctl-dev/kctl/internal/handover"
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	"github.com/kctl-dev/kctl/internal/shardhash"
 	appsv1 "k8s.io/api/apps/v1"
@@ -600,7 +601,7 @@ func (w *memberLines) report(run *shardRun) {
 		}
 		releasing := run.releasing
 		run.mu.RUnlock()
-		state := fmt.Sprintf("%d %s %s", releasing, bits, formatRanges(run.weights()))
+		state := fmt.Sprintf("%d %s %s", releasing, bits, handover.Format(run.weights()))
 		if state != last {
 			w.write("state %d %s", time.Now().UnixNano(), state)
 			last = state

@@ -39,7 +39,7 @@ func (s *shardRun) run(ctx context.Context) error {
 		peerExpires := fireAt(s.expiryAfter(lookedAt))
 		peek := fireAt(peekAt)
 		var listing <-chan time.Time
-		if count(s.starting) > 0 || s.catchingUp() {
+		if shardhash.Count(s.starting) > 0 || s.catchingUp() {
 			listing = time.After(listingPoll)
 		}
 		select {

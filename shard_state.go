@@ -23,17 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// nothingSelected is the shard selector of a member that holds no
-// namespace: the hash point of the namespace "", which namespaced
-// objects never have (the server rejects an empty selector, and no
-// selector would select everything). It is a function, not a package
-// variable, so that a program that never shards does not link the
-// selector's code through the package's initialisation.
-func nothingSelected() string {
-	none := shardhash.Point(shardhash.Sum(""))
-	return shardhash.Selector(shardhash.FieldNamespace, none)
-}
-
 // shardRun is one member of a shard group, running with its Manager.
 //
 // The run loop's goroutine alone uses hand, members, served, draining,
@@ -43,7 +32,7 @@ func nothingSelected() string {
 // says Serving, and once every sharded informer has listed with a
 // selector that takes r in (starting[r] until then); held[r] from
 // Serving until a drain's in-flight reconciles are done; selector names
-// the namespaces of the held ranges (nothingSelected if none), which
+// the namespaces of the held ranges (shardhash.NothingSelected if none), which
 // are selected; listed holds the namespaces of a selector that every
 // sharded informer has listed with since.
 type shardRun struct {
@@ -119,7 +108,7 @@ func newShardRun(m *Manager, cfg ShardOptions, store memberStore) *shardRun {
 		starting: make([]bool, cfg.Ranges),
 		serving:  make([]bool, cfg.Ranges),
 		held:     make([]bool, cfg.Ranges),
-		selector: nothingSelected(),
+		selector: shardhash.NothingSelected(),
 		mode:     "not probed yet",
 	}
 }
@@ -209,7 +198,7 @@ func (s *shardRun) act(start, drain []int) {
 		s.draining[r] = &drainState{since: now}
 	}
 	s.releasing = len(s.draining)
-	owned := count(s.serving)
+	owned := shardhash.Count(s.serving)
 	s.mu.Unlock()
 	s.series.Owned.Store(int64(owned))
 	s.series.Handovers.Add(uint64(len(start)))
@@ -232,7 +221,7 @@ func (s *shardRun) act(start, drain []int) {
 // each look, and every listingPoll while a range starts or the
 // informers list a new selector (catchingUp).
 func (s *shardRun) serveListed() {
-	if count(s.starting) == 0 && !s.catchingUp() {
+	if shardhash.Count(s.starting) == 0 && !s.catchingUp() {
 		return
 	}
 	nss, ok := s.listedAll()
@@ -247,10 +236,10 @@ func (s *shardRun) serveListed() {
 			s.serving[r] = true
 		}
 	}
-	owned := count(s.serving)
+	owned := shardhash.Count(s.serving)
 	s.mu.Unlock()
 	clear(s.starting)
-	if count(gained) == 0 {
+	if shardhash.Count(gained) == 0 {
 		return
 	}
 	s.series.Owned.Store(int64(owned))
@@ -413,20 +402,12 @@ func (s *shardRun) weights() []int {
 // whose server ignores it. The run loop's only.
 func (s *shardRun) updateSelector() {
 	nss, _ := s.namespaces.List(ListOptions{}) // no selector: no error
+	names := make([]string, len(nss))
+	for i, ns := range nss {
+		names[i] = ns.Name
+	}
 	s.mu.Lock()
-	var points []shardhash.Range
-	selected := map[string]bool{}
-	for _, ns := range nss {
-		r := shardhash.Bucket(ns.Name, s.cfg.Ranges)
-		if s.held[r] {
-			points = append(points, shardhash.Point(shardhash.Sum(ns.Name)))
-			selected[ns.Name] = true
-		}
-	}
-	sel := nothingSelected()
-	if len(points) > 0 {
-		sel = shardhash.Selector(shardhash.FieldNamespace, points...)
-	}
+	sel, selected := shardhash.HeldSelector(names, s.held)
 	changed := sel != s.selector
 	s.selector = sel
 	s.selected = selected
@@ -441,17 +422,6 @@ func (s *shardRun) updateSelector() {
 		}
 		inf.reshard()
 	}
-}
-
-// count is the number of true values in bs.
-func count(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
 }
 
 // notReady is the readiness check "shard": nil once the member joined
@@ -472,7 +442,7 @@ func (s *shardRun) note() string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return fmt.Sprintf("group %s, %d members, %d/%d ranges, %s",
-		s.cfg.Group, s.live, count(s.serving), s.cfg.Ranges, s.mode)
+		s.cfg.Group, s.live, shardhash.Count(s.serving), s.cfg.Ranges, s.mode)
 }
 
 // covers reports whether the caches hold, and go on holding while it

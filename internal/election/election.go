@@ -1,132 +1,62 @@
-package kctl
-
-// An extra: LeaderElection, the options of an election on one Lease, and
-// the elector, its state machine: acquire, renew, observe another holder,
-// release. leader.go turns it on (ElectLeader); sharding elects its
-// group's leader with it too.
+// Package election is one replica's side of a leader election on a
+// coordination.k8s.io/v1 Lease: acquire, renew, observe another holder,
+// release (kctl's ElectLeader, and a shard group's leader). It judges a
+// lease expired by its own monotonic clock, never by another machine's
+// timestamps.
+package election
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	mathrand "math/rand/v2"
-	"os"
-	"strings"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/errtext"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// namespaceFile holds the pod's namespace in a cluster (a variable for tests).
-var namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// LeaderElection makes one replica of a Manager, the leader, run the
-// controllers while the others wait as warm standbys (caches run everywhere):
-//
-//	err := mgr.ElectLeader(kctl.LeaderElection{Name: "widget-controller"})
-//
-// The replicas share a coordination.k8s.io/v1 Lease, written with the
-// resourceVersion last read, so of two racing replicas only one wins. A
-// standby takes it once released, or once it has seen it unchanged for its
-// duration by its own monotonic clock (no other machine's timestamps).
-//
-//   - A leader that could not renew for RenewDeadline stops at once (its leader
-//     context is cancelled), before any standby can judge the lease expired.
-//   - On graceful shutdown the lease is renewed until the leader's work has
-//     returned (or the Manager abandoned it, see Manager.Start), then
-//     released within the Manager's ShutdownTimeout: a standby leads about
-//     one RetryPeriod later.
-//   - After losing the lease, Manager.Start returns an error matching
-//     ErrLeaderLost (let the Deployment restart the process, as with
-//     controller-runtime), unless Recampaign makes the replica a standby again.
-//
-// Only Name is required; the other fields have defaults. The replica needs
-// get, create and update on leases.coordination.k8s.io in Namespace.
-type LeaderElection struct {
-	// the Lease's name; replicas sharing it elect one leader
-	Name string
-	// the Lease's namespace; defaults to the pod's own (set it outside a cluster)
-	Namespace string
-	// this replica's name in the Lease, unique; defaults to <hostname>-<random>
-	Identity string
-	// how long a standby waits, from the last lease change it saw; defaults to 15s
-	LeaseDuration time.Duration
-	// how long the leader tries to renew before it stops; defaults to 10s,
-	// < LeaseDuration
-	RenewDeadline time.Duration
-	// the interval of renewals and attempts; defaults to 2s, 1.2× < RenewDeadline
-	RetryPeriod time.Duration
-	// keep the lease on graceful shutdown (standbys wait LeaseDuration);
-	// default: release it
+// Config is a completed election (kctl.LeaderElection, field for
+// field): the Lease, this replica's identity and the durations.
+type Config struct {
+	Name           string
+	Namespace      string
+	Identity       string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
 	KeepOnShutdown bool
-	// after losing the lease campaign again, instead of Manager.Start
-	// returning ErrLeaderLost
-	Recampaign bool
+	Recampaign     bool
 }
 
-// complete returns c with its defaults filled in, or an error naming the
-// field to fix.
-func (c LeaderElection) complete() (LeaderElection, error) {
-	if c.Name == "" {
-		return c, errors.New("kctl: leader election: " +
-			"LeaderElection.Name is empty: name the lease, e.g. after the controller")
-	}
-	if c.Namespace == "" {
-		b, err := os.ReadFile(namespaceFile)
-		c.Namespace = strings.TrimSpace(string(b))
-		if c.Namespace == "" {
-			return c, fmt.Errorf("kctl: leader election: "+
-				"set LeaderElection.Namespace for lease %q: "+
-				"not running in a cluster (%v)", c.Name, err)
-		}
-	}
-	if c.Identity == "" {
-		host, _ := os.Hostname()
-		suffix := strings.ToLower(rand.Text()[:8])
-		c.Identity = cmp.Or(host, "kctl") + "-" + suffix
-	}
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, 15*time.Second)
-	c.RenewDeadline = cmp.Or(c.RenewDeadline, 10*time.Second)
-	c.RetryPeriod = cmp.Or(c.RetryPeriod, 2*time.Second)
-	negative := c.RetryPeriod < 0
-	tooShort := c.LeaseDuration < time.Second
-	leaseOK := c.LeaseDuration > c.RenewDeadline
-	renewOK := c.RenewDeadline > c.RetryPeriod*6/5
-	if negative || tooShort || !leaseOK || !renewOK {
-		return c, fmt.Errorf("kctl: leader election: lease %s/%s: "+
-			"LeaseDuration (%v) must be greater than RenewDeadline (%v), "+
-			"RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v), "+
-			"durations must be positive and LeaseDuration at least 1s",
-			c.Namespace, c.Name, c.LeaseDuration, c.RenewDeadline,
-			c.RenewDeadline, c.RetryPeriod)
-	}
-	return c, nil
-}
-
-// leaseStore reads and writes the Lease, updating obj from the answer;
-// *Client[coordinationv1.Lease] is one.
-type leaseStore interface {
+// Store reads and writes the Lease, updating obj from the answer;
+// kctl's *Client[coordinationv1.Lease] is one.
+type Store interface {
 	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
 	Create(ctx context.Context, obj *coordinationv1.Lease) error
 	Update(ctx context.Context, obj *coordinationv1.Lease) error
 }
 
-// elector is one replica's side of a LeaderElection. Call run once; its
+// Elector is one replica's side of an election. Call Run once; its
 // goroutine owns the fields.
-type elector struct {
-	cfg      LeaderElection // completed
-	store    leaseStore
+type Elector struct {
+	cfg      Config // completed
+	store    Store
 	log      *slog.Logger
 	onChange func(leading bool)
-	// the latest time for a release on shutdown (the Manager's);
-	// nil: RenewDeadline bounds it
-	releaseBy func() time.Time
+	// ReleaseBy is the latest time for a release on shutdown (the
+	// Manager's); nil: RenewDeadline bounds it
+	ReleaseBy func() time.Time
+	// Lost is the error a lost lease matches (kctl.e.Lost).
+	Lost error
+	// Unprefixed is kctl's unprefixed: err without its "kctl: ", to
+	// wrap after a prefix.
+	Unprefixed func(error) error
 	// the lease as last read or written; nil before the first read
 	observed *coordinationv1.Lease
 	// local (monotonic) time at which observed's spec last changed
@@ -134,32 +64,33 @@ type elector struct {
 	reported   string // the holder last logged
 }
 
-// newElectorFor makes an elector on store; cfg must be completed.
-func newElectorFor(
-	store leaseStore,
-	cfg LeaderElection,
+// New makes an Elector on store; cfg must be completed. Set Lost
+// before Run.
+func New(
+	store Store,
+	cfg Config,
 	log *slog.Logger,
 	onChange func(leading bool),
-) *elector {
+) *Elector {
 	if onChange == nil {
 		onChange = func(bool) {}
 	}
 	log = cmp.Or(log, slog.Default())
 	log = log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-	return &elector{cfg: cfg, store: store, log: log, onChange: onChange}
+	return &Elector{cfg: cfg, store: store, log: log, onChange: onChange}
 }
 
-// run campaigns until ctx ends. Each time it acquires the lease it calls
+// Run campaigns until ctx ends. Each time it acquires the lease it calls
 // lead(leaderCtx, leaseCtx) in a new goroutine and renews the lease while
 // lead runs.
-// leaderCtx is cancelled at once (cause ErrLeaderLost) when renewals failed
+// leaderCtx is cancelled at once (cause Lost) when renewals failed
 // for RenewDeadline, another replica holds the lease, or a renewal was
-// refused (Forbidden); lead must then return promptly, and run returns that
-// cause unless Recampaign. When ctx ends (or lead returns), run renews until
+// refused (Forbidden); lead must then return promptly, and Run returns that
+// cause unless Recampaign. When ctx ends (or lead returns), Run renews until
 // lead has returned, releases the lease and returns nil. A Forbidden answer
-// ends run, even with Recampaign, with an error naming the permission (and
-// matching ErrLeaderLost if it came while leading).
-func (e *elector) run(
+// ends Run, even with Recampaign, with an error naming the permission (and
+// matching Lost if it came while leading).
+func (e *Elector) Run(
 	ctx context.Context,
 	lead func(leaderCtx, leaseCtx context.Context),
 ) error {
@@ -182,7 +113,7 @@ func (e *elector) run(
 		}
 		if ok {
 			err = e.term(ctx, now, lead)
-			lost := errors.Is(err, ErrLeaderLost)
+			lost := errors.Is(err, e.Lost)
 			refused := apierrors.IsForbidden(err) // the RBAC must change
 			if !lost || refused || !e.cfg.Recampaign || ctx.Err() != nil {
 				return err
@@ -196,8 +127,8 @@ func (e *elector) run(
 // try takes or (leading) renews the lease at now within timeout, and reports
 // whether it did. A standby takes it only if absent, free, ours or expired by
 // our clock; a leader writes over the lease it last saw. An error ends the
-// term (ErrLeaderLost) or run (Forbidden).
-func (e *elector) try(
+// term (Lost) or Run (Forbidden).
+func (e *Elector) try(
 	ctx context.Context,
 	now time.Time,
 	leading bool,
@@ -233,7 +164,7 @@ func (e *elector) try(
 		// After the read: never earlier than the write it shows.
 		e.observe(l, time.Now())
 	}
-	holder := holderOf(l)
+	holder := Holder(l)
 	ours := holder == e.cfg.Identity
 	other := holder != "" && !ours
 	// Expired by our clock since we saw its spec change, not by its renewTime.
@@ -273,9 +204,9 @@ func (e *elector) try(
 }
 
 // term runs lead and renews the lease from acquiredAt until lead has
-// returned or the lease is lost (see run). A loss, whatever its cause, is
-// returned as an error matching ErrLeaderLost.
-func (e *elector) term(
+// returned or the lease is lost (see Run). A loss, whatever its cause, is
+// returned as an error matching Lost.
+func (e *Elector) term(
 	ctx context.Context,
 	acquiredAt time.Time,
 	lead func(leaderCtx, leaseCtx context.Context),
@@ -335,8 +266,8 @@ func (e *elector) term(
 	}
 	cause := err
 	then := "run returns ErrLeaderLost"
-	if !errors.Is(err, ErrLeaderLost) {
-		cause = fmt.Errorf("%w: %w", ErrLeaderLost, unprefixed(err))
+	if !errors.Is(err, e.Lost) {
+		cause = fmt.Errorf("%w: %w", e.Lost, errtext.Unprefixed(err))
 	}
 	if e.cfg.Recampaign && !apierrors.IsForbidden(err) {
 		then = "campaigning again (Recampaign)"
@@ -352,17 +283,17 @@ func (e *elector) term(
 
 // release hands the lease back (holder "", duration 1s) unless
 // KeepOnShutdown, for standbys' next attempt. It tries for RenewDeadline, and
-// on shutdown at most until releaseBy.
-func (e *elector) release(ctx context.Context, shuttingDown bool) error {
+// on shutdown at most until ReleaseBy.
+func (e *Elector) release(ctx context.Context, shuttingDown bool) error {
 	if e.cfg.KeepOnShutdown {
 		e.log.Info("leader election: stopped leading; keeping the lease " +
 			"(KeepOnShutdown): a standby takes over after LeaseDuration")
 		return nil
 	}
 	deadline := time.Now().Add(e.cfg.RenewDeadline)
-	bounded := shuttingDown && e.releaseBy != nil
-	if bounded && e.releaseBy().Before(deadline) {
-		deadline = e.releaseBy()
+	bounded := shuttingDown && e.ReleaseBy != nil
+	if bounded && e.ReleaseBy().Before(deadline) {
+		deadline = e.ReleaseBy()
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -382,7 +313,7 @@ func (e *elector) release(ctx context.Context, shuttingDown bool) error {
 
 // fill makes spec say that we hold the lease, renewed (and if acquiring,
 // acquired) at now.
-func (e *elector) fill(
+func (e *Elector) fill(
 	spec *coordinationv1.LeaseSpec,
 	now time.Time,
 	acquiring bool,
@@ -400,14 +331,14 @@ func (e *elector) fill(
 
 // observe records l, read (or our write of it sent) at at; observedAt moves
 // only when the spec changed.
-func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
+func (e *Elector) observe(l *coordinationv1.Lease, at time.Time) {
 	same := e.observed != nil &&
 		apiequality.Semantic.DeepEqual(l.Spec, e.observed.Spec)
 	if !same {
 		e.observedAt = at
 	}
 	e.observed = l
-	h := holderOf(l)
+	h := Holder(l)
 	if h == e.reported {
 		return
 	}
@@ -417,15 +348,15 @@ func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
 	}
 }
 
-// failed turns a Forbidden answer into run's error. It logs any other failure
+// failed turns a Forbidden answer into Run's error. It logs any other failure
 // but a lost race (conflict), and returns nil: the next attempt retries.
-func (e *elector) failed(verb string, err error) error {
+func (e *Elector) failed(verb string, err error) error {
 	ns := e.cfg.Namespace
 	if apierrors.IsForbidden(err) {
 		return fmt.Errorf("kctl: leader election: "+
 			"not allowed to %s lease %s/%s: grant get, create, update "+
 			"on leases.coordination.k8s.io in namespace %s: %w",
-			verb, ns, e.cfg.Name, ns, unprefixed(err))
+			verb, ns, e.cfg.Name, ns, errtext.Unprefixed(err))
 	}
 	lostRace := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	if !lostRace {
@@ -435,12 +366,13 @@ func (e *elector) failed(verb string, err error) error {
 	return nil
 }
 
-func (e *elector) lost(reason string) error {
+func (e *Elector) lost(reason string) error {
 	return fmt.Errorf("%w %s/%s: %s",
-		ErrLeaderLost, e.cfg.Namespace, e.cfg.Name, reason)
+		e.Lost, e.cfg.Namespace, e.cfg.Name, reason)
 }
 
-func holderOf(l *coordinationv1.Lease) string {
+// Holder is the identity holding l, "" if none.
+func Holder(l *coordinationv1.Lease) string {
 	if l == nil {
 		return ""
 	}
