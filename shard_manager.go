@@ -1,8 +1,9 @@
 package kctl
 
 // An extra (sharding): Manager.Shard, which makes a Manager a member of a
-// shard group: its Lease, the group's leader election, the hooks the
-// core declares (ownsKey, informerMade) and the member's run.
+// shard group: its Lease, the group's leader election, the points the
+// core declares that it fills (the Manager's member, the cache's made
+// hook) and the member's run.
 
 import (
 	"context"
@@ -102,17 +103,21 @@ func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, e
 	}
 	s.namespaces = nss
 	nss.AddHandler(s.namespaceChanged)
+	// Every informer made so far, and every one the cache makes from now
+	// on (its made hook, wrapped), lists and watches the member's share.
 	m.cache.mu.Lock()
-	m.informerMade = s.informerMade
+	made := m.cache.made
+	m.cache.made = func(inf cachedInformer, meta bool) {
+		made(inf, meta)
+		s.informerMade(inf)
+	}
 	for _, inf := range m.cache.informers {
 		s.informerMade(inf)
 	}
 	m.cache.mu.Unlock()
-	lost, loseWork := context.WithCancelCause(context.Background())
-	s.loseWork = loseWork
+	s.lost, s.loseWork = context.WithCancelCause(context.Background())
 	m.mu.Lock()
-	m.ownsKey = s.owns
-	m.memberLost = lost
+	m.member = s
 	m.mu.Unlock()
 	m.health.addNoted("shard", true, s.notReady, s.note)
 	err = m.Add(Runnable{Name: "shard member", Run: s.run})

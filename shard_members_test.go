@@ -457,7 +457,15 @@ func TestShardRun_StartedRange_ServedOnceEveryInformerListed(t *testing.T) {
 	}
 }
 
-// With the Manager's ownsKey hook set (as Shard sets it), a controller runs
+// ownsFunc is a keyOwner for tests: a member that owns the keys the func
+// says, and never loses its Lease.
+type ownsFunc func(k Key) bool
+
+func (f ownsFunc) owns(k Key) bool                           { return f(k) }
+func (ownsFunc) leaseOf(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+func (ownsFunc) loss() error                                 { return nil }
+
+// With the Manager's member hook set (as Shard sets it), a controller runs
 // without leading, reconciles only the keys the hook owns, skips the
 // others (counted on the metrics page), reports an owned key in flight
 // (inFlight) while its reconcile runs, and on replayKeys reconciles the
@@ -468,10 +476,10 @@ func TestShardWorker_OwnsHook_SkipsKeysNotOwnedAndReportsInFlight(t *testing.T) 
 	mgr := testManager(t, cfg, ns, Options{})
 	var mine sync.Map // name -> true: owned
 	mine.Store("a", true)
-	mgr.ownsKey = func(k Key) bool {
+	mgr.member = ownsFunc(func(k Key) bool {
 		_, ok := mine.Load(k.Name)
 		return ok
-	}
+	})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	seen := map[string]int{}

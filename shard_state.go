@@ -55,10 +55,11 @@ type shardRun struct {
 	starting []bool
 	// renewed is the start of the last successful renewal.
 	renewed time.Time
-	// loseWork (set by shardWith, before run) cancels the in-flight
-	// reconciles of every controller (Manager.memberLost) with its
-	// cause: the Lease is lost or no longer renewed in time, so peers
-	// may take the ranges.
+	// lost ends when loseWork (both set by Manager.Shard, before run)
+	// is called: it cancels the in-flight reconciles of every
+	// controller (leaseOf) with its cause: the Lease is lost or no
+	// longer renewed in time, so peers may take the ranges.
+	lost     context.Context
 	loseWork context.CancelCauseFunc
 	// recorded: the last renewal wrote hand.Recorded(); a Look is
 	// made only then (handover's rule).
@@ -123,14 +124,27 @@ func (s *shardRun) rangeOf(k Key) int {
 	return shardhash.Bucket(name, s.cfg.Ranges)
 }
 
-// owns is the Manager's ownsKey hook: whether this member serves k's
-// range now.
+// owns implements keyOwner (the Manager's member hook): whether this
+// member serves k's range now.
 func (s *shardRun) owns(k Key) bool {
 	r := s.rangeOf(k)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.serving[r]
 }
+
+// leaseOf implements keyOwner: the lease context of a controller run
+// on every replica ends only when the member lost its Lease, with that
+// cause, so that its in-flight reconciles are cancelled at once.
+func (s *shardRun) leaseOf(ctx context.Context) context.Context {
+	lease, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	context.AfterFunc(s.lost, func() { cancel(context.Cause(s.lost)) })
+	return lease
+}
+
+// loss implements keyOwner: why the member lost its Lease, nil while it
+// holds it.
+func (s *shardRun) loss() error { return context.Cause(s.lost) }
 
 // currentSelector is the shard selector of the namespaced informers.
 func (s *shardRun) currentSelector() string {
@@ -139,9 +153,10 @@ func (s *shardRun) currentSelector() string {
 	return s.selector
 }
 
-// informerMade is the Manager's informerMade hook: a namespaced
-// informer lists and watches with the member's selector, and
-// read-your-writes waits for its objects only where covers says so.
+// informerMade sees each informer the cache makes (Manager.Shard wraps
+// the cache's made hook with it): a namespaced informer lists and
+// watches with the member's selector, and read-your-writes waits for its
+// objects only where covers says so.
 // Cluster-scoped ones hold everything (see shard.go).
 func (s *shardRun) informerMade(inf cachedInformer) {
 	sh, ok := inf.(shardable)
