@@ -1,14 +1,21 @@
 package kctl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,9 +23,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // testManager makes a Manager whose cache holds only namespace ns.
@@ -312,5 +321,301 @@ func TestManager_TwoControllersWithOneName_StartNamesBoth(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Start's error %q does not mention %q", err, want)
 		}
+	}
+}
+
+// Helpers for integration tests. They use this test binary's control plane
+// (internal/controlplane, the engine of package kctltest, which kctl's own
+// internal tests cannot import: it imports kctl), started on first use. When
+// it cannot start, an integration test skips, loudly, or fails when CI=true:
+// CI must never skip one.
+//
+// There is no controller-manager: namespaces are never finalized and nothing
+// is garbage-collected. Work in a namespace of your own (testNamespace) and
+// never wait for a deletion cascade.
+//
+// These helpers use client-go's rest and net/http only, never kctl's client,
+// so that they stay trustworthy while kctl's client is under test.
+
+func TestMain(m *testing.M) {
+	if os.Getenv(signalHelperEnv) != "" {
+		signalHelper() // before RunTests, whose own SIGINT handler would stop the process
+	}
+	if id := os.Getenv(shardMemberEnv); id != "" {
+		os.Exit(shardMemberMain(id)) // a member process of shard_process_test.go
+	}
+	os.Exit(controlplane.RunTests(m))
+}
+
+// testConfig returns a new config for the control plane's admin (group
+// system:masters). Its rate limit is raised to 100 QPS (burst 200); change
+// the copy as you like.
+func testConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	return testLoadConfig(t, controlplane.Require(t).Kubeconfig())
+}
+
+// testUnprivilegedConfig returns a new config for user "kctl-unprivileged",
+// who has no RBAC rights: every request for a resource is Forbidden.
+func testUnprivilegedConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	return testLoadConfig(t, controlplane.Require(t).UnprivilegedKubeconfig())
+}
+
+func testLoadConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("loading the control plane's kubeconfig %s: %v", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg
+}
+
+// testNamespace creates a new namespace "kctl-test-<test name>-<random>" and
+// returns its name. It is never deleted: nothing would finalize it.
+func testNamespace(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	suffix := make([]byte, 3)
+	rand.Read(suffix)
+	base := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	name := "kctl-test-" + strings.Trim(base[:min(len(base), 30)], "-") + "-" + hex.EncodeToString(suffix)
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, name)
+	if code, resp := testRawRequest(t, cfg, "POST", "/api/v1/namespaces", body); code != http.StatusCreated {
+		t.Fatalf("creating namespace %s: %d %s", name, code, resp)
+	}
+	return name
+}
+
+// testRawRequest sends one request with cfg's credentials and JSON body (none
+// if ""), and returns the status code and the response body.
+func testRawRequest(t *testing.T, cfg *rest.Config, method, path, body string) (int, []byte) {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatalf("client for %s: %v", cfg.Host, err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, strings.TrimSuffix(cfg.Host, "/")+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// etcdCompact compacts etcd up to its current revision, dropping every older
+// revision as the API server's own compaction (every 5 minutes) would, and
+// returns that revision. The API server's watch cache still serves watches
+// and exact lists from older resourceVersions; after restartAPIServer they
+// fail with 410 Expired ("too old resource version").
+func etcdCompact(t *testing.T) int64 {
+	t.Helper()
+	url := controlplane.Require(t).EtcdURL
+	var current struct {
+		Header struct {
+			Revision int64 `json:"revision,string"`
+		} `json:"header"`
+	}
+	etcdPost(t, url+"/v3/kv/range", `{"key":"AA=="}`, &current) // any key: the header tells the revision
+	rev := current.Header.Revision
+	etcdPost(t, url+"/v3/kv/compaction", fmt.Sprintf(`{"revision":"%d","physical":true}`, rev), nil)
+	return rev
+}
+
+// etcdPost sends body to etcd's JSON gateway and decodes the answer into out.
+func etcdPost(t *testing.T, url, body string, out any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("etcd %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("etcd %s: %s %s", url, resp.Status, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("etcd %s: %v in %s", url, err, b)
+		}
+	}
+}
+
+// restartAPIServer stops kube-apiserver and starts it again on the same port,
+// returning once it is ready: open connections and watches break. Every test
+// running at the time sees it, so do not call it from a parallel test.
+func restartAPIServer(t *testing.T) {
+	t.Helper()
+	if err := controlplane.Require(t).RestartAPIServer(t.Context()); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+}
+
+// testCRDAbsent deletes the CRD plural.group if an earlier run left it, waits
+// (30 s at most) until neither it nor its API in namespace ns is served (the
+// API outlives the CRD object for a moment), and returns a func that deletes
+// it again. Defer that func: at t.Cleanup, t.Context() has ended.
+func testCRDAbsent(t *testing.T, cfg *rest.Config, ns, group, version, plural string) (deleteAgain func()) {
+	t.Helper()
+	crdPath := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + plural + "." + group
+	apiPath := "/apis/" + group + "/" + version + "/namespaces/" + ns + "/" + plural
+	gone := func() bool {
+		crd, _ := testRawRequest(t, cfg, "GET", crdPath, "")
+		api, _ := testRawRequest(t, cfg, "GET", apiPath, "")
+		return crd == 404 && api == 404
+	}
+	testRawRequest(t, cfg, "DELETE", crdPath, "")
+	deadline := time.Now().Add(30 * time.Second)
+	for !gone() {
+		if time.Now().After(deadline) {
+			t.Fatalf("CRD %s.%s of an earlier run is still served after 30s", plural, group)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return func() { testRawRequest(t, cfg, "DELETE", crdPath, "") }
+}
+
+// Integration tests of the test helpers in testenv_test.go and of the control
+// plane that internal/controlplane starts.
+
+func TestControlPlane_TestNamespace_IsFreshOnEveryCall(t *testing.T) {
+	cfg := testConfig(t)
+	a, b := testNamespace(t, cfg), testNamespace(t, cfg)
+	if a == b {
+		t.Fatalf("testNamespace returned %q twice", a)
+	}
+	for _, ns := range []string{a, b} {
+		if code, body := testRawRequest(t, cfg, "GET", "/api/v1/namespaces/"+ns, ""); code != http.StatusOK {
+			t.Errorf("GET namespace %s = %d %s, want 200", ns, code, body)
+		}
+	}
+}
+
+func TestControlPlane_UnprivilegedUser_IsForbiddenToListPods(t *testing.T) {
+	ns := testNamespace(t, testConfig(t))
+	path := "/api/v1/namespaces/" + ns + "/pods"
+	if code, body := testRawRequest(t, testUnprivilegedConfig(t), "GET", path, ""); code != http.StatusForbidden {
+		t.Errorf("unprivileged GET %s = %d %s, want 403", path, code, body)
+	}
+	if code, body := testRawRequest(t, testConfig(t), "GET", path, ""); code != http.StatusOK {
+		t.Errorf("admin GET %s = %d %s, want 200", path, code, body)
+	}
+}
+
+// No controller-manager creates the "default" ServiceAccount; pods must be
+// accepted all the same.
+func TestControlPlane_Pod_IsCreatedWithoutServiceAccount(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
+	if code, body := testRawRequest(t, cfg, "POST", "/api/v1/namespaces/"+ns+"/pods", pod); code != http.StatusCreated {
+		t.Fatalf("creating a pod = %d %s, want 201", code, body)
+	}
+}
+
+// After a compaction the API server's watch cache still serves older
+// resourceVersions; a restart empties it, and they are gone (410 Expired).
+func TestControlPlane_EtcdCompactAndRestart_EndsWatchesAndExpiresOldResourceVersions(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	path := "/api/v1/namespaces/" + ns + "/configmaps"
+	oldRV := createConfigMap(t, cfg, ns, "before")
+	createConfigMap(t, cfg, ns, "later")
+	watchEnded := openWatch(t, cfg, path+"?watch=true")
+
+	etcdCompact(t)
+	restartAPIServer(t)
+
+	select {
+	case <-watchEnded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch opened before the restart is still open 30 s after it")
+	}
+	code, body := testRawRequest(t, cfg, "GET", path+"?watch=true&timeoutSeconds=1&resourceVersion="+oldRV, "")
+	if code != http.StatusOK || !strings.Contains(string(body), `"code":410`) {
+		t.Errorf("watch from resourceVersion %s = %d %s, want an ERROR event with code 410", oldRV, code, body)
+	}
+	createConfigMap(t, cfg, ns, "after")
+}
+
+// createConfigMap creates an empty configmap and returns its resourceVersion.
+func createConfigMap(t *testing.T, cfg *rest.Config, ns, name string) string {
+	t.Helper()
+	cm := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q}}`, name)
+	code, body := testRawRequest(t, cfg, "POST", "/api/v1/namespaces/"+ns+"/configmaps", cm)
+	if code != http.StatusCreated {
+		t.Fatalf("creating configmap %s/%s = %d %s, want 201", ns, name, code, body)
+	}
+	var created struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &created); err != nil {
+		t.Fatal(err)
+	}
+	return created.Metadata.ResourceVersion
+}
+
+// openWatch starts a watch and returns a channel closed when its stream ends.
+func openWatch(t *testing.T, cfg *rest.Config, path string) <-chan struct{} {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", cfg.Host+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("watch %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch %s: %s", path, resp.Status)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer resp.Body.Close()
+		for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+		}
+	}()
+	return ended
+}
+
+func TestControlPlane_EtcdCompact_DropsOlderRevisionsInEtcd(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	oldRV := createConfigMap(t, cfg, ns, "before")
+	createConfigMap(t, cfg, ns, "later")
+
+	rev := etcdCompact(t)
+
+	if old, _ := strconv.ParseInt(oldRV, 10, 64); rev <= old {
+		t.Fatalf("etcdCompact() = %d, want a revision after %s", rev, oldRV)
+	}
+	url := controlplane.Require(t).EtcdURL + "/v3/kv/range"
+	resp, err := http.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"key":"AA==","revision":%q}`, oldRV)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(answer), "compacted") {
+		t.Errorf("etcd range at revision %s after compaction = %s %s, want a compacted error", oldRV, resp.Status, answer)
 	}
 }
