@@ -221,7 +221,7 @@ type reconcileFunc[P any] func(ctx context.Context, k Key, obj P) (Result, error
 // chain once per run (chained), which handle (worker.go) calls. A step
 // of a higher rank wraps those of lower ranks:
 //
-//	rankReport  WarnAfterFailures (failure_events.go): sees the final error
+//	rankReport  WarnAfterFailures (recorder.go): sees the final error
 //	rankBound   WithReconcileTimeout (controller_options.go)
 //	rankRead    worker.go's own step (read): a panic inside it becomes an
 //	            error, and the steps inside it get the cached object

@@ -13,7 +13,7 @@ import (
 // "owned" or "mapped", on the plain data floor 1's run reads: the
 // controller's connects, caches and replays (as watchOwn does for its own
 // type). Their metadata-only forms are in metadata.go, OwnsEveryOwner in
-// owner.go, FromChannel in channel_source.go.
+// helpers.go, FromChannel in channel_source.go.
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference;

@@ -35,96 +35,106 @@
 //  2. resource.go: Object, Resource and Key: which API resource a Go type is.
 //  3. conn.go: Conn, one connection: LoadConfig (internal/clusterconfig
 //     finds the configuration), NewConn, and do (internal/transport: user
-//     agent, timeouts, rate limit, retries of 429, Warning headers).
-//  4. codec.go: objects as protobuf or JSON (or their metadata only); lists;
-//     typeOps, what the core needs of T itself, so that the data path (over
-//     P = *T) is compiled once for every type. internal/protowire reads the
-//     protobuf wire (envelopes, lists, around managedFields, watch frames).
-//  5. watch_stream.go: a watch's events, decoded one by one.
-//  6. client.go: Client[T]: a typed request, its answer, its errors; the
-//     writeNotes hook, which read-your-writes fills.
-//  7. client_reads.go: Get, List, and the list pages and watches.
-//  8. client_writes.go: Create, Update, UpdateStatus, Patch, Delete.
-//  9. handler.go: Event[T], and how events reach a handler.
-//  10. store.go: the informer's objects by key; its label and field
-//     indexes are internal/index.
-//  11. informer.go: Informer[T]: its state and reads (Get, List, ByIndex,
-//     waits), thin T-typed methods over the shared core.
-//  12. apply.go: how a list's result and a watch's events reach the store;
+//     agent, timeouts, rate limit, retries of 429, Warning headers, the
+//     pooled buffers answers are read into).
+//  4. codec.go: objects as protobuf or JSON; lists; a watch's events,
+//     decoded one by one (internal/transport reads their bytes and ends
+//     a silent watch); typeOps, what the core needs of T itself, so that
+//     the data path (over P = *T) is compiled once for every type.
+//     internal/protowire reads the protobuf wire and the Kubernetes
+//     messages in it (Status, ListMeta, an object's metadata).
+//  5. client.go: Client[T]: a typed request, its answer, its errors
+//     (internal/transport makes a failed answer an error,
+//     internal/discovery checks a declared type against the server); the
+//     writeNotes hook.
+//  6. client_reads.go: Get, List, and the list pages and watches.
+//  7. client_writes.go: Create, Update, UpdateStatus, Patch, Delete.
+//  8. handler.go: Event[T], and how events reach a handler.
+//  9. store.go: the informer's objects by key and its label and field
+//     indexes; a cached List walks the plan internal/index makes.
+//  10. informer.go: Informer[T]: its state and reads (Get, List, waits),
+//     thin T-typed methods over the shared core; the shard selector hook.
+//  11. apply.go: how a list's result and a watch's events reach the store;
 //     undecodable objects; resync batches (internal/resync's schedule).
-//  13. list_watch.go: the informer's write side: paged list (read ahead by
-//     internal/readahead), watch, relist after 410, backoff; the stream hook.
-//  14. watch_list.go: the watch-list stream (sendInitialEvents) on that
-//     hook, pages after a refusal.
-//  15. cache.go: Cache, one informer per resource; its made hook and its
+//  12. list_watch.go: the informer's write side: paged list (read ahead by
+//     internal/readahead), watch, relist after 410, backoff; the stream
+//     hook.
+//  13. cache.go: Cache, one informer per resource; its made hook and its
 //     read barrier.
-//  16. cache_reads.go: cached Client reads, as copies, after the barrier.
-//  17. readyourwrites.go: the barrier's filler: cached reads and the next
-//     reconcile wait for this Manager's own writes.
-//  18. predicate.go: ObjectEvent, Predicate and Trigger (why a key is queued).
-//  19. sources.go: events of owned and watched objects turned into keys.
-//  20. ratelimit.go: RateLimiter: the per-key backoff and the token bucket.
-//  21. queue_delay.go: the keys waiting for a time, in a heap with one timer.
-//  22. queue.go: Queue: fair, stingy, exclusive, delays, pacing and
-//     AddRateLimited; its line (first in, first out, or low keys behind
-//     normal ones) is internal/keyline.
-//  23. queue_shutdown.go: how a Queue ends: ShutDown, ShutDownWithDrain.
-//  24. runnable.go: Runnable, and the two contexts of a leadership term.
-//  25. shutdown.go: the schedule of a graceful shutdown; SignalContext.
-//  26. controller.go: Controller[T]: the reconcile contract, its hooks (the
-//     reconcile chain of middleware, controllerObserver, the host and
-//     keyOwner), filters and enqueue.
-//  27. controller_sources.go: Owns and Watches, other types' events as keys.
-//  28. worker.go: a reconcile's life: wait for caches, dequeue, the reconcile
+//  14. cache_reads.go: cached Client reads, as copies, after the barrier.
+//  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
+//     queued); the informer events a source passes on, or replays.
+//  16. queue.go: Queue: fair, stingy, exclusive, delays, pacing,
+//     AddRateLimited and its RateLimiter (internal/backoff), ShutDown
+//     and ShutDownWithDrain; its line (first in, first out, or low keys
+//     behind normal ones) is internal/keyline, its waiting keys (a heap
+//     with one timer) internal/keywait.
+//  17. runnable.go: Runnable, the two contexts of a leadership term, the
+//     schedule of a graceful shutdown; SignalContext.
+//  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
+//     reconcile chain of middleware, controllerObserver, keyOwner, the
+//     priority function lowIf), and events into keys: predicates
+//     (dropper), then enqueue.
+//  19. worker.go: a reconcile's life: wait for caches, dequeue, the reconcile
 //     chain (its read step: the cached copy, panics), requeue.
-//  29. checks.go: the Manager's readiness and liveness checks.
-//  30. manager.go: Manager: NewManager, the observers hook and its metrics
-//     observer, ClientFor, Add.
-//  31. manager_controllers.go: NewController; the Manager as its
-//     controllers' host and shard keyOwner.
-//  32. start.go: Manager.Start, and lead, one leadership term.
+//  20. manager.go: Manager: newManager, its observers, elect and member
+//     hooks, ClientFor, Add, the readiness and liveness checks.
+//  21. manager_controllers.go: NewController; the Manager as its
+//     controllers' host.
+//  22. start.go: Manager.Start, and lead, one leadership term.
 //
-// Floor 1 declares the points the floors above fill, each documented where
-// it is declared: the writeNotes of a Client (client.go), the informer's
-// stream (list_watch.go), the Cache's made hook and read barrier
-// (cache.go), the reconcile chain, the controllerObserver and the shard
-// keyOwner (controller.go), the Manager's observers, elect, ownsKey and
-// informerMade hooks (manager.go), and a controller's priority function.
-// Two behaviours that are on by default stay in floor 1, called directly
-// (watch_list.go, readyourwrites.go): floor 1 would otherwise have to
-// switch them on from a later file.
+// Floor 1 declares ten points the floors above fill, each documented
+// where it is declared with what fills it, and called in one place: a
+// Client's writeNotes (client.go); an informer's shard selector
+// (informer.go) and stream (list_watch.go); the Cache's made hook and
+// read barrier (cache.go); a controller's reconcile chain, its
+// controllerObserver (made by the Manager's observers hook), keyOwner
+// (the Manager's member) and priority function lowIf (controller.go); and
+// the Manager's elect (manager.go). Its exported constructors of a
+// Manager and a Cache are floor 2's last file, constructors.go: floor 1
+// has newManager and newCache, the same without floor 2's defaults.
 //
 // # Floor 2: production behaviours
 //
 // Floor 2 is production behaviour on those points, read second:
 // client_more.go (Apply, ApplyConfig, DeleteWithOptions, DeleteAllOf;
-// ObjectClient), metadata.go (MetadataInformerFor: a cache of metadata
-// only; OwnsMetadata, WatchesMetadata), controller_options.go (builder
-// options; WithReconcileTimeout and OnDelete are steps of the reconcile
-// chain; NeedLeader, WithPriority), keycontroller.go (NewKeyController, a
-// reconcile function of keys) and finalizer.go (Finalizer, a step of the
-// chain; AddFinalizer, RemoveFinalizer).
+// ObjectClient), cache_options.go (ScopeFor, TransformFor, ResyncFor; an
+// Informer's own indexes, AddIndex and ByIndex), watch_list.go (the
+// watch-list stream, sendInitialEvents, on the informer's stream hook;
+// pages after a refusal), controller_sources.go (Owns and Watches, other
+// types' events as keys), metadata.go (MetadataInformerFor: a cache of
+// metadata only, and its codec; OwnsMetadata, WatchesMetadata),
+// controller_options.go (builder options; the built-in predicates;
+// WithReconcileTimeout and OnDelete are steps of the reconcile chain;
+// NeedLeader; Priority and WithPriority, which set lowIf;
+// NewKeyController, a reconcile function of keys), finalizer.go
+// (Finalizer, a step of the chain; AddFinalizer, RemoveFinalizer),
+// readyourwrites.go (the writeNotes and the read barrier: cached reads
+// and the next reconcile wait for this Manager's own writes) and
+// constructors.go (NewManager and NewCache: floor 1's newManager and
+// newCache with the watch-list stream, read your writes and the
+// Manager's own metrics on their points).
 //
 // # Floor 3: the extras
 //
 // Floor 3 is the extras: helpers.go (CreateOrUpdate, CreateOrPatch,
-// SetControllerReference, RetryOnConflict), recorder.go (EventRecorder),
-// failure_events.go (WarnAfterFailures, a step of the chain),
-// leader_elector.go and leader.go (ElectLeader, through the Manager's elect
-// hook), user_metrics.go (Metrics, a program's own series; Reserved),
-// server.go (HTTPServer, ServeMetrics; what the serving packages use of a
-// Manager: Logger, ReportMisuse, DrainDeadline; UserInfo), health.go
-// (ServeHealth, AddNotedReadyCheck), metrics_auth.go (ServeSecureMetrics:
-// TokenReview and SubjectAccessReview through kctl's own client), index.go
-// (IndexField, MatchingField), owner.go (OwnsEveryOwner,
-// SetOwnerReference), port.go (ObjectReferenceOf, Manager.Enqueue),
-// history.go (KeepHistory, History, Histories: it wraps the Manager's
-// observers hook), channel_source.go (FromChannel), and sharding
-// (Manager.Shard, through the Manager's ownsKey and informerMade hooks):
-// shard.go (ShardOptions, the design, what a member needs of each
-// informer, and the probe: does the server serve ShardSelector),
-// shard_members.go (the Lease group), shard_state.go and shard_run.go (a
-// member's ranges, handovers and loop), shard_manager.go (Manager.Shard).
+// SetControllerReference, RetryOnConflict; OwnsEveryOwner,
+// SetOwnerReference; ObjectReferenceOf, Manager.Enqueue), recorder.go
+// (EventRecorder; WarnAfterFailures, a step of the chain), leader.go
+// (LeaderElection, ElectLeader, through the Manager's elect hook),
+// user_metrics.go (Metrics, a program's own series; Reserved), server.go
+// (HTTPServer, ServeMetrics; what the serving packages use of a Manager:
+// Logger, ReportMisuse, DrainDeadline; UserInfo; ServeHealth,
+// AddNotedReadyCheck; ServeSecureMetrics: TokenReview and
+// SubjectAccessReview through kctl's own client), index.go (IndexField,
+// MatchingField), history.go (KeepHistory, History, Histories: it wraps
+// the Manager's observers hook), channel_source.go (FromChannel), and
+// sharding (Manager.Shard, through the Manager's member, the cache's made
+// hook and the informers' shard selector): shard.go (ShardOptions, the
+// design, what a member needs of each informer and controller, and the
+// probe: does the server serve ShardSelector), shard_members.go (the
+// Lease group), shard_state.go and shard_run.go (a member's ranges,
+// handovers and loop), shard_manager.go (Manager.Shard).
 //
 // # Serving packages and leaves
 //
@@ -135,41 +145,53 @@
 // Leaves that need no kctl type live in internal/: clusterconfig
 // (LoadConfig's search and the checks that name a broken kubeconfig),
 // transport (a request's user agent, timeouts, rate limit, 429 retries and
-// Warning headers), apitype, protowire, presize (protobuf decoded with each
-// slice made once), discovery, index (label and field indexes, field
-// selectors), resync (the resync schedule), readahead (a paged list's
-// pages fetched ahead), keyline (a Queue's lines), pendingwrites, share,
-// metrics, prom, group, fieldlabel (the field labels a server filters by),
-// warnings (the server's Warning headers, logged once each), serve (the
-// HTTP serving loop every server shares), jsonpatch (a defaulting
-// webhook's patch), certwatch (a serving certificate reloaded from disk),
+// Warning headers; a failed answer's Status as an error; the pooled
+// answer buffers; a watch's bound and its events as bytes), apitype,
+// protowire, presize (protobuf decoded with each slice made once),
+// discovery (the discovery documents, cached, and a declared type checked
+// against them), index (label and field indexes, field selectors, a
+// cached List's plan), resync (the resync schedule), readahead (a paged
+// list's pages fetched ahead), keyline (a Queue's lines), keywait (a
+// Queue's waiting keys: a heap and its one timer), backoff (the default
+// RateLimiter's backoff and token bucket), pendingwrites, share,
+// metrics, prom (the metrics page's text and its name checks), group,
+// fieldlabel (the field labels a server filters by), warnings (the
+// server's Warning headers, logged once each), election (one replica's
+// side of a Lease election), events (Event repeats, the flood limit,
+// merging), metricsauth (the secure metrics page's reviews and
+// verdicts), history (per-key reconcile books), errtext (how a kctl
+// error wraps another), serve (the HTTP serving loop every server
+// shares), jsonpatch (a defaulting webhook's patch; CreateOrPatch's
+// merge diff), certwatch (a serving certificate reloaded from disk),
 // certs (a self-signed certificate), shardhash (the server's shard hash,
 // selectors and assignment) and handover (when a shard's range may move
-// between replicas).
+// between replicas, and a member's record of its ranges).
 //
 // # How data flows
 //
-// An object travels: conn.go (Conn.do sends the request) → codec.go and
-// watch_stream.go (decodeList, watchStream.Next decode it into *T) →
-// list_watch.go (Informer.list, or the watch-list stream of watch_list.go)
-// → apply.go (stored and apply store it in store.go and emit an Event) →
-// handler.go (the handler's goroutine) → controller.go (onEvent: the
+// An object's change travels through ten files of floor 1: codec.go
+// (watchStream.Next reads the event and decodes it into *T; the bytes
+// came through conn.go's do and client_reads.go's watch) → list_watch.go
+// (follow) → apply.go (apply stores it in store.go under the informer's
+// lock and emits an Event) → handler.go (the handler's goroutine) →
+// predicate.go (live passes it on) → controller.go (onEvent: the
 // predicates pass it, enqueue queues its Key) → queue.go (Add, then a
 // worker's Get) → worker.go (processNext, handle: the reconcile chain,
-// whose read step hands your function a copy of the cached object) →
-// client.go and client_writes.go (your writes go back to the API server).
+// whose read step hands your function a copy of the cached object).
+// Your writes go back through client_writes.go and client.go (send, call).
 //
-// A reconcile that fails is retried along five files:
+// A reconcile that fails is retried along three files of floor 1 and a
+// leaf:
 //
 //  1. worker.go: handle sees the error, requeue records why the key
 //     comes back,
 //  2. predicate.go: as a Trigger with Cause "retry",
-//  3. queue.go: and calls Queue.AddRateLimited, which asks
-//  4. ratelimit.go: RateLimiter.When for the key's backoff, then holds
-//     the key back (add, waitLocked) in
-//  5. queue_delay.go: the heap of waiting keys, whose timer fires when it
-//     is due (Queue.fire in queue.go); readyLocked puts it in the Queue's
-//     line (internal/keyline), which a worker's Get takes it from.
+//  3. queue.go: and calls Queue.AddRateLimited, which asks the
+//     RateLimiter (its default's delays are internal/backoff) for the
+//     key's backoff, then holds the key back (add, readyLocked) in
+//  4. internal/keywait: the heap of waiting keys, whose timer fires when
+//     it is due (Queue.fire in queue.go); readyLocked puts it in the
+//     Queue's line (internal/keyline), which a worker's Get takes it from.
 //
 // processNext (worker.go) sets Trigger.Attempt from NumRequeues and handle
 // runs it again; success calls Forget, which resets the backoff. A

@@ -113,7 +113,7 @@ type informer[P any] struct {
 	// shard, if set (before run; sharding's extra sets it), returns the
 	// shard selector (ListOptions.ShardSelector) of the objects to hold,
 	// "" for all: read before every list and watch. After it changes,
-	// reshard (reshard.go) makes every watch list again, so that the
+	// reshard (shard.go) makes every watch list again, so that the
 	// store holds just the new selector's objects, the others leaving as
 	// Deleted events.
 	shard func() string

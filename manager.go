@@ -306,7 +306,7 @@ func (m *Manager) AddHealthCheck(
 }
 
 // The Manager's probe checks: the readiness (/readyz) and liveness
-// (/healthz) checks it and its parts add, kept in order by name. health.go
+// (/healthz) checks it and its parts add, kept in order by name. server.go
 // serves them (ServeHealth).
 
 // health runs the Manager's probe checks and serves them like kube-apiserver:
@@ -331,7 +331,7 @@ type healthCheck struct {
 	name      string
 	readiness bool
 	check     func(r *http.Request) error
-	// note, if set, is shown after "ok" (health.go's addNoted).
+	// note, if set, is shown after "ok" (server.go's addNoted).
 	note func() string
 }
 

@@ -6,7 +6,7 @@ package kctl
 // shutdown's drain deadline, and the mistakes Start returns; UserInfo, who
 // sent a request (ServeSecureMetrics, kctl/webhook); ServeHealth, the
 // /healthz and /readyz endpoints over the Manager's health checks
-// (checks.go); and ServeSecureMetrics, the metrics page over HTTPS for
+// (manager.go); and ServeSecureMetrics, the metrics page over HTTPS for
 // scrapers that the API server authenticates (TokenReview) and authorizes
 // (SubjectAccessReview), as kubebuilder projects serve it
 // (internal/metricsauth).
