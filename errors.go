@@ -6,13 +6,14 @@ package kctl
 
 import (
 	"errors"
-	"strings"
+
+	"github.com/kctl-dev/kctl/internal/errtext"
 )
 
 // Every kctl error message starts with exactly one "kctl: ", however deep
 // the chain of errors it wraps: an error that wraps another kctl error wraps
 // it through unprefixed.
-const errPrefix = "kctl: "
+const errPrefix = errtext.Prefix
 
 // unprefixed returns err, whose message may start with "kctl: ", showing its
 // message without that prefix, so that a kctl error can wrap it with %w:
@@ -20,18 +21,7 @@ const errPrefix = "kctl: "
 //	return fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err))
 //
 // errors.Is and errors.As see through it. unprefixed(nil) is nil.
-func unprefixed(err error) error {
-	if err == nil {
-		return nil
-	}
-	return unprefixedError{err}
-}
-
-type unprefixedError struct{ err error }
-
-func (e unprefixedError) Error() string { return strings.TrimPrefix(e.err.Error(), errPrefix) }
-
-func (e unprefixedError) Unwrap() error { return e.err }
+func unprefixed(err error) error { return errtext.Unprefixed(err) }
 
 // ErrNotInstalled matches (with errors.Is) the error of a call on a resource
 // the API server does not serve: a CRD that is not applied, or an API group

@@ -45,24 +45,14 @@ type memberStore interface {
 // Invariants: own is nil before join and after leave, else the Lease as
 // last written. seen holds, for each Lease of the group listed last time,
 // its resourceVersion and the local time at which this member first saw
-// that version; a Lease is live while now - that time < its duration.
-// listed is the time of that list.
+// that version (internal/handover's Sightings); a Lease is live while
+// now - that time < its duration.
 type shardMembers struct {
 	cfg   ShardOptions // completed
 	store memberStore
 	now   func() time.Time // time.Now; a fake clock in tests
 	own   *coordinationv1.Lease
-	seen  map[string]seenLease
-	// listed is when the last list of the group was answered
-	listed time.Time
-}
-
-// seenLease is one Lease as this member saw it last.
-type seenLease struct {
-	identity        string
-	resourceVersion string
-	at              time.Time // when this version was first seen
-	duration        time.Duration
+	seen  handover.Sightings
 }
 
 // newShardMembers makes the view of a member; cfg must be completed.
@@ -71,7 +61,6 @@ func newShardMembers(cfg ShardOptions, store memberStore) *shardMembers {
 		cfg:   cfg,
 		store: store,
 		now:   time.Now,
-		seen:  map[string]seenLease{},
 	}
 }
 
@@ -188,26 +177,26 @@ func (m *shardMembers) live(ctx context.Context) (shardView, error) {
 		return shardView{}, m.failed("list", err)
 	}
 	now := m.now()
-	seen := make(map[string]seenLease, len(list))
+	seen := make(map[string]handover.Seen, len(list))
 	view := shardView{taken: make([]bool, m.cfg.Ranges)}
 	var expired []*coordinationv1.Lease
 	for _, l := range list {
 		s := m.observe(l, now)
 		seen[l.Name] = s
 		switch {
-		case s.identity == "":
+		case s.Identity == "":
 			// released: not a member
 		case m.own != nil && l.Name == m.own.Name:
 			view.members = append(view.members, m.cfg.Identity)
-		case now.Sub(s.at) < s.duration:
-			view.members = append(view.members, s.identity)
-			m.markTaken(view.taken, l)
+		case s.Live(now):
+			view.members = append(view.members, s.Identity)
+			record := l.Annotations[shardRangesAnnotation]
+			handover.MarkTaken(view.taken, record)
 		default:
 			expired = append(expired, l)
 		}
 	}
-	m.seen = seen
-	m.listed = now
+	m.seen.Listed(seen, now)
 	joined := m.own != nil
 	if joined && !slices.Contains(view.members, m.cfg.Identity) {
 		// our Lease is not listed: deleted by a peer
@@ -227,37 +216,11 @@ func (m *shardMembers) live(ctx context.Context) (shardView, error) {
 // already past: a look then judges it expired at once, not up to a
 // RenewPeriod later.
 func (m *shardMembers) nextExpiry() time.Time {
-	var first time.Time
-	for name, s := range m.seen {
-		ours := m.own != nil && name == m.own.Name
-		if s.identity == "" || ours {
-			continue
-		}
-		at := s.at.Add(s.duration)
-		judged := !at.After(m.listed)
-		later := !first.IsZero() && !at.Before(first)
-		if judged || later {
-			continue
-		}
-		first = at
+	own := ""
+	if m.own != nil {
+		own = m.own.Name
 	}
-	return first
-}
-
-// markTaken sets taken[r] for each range r the live Lease l records. A
-// record it cannot read counts as every range: a member never takes a
-// range it cannot prove free.
-func (m *shardMembers) markTaken(taken []bool, l *coordinationv1.Lease) {
-	rs, ok := handover.Parse(l.Annotations[shardRangesAnnotation], len(taken))
-	if !ok {
-		for r := range taken {
-			taken[r] = true
-		}
-		return
-	}
-	for _, r := range rs {
-		taken[r] = true
-	}
+	return m.seen.NextExpiry(own)
 }
 
 // observe returns what this member knows of l at now: when it first saw
@@ -265,24 +228,20 @@ func (m *shardMembers) markTaken(taken []bool, l *coordinationv1.Lease) {
 func (m *shardMembers) observe(
 	l *coordinationv1.Lease,
 	now time.Time,
-) seenLease {
-	s := seenLease{
-		resourceVersion: l.ResourceVersion,
-		at:              now,
-		duration:        m.cfg.LeaseDuration,
+) handover.Seen {
+	s := handover.Seen{
+		ResourceVersion: l.ResourceVersion,
+		At:              now,
+		Duration:        m.cfg.LeaseDuration,
 	}
 	if l.Spec.HolderIdentity != nil {
-		s.identity = *l.Spec.HolderIdentity
+		s.Identity = *l.Spec.HolderIdentity
 	}
 	secs := l.Spec.LeaseDurationSeconds
 	if secs != nil && *secs > 0 {
-		s.duration = time.Duration(*secs) * time.Second
+		s.Duration = time.Duration(*secs) * time.Second
 	}
-	old, ok := m.seen[l.Name]
-	if ok && old.resourceVersion == l.ResourceVersion {
-		s.at = old.at
-	}
-	return s
+	return m.seen.Observe(l.Name, s)
 }
 
 // forget deletes the expired Lease l unless it changed since it was

@@ -34,6 +34,7 @@ import (
 
 	"github.com/kctl-dev/kctl"
 	"github.com/kctl-dev/kctl/internal/certwatch"
+	"github.com/kctl-dev/kctl/internal/errtext"
 	"github.com/kctl-dev/kctl/internal/serve"
 )
 
@@ -473,10 +474,4 @@ func typeName[T any]() string {
 
 // unprefixed is err with its message's "kctl: " prefix dropped, so that
 // a kctl error can wrap it with %w; errors.Is and errors.As see through it.
-func unprefixed(err error) error { return unprefixedError{err} }
-
-type unprefixedError struct{ err error }
-
-func (e unprefixedError) Error() string { return strings.TrimPrefix(e.err.Error(), "kctl: ") }
-
-func (e unprefixedError) Unwrap() error { return e.err }
+func unprefixed(err error) error { return errtext.Unprefixed(err) }

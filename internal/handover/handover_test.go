@@ -274,3 +274,18 @@ func TestMember_Simulation_NoRangeServedTwice(t *testing.T) {
 		}
 	}
 }
+
+// A live member's record marks its ranges taken; one that cannot be read
+// marks every range, so that no member takes a range it cannot prove free.
+func TestMarkTaken_UnreadableRecordTakesEveryRange(t *testing.T) {
+	taken := make([]bool, 4)
+	MarkTaken(taken, "1,3")
+	if want := []bool{false, true, false, true}; !slices.Equal(taken, want) {
+		t.Errorf("MarkTaken(\"1,3\") = %v, want %v", taken, want)
+	}
+	taken = make([]bool, 4)
+	MarkTaken(taken, "1,9")
+	if want := []bool{true, true, true, true}; !slices.Equal(taken, want) {
+		t.Errorf("MarkTaken(\"1,9\") of 4 ranges = %v, want every range", taken)
+	}
+}

@@ -34,3 +34,19 @@ func Parse(v string, n int) ([]int, bool) {
 	}
 	return rs, true
 }
+
+// MarkTaken sets taken[r] for each range r that a live member's record
+// v (what Format wrote) holds. A record it cannot read counts as every
+// range: a member never takes a range it cannot prove free.
+func MarkTaken(taken []bool, v string) {
+	rs, ok := Parse(v, len(taken))
+	if !ok {
+		for r := range taken {
+			taken[r] = true
+		}
+		return
+	}
+	for _, r := range rs {
+		taken[r] = true
+	}
+}
