@@ -15,8 +15,8 @@ import (
 // the shared cache. It starts nothing: Start does.
 //
 // Its Manager is floor 1's (newManager, manager.go) with
-//   - its metrics (below): each request, informer and
-//     reconcile is counted on the metrics page;
+//   - its metrics (below): each informer and reconcile is counted on
+//     the metrics page;
 //   - read your writes (readyourwrites.go): one writeTracker hears of the
 //     writes of its clients (writeNotes), holds back cached reads and
 //     reconciles until the cache has them (the cache's read barrier), and
@@ -57,15 +57,15 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	return c
 }
 
-// The Manager's own metrics (internal/metrics): each request of
-// its connection, each informer of its cache and each reconcile of its
-// controllers, counted on the metrics page (ServeMetrics) through floor
-// 1's points: the Conn's requests observer, the Cache's made hook and the
-// Manager's observers hook.
+// The Manager's own metrics (internal/metrics): each informer of its
+// cache and each reconcile of its controllers, counted on the metrics
+// page (ServeMetrics) through floor 1's points, the Cache's made hook
+// and the Manager's observers hook. (Floor 1's newManager counts each
+// request of its connection itself: the registry is its own.)
 
-// countInMetrics puts m.metrics on m's points; NewManager calls it.
+// countInMetrics puts m.metrics on m's observers hook; NewManager calls
+// it.
 func (m *Manager) countInMetrics() {
-	m.conn.requests = m.metrics.Requests
 	m.observers = metricsObservers{m.metrics}
 }
 

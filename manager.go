@@ -193,6 +193,7 @@ func newManager(opts Options) (*Manager, error) {
 		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
 	}
+	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = newCache(conn, opts.Cache)
 	m.health.add("ping", false, func(*http.Request) error { return nil })
