@@ -13,20 +13,19 @@ import (
 
 // NewManager loads the configuration (see LoadConfig), connects and makes
 // the shared cache. It starts nothing: Start does.
-//
-// Its Manager is floor 1's (newManager, manager.go) with
-//   - its metrics (below): each informer and reconcile is counted on
-//     the metrics page;
-//   - read your writes (readyourwrites.go): one writeTracker hears of the
-//     writes of its clients (writeNotes), holds back cached reads and
-//     reconciles until the cache has them (the cache's read barrier), and
-//     follows every whole informer the cache makes;
-//   - the watch-list stream (watch_list.go): every informer syncs with
-//     it, as NewCache's do.
-//
-// All three see each informer through the cache's made hook (which a
-// shard member's Manager.Shard wraps).
 func NewManager(opts Options) (*Manager, error) {
+	// Its Manager is floor 1's (newManager, manager.go) with
+	//   - its metrics (below): each informer and reconcile is counted on
+	//     the metrics page;
+	//   - read your writes (readyourwrites.go): one writeTracker hears of the
+	//     writes of its clients (writeNotes), holds back cached reads and
+	//     reconciles until the cache has them (the cache's read barrier), and
+	//     follows every whole informer the cache makes;
+	//   - the watch-list stream (watch_list.go): every informer syncs with
+	//     it, as NewCache's do.
+	//
+	// All three see each informer through the cache's made hook (which a
+	// shard member's Manager.Shard wraps).
 	m, err := newManager(opts)
 	if err != nil {
 		return nil, err
@@ -46,10 +45,9 @@ func NewManager(opts Options) (*Manager, error) {
 }
 
 // NewCache returns a Cache reading through conn. It starts nothing.
-//
-// Its Cache is floor 1's (newCache, cache.go) whose informers sync with
-// the watch-list stream (watch_list.go), through the made hook.
 func NewCache(conn *Conn, opts CacheOptions) *Cache {
+	// Its Cache is floor 1's (newCache, cache.go) whose informers sync
+	// with the watch-list stream (watch_list.go), through the made hook.
 	c := newCache(conn, opts)
 	c.made = func(inf cachedInformer, meta bool) {
 		streamByWatchList(inf)
