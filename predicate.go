@@ -1,10 +1,9 @@
 package kctl
 
 // What a source's events look like to a filter (ObjectEvent, Predicate),
-// and why a key is queued
-// (Trigger); the informer events a source passes on (live) or replays at
-// each run (replay), and the key of an object of the controller's own type
-// (ownKeys).
+// and why a key is queued (Trigger); the informer events a source passes
+// on (live) or replays at each run (replay), and the key of an object of
+// the controller's own type (ownKeys).
 
 import (
 	"context"
