@@ -86,11 +86,9 @@ func (m *Manager) observer(name string, workers int) controllerObserver {
 }
 
 // owner implements controllerHost: the shard member, if Shard set one.
-func (m *Manager) owner() keyOwner {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.member
-}
+// Read without m.mu: Shard sets member before Start, and it is fixed from
+// Start on, so every reconcile reads it without a lock.
+func (m *Manager) owner() keyOwner { return m.member }
 
 // drainBy implements controllerHost: the shutdown's drainBy.
 func (m *Manager) drainBy() (time.Time, time.Duration) {
