@@ -28,7 +28,7 @@ func TestServing_WebhooksAndSecureMetrics_LinkedOnlyWhenCalled(t *testing.T) {
 		"internal/certwatch.",
 		"internal/jsonpatch.",
 		"webhook.(*Server).handle",
-		"(*metricsAuth).check",
+		"internal/metricsauth.(*Auth).check",
 		"debug.servePprof",
 		"crypto/tls.(*Conn).serverHandshake",
 	}
