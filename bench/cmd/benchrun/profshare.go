@@ -11,9 +11,11 @@ import (
 )
 
 // historyFrames are the functions of kctl's per-key history on the
-// reconcile and event paths: what the worker (c.hist.reconciled) and the
-// predicate hook (noteDrop, dropped) run, and what they call.
-const historyFrames = `^github\.com/kctl-dev/kctl\.(\(\*keyBook\)\.|\(\*historyBooks\)\.|resultOf$|dropper$|\(\*controller\[.*\]\)\.noteDrop$)`
+// reconcile and event paths: what the worker (the historyObserver's
+// reconciled) and a dropped event (noteDrop, dropped) run, and what they
+// call (entryOf, internal/history's books). The predicates' own walk
+// (dropper) runs for every event, with or without history: not counted.
+const historyFrames = `^github\.com/kctl-dev/kctl(\.(\(\*historyBooks\)\.|historyObserver\.|entryOf$|\(\*controller\[.*\]\)\.noteDrop$)|/internal/history\.)`
 
 // profShare is `benchrun prof-share [-focus RE] [-sample-index I] BINARY
 // PROFILE...`: for each profile, the samples in stacks with a frame
