@@ -169,16 +169,17 @@
 //
 // # How data flows
 //
-// An object's change travels through ten files of floor 1: codec.go
-// (watchStream.Next reads the event and decodes it into *T; the bytes
-// came through conn.go's do and client_reads.go's watch) → list_watch.go
-// (follow) → apply.go (apply stores it in store.go under the informer's
-// lock and emits an Event) → handler.go (the handler's goroutine) →
-// predicate.go (live passes it on) → controller.go (onEvent: the
-// predicates pass it, enqueue queues its Key) → queue.go (Add, then a
-// worker's Get) → worker.go (processNext, handle: the reconcile chain,
-// whose read step hands your function a copy of the cached object).
-// Your writes go back through client_writes.go and client.go (send, call).
+// An object's change travels through nine files of floor 1 from its watch
+// frame to your reconcile (eleven with conn.go and client_reads.go, whose
+// do and watch opened the watch): codec.go (watchStream.Next reads the
+// event and decodes it into *T) → list_watch.go (follow) → apply.go
+// (apply stores it in store.go under the informer's lock and emits an
+// Event) → handler.go (the handler's goroutine) → predicate.go (live
+// passes it on) → controller.go (onEvent: the predicates pass it, enqueue
+// queues its Key) → queue.go (Add, then a worker's Get) → worker.go
+// (processNext, handle: the reconcile chain, whose read step hands your
+// function a copy of the cached object). Your writes go back through
+// client_writes.go and client.go (send, call).
 //
 // A reconcile that fails is retried along three files of floor 1 and a
 // leaf:
