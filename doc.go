@@ -90,9 +90,9 @@
 // read barrier (cache.go); a controller's reconcile chain, its
 // controllerObserver (made by the Manager's observers hook), keyOwner
 // (the Manager's member) and priority function lowIf (controller.go); and
-// the Manager's elect (manager.go). Its exported constructors of a
-// Manager and a Cache are floor 2's last file, constructors.go: floor 1
-// has newManager and newCache, the same without floor 2's defaults.
+// the Manager's elect (manager.go). Floor 1 builds its Manager and Cache
+// with newManager and newCache; the exported constructors are floor 2's
+// last file.
 //
 // # Floor 2: production behaviours
 //
