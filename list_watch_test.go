@@ -76,7 +76,8 @@ func TestInformerFault_Scope_LabelsAndFieldsAreSentOnEveryListAndWatch(t *testin
 // one more after those before it.
 func TestInformerFault_WatchOpenLongEnough_ResetsTheBackoff(t *testing.T) {
 	checkNoCacheLeaks(t)
-	const healthy, held = 200 * time.Millisecond, 600 * time.Millisecond
+	// A quick failure must take less than healthy, even on a busy machine.
+	const healthy, held = time.Second, 2 * time.Second
 	f := newFakeAPI(t, func(c fakeCall) {
 		switch {
 		case c.kind == "list":
@@ -341,6 +342,64 @@ func checkNoCacheLeaks(t *testing.T) {
 		}
 		t.Errorf("goroutines leaked after the cache stopped:\n%s", stacks)
 	})
+}
+
+// otherStacks returns the stacks of every goroutine but the caller's.
+func otherStacks() []string {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	for n == len(buf) {
+		buf = make([]byte, 2*len(buf))
+		n = runtime.Stack(buf, true)
+	}
+	goroutines := strings.Split(string(buf[:n]), "\n\n")
+	return goroutines[1:] // the first is the caller's
+}
+
+// waitForStacks polls the other goroutines' stacks until done says so,
+// for at most limit; it reports whether done did.
+func waitForStacks(limit time.Duration, done func(stacks []string) bool) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if done(otherStacks()) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond) // the poll's interval, as eventually's
+	}
+	return false
+}
+
+// fetchWaitingForRoom reports whether a page's fetch is parked in
+// internal/readahead's select, waiting for room before it asks the
+// server for anything: its first frame outside the runtime is there.
+func fetchWaitingForRoom(stacks []string) bool {
+	for _, g := range stacks {
+		lines := strings.Split(g, "\n")
+		if !strings.Contains(lines[0], "[select") {
+			continue
+		}
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "\t") {
+				continue
+			}
+			if strings.Contains(l, "internal/readahead.Pages") {
+				return true
+			}
+			break
+		}
+	}
+	return false
+}
+
+// noFetchLeft reports whether every goroutine internal/readahead started
+// for a page has ended.
+func noFetchLeft(stacks []string) bool {
+	for _, g := range stacks {
+		if strings.Contains(g, "internal/readahead.Pages") {
+			return false
+		}
+	}
+	return true
 }
 
 // startCache runs c until the test ends, then checks that it stopped.
@@ -715,10 +774,11 @@ func TestInformerFault_ProtobufPages_ReadAheadIsBounded(t *testing.T) {
 	var askedWhileBlocked int32
 	if err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
 		if first.CompareAndSwap(false, true) {
-			for deadline := time.Now().Add(5 * time.Second); asked.Load() < 3 && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
+			// Once a fetch waits for room, nothing more is asked for until
+			// page 1 is used: the count is final.
+			if !waitForStacks(10*time.Second, fetchWaitingForRoom) {
+				t.Error("no page's fetch waited for room within 10s while page 1 was prepared")
 			}
-			time.Sleep(200 * time.Millisecond) // room for a fourth request, which must not come
 			askedWhileBlocked = asked.Load()
 		}
 	}); err != nil {
@@ -764,7 +824,10 @@ func TestInformerFault_ProtobufPages_StopMidList(t *testing.T) {
 	if err := TransformFor[corev1.Pod](c, func(p *corev1.Pod) {
 		if first.CompareAndSwap(false, true) { // page 1 waits here until the stop
 			cancel()
-			time.Sleep(300 * time.Millisecond) // the fetches asked for early see the stop meanwhile
+			// The fetches asked for early end with the stop meanwhile.
+			if !waitForStacks(10*time.Second, noFetchLeft) {
+				t.Error("the pages asked for early had not ended 10s after the stop")
+			}
 		}
 	}); err != nil {
 		t.Fatal(err)
