@@ -76,11 +76,10 @@ func TestController_ReconcileTimeout_EndsTheContextCountsAndRetries(t *testing.T
 }
 
 func TestController_ReconcileTimeout_NegativeIsAnErrorFromStart(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
+	mgr := testManager(t, noServer(), "default", Options{})
 	c := NewController(mgr, "neg", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
 	c.WithReconcileTimeout(-time.Second)
-	err := mgr.Start(t.Context())
+	err := mgr.Start(startCheckCtx(t))
 	if err == nil || !strings.Contains(err.Error(), "WithReconcileTimeout(-1s) must not be negative") {
 		t.Errorf("Start = %v, want the negative timeout named", err)
 	}
@@ -314,13 +313,10 @@ func TestKeyController_ReconcilesKeysThatNameNoObject(t *testing.T) {
 }
 
 func TestKeyController_Owns_IsAnErrorFromStart(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
+	mgr := testManager(t, noServer(), "default", Options{})
 	c := NewKeyController(mgr, "keys", func(ctx context.Context, k Key) (Result, error) { return Result{}, nil })
 	Owns[corev1.Pod](c)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	err := mgr.Start(ctx)
+	err := mgr.Start(startCheckCtx(t))
 	if err == nil || !strings.Contains(err.Error(), "Owns on a controller of keys") {
 		t.Errorf("Start = %v, want Owns on a key controller named", err)
 	}

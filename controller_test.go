@@ -575,12 +575,11 @@ func TestController_NeedLeaderFalse_RunsOnEveryReplica(t *testing.T) {
 }
 
 func TestController_NeedLeaderAfterFromChannel_IsAnErrorFromStart(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
+	mgr := testManager(t, noServer(), "default", Options{})
 	c := NewController(mgr, "late", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
 	FromChannel(c, make(chan int), nil, func(int) []Key { return nil })
 	c.NeedLeader(false)
-	err := mgr.Start(t.Context())
+	err := mgr.Start(startCheckCtx(t))
 	if err == nil || !containsAll(err.Error(), "NeedLeader after FromChannel", "call NeedLeader first") {
 		t.Errorf("Start = %v, want the order of NeedLeader and FromChannel named", err)
 	}

@@ -97,8 +97,7 @@ func TestHistory_ShowsEachOutcomeFromGo(t *testing.T) {
 }
 
 func TestHistory_OffUnlessAsked(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
+	mgr := testManager(t, noServer(), "default", Options{})
 	NewController(mgr, "quiet", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
 	if _, err := mgr.History("quiet", Key{Name: "x"}); err == nil || !strings.Contains(err.Error(), "KeepHistory") {
 		t.Errorf("History with history off = %v, want an error naming KeepHistory", err)

@@ -130,15 +130,14 @@ func mustConn(t *testing.T, cfg *rest.Config) *Conn {
 }
 
 func TestManager_BuilderMistakes_AreReturnedByStart(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
+	mgr := testManager(t, noServer(), "default", Options{})
 	type unknown struct {
 		metav1.TypeMeta
 		metav1.ObjectMeta
 	}
 	NewController(mgr, "bad", func(ctx context.Context, u *unknown) (Result, error) { return Result{}, nil })
 	NewController(mgr, "zero", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil }).MaxConcurrentReconciles(0)
-	err := mgr.Start(t.Context())
+	err := mgr.Start(startCheckCtx(t))
 	if err == nil {
 		t.Fatal("Start succeeded with an undeclared type and 0 workers")
 	}
@@ -309,11 +308,10 @@ func (b *logBuffer) lines(substr string) []string {
 
 // Issue 25, item 4: a controller name is taken once per Manager.
 func TestManager_TwoControllersWithOneName_StartNamesBoth(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
+	mgr := testManager(t, noServer(), "default", Options{})
 	NewController(mgr, "same", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
 	NewController(mgr, "same", func(ctx context.Context, s *corev1.Secret) (Result, error) { return Result{}, nil })
-	err := mgr.Start(t.Context())
+	err := mgr.Start(startCheckCtx(t))
 	if err == nil {
 		t.Fatal("Start succeeded with two controllers named \"same\"")
 	}
@@ -353,6 +351,21 @@ func TestMain(m *testing.M) {
 func testConfig(t *testing.T) *rest.Config {
 	t.Helper()
 	return testLoadConfig(t, controlplane.Require(t).Kubeconfig())
+}
+
+// noServer is the config of a Manager that never contacts a server: a
+// test that needs none starts no control plane. Nothing answers on port 1.
+func noServer() *rest.Config {
+	return &rest.Config{Host: "http://127.0.0.1:1"}
+}
+
+// startCheckCtx bounds a Start that must fail its checks at once: were
+// it to go on, it would wait for a server that never answers, and the
+// test fails with the deadline rather than hanging.
+func startCheckCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // testUnprivilegedConfig returns a new config for user "kctl-unprivileged",

@@ -311,7 +311,6 @@ func TestWebhooks_RealAPIServer_StuckFunction_ContextEndsAtTimeout(t *testing.T)
 // return, after the server stopped listening, and Start returns within
 // ShutdownTimeout.
 func TestWebhooks_GracefulShutdown_AnswersInFlightFinish(t *testing.T) {
-	cfg := testConfig(t)
 	ca, err := certs.NewCA("kctl webhook test")
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +320,7 @@ func TestWebhooks_GracefulShutdown_AnswersInFlightFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
-	mgr := testManager(t, cfg, "default", kctl.Options{ShutdownTimeout: 10 * time.Second})
+	mgr := testManager(t, noServer(), "default", kctl.Options{ShutdownTimeout: 10 * time.Second})
 	hooks, err := Serve(mgr, addr, certDir)
 	if err != nil {
 		t.Fatal(err)

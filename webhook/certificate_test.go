@@ -131,7 +131,6 @@ func TestWebhooks_RealAPIServer_CertificateThatCannotServe_KeptOut(t *testing.T)
 // ready, and /readyz?verbose says why; a good pair on disk makes it
 // ready again.
 func TestWebhooks_ServedCertificateExpired_NotReady(t *testing.T) {
-	cfg := testConfig(t)
 	ca, err := certs.NewCA("kctl webhook test")
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +143,7 @@ func TestWebhooks_ServedCertificateExpired_NotReady(t *testing.T) {
 	if err := certs.WritePair(certDir, certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	mgr := testManager(t, cfg, "default", kctl.Options{})
+	mgr := testManager(t, noServer(), "default", kctl.Options{})
 	if _, err := Serve(mgr, freeLoopbackAddr(t), certDir); err != nil {
 		t.Fatalf("Serve with an expired pair: %v, want it to start (a good pair may come)", err)
 	}

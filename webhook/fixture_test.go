@@ -40,6 +40,12 @@ var (
 	testRawRequest   = servetest.RawRequest
 )
 
+// noServer is the config of a Manager that never contacts a server: a
+// test that needs none starts no control plane. Nothing answers on port 1.
+func noServer() *rest.Config {
+	return &rest.Config{Host: "http://127.0.0.1:1"}
+}
+
 // testNamespace is a namespace of the test's own (cfg is the admin's).
 func testNamespace(t *testing.T, _ *rest.Config) string { return servetest.Namespace(t) }
 

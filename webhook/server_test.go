@@ -201,7 +201,6 @@ func TestWebhooks_TLS12AndUp_CertificateRequired(t *testing.T) {
 // TestWebhooks_ServingLine_NamesTimeoutsAndBound: the server logs, as it
 // starts, its read and write timeouts and its bound on requests in flight.
 func TestWebhooks_ServingLine_NamesTimeoutsAndBound(t *testing.T) {
-	cfg := testConfig(t)
 	ca, err := certs.NewCA("kctl webhook test")
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +210,7 @@ func TestWebhooks_ServingLine_NamesTimeoutsAndBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
-	mgr := testManager(t, cfg, "default", kctl.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	mgr := testManager(t, noServer(), "default", kctl.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if _, err := Serve(mgr, freeLoopbackAddr(t), certDir); err != nil {
 		t.Fatal(err)
 	}
