@@ -49,12 +49,18 @@ ginkgotest: controlplane
 # worker is mid-call (golang/go#75804, fixed in Go 1.27); seen here in CI.
 FUZZTIME ?= 20000x
 # A target outside the root package is written package:Target.
-FUZZ_TARGETS = FuzzQueue FuzzAdmissionReview FuzzDefaultPatch FuzzConversionReview FuzzDecodeProtobufList FuzzSkipManagedFields FuzzDecodeJSONList FuzzDecodeProtobufWatch FuzzDecodeJSONWatch ./internal/protowire:FuzzNext ./internal/presize:FuzzPlan_DecodesAsGenerated
+FUZZ_TARGETS = FuzzQueue ./webhook:FuzzAdmissionReview ./webhook:FuzzDefaultPatch ./webhook:FuzzConversionReview FuzzDecodeProtobufList FuzzSkipManagedFields FuzzDecodeJSONList FuzzDecodeProtobufWatch FuzzDecodeJSONWatch ./internal/protowire:FuzzNext ./internal/presize:FuzzPlan_DecodesAsGenerated
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		case $$t in *:*) pkg=$${t%%:*}; f=$${t##*:};; *) pkg=.; f=$$t;; esac; \
 		echo "fuzzing $$f in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0x $$pkg || exit 1; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0x $$pkg 2>&1); \
+		rc=$$?; \
+		if [ $$rc -ne 0 ]; then echo "$$out"; exit 1; fi; \
+		echo "$$out" | grep -v '^fuzz: elapsed' ; \
+		case "$$out" in *"no fuzz tests to fuzz"*) \
+			echo "$$pkg has no fuzz target $$f: name it package:Target in FUZZ_TARGETS"; exit 1;; \
+		esac; \
 	done
 
 deps:
