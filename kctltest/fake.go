@@ -55,7 +55,8 @@ import (
 // finalizer is removed), generateName, label selectors and field selectors on
 // metadata.name and metadata.namespace, and server-side apply by one field
 // manager: Apply creates the object, or sets the fields it applies and
-// removes those the same manager applied before and no longer does; lists
+// removes those the same manager applied before and no longer does (with
+// PatchOptions.Subresource "status", it sets the status alone); lists
 // are replaced whole, as a CRD's lists are by default. Errors are the API
 // server's (apierrors.IsNotFound, IsConflict, IsAlreadyExists work).
 // InjectError makes a verb fail as a test says.

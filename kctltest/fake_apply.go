@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kctl-dev/kctl"
@@ -13,20 +14,28 @@ import (
 )
 
 // apply is server-side apply by opts.FieldManager of the configuration
-// data, to the object namespace/name: see FakeClient for what is modelled.
-// A field is owned by the managers that set it to its value (see own); an
-// Apply that would change a field another manager owns fails with the API
+// data, to the object namespace/name, or to its status with
+// opts.Subresource "status": see FakeClient for what is modelled. A field
+// is owned by the managers that set it to its value (see own); an Apply
+// that would change a field another manager owns fails with the API
 // server's Conflict unless opts.Force, which makes the field its alone.
+//
+// As on the API server, a manager's applies to the object and to its
+// status are two owners (see applier): each removes only the fields that
+// it set and no longer sets. An apply to the status changes the status
+// alone, and finds no object to create.
 func (f *fakeResource) apply(namespace, name string, data []byte, opts kctl.PatchOptions) ([]byte, error) {
 	manager := opts.FieldManager
+	status := opts.Subresource == "status" && f.hasStatus
 	switch {
 	case manager == "":
 		return nil, fmt.Errorf("kctl: apply %s %s/%s: server-side apply needs PatchOptions.FieldManager, e.g. the controller's name",
 			f.res.Kind, namespace, name)
-	case opts.Subresource != "":
-		return nil, fmt.Errorf("kctltest: FakeClient[%s] does not model server-side apply of a subresource (%s): test it with Start",
+	case opts.Subresource != "" && !status:
+		return nil, fmt.Errorf("kctltest: FakeClient[%s] does not model server-side apply of the %s subresource: test it with Start",
 			f.res.Kind, opts.Subresource)
 	}
+	owner := applier(manager, opts.Subresource)
 	var cfg map[string]any
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, apierrors.NewBadRequest("the applied configuration is not a JSON object: " + err.Error())
@@ -39,29 +48,36 @@ func (f *fakeResource) apply(namespace, name string, data []byte, opts kctl.Patc
 	}
 	delete(cfg, "apiVersion")
 	delete(cfg, "kind")
-	if f.hasStatus {
+	if f.hasStatus && !status {
 		delete(cfg, "status") // the status subresource's
 	}
 	meta["name"] = name
 	if namespace != "" {
 		meta["namespace"] = namespace
 	}
+	if status {
+		cfg = statusOnly(cfg)
+	}
 	key := f.key(namespace, name)
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
-	if _, ok := f.store.objs[key]; !ok {
-		out, err := f.createLocked(clone(cfg), manager)
+	_, exists := f.store.objs[key]
+	switch {
+	case !exists && status:
+		return nil, f.notFound(name)
+	case !exists:
+		out, err := f.createLocked(clone(cfg), owner)
 		if err != nil {
 			return nil, err
 		}
-		f.remember(key, manager, cfg)
+		f.remember(key, owner, cfg)
 		return out, nil
 	}
 	old, err := f.currentLocked(key, rv, false)
 	if err != nil {
 		return nil, err
 	}
-	want := leaves(cfg)
+	want := appliedLeaves(cfg)
 	have := leaves(old)
 	owners := f.store.owners[key]
 	var conflicts []string
@@ -70,9 +86,9 @@ func (f *fakeResource) apply(namespace, name string, data []byte, opts kctl.Patc
 		if !ok || reflect.DeepEqual(hv, v) {
 			continue
 		}
-		for m := range owners[path] {
-			if m != manager {
-				conflicts = append(conflicts, fmt.Sprintf("conflict with %q: %s", cmpManager(m), dotted(path)))
+		for o := range owners[path] {
+			if o != owner {
+				conflicts = append(conflicts, fmt.Sprintf("conflict with %s: %s", conflictWith(o), dotted(path)))
 			}
 		}
 	}
@@ -86,30 +102,65 @@ func (f *fakeResource) apply(namespace, name string, data []byte, opts kctl.Patc
 			fmt.Errorf("Apply failed with %d %s: %s", len(conflicts), noun, strings.Join(conflicts, ", ")))
 	}
 	next := clone(old)
-	for path := range leaves(f.store.applied[key][manager]) {
+	for path := range appliedLeaves(f.store.applied[key][owner]) {
 		if _, still := want[path]; still {
 			continue
 		}
-		delete(owners[path], manager)
+		delete(owners[path], owner)
 		if len(owners[path]) == 0 {
 			removePath(next, path)
 		}
 	}
 	next = f.normal(mergePatch(next, clone(cfg)).(map[string]any))
-	out, err := f.storeLocked(key, old, f.merge(old, next, false), manager)
+	out, err := f.storeLocked(key, old, f.merge(old, next, status), owner)
 	if err != nil {
 		return nil, err
 	}
-	f.remember(key, manager, cfg)
+	f.remember(key, owner, cfg)
 	return out, nil
 }
 
-// cmpManager names a manager in a conflict: "" is the writes not made by Apply.
-func cmpManager(m string) string {
-	if m == "" {
-		return "kctl (Create, Update or Patch)"
+// statusOnly is what an apply to the status subresource writes of the
+// configuration cfg: its status, if it sets one. The API server ignores
+// the rest there.
+func statusOnly(cfg map[string]any) map[string]any {
+	out := map[string]any{}
+	if st, ok := cfg["status"]; ok {
+		out["status"] = st
 	}
-	return m
+	return out
+}
+
+// applier is the owner of the fields that manager applies, to the object
+// (subresource "") or to one of its subresources: the API server keeps the
+// two apart in managedFields.
+func applier(manager, subresource string) string {
+	if subresource == "" {
+		return manager
+	}
+	return manager + "\x00" + subresource
+}
+
+// conflictWith names an owner of a field as the API server's conflict
+// does: "m" or "m" with subresource "status". "" is the writes not made
+// by Apply.
+func conflictWith(owner string) string {
+	manager, subresource, _ := strings.Cut(owner, "\x00")
+	if manager == "" {
+		manager = "kctl (Create, Update or Patch)"
+	}
+	if subresource == "" {
+		return strconv.Quote(manager)
+	}
+	return fmt.Sprintf("%q with subresource %q", manager, subresource)
+}
+
+// appliedLeaves is the fields a configuration sets (see leaves): none for
+// an empty one, such as an apply to a status that sets no status.
+func appliedLeaves(cfg map[string]any) map[string]any {
+	out := leaves(cfg)
+	delete(out, "") // an empty configuration's root
+	return out
 }
 
 // remember records cfg as what manager last applied to key, and makes
@@ -125,7 +176,7 @@ func (f *fakeResource) remember(key fakeKey, manager string, cfg map[string]any)
 	if f.store.owners[key] == nil {
 		f.store.owners[key] = map[string]map[string]bool{}
 	}
-	for path := range leaves(cfg) {
+	for path := range appliedLeaves(cfg) {
 		if f.store.owners[key][path] == nil {
 			f.store.owners[key][path] = map[string]bool{}
 		}

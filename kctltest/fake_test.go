@@ -96,6 +96,13 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 	err = c.Patch(ctx, named(), kctl.MergePatch, []byte(`{"metadata":{"resourceVersion":"1"},"spec":{"size":5}}`), kctl.PatchOptions{})
 	say("merge patch with a stale resourceVersion: Conflict=%t", apierrors.IsConflict(err))
 	state("after patches")
+	applyStatus := func(manager string, seen int, force bool) error {
+		cfg := fmt.Appendf(nil, `{"apiVersion":"kctltest.kctl.dev/v1","kind":"Gadget","metadata":{"name":"a"},"spec":{"size":9},"status":{"seen":%d}}`, seen)
+		return c.Patch(ctx, named(), kctl.ApplyPatch, cfg, kctl.PatchOptions{FieldManager: manager, Subresource: "status", Force: force})
+	}
+	say("apply of status seen 5 (and size 9) as s1, forced: %v", applyStatus("s1", 5, true))
+	state("after apply of status")
+	say("apply of status seen 6 as s2: Conflict=%t", apierrors.IsConflict(applyStatus("s2", 6, false)))
 
 	list, err := c.List(ctx, kctl.ListOptions{Namespace: ns, Labels: labels.SelectorFromSet(labels.Set{"app": "x"})})
 	say("list app=x: %v %v", names(list), err)
@@ -150,10 +157,13 @@ var wantScenario = []string{
 	"merge patch of status: <nil>",
 	"merge patch with a stale resourceVersion: Conflict=true",
 	"after patches: generation 3, size 4, seen 4, finalizers [kctl.dev/test], deleting false",
+	"apply of status seen 5 (and size 9) as s1, forced: <nil>",
+	"after apply of status: generation 3, size 4, seen 5, finalizers [kctl.dev/test], deleting false",
+	"apply of status seen 6 as s2: Conflict=true",
 	"list app=x: [a] <nil>",
 	"list metadata.name=b: [b] <nil>",
 	"delete: <nil>",
-	"after delete: generation 4, size 4, seen 4, finalizers [kctl.dev/test], deleting true",
+	"after delete: generation 4, size 4, seen 5, finalizers [kctl.dev/test], deleting true",
 	"remove the finalizer: <nil>",
 	"after removing the finalizer: NotFound",
 	"delete b: <nil>",
@@ -186,7 +196,7 @@ func TestFakeClient_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 		"a patch of an unknown type": f.Patch(t.Context(), named(), "application/x-unknown", []byte(`{}`), kctl.PatchOptions{}),
 		"a strategic merge patch directive": cms.Patch(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
 			kctl.StrategicMergePatch, []byte(`{"$patch":"replace","data":{"a":"b"}}`), kctl.PatchOptions{}),
-		"Apply of the status subresource": f.Patch(t.Context(), named(), kctl.ApplyPatch, []byte(`{}`), kctl.PatchOptions{FieldManager: "x", Subresource: "status"}),
+		"Apply of the scale subresource": f.Patch(t.Context(), named(), kctl.ApplyPatch, []byte(`{}`), kctl.PatchOptions{FieldManager: "x", Subresource: "scale"}),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "Start") {
 			t.Errorf("%s: %v, want an error naming Start", what, err)

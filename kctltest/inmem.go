@@ -51,8 +51,9 @@ import (
 // is stored as sent; the fields of a k8s.io/api type's Go struct are
 // kept), quotas and limits, PodDisruptionBudgets (an eviction is always
 // allowed), the other subresources (binding, ephemeralcontainers, resize,
-// log, exec...), server-side apply of a subresource (status or scale: the
-// store's apply writes whole objects), and dry runs. Those answer with
+// log, exec...), server-side apply of the scale subresource (apply of the
+// status is modelled, with its owners apart from the object's), and dry
+// runs. Those answer with
 // 501 Not Implemented naming Start, or are listed here: test them with
 // Start.
 //

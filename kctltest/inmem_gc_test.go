@@ -195,9 +195,55 @@ func TestInMemory_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Start") {
 		t.Errorf("patch a subresource other than status: %v, want an error naming Start", err)
 	}
-	err = pods.Patch(t.Context(), p, kctl.ApplyPatch, []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"status":{"phase":"Running"}}`),
-		kctl.PatchOptions{Subresource: "status", FieldManager: "test"})
+	rs := kctl.NewClient[appsv1.ReplicaSet](env.Conn)
+	r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "r"}}
+	if err := rs.Create(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	err = rs.Patch(t.Context(), r, kctl.ApplyPatch, []byte(`{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"r"},"spec":{"replicas":3}}`),
+		kctl.PatchOptions{Subresource: "scale", FieldManager: "test"})
 	if err == nil || !strings.Contains(err.Error(), "Start") {
-		t.Errorf("apply the status subresource: %v, want an error naming Start", err)
+		t.Errorf("apply the scale subresource: %v, want an error naming Start", err)
+	}
+}
+
+// An apply to a Pod's status sets its status, apart from the same
+// manager's applies to the Pod: the next of those still removes the label
+// that the one before the status's set. The in-memory server does as the
+// API server does.
+func TestInMemory_ApplyOfStatus_IsApartFromTheObjectsApply(t *testing.T) {
+	env := kctltest.StartInMemory(t)
+	applyOfStatus(t, env, "default")
+}
+
+func TestApplyOfStatus_IsApartFromTheObjectsApply(t *testing.T) {
+	env := kctltest.Start(t)
+	applyOfStatus(t, env, env.Namespace(t))
+}
+
+func applyOfStatus(t *testing.T, env *kctltest.Env, ns string) {
+	pods := kctl.NewClient[corev1.Pod](env.Conn)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if err := pods.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(cfg string, subresource string) {
+		t.Helper()
+		err := pods.Patch(t.Context(), p, kctl.ApplyPatch, []byte(cfg), kctl.PatchOptions{Subresource: subresource, FieldManager: "test"})
+		if err != nil {
+			t.Fatalf("apply (subresource %q): %v", subresource, err)
+		}
+	}
+	apply(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"b"}}}`, "")
+	apply(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"status":{"phase":"Running"}}`, "status")
+	apply(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`, "")
+	got, err := pods.Get(t.Context(), ns, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != corev1.PodRunning || len(got.Labels) != 0 {
+		t.Errorf("after applies of the Pod with a label, of its status, then of the Pod without it: phase %q, labels %v; want Running and none",
+			got.Status.Phase, got.Labels)
 	}
 }

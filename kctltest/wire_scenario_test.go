@@ -220,6 +220,31 @@ func wireScenario(t *testing.T, env *kctltest.Env, ns string) []string {
 	code, doc = w.do("GET", w.base+"/c", "", "")
 	spec, _ := doc["spec"].(map[string]any)
 	say("c: %d size %v", code, spec["size"])
+	applyStatus := func(name, manager string, seen int, force bool) (int, string) {
+		q := "?fieldManager=" + manager
+		if force {
+			q += "&force=true"
+		}
+		code, doc := w.do("PATCH", w.base+"/"+name+"/status"+q, "application/apply-patch+yaml",
+			fmt.Sprintf(`{"apiVersion":"kctltest.kctl.dev/v1","kind":"Gadget","metadata":{"name":%q},"spec":{"size":9},"status":{"seen":%d}}`, name, seen))
+		msg, _ := doc["message"].(string)
+		return code, msg
+	}
+	code, _ = applyStatus("c", "s1", 1, false)
+	say("apply c's status seen 1 (and size 9) as s1: %d", code)
+	code, msg = applyStatus("c", "s2", 2, false)
+	say("apply c's status seen 2 as s2: %d, names s1 on the status and .status.seen: %t",
+		code, strings.Contains(msg, `conflict with "s1" with subresource "status": .status.seen`))
+	code, _ = applyStatus("c", "s2", 2, true)
+	say("apply c's status seen 2 as s2, forced: %d", code)
+	code, _ = apply("m1", 3, false)
+	say("apply c size 3 as m1, who no longer owns it: %d", code)
+	code, doc = w.do("GET", w.base+"/c", "", "")
+	spec, _ = doc["spec"].(map[string]any)
+	status, _ := doc["status"].(map[string]any)
+	say("c: %d size %v seen %v", code, spec["size"], status["seen"])
+	code, _ = applyStatus("nothing", "s1", 1, false)
+	say("apply the status of a gadget that does not exist: %d", code)
 
 	for i := range 3 {
 		w.do("POST", w.base, "application/json", gadget(fmt.Sprintf("p%d", i+1), "paged", 1, false))
@@ -309,6 +334,12 @@ var wantWireScenario = []string{
 	"apply c size 2 as m2: 409, names m1 and .spec.size: true",
 	"apply c size 2 as m2, forced: 200",
 	"c: 200 size 2",
+	"apply c's status seen 1 (and size 9) as s1: 200",
+	"apply c's status seen 2 as s2: 409, names s1 on the status and .status.seen: true",
+	"apply c's status seen 2 as s2, forced: 200",
+	"apply c size 3 as m1, who no longer owns it: 409",
+	"c: 200 size 2 seen 2",
+	"apply the status of a gadget that does not exist: 404",
 	"list app=paged limit=1: 200 [p1] sizes [1], remaining <nil>, continue given true",
 	"after p2 resized, p3 deleted and p4 made, its next page: 200 [p2] sizes [1], remaining <nil>, continue given true, at the first page's resourceVersion true",
 	"and the next: 200 [p3] sizes [1], remaining <nil>, continue given false",
