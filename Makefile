@@ -6,7 +6,8 @@
 #             the pod-count labels converge and follow changes, stops it all.
 # make controlplane  only builds the control plane's binaries (and says where).
 # make test-scale  runs the shard scale and endurance tests in full (3,000
-#             objects, 20 membership changes); make test runs their small variants.
+#             objects, 20 membership changes) and the longer fuzz runs; make
+#             test runs their small variants.
 
 GO ?= go
 # Extra go test flags, e.g. make test GOTESTFLAGS="-v -run TestControlPlane"
@@ -30,11 +31,14 @@ CONTROLPLANE := .cache/bin/controlplane
 test: deps fmt vet benchbuild fuzz controlplane ginkgotest
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
+# make test fuzzes each target briefly; make test-scale, longer (FUZZTIME).
+test: FUZZTIME = 2000x
+
 # The shard tests that make test runs small (300 ReplicaSets in 60 namespaces,
 # 6 membership changes), in full: 3,000 ReplicaSets in 300 namespaces, 20
 # changes (KCTL_TEST_SCALE, shard_fixture_test.go).
 SCALE_TESTS = TestShardGroup_ThreeMembers_ServerSideSelector|TestShardGroup_ThreeMembers_GateOff_FilterOnly|TestShardGroup_MembershipChurn_NoOverlapNothingLost|TestShardGroup_ThreeProcesses_SIGKILLChurn
-test-scale: controlplane
+test-scale: controlplane fuzz
 	KCTL_TEST_SCALE=full $(GO) test -race -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' $(GOTESTFLAGS) .
 
 # kctltest in a Ginkgo suite (kctltest/ginkgotest, a module of its own, so
@@ -43,7 +47,8 @@ ginkgotest: controlplane
 	cd kctltest/ginkgotest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # A short coverage-guided run of each fuzz target beyond its committed seeds
-# (which plain go test already runs). FUZZTIME=1000000x for a longer one. A
+# (which plain go test already runs): 2,000 inputs in make test, 20,000 in
+# make test-scale; FUZZTIME=1000000x for a longer one. A
 # count, not a duration: with a duration, Go 1.26's fuzz coordinator may fail
 # a target with a bare "context deadline exceeded" at the deadline when a
 # worker is mid-call (golang/go#75804, fixed in Go 1.27); seen here in CI.
