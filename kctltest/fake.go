@@ -52,24 +52,29 @@ import (
 // strategic merge patches of k8s.io/api types (refused for others, as
 // kctl.Client refuses them), deletion with
 // finalizers (Delete sets deletionTimestamp; the object goes when the last
-// finalizer is removed), generateName, label selectors and field selectors on
-// metadata.name and metadata.namespace, and server-side apply by one field
-// manager: Apply creates the object, or sets the fields it applies and
-// removes those the same manager applied before and no longer does (with
-// PatchOptions.Subresource "status", it sets the status alone); lists
-// are replaced whole, as a CRD's lists are by default. Errors are the API
-// server's (apierrors.IsNotFound, IsConflict, IsAlreadyExists work).
-// InjectError makes a verb fail as a test says.
+// finalizer is removed) and DeleteWithOptions' UID and resourceVersion
+// preconditions, DeleteAllOf, generateName, label selectors and field
+// selectors on metadata.name and metadata.namespace, and server-side apply
+// (Apply, ApplyConfig) by field managers: an apply creates the object, or
+// sets the fields it applies and removes those the same manager applied
+// before and no longer does; one that would change a field another
+// manager set fails with the API server's Conflict naming both, unless
+// Force; with PatchOptions.Subresource "status" it sets the status alone,
+// its fields owned apart from the same manager's applies to the object.
+// Lists are replaced whole, as a CRD's lists are by default. Errors are
+// the API server's (apierrors.IsNotFound, IsConflict, IsAlreadyExists
+// work). InjectError makes a verb fail as a test says.
 //
-// What it does not model, and says so with an error naming Start: Apply
-// over fields another manager wrote without Force (field ownership and its
-// conflicts), patches of other types, field selectors on other fields.
-// What it does not model at all: admission and validation (a write the
-// server would reject succeeds), defaulting, garbage collection (deleting an
-// owner leaves its children), the per-key merging of a k8s.io/api type's
-// keyed lists by Apply, watches, caches and their staleness. Test those
-// against a real API server with Start. A FakeClient is safe for concurrent
-// use.
+// What it does not model, and says so with an error naming Start or
+// StartInMemory: patches of other types, field selectors on other fields,
+// apply of subresources other than status, Foreground and Orphan
+// deletion. What it does not model at all: admission and validation (a
+// write the server would reject succeeds), defaulting, garbage collection
+// (deleting an owner leaves its children), the per-key merging of a
+// k8s.io/api type's keyed lists by Apply, watches, caches and their
+// staleness. Test those against a real API server with Start
+// (StartInMemory models garbage collection, watches and caches too). A
+// FakeClient is safe for concurrent use.
 type FakeClient[T any] struct {
 	fakeResource
 	t TB // fails on a misuse of InjectError
@@ -374,8 +379,22 @@ func (f *FakeClient[T]) update(obj *T, status bool) error {
 // Delete deletes the object namespace/name, or, while it has finalizers,
 // sets its deletionTimestamp.
 func (f *FakeClient[T]) Delete(ctx context.Context, namespace, name string) error {
+	return f.DeleteWithOptions(ctx, namespace, name, kctl.DeleteOptions{})
+}
+
+// DeleteWithOptions deletes the object namespace/name as Delete does, with
+// opts' preconditions: an object whose UID or ResourceVersion is not the
+// one given is not deleted, and the error is the API server's Conflict.
+// The fake has no garbage collector, which alone completes a Foreground
+// or Orphan propagation: those are an error naming StartInMemory, which
+// has one. GracePeriodSeconds changes nothing (no kubelet waits).
+func (f *FakeClient[T]) DeleteWithOptions(ctx context.Context, namespace, name string, opts kctl.DeleteOptions) error {
 	if err := f.injected("delete", namespace, name); err != nil {
 		return err
+	}
+	if p := opts.Propagation; p == metav1.DeletePropagationForeground || p == metav1.DeletePropagationOrphan {
+		return fmt.Errorf("kctltest: FakeClient[%s] has no garbage collector to complete a %s deletion: test it with StartInMemory",
+			f.res.Kind, p)
 	}
 	key := f.key(namespace, name)
 	f.store.mu.Lock()
@@ -385,6 +404,9 @@ func (f *FakeClient[T]) Delete(ctx context.Context, namespace, name string) erro
 		return err
 	}
 	meta := metadata(clone(old))
+	if err := f.preconditionFailed(name, meta, preconditions(opts)); err != nil {
+		return err
+	}
 	if fin, _ := meta["finalizers"].([]any); len(fin) == 0 {
 		f.forgetLocked(key)
 		return nil
@@ -399,6 +421,62 @@ func (f *FakeClient[T]) Delete(ctx context.Context, namespace, name string) erro
 	meta["generation"] = gen + 1 // as the API server does
 	_, err = f.storeLocked(key, old, next, "")
 	return err
+}
+
+// DeleteAllOf deletes every object that opts selects, each as
+// DeleteWithOptions does with del, as kctl.Client's one deletecollection
+// request does. For a namespaced type opts.Namespace is required.
+func (f *FakeClient[T]) DeleteAllOf(ctx context.Context, opts kctl.ListOptions, del kctl.DeleteOptions) error {
+	if f.res.Namespaced && opts.Namespace == "" {
+		return fmt.Errorf("kctl: delete all of %s: %s are namespaced; give a namespace", f.res, f.res.Plural)
+	}
+	objs, err := f.List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		m := any(obj).(metav1.Object)
+		err := f.DeleteWithOptions(ctx, m.GetNamespace(), m.GetName(), del)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// preconditions is opts' preconditions as a delete request sends them.
+func preconditions(opts kctl.DeleteOptions) *metav1.Preconditions {
+	if opts.UID == "" && opts.ResourceVersion == "" {
+		return nil
+	}
+	p := &metav1.Preconditions{}
+	if opts.UID != "" {
+		p.UID = &opts.UID
+	}
+	if opts.ResourceVersion != "" {
+		p.ResourceVersion = &opts.ResourceVersion
+	}
+	return p
+}
+
+// preconditionFailed is the API server's Conflict for a delete of the
+// object name, whose metadata is meta, when it does not meet p; nil when
+// it does.
+func (f *fakeResource) preconditionFailed(name string, meta map[string]any, p *metav1.Preconditions) error {
+	if p == nil {
+		return nil
+	}
+	uid, _ := meta["uid"].(string)
+	rv, _ := meta["resourceVersion"].(string)
+	switch {
+	case p.UID != nil && string(*p.UID) != uid:
+		return apierrors.NewConflict(f.groupResource(), name,
+			fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", *p.UID, uid))
+	case p.ResourceVersion != nil && *p.ResourceVersion != rv:
+		return apierrors.NewConflict(f.groupResource(), name,
+			fmt.Errorf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", *p.ResourceVersion, rv))
+	}
+	return nil
 }
 
 // forgetLocked deletes the object key and what the store knows of it.

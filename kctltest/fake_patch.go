@@ -78,6 +78,41 @@ func (f *FakeClient[T]) Apply(ctx context.Context, obj *T, opts kctl.PatchOption
 	return f.Patch(ctx, obj, kctl.ApplyPatch, data, opts)
 }
 
+// ApplyConfig is server-side apply of config, a client-go apply
+// configuration or any value that marshals to the JSON of the fields it
+// sets, as the field manager opts.FieldManager, as kctl.Client.ApplyConfig
+// sends it; it returns the object as stored. config names the object;
+// apiVersion and kind are T's when it leaves them out, and must be T's
+// when it does not.
+func (f *FakeClient[T]) ApplyConfig(ctx context.Context, config any, opts kctl.PatchOptions) (*T, error) {
+	data, err := json.Marshal(config)
+	if err != nil {
+		return nil, fmt.Errorf("kctl: apply %s: encoding the apply configuration %T: %w", f.res, config, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil || doc == nil {
+		return nil, fmt.Errorf("kctl: apply %s: the apply configuration %T is not a JSON object", f.res, config)
+	}
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	if apiVersion != "" && apiVersion != f.res.APIVersion() || kind != "" && kind != f.res.Kind {
+		return nil, fmt.Errorf("kctl: apply %s: the apply configuration is of %s %s: apply it with a client of that type",
+			f.res, apiVersion, kind)
+	}
+	meta := metadata(doc)
+	namespace, _ := meta["namespace"].(string)
+	name, _ := meta["name"].(string)
+	if err := f.injected("apply", namespace, name); err != nil {
+		return nil, err
+	}
+	b, err := f.patch(namespace, name, kctl.ApplyPatch, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	obj := new(T)
+	return obj, into(b, obj)
+}
+
 // patched returns the stored object b with a patch of type typ applied.
 func (f *fakeResource) patched(b []byte, typ kctl.PatchType, data []byte) (map[string]any, error) {
 	var doc map[string]any

@@ -28,6 +28,9 @@ type gadgetClient interface {
 	UpdateStatus(ctx context.Context, obj *gadget) error
 	Patch(ctx context.Context, obj *gadget, typ kctl.PatchType, data []byte, opts kctl.PatchOptions) error
 	Delete(ctx context.Context, namespace, name string) error
+	ApplyConfig(ctx context.Context, config any, opts kctl.PatchOptions) (*gadget, error)
+	DeleteWithOptions(ctx context.Context, namespace, name string, opts kctl.DeleteOptions) error
+	DeleteAllOf(ctx context.Context, opts kctl.ListOptions, del kctl.DeleteOptions) error
 }
 
 var (
@@ -116,7 +119,37 @@ func scenario(t *testing.T, c gadgetClient, ns string) []string {
 	state("after removing the finalizer")
 	say("delete b: %v", c.Delete(ctx, ns, "b"))
 	say("delete b again: NotFound=%t", apierrors.IsNotFound(c.Delete(ctx, ns, "b")))
+
+	config := map[string]any{"metadata": map[string]any{"name": "d", "namespace": ns, "labels": map[string]any{"app": "z"}}, "spec": map[string]any{"size": 7}}
+	d, err := c.ApplyConfig(ctx, config, kctl.PatchOptions{FieldManager: "cfg"})
+	say("apply config d size 7: %v, size %d", err, sizeOf(d))
+	_, err = c.ApplyConfig(ctx, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "d", "namespace": ns}}, kctl.PatchOptions{FieldManager: "cfg"})
+	say("apply config of another kind: refused %t", err != nil && strings.Contains(err.Error(), "apply it with a client of that type"))
+	err = c.DeleteWithOptions(ctx, ns, "d", kctl.DeleteOptions{UID: "not-its-uid"})
+	say("delete d with another UID: Conflict=%t", apierrors.IsConflict(err))
+	err = c.DeleteWithOptions(ctx, ns, "d", kctl.DeleteOptions{ResourceVersion: "1"})
+	say("delete d with a stale resourceVersion: Conflict=%t", apierrors.IsConflict(err))
+	say("delete d with its UID and resourceVersion: %v", c.DeleteWithOptions(ctx, ns, "d", kctl.DeleteOptions{UID: d.UID, ResourceVersion: d.ResourceVersion}))
+	for _, name := range []string{"e", "f", "g"} {
+		app := "z"
+		if name == "g" {
+			app = "y"
+		}
+		c.Create(ctx, &gadget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}}})
+	}
+	err = c.DeleteAllOf(ctx, kctl.ListOptions{Namespace: ns, Labels: labels.SelectorFromSet(labels.Set{"app": "z"})}, kctl.DeleteOptions{})
+	labelled, _ := labels.Parse("app")
+	list, _ = c.List(ctx, kctl.ListOptions{Namespace: ns, Labels: labelled})
+	say("delete all of app=z: %v, left with an app label %v", err, names(list))
 	return saw
+}
+
+// sizeOf is g's spec.size; -1 if g is nil.
+func sizeOf(g *gadget) int {
+	if g == nil {
+		return -1
+	}
+	return int(g.Spec.Size)
 }
 
 // statusCode is the HTTP status of the API error err wraps; 0 if none.
@@ -168,6 +201,12 @@ var wantScenario = []string{
 	"after removing the finalizer: NotFound",
 	"delete b: <nil>",
 	"delete b again: NotFound=true",
+	"apply config d size 7: <nil>, size 7",
+	"apply config of another kind: refused true",
+	"delete d with another UID: Conflict=true",
+	"delete d with a stale resourceVersion: Conflict=true",
+	"delete d with its UID and resourceVersion: <nil>",
+	"delete all of app=z: <nil>, left with an app label [g]",
 }
 
 func TestFakeClient_Scenario(t *testing.T) {
@@ -197,6 +236,7 @@ func TestFakeClient_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 		"a strategic merge patch directive": cms.Patch(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
 			kctl.StrategicMergePatch, []byte(`{"$patch":"replace","data":{"a":"b"}}`), kctl.PatchOptions{}),
 		"Apply of the scale subresource": f.Patch(t.Context(), named(), kctl.ApplyPatch, []byte(`{}`), kctl.PatchOptions{FieldManager: "x", Subresource: "scale"}),
+		"a Foreground deletion": f.DeleteWithOptions(t.Context(), "ns", "a", kctl.DeleteOptions{Propagation: metav1.DeletePropagationForeground}),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "Start") {
 			t.Errorf("%s: %v, want an error naming Start", what, err)

@@ -2,7 +2,6 @@ package kctltest
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -85,17 +84,8 @@ func (s *memServer) deleteLocked(key fakeKey, res *memResource, opts metav1.Dele
 		return nil, false, err
 	}
 	meta := metadata(old)
-	if p := opts.Preconditions; p != nil {
-		uid, _ := meta["uid"].(string)
-		rv, _ := meta["resourceVersion"].(string)
-		switch {
-		case p.UID != nil && string(*p.UID) != uid:
-			return nil, false, apierrors.NewConflict(f.groupResource(), key.Name,
-				fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", *p.UID, uid))
-		case p.ResourceVersion != nil && *p.ResourceVersion != rv:
-			return nil, false, apierrors.NewConflict(f.groupResource(), key.Name,
-				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", *p.ResourceVersion, rv))
-		}
+	if err := f.preconditionFailed(key.Name, meta, opts.Preconditions); err != nil {
+		return nil, false, err
 	}
 	next := clone(old)
 	meta = metadata(next)
