@@ -236,7 +236,7 @@ func TestFakeClient_Unmodelled_SaysSoAndNamesStart(t *testing.T) {
 		"a strategic merge patch directive": cms.Patch(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
 			kctl.StrategicMergePatch, []byte(`{"$patch":"replace","data":{"a":"b"}}`), kctl.PatchOptions{}),
 		"Apply of the scale subresource": f.Patch(t.Context(), named(), kctl.ApplyPatch, []byte(`{}`), kctl.PatchOptions{FieldManager: "x", Subresource: "scale"}),
-		"a Foreground deletion": f.DeleteWithOptions(t.Context(), "ns", "a", kctl.DeleteOptions{Propagation: metav1.DeletePropagationForeground}),
+		"a Foreground deletion":          f.DeleteWithOptions(t.Context(), "ns", "a", kctl.DeleteOptions{Propagation: metav1.DeletePropagationForeground}),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "Start") {
 			t.Errorf("%s: %v, want an error naming Start", what, err)
