@@ -23,8 +23,8 @@ import (
 
 // FakeClient holds objects of one type in memory and has the methods of
 // kctl.Client[T] that a reconcile function mostly calls, with the same
-// signatures: Get, List, Create, Update, UpdateStatus, Patch, Apply and
-// Delete. It is for plain unit tests of a reconcile function that reads and
+// signatures: Get, List, Create, Update, UpdateStatus, Patch, Apply,
+// ApplyConfig, Delete, DeleteWithOptions and DeleteAllOf. It is for plain unit tests of a reconcile function that reads and
 // writes through a small interface of its own, which both satisfy:
 //
 //	type widgetClient interface {
