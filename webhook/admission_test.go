@@ -180,18 +180,27 @@ func TestWebhooks_RealAPIServer_ValidateAndDefault(t *testing.T) {
 }
 
 // denyConfigMapsNamedDeny serves, on f, a validating webhook for
-// ConfigMaps that denies those whose name starts with "deny-", and holds
-// those whose name starts with "slow-" until the API server gives up.
-func denyConfigMapsNamedDeny(f *webhookFixture) {
+// ConfigMaps that denies those whose name starts with "deny-". It holds
+// those whose name starts with "slow-" until the test has the API
+// server's answer (release is closed): an answer at the end of the
+// function's context, which ends at the same timeout as the API server's
+// wait, could reach a busy API server in time (it did: 201 under load 8).
+// ended says how the context ended.
+func denyConfigMapsNamedDeny(f *webhookFixture) (release chan struct{}, ended chan error) {
+	release = make(chan struct{})
+	ended = make(chan error, 1)
 	Validate(f.hooks, func(ctx context.Context, req AdmissionRequest[corev1.ConfigMap]) ([]string, error) {
 		switch {
 		case strings.HasPrefix(req.Name, "deny-"):
 			return nil, errors.New("denied by name")
 		case strings.HasPrefix(req.Name, "slow-"):
-			<-ctx.Done() // the API server's timeout closes the connection
+			<-ctx.Done()
+			ended <- ctx.Err()
+			<-release
 		}
 		return nil, nil
 	})
+	return release, ended
 }
 
 // untilDenied creates ConfigMaps named deny-<n> in ns until one is
@@ -278,7 +287,10 @@ func TestWebhooks_RealAPIServer_DenialsHoldUnderFailurePolicyIgnore(t *testing.T
 // ends.
 func TestWebhooks_RealAPIServer_SlowWebhookHitsTimeout(t *testing.T) {
 	f := newWebhookFixture(t)
-	denyConfigMapsNamedDeny(f)
+	release, ended := denyConfigMapsNamedDeny(f)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
 	f.start(t)
 	w := webhookConfig{name: "slow.kctl.dev", url: "https://" + f.addr + "/validate--v1-configmap",
 		caBundle: f.ca.PEM(), ns: f.ns, resource: "configmaps", failurePolicy: "Fail", timeout: 1}
@@ -294,6 +306,17 @@ func TestWebhooks_RealAPIServer_SlowWebhookHitsTimeout(t *testing.T) {
 	if took < time.Second || took > 10*time.Second {
 		t.Errorf("the slow webhook failed the request after %v, want about its 1s timeout", took)
 	}
+	select {
+	case err := <-ended:
+		// The API server closing the connection (Canceled) or the
+		// review's deadline, whichever comes first.
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the slow webhook's context ended with %v, want Canceled or DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the slow webhook's context had not ended 10s after the API server's answer")
+	}
+	free()
 	eventually(t, "the slow request out of flight", func() bool {
 		page := f.page()
 		return strings.Contains(page, `controller_runtime_webhook_requests_in_flight{webhook="/validate--v1-configmap"} 0`)
