@@ -24,10 +24,12 @@ import (
 )
 
 // The timings of the shard group tests: short, so that handovers take
-// about a second, with a RenewDeadline (3/4 of the Lease) that a loaded
-// 2-core machine running other packages' tests still meets.
+// seconds, with a RenewDeadline (3/4 of the Lease) that a 2-core machine
+// under a load of 8 to 10 still meets: with a 3 s Lease, a renewal PUT
+// took longer than its 2.25 s there, twice in three make test runs, and
+// the member stopped, as it must.
 const (
-	testShardLease  = 3 * time.Second
+	testShardLease  = 5 * time.Second
 	testShardRenew  = 300 * time.Millisecond
 	testShardRanges = 64
 )
