@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,20 +34,46 @@ func newWire(t *testing.T, env *kctltest.Env, ns string) *wire {
 	return &wire{t: t, host: strings.TrimSuffix(cfg.Host, "/"), hc: hc, base: "/apis/kctltest.kctl.dev/v1/namespaces/" + ns + "/gadgets"}
 }
 
+// send sends a request as every Kubernetes client does: a 429 with a
+// Retry-After is sent again after the time it asks for, for at most 10 s.
+// A real API server answers 429 ("storage is (re)initializing") to a read of
+// a resource whose watch cache is still being filled, as it is for a moment
+// after its CRD is made; that is not what a scenario compares.
+func (w *wire) send(ctx context.Context, method, path, contentType, body string) *http.Response {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, method, w.host+path, strings.NewReader(body))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		req.Header.Set("Accept", "application/json")
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := w.hc.Do(req)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		retryAfter := resp.Header.Get("Retry-After")
+		if resp.StatusCode != http.StatusTooManyRequests || retryAfter == "" || time.Now().After(deadline) {
+			return resp
+		}
+		seconds, err := strconv.Atoi(retryAfter)
+		if err != nil || seconds < 1 {
+			seconds = 1
+		}
+		resp.Body.Close()
+		select {
+		case <-time.After(time.Duration(seconds) * time.Second):
+		case <-ctx.Done():
+			w.t.Fatalf("%s %s: %v while waiting out a 429", method, path, ctx.Err())
+		}
+	}
+}
+
 // do sends a request and returns the status code and the decoded body.
 func (w *wire) do(method, path, contentType, body string) (int, map[string]any) {
-	req, err := http.NewRequestWithContext(w.t.Context(), method, w.host+path, strings.NewReader(body))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/json")
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := w.hc.Do(req)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	resp := w.send(w.t.Context(), method, path, contentType, body)
 	defer resp.Body.Close()
 	var doc map[string]any
 	json.NewDecoder(resp.Body).Decode(&doc)
@@ -58,12 +85,7 @@ func (w *wire) do(method, path, contentType, body string) (int, map[string]any) 
 // it likes), as "TYPE name" lines, waiting at most 10 s, then closes it.
 func (w *wire) watch(q string) func(n int) []string {
 	ctx, cancel := context.WithCancel(w.t.Context())
-	req, _ := http.NewRequestWithContext(ctx, "GET", w.host+w.base+"?watch=true&"+q, nil)
-	req.Header.Set("Accept", "application/json")
-	resp, err := w.hc.Do(req)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	resp := w.send(ctx, "GET", w.base+"?watch=true&"+q, "", "")
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
