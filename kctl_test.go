@@ -197,7 +197,7 @@ func TestManager_OptIns_AreLinkedOnlyWhenCalled(t *testing.T) {
 	}
 	optIns := []string{ // part of the name of a function of each (inlined ones are named after their caller too)
 		"metrics.(*Registry).Page",
-		"(*healthChecks).handler",
+		"(*Checks).Handler.func1", // internal/health's handler
 		"election.(*Elector).Run",
 		"(*EventRecorder).deliver",
 		"net/http.(*Server).Serve",

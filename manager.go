@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/clusterconfig"
 	"github.com/kctl-dev/kctl/internal/group"
+	"github.com/kctl-dev/kctl/internal/health"
 	"github.com/kctl-dev/kctl/internal/metrics"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -82,7 +82,7 @@ type Manager struct {
 	// the cache's read barrier; nil in newManager's Manager.
 	writes  writeNotes
 	metrics *metrics.Registry
-	health  *healthChecks
+	health  *health.Checks
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
 	// leader election is linked only into programs that call ElectLeader.
@@ -188,7 +188,7 @@ func newManager(opts Options) (*Manager, error) {
 		log:      opts.Logger,
 		opts:     opts,
 		metrics:  metrics.New(),
-		health:   newHealthChecks(),
+		health:   &health.Checks{},
 		names:    map[string]string{},
 		byName:   map[string]namedController{},
 		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
@@ -196,7 +196,7 @@ func newManager(opts Options) (*Manager, error) {
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = newCache(conn, opts.Cache)
-	m.health.add("ping", false, func(*http.Request) error { return nil })
+	m.health.Add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
 
@@ -294,7 +294,7 @@ func (m *Manager) AddReadyCheck(
 	name string,
 	check func(r *http.Request) error,
 ) {
-	m.health.add(name, true, check)
+	m.health.Add(name, true, check)
 }
 
 // AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
@@ -303,56 +303,5 @@ func (m *Manager) AddHealthCheck(
 	name string,
 	check func(r *http.Request) error,
 ) {
-	m.health.add(name, false, check)
-}
-
-// The Manager's probe checks: the readiness (/readyz) and liveness
-// (/healthz) checks it and its parts add, kept in order by name. server.go
-// serves them (ServeHealth).
-
-// health runs the Manager's probe checks and serves them like kube-apiserver:
-//
-//	GET /readyz          200 "ok", or 503 listing every check, [-] on the failing ones
-//	GET /readyz?verbose  every check with [+] or [-], also when all pass
-//	GET /readyz/<check>  one check: 200 "ok", or 503 with its error
-//	?exclude=<check>     skip a check (repeatable)
-//
-// and the same under /healthz for liveness checks. A failing check's error
-// text is shown only with ?verbose (else "reason withheld"), as
-// kube-apiserver does; serve it on loopback or a pod-internal address. The zero value is not usable;
-// call newHealth. It is safe for concurrent use. Checks run on the request's
-// goroutine, in the order added, without h.mu held; they must honour r.Context().
-type healthChecks struct {
-	mu sync.Mutex
-	// checks are in the order added; names are unique.
-	checks []healthCheck
-}
-
-type healthCheck struct {
-	name      string
-	readiness bool
-	check     func(r *http.Request) error
-	// note, if set, is shown after "ok" (server.go's addNoted).
-	note func() string
-}
-
-func newHealthChecks() *healthChecks { return &healthChecks{} }
-
-// add registers a readiness (/readyz) or liveness (/healthz) check. Adding a
-// name again replaces the earlier check.
-func (h *healthChecks) add(
-	name string,
-	readiness bool,
-	check func(r *http.Request) error,
-) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := healthCheck{name, readiness, check, nil}
-	sameName := func(other healthCheck) bool { return other.name == name }
-	i := slices.IndexFunc(h.checks, sameName)
-	if i >= 0 {
-		h.checks[i] = c
-	} else {
-		h.checks = append(h.checks, c)
-	}
+	m.health.Add(name, false, check)
 }

@@ -6,7 +6,7 @@ package kctl
 // shutdown's drain deadline, and the mistakes Start returns; UserInfo, who
 // sent a request (ServeSecureMetrics, kctl/webhook); ServeHealth, the
 // /healthz and /readyz endpoints over the Manager's health checks
-// (manager.go); and ServeSecureMetrics, the metrics page over HTTPS for
+// (manager.go; served by internal/health); and ServeSecureMetrics, the metrics page over HTTPS for
 // scrapers that the API server authenticates (TokenReview) and authorizes
 // (SubjectAccessReview), as kubebuilder projects serve it
 // (internal/metricsauth).
@@ -18,8 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/certs"
@@ -142,7 +140,7 @@ func (m *Manager) ServeHealth(addr string) error {
 	spec := serve.Spec{
 		Name:    "health",
 		Addr:    addr,
-		Handler: m.health.handler(),
+		Handler: m.health.Handler(),
 		Read:    5 * time.Second,
 		Write:   10 * time.Second,
 	}
@@ -158,102 +156,7 @@ func (m *Manager) AddNotedReadyCheck(
 	check func(r *http.Request) error,
 	note func() string,
 ) {
-	m.health.addNoted(name, true, check, note)
-}
-
-// handler serves /healthz, /readyz, /healthz/<check> and /readyz/<check>;
-// any other path is 404. A failing check's error text is shown only with
-// ?verbose, as kube-apiserver and controller-runtime do: otherwise it reads
-// "[-]<check> failed: reason withheld", so that a probe's answer (which the
-// kubelet records in events) tells nothing of the cluster. That is no
-// access control: ?verbose shows the reasons (error texts, which may name
-// objects and hosts) to any caller who can reach the endpoint, so serve the
-// probes on a port that only the kubelet and the Pod's own users reach,
-// never behind a Service or an Ingress.
-func (h *healthChecks) handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		path := strings.TrimPrefix(r.URL.Path, "/")
-		endpoint, one, _ := strings.Cut(path, "/")
-		if endpoint != "readyz" && endpoint != "healthz" {
-			http.NotFound(w, r)
-			return
-		}
-		readiness := endpoint == "readyz"
-		skip := func(c healthCheck) bool {
-			otherKind := c.readiness != readiness
-			notAsked := one != "" && c.name != one
-			return otherKind || notAsked
-		}
-		h.mu.Lock()
-		checks := slices.DeleteFunc(slices.Clone(h.checks), skip)
-		h.mu.Unlock()
-		if one != "" && len(checks) == 0 {
-			http.Error(w, "kctl: no check named "+one, http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		q := r.URL.Query()
-		_, verbose := q["verbose"]
-		failed := false
-		b := ""
-		for _, c := range checks {
-			excluded := slices.Contains(q["exclude"], c.name)
-			if one == "" && excluded {
-				b += "[+]" + c.name + " excluded: ok\n"
-				continue
-			}
-			err := c.check(r)
-			if err == nil {
-				b += "[+]" + c.name + " ok" + noted(c) + "\n"
-				continue
-			}
-			failed = true
-			msg := "reason withheld"
-			if verbose {
-				msg = strings.ReplaceAll(err.Error(), "\n", " ")
-			}
-			b += "[-]" + c.name + " failed: " + msg + "\n"
-		}
-		switch {
-		case failed:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			if one == "" {
-				b += endpoint + " check failed\n"
-			}
-		case verbose && one == "":
-			b += endpoint + " check passed\n"
-		default:
-			b = "ok"
-		}
-		w.Write([]byte(b))
-	})
-}
-
-// noted is what a passing check shows after "ok": " (<note>)", or "".
-func noted(c healthCheck) string {
-	if c.note == nil {
-		return ""
-	}
-	return " (" + c.note() + ")"
-}
-
-// addNoted is add for a check whose passing line shows note's text,
-// e.g. "[+]shard ok (group podcount, 3 members, 21/64 ranges, ...)".
-func (h *healthChecks) addNoted(
-	name string,
-	readiness bool,
-	check func(r *http.Request) error,
-	note func() string,
-) {
-	h.add(name, readiness, check)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := range h.checks {
-		if h.checks[i].name == name {
-			h.checks[i].note = note
-		}
-	}
+	m.health.AddNoted(name, true, check, note)
 }
 
 // ServeSecureMetrics serves the metrics page at /metrics over HTTPS (TLS

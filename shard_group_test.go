@@ -179,7 +179,7 @@ func (m *shardMember) holds(owners []string) bool {
 // readyz is m's /readyz?verbose answer.
 func (m *shardMember) readyz() string {
 	rec := httptest.NewRecorder()
-	m.mgr.health.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz?verbose", nil))
+	m.mgr.health.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz?verbose", nil))
 	return rec.Body.String()
 }
 

@@ -119,7 +119,7 @@ func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, e
 	m.mu.Lock()
 	m.member = s
 	m.mu.Unlock()
-	m.health.addNoted("shard", true, s.notReady, s.note)
+	m.health.AddNoted("shard", true, s.notReady, s.note)
 	err = m.Add(Runnable{Name: "shard member", Run: s.run})
 	return s, err
 }

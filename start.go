@@ -67,7 +67,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.work = group.New(cancel)
 	m.eventCtx = eventCtx
 	m.eventGroup = group.New(cancel)
-	m.health.add("caches", true, m.notReady)
+	m.health.Add("caches", true, m.notReady)
 
 	// 1. The shared cache.
 	runCache := func() error { return m.cache.Start(ctx) }
