@@ -6,8 +6,9 @@
 #             the pod-count labels converge and follow changes, stops it all.
 # make controlplane  only builds the control plane's binaries (and says where).
 # make test-scale  runs the shard scale and endurance tests in full (3,000
-#             objects, 20 membership changes) and the longer fuzz runs; make
-#             test runs their small variants.
+#             objects, 20 membership changes), the fuzz runs and the build of
+#             the bench module; make test runs the shard tests' small
+#             variants and each fuzz target's seeds (plain go test does).
 
 GO ?= go
 # Extra go test flags, e.g. make test GOTESTFLAGS="-v -run TestControlPlane"
@@ -21,14 +22,13 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # signals it passes on.
 CONTROLPLANE := .cache/bin/controlplane
 
-.PHONY: test test-scale deps fmt vet benchbuild fuzz controlplane ginkgotest demo FORCE
+.PHONY: test test-scale deps fmt vet benchbuild fuzz controlplane ginkgotest tracing demo FORCE
 
 # The control plane's binaries are built first, where their progress shows
 # (go test shows a passing package's output only at its end). Each package's
 # test binary then starts a control plane of its own on first use, so packages
-# run in parallel. The fuzz runs come first so that the full test run's
-# summary is the last output.
-test: deps fmt vet benchbuild fuzz controlplane ginkgotest
+# run in parallel.
+test: deps fmt vet benchbuild fuzz controlplane ginkgotest tracing
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
 # make test fuzzes each target briefly; make test-scale, longer (FUZZTIME).
@@ -38,7 +38,7 @@ test: FUZZTIME = 2000x
 # 6 membership changes), in full: 3,000 ReplicaSets in 300 namespaces, 20
 # changes (KCTL_TEST_SCALE, shard_fixture_test.go).
 SCALE_TESTS = TestShardGroup_ThreeMembers_ServerSideSelector|TestShardGroup_ThreeMembers_GateOff_FilterOnly|TestShardGroup_MembershipChurn_NoOverlapNothingLost|TestShardGroup_ThreeProcesses_SIGKILLChurn
-test-scale: controlplane fuzz
+test-scale: controlplane fuzz benchbuild
 	KCTL_TEST_SCALE=full $(GO) test -race -count=1 -timeout 30m -run '^($(SCALE_TESTS))$$' $(GOTESTFLAGS) .
 
 # kctltest in a Ginkgo suite (kctltest/ginkgotest, a module of its own, so
@@ -46,9 +46,14 @@ test-scale: controlplane fuzz
 ginkgotest: controlplane
 	cd kctltest/ginkgotest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
-# A short coverage-guided run of each fuzz target beyond its committed seeds
-# (which plain go test already runs): 2,000 inputs in make test, 20,000 in
-# make test-scale; FUZZTIME=1000000x for a longer one. A
+# A reconcile middleware that makes OpenTelemetry spans (example/tracing, a
+# module of its own, so that OpenTelemetry never enters kctl's go.mod).
+tracing: controlplane
+	cd example/tracing && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
+
+# A coverage-guided run of each fuzz target beyond its committed seeds
+# (which plain go test, and so make test, already runs): 20,000 inputs each
+# in make test-scale; FUZZTIME=1000000x for a longer one. A
 # count, not a duration: with a duration, Go 1.26's fuzz coordinator may fail
 # a target with a bare "context deadline exceeded" at the deadline when a
 # worker is mid-call (golang/go#75804, fixed in Go 1.27); seen here in CI.
@@ -92,7 +97,9 @@ demo:
 	bash hack/demo.sh
 
 # The bench/ module (controller-runtime and client-go side by side) must keep
-# building, though make bench itself is too slow for every test run.
+# building, though make bench itself is too slow for every test run; make
+# test-scale (and so CI) checks it: its first build compiles controller-runtime,
+# minutes that a newcomer's make test need not spend.
 benchbuild:
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./cmd/...
 

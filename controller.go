@@ -196,6 +196,10 @@ type controller[P any] struct {
 	// active holds the keys being reconciled and since when, for the log of
 	// an abandoned shutdown.
 	active map[Key]time.Time
+	// again holds, for each key in active, the channel that enqueue closes
+	// (and deletes) if the key is queued again while it is reconciled:
+	// QueuedAgain.
+	again map[Key]chan struct{}
 	// queue is nil while the controller is not running (a standby replica):
 	// events are then dropped, and each run starts a new queue filled with
 	// every cached key (replays), so nothing that happened meanwhile is lost.
@@ -225,6 +229,7 @@ type reconcileFunc[P any] func(ctx context.Context, k Key, obj P) (Result, error
 //	rankBound   WithReconcileTimeout (controller_options.go)
 //	rankRead    worker.go's own step (read): a panic inside it becomes an
 //	            error, and the steps inside it get the cached object
+//	rankUser    WithMiddleware (controller_options.go)
 //	rankObject  Finalizer (finalizer.go), OnDelete (controller_options.go)
 type middleware[P any] struct {
 	// name is the builder call that adds it: a second call replaces it.
@@ -236,6 +241,7 @@ type middleware[P any] struct {
 // The ranks of the reconcile chain's steps (see middleware).
 const (
 	rankObject = iota
+	rankUser
 	rankRead
 	rankBound
 	rankReport
@@ -468,6 +474,11 @@ func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 		}
 		c.mu.Unlock()
 		return
+	}
+	again, running := c.again[k]
+	if running {
+		close(again)
+		delete(c.again, k)
 	}
 	if prev, ok := c.triggers[k]; ok {
 		prev.Merged++

@@ -2,8 +2,9 @@ package kctl
 
 // Floor 2: the Controller's options that only set how the core runs it
 // (workers, backoff, queue, where it runs, the priority of its keys),
-// and two steps of its reconcile chain (controller.go's middleware):
-// WithReconcileTimeout and OnDelete. Its filters (WithPredicates,
+// and three steps of its reconcile chain (controller.go's middleware):
+// WithReconcileTimeout, OnDelete and WithMiddleware, the user's own; and
+// QueuedAgain, which a running reconcile asks. Its filters (WithPredicates,
 // WithEventFilter, which fill the predicates controller.go's dropper
 // applies) and the built-in predicates they and its sources (Owns,
 // Watches, in controller_sources.go) take are here.
@@ -16,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,6 +145,89 @@ func (c *controller[P]) bounded(d time.Duration, next reconcileFunc[P]) reconcil
 		return Result{}, fmt.Errorf("%s: %w; it returned: %w",
 			msg, errTimedOut, unprefixed(err))
 	}
+}
+
+// ReconcileFunc is a controller's reconcile as a middleware sees it
+// (WithMiddleware): the reconcile of key k, with obj a copy of k's cached
+// object, or nil (none is cached, and for a controller of keys).
+type ReconcileFunc[T any] func(ctx context.Context, k Key, obj *T) (Result, error)
+
+// WithMiddleware wraps every reconcile of the controller in mw, so that a
+// span, a per-tenant limiter or an audit log runs around it without kctl
+// depending on any of them:
+//
+//	c.WithMiddleware(func(next kctl.ReconcileFunc[T]) kctl.ReconcileFunc[T] {
+//		return func(ctx context.Context, k kctl.Key, obj *T) (kctl.Result, error) {
+//			t, _ := kctl.TriggerFrom(ctx) // why it runs, which attempt
+//			start := time.Now()
+//			res, err := next(ctx, k, obj)
+//			slog.Info("reconciled", "key", k, "trigger", t.Cause, "attempt", t.Attempt, "took", time.Since(start), "err", err)
+//			return res, err
+//		}
+//	})
+//
+// The first middleware given is the outermost; a later call adds its
+// middlewares inside those of the calls before. They run inside the step
+// that reads the cache (obj is the reconcile's own copy; a panic in a
+// middleware becomes an error, as one in reconcile does) and inside
+// WithReconcileTimeout's bound; Finalizer and OnDelete run inside them. A
+// middleware that returns without calling next skips the reconcile; what
+// it returns is the reconcile's outcome. NewController's function is not
+// called for a nil obj (the object is gone), but a middleware is.
+// example/tracing adds OpenTelemetry spans this way. Defaults to none.
+func (c *Controller[T]) WithMiddleware(mw ...func(next ReconcileFunc[T]) ReconcileFunc[T]) *Controller[T] {
+	isNil := func(m func(ReconcileFunc[T]) ReconcileFunc[T]) bool { return m == nil }
+	if slices.ContainsFunc(mw, isNil) {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: WithMiddleware was given a nil middleware", c.name))
+		return c
+	}
+	inner := func(next reconcileFunc[*T]) reconcileFunc[*T] {
+		r := ReconcileFunc[T](next)
+		for i, m := range slices.Backward(mw) {
+			r = m(r)
+			if r == nil {
+				return c.nilMiddleware(i)
+			}
+		}
+		return reconcileFunc[*T](r)
+	}
+	return c.configure("WithMiddleware", func() {
+		step := middleware[*T]{name: "WithMiddleware", rank: rankUser, wrap: inner}
+		i := slices.IndexFunc(c.chain, func(m middleware[*T]) bool { return m.name == step.name })
+		if i >= 0 { // an earlier call's middlewares stay outside
+			outer := c.chain[i].wrap
+			step.wrap = func(next reconcileFunc[*T]) reconcileFunc[*T] { return outer(inner(next)) }
+		}
+		c.use(step)
+	})
+}
+
+// nilMiddleware is the reconcile of a chain whose middleware #i (from 0)
+// returned a nil function: each reconcile fails, naming it.
+func (c *controller[P]) nilMiddleware(i int) reconcileFunc[P] {
+	err := fmt.Errorf("kctl: controller %q: WithMiddleware's middleware #%d returned a nil ReconcileFunc", c.name, i+1)
+	return func(context.Context, Key, P) (Result, error) { return Result{}, Terminal(err) }
+}
+
+// QueuedAgain returns a channel that is closed once the key of the
+// reconcile running with ctx is queued again while it runs: by a change
+// of its object, an event of one of its sources, a resync, or Enqueue.
+// The key is then reconciled again as soon as this reconcile returns, so
+// a long one can cut its work short and leave the rest to the next,
+// which sees the newer state:
+//
+//	select {
+//	case <-kctl.QueuedAgain(ctx):
+//		return kctl.Result{}, nil // the next reconcile starts over
+//	case <-copied:
+//	}
+//
+// What the reconcile itself returns (a retry, RequeueAfter) queues the
+// key only after it returns, and does not close it. Outside a reconcile
+// QueuedAgain returns nil, a channel that is never closed.
+func QueuedAgain(ctx context.Context) <-chan struct{} {
+	t, _ := TriggerFrom(ctx)
+	return t.again
 }
 
 // NeedLeader(false) runs the controller on every replica, whether it

@@ -321,3 +321,163 @@ func TestKeyController_Owns_IsAnErrorFromStart(t *testing.T) {
 		t.Errorf("Start = %v, want Owns on a key controller named", err)
 	}
 }
+
+// Issue 35, item 4: WithMiddleware wraps every reconcile, the first
+// middleware given outermost and a later call's inside; a middleware gets
+// the reconcile's own copy of the object, can skip the reconcile, and its
+// panic is an error, retried.
+func TestController_WithMiddleware_WrapsEveryReconcileInOrder(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	var mu sync.Mutex
+	steps := map[string][]string{} // by ConfigMap name
+	note := func(name, step string) {
+		mu.Lock()
+		defer mu.Unlock()
+		steps[name] = append(steps[name], step)
+	}
+	named := func(label string) func(next ReconcileFunc[corev1.ConfigMap]) ReconcileFunc[corev1.ConfigMap] {
+		return func(next ReconcileFunc[corev1.ConfigMap]) ReconcileFunc[corev1.ConfigMap] {
+			return func(ctx context.Context, k Key, obj *corev1.ConfigMap) (Result, error) {
+				tr, _ := TriggerFrom(ctx)
+				note(k.Name, fmt.Sprintf("%s> attempt %d", label, tr.Attempt))
+				res, err := next(ctx, k, obj)
+				note(k.Name, "<"+label)
+				return res, err
+			}
+		}
+	}
+	panicked := false // reconciles run on one worker: no two at once
+	edits := func(next ReconcileFunc[corev1.ConfigMap]) ReconcileFunc[corev1.ConfigMap] {
+		return func(ctx context.Context, k Key, obj *corev1.ConfigMap) (Result, error) {
+			switch {
+			case k.Name == "skipped":
+				return Result{}, nil
+			case k.Name == "panics" && !panicked:
+				panicked = true
+				panic("the middleware's bug")
+			case obj != nil:
+				obj.Annotations = map[string]string{"seen-by": "middleware"}
+			}
+			return next(ctx, k, obj)
+		}
+	}
+	c := NewController(mgr, "wrapped", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		note(cm.Name, "reconcile sees "+cm.Annotations["seen-by"])
+		return Result{}, nil
+	})
+	c.WithMiddleware(named("A"), named("B"))
+	c.WithMiddleware(named("C"), edits)
+	startManager(t, mgr)
+	for _, name := range []string{"plain", "skipped", "panics"} {
+		if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string][]string{
+		"plain":   {"A> attempt 1", "B> attempt 1", "C> attempt 1", "reconcile sees middleware", "<C", "<B", "<A"},
+		"skipped": {"A> attempt 1", "B> attempt 1", "C> attempt 1", "<C", "<B", "<A"},
+		"panics": {"A> attempt 1", "B> attempt 1", "C> attempt 1", // the panic unwinds to the read step
+			"A> attempt 2", "B> attempt 2", "C> attempt 2", "reconcile sees middleware", "<C", "<B", "<A"},
+	}
+	eventually(t, "each ConfigMap's reconcile through the middlewares", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, w := range want {
+			if len(steps[name]) < len(w) {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for name, w := range want {
+		if !slices.Equal(steps[name], w) {
+			t.Errorf("%s: steps %q, want %q", name, steps[name], w)
+		}
+	}
+}
+
+func TestController_WithMiddleware_NilIsAnErrorFromStart(t *testing.T) {
+	mgr := testManager(t, noServer(), "default", Options{})
+	c := NewController(mgr, "nil-mw", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	c.WithMiddleware(nil)
+	err := mgr.Start(startCheckCtx(t))
+	if err == nil || !strings.Contains(err.Error(), "WithMiddleware was given a nil middleware") {
+		t.Errorf("Start = %v, want the nil middleware named", err)
+	}
+}
+
+// Issue 35, item 5: QueuedAgain's channel closes when the running
+// reconcile's key is queued again (a change of its object, Enqueue), and
+// the next reconcile follows at once; it is nil outside a reconcile.
+func TestQueuedAgain_ClosesWhenTheKeyIsQueuedWhileItRuns(t *testing.T) {
+	if QueuedAgain(t.Context()) != nil {
+		t.Errorf("QueuedAgain outside a reconcile is not nil")
+	}
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	mgr := testManager(t, cfg, ns, Options{})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	running := make(chan string, 10) // the trigger of each reconcile, as it starts
+	var mu sync.Mutex
+	var ends []string
+	c := NewController(mgr, "cut-short", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		tr, _ := TriggerFrom(ctx)
+		running <- tr.Cause
+		end := "done"
+		if len(cm.Data) == 0 { // the first two wait to be cut short
+			select {
+			case <-QueuedAgain(ctx):
+				end = "queued again"
+			case <-ctx.Done():
+				end = "context ended"
+			}
+		}
+		mu.Lock()
+		ends = append(ends, tr.Cause+": "+end)
+		mu.Unlock()
+		return Result{}, nil
+	})
+	startManager(t, mgr)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "long"}}
+	if err := cms.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	started := func(want ...string) {
+		t.Helper()
+		select {
+		case got := <-running:
+			if !slices.Contains(want, got) {
+				t.Fatalf("a reconcile with trigger %q started, want one of %q", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no reconcile (%q) started within 30s", want)
+		}
+	}
+	started("initial", "created")
+	c.Enqueue(Key{Namespace: ns, Name: "long"}) // closes the first one's channel
+	started("manual")
+	cm.Data = map[string]string{"a": "1"} // closes the second one's
+	if err := cms.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	started("updated")
+	eventually(t, "three reconciles ended", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ends) == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"queued again", "queued again", "done"}
+	for i, e := range ends {
+		if !strings.HasSuffix(e, ": "+want[i]) {
+			t.Errorf("reconciles ended %q, want %q in turn", ends, want)
+			break
+		}
+	}
+}

@@ -74,6 +74,9 @@ type Trigger struct {
 	// gone is the last state of the object (a P) when a delete queued
 	// the key, for OnDelete; nil otherwise.
 	gone any
+	// again is closed when the key is queued again while this reconcile
+	// runs (QueuedAgain); set by processNext.
+	again chan struct{}
 }
 
 type triggerKey struct{}

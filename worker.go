@@ -226,15 +226,19 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 	}
 	delete(c.later, k)
 	c.active[k] = time.Now()
+	again := make(chan struct{})
+	c.again[k] = again
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.active, k)
+		delete(c.again, k)
 		c.mu.Unlock()
 	}()
 	if t == nil { // a wait (retry, requeue-after) whose key an event had brought back
 		t = &Trigger{Cause: "delayed", queued: time.Now()}
 	}
+	t.again = again
 	t.Waited = time.Since(t.queued)
 	t.Attempt = q.NumRequeues(k) + 1
 	c.handle(ctx, q, reconcile, k, *t)
