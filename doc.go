@@ -105,8 +105,8 @@
 // types' events as keys), metadata.go (MetadataInformerFor: a cache of
 // metadata only, and its codec; OwnsMetadata, WatchesMetadata),
 // controller_options.go (builder options; the built-in predicates;
-// WithReconcileTimeout and OnDelete are steps of the reconcile chain;
-// NeedLeader; Priority and WithPriority, which set lowIf;
+// WithReconcileTimeout, OnDelete and WithMiddleware, a user's own steps,
+// are steps of the reconcile chain; QueuedAgain; NeedLeader; Priority and WithPriority, which set lowIf;
 // NewKeyController, a reconcile function of keys), finalizer.go
 // (Finalizer, a step of the chain; AddFinalizer, RemoveFinalizer),
 // readyourwrites.go (the writeNotes and the read barrier: cached reads
@@ -120,7 +120,8 @@
 // Floor 3 is the extras: helpers.go (CreateOrUpdate, CreateOrPatch,
 // SetControllerReference, RetryOnConflict; OwnsEveryOwner,
 // SetOwnerReference; ObjectReferenceOf, Manager.Enqueue), recorder.go
-// (EventRecorder; WarnAfterFailures, a step of the chain), leader.go
+// (EventRecorder; WarnAfterFailures and WithMaxRetries, steps of the
+// chain), leader.go
 // (LeaderElection, ElectLeader, through the Manager's elect hook),
 // user_metrics.go (Metrics, a program's own series; Reserved), server.go
 // (HTTPServer, ServeMetrics; what the serving packages use of a Manager:
@@ -163,7 +164,8 @@
 // error wraps another), serve (the HTTP serving loop every server
 // shares), jsonpatch (a defaulting webhook's patch; CreateOrPatch's
 // merge diff), certwatch (a serving certificate reloaded from disk),
-// certs (a self-signed certificate), shardhash (the server's shard hash,
+// certs (a self-signed certificate), health (the probe checks and the
+// /healthz and /readyz handler), shardhash (the server's shard hash,
 // selectors and assignment) and handover (when a shard's range may move
 // between replicas, and a member's record of its ranges).
 //

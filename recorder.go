@@ -5,12 +5,13 @@ package kctl
 // flood limit and the merging are internal/events); and its user in the
 // reconcile chain, a Warning Event on an object whose reconcile keeps
 // failing (WarnAfterFailures), so that kubectl describe says why it is
-// not reconciled.
+// not reconciled, or whose retries have run out (WithMaxRetries).
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -419,4 +420,45 @@ func (c *Controller[T]) WarnAfterFailures(rec *EventRecorder, n int) *Controller
 		}
 	}}
 	return c.configure("WarnAfterFailures", func() { c.use(step) })
+}
+
+// WithMaxRetries gives up on a key whose reconcile has failed n times in
+// a row: the n-th failure becomes Terminal (logged, counted, not retried;
+// see Controller's contract), and rec, if not nil, records a Warning
+// Event (reason ReconcileGaveUp, naming the error) on the key's object:
+//
+//	c.WithMaxRetries(10, mgr.EventRecorder("podcount"))
+//
+// Every error counts: a Conflict, a timeout (WithReconcileTimeout), a
+// panic. A key given up on is reconciled again when it is next queued (a
+// change of its object, an event of a source, a resync, Enqueue), with a
+// fresh count. Defaults to 0: retried for ever with the key's backoff
+// (see WithRateLimiter), as controller-runtime does.
+func (c *Controller[T]) WithMaxRetries(n int, rec *EventRecorder) *Controller[T] {
+	if n < 1 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
+			"WithMaxRetries(%d) must be at least 1", c.name, n))
+		return c
+	}
+	step := middleware[*T]{name: "WithMaxRetries", rank: rankReport, wrap: func(next reconcileFunc[*T]) reconcileFunc[*T] {
+		return func(ctx context.Context, k Key, obj *T) (Result, error) {
+			res, err := next(ctx, k, obj)
+			t, _ := TriggerFrom(ctx)
+			if err == nil || errors.Is(err, ErrTerminal) || t.Attempt < n {
+				return res, err
+			}
+			err = fmt.Errorf("kctl: gave up on %s %s after %d failures "+
+				"in a row (WithMaxRetries(%d)): %w",
+				c.res.Kind, k, t.Attempt, n, unprefixed(err))
+			if rec != nil && c.informer != nil {
+				cached, ok := c.informer.Get(k.Namespace, k.Name)
+				if ok {
+					rec.Event(metaOf(cached), corev1.EventTypeWarning,
+						"ReconcileGaveUp", err.Error())
+				}
+			}
+			return res, Terminal(err)
+		}
+	}}
+	return c.configure("WithMaxRetries", func() { c.use(step) })
 }

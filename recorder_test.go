@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -444,20 +445,7 @@ func TestWarnAfterFailures_RecordsAWarningEventNamingTheError(t *testing.T) {
 		}
 	}
 	events := NewClient[corev1.Event](mustConn(t, cfg))
-	var found *corev1.Event
-	eventually(t, "a ReconcileFailed Event", func() bool {
-		list, err := events.List(t.Context(), ListOptions{Namespace: ns})
-		if err != nil {
-			return false
-		}
-		for _, e := range list {
-			if e.Reason == "ReconcileFailed" {
-				found = e
-				return true
-			}
-		}
-		return false
-	})
+	found := eventWithReason(t, events, ns, "ReconcileFailed")
 	if found.Type != corev1.EventTypeWarning || found.InvolvedObject.Name != "broken" || found.InvolvedObject.Kind != "ConfigMap" {
 		t.Errorf("Event = %s %s on %s %s, want a Warning on ConfigMap broken", found.Type, found.Reason, found.InvolvedObject.Kind, found.InvolvedObject.Name)
 	}
@@ -472,5 +460,90 @@ func TestWarnAfterFailures_RecordsAWarningEventNamingTheError(t *testing.T) {
 		if e.InvolvedObject.Name == "fine" {
 			t.Errorf("an Event about the object that reconciles fine: %s %s", e.Reason, e.Message)
 		}
+	}
+}
+
+// eventWithReason waits for an Event of namespace ns with reason, and
+// returns it.
+func eventWithReason(t *testing.T, events *Client[corev1.Event], ns, reason string) *corev1.Event {
+	t.Helper()
+	var found *corev1.Event
+	eventually(t, "an Event "+reason, func() bool {
+		list, err := events.List(t.Context(), ListOptions{Namespace: ns})
+		if err != nil {
+			return false
+		}
+		for _, e := range list {
+			if e.Reason == reason {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// Issue 35, item 5: WithMaxRetries makes the n-th failure in a row
+// Terminal, with a Warning Event naming it; a change of the object
+// brings the key back with a fresh count.
+func TestWithMaxRetries_TheNthFailureIsTerminalWithAnEvent(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	var logs logBuffer
+	mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	cms := ClientFor[corev1.ConfigMap](mgr)
+	var mu sync.Mutex
+	var attempts []string // "trigger attempt" of each reconcile of broken
+	c := NewController(mgr, "gives-up", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		if cm.Name != "broken" {
+			return Result{}, nil
+		}
+		tr, _ := TriggerFrom(ctx)
+		mu.Lock()
+		attempts = append(attempts, fmt.Sprintf("%s %d", tr.Cause, tr.Attempt))
+		mu.Unlock()
+		return Result{}, errors.New("the quota is exhausted")
+	})
+	c.WithRateLimiter(NewRateLimiter[Key](time.Millisecond, 10*time.Millisecond, 100, 100))
+	c.WithMaxRetries(3, mgr.EventRecorder("gives-up"))
+	startManager(t, mgr)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "broken"}}
+	if err := cms.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	found := eventWithReason(t, NewClient[corev1.Event](mustConn(t, cfg)), ns, "ReconcileGaveUp")
+	wantMsg := "kctl: gave up on ConfigMap " + ns + "/broken after 3 failures in a row (WithMaxRetries(3)): the quota is exhausted"
+	if found.Type != corev1.EventTypeWarning || found.InvolvedObject.Name != "broken" || found.Message != wantMsg {
+		t.Errorf("Event = %s %s on %s: %q, want a Warning on broken: %q", found.Type, found.Reason, found.InvolvedObject.Name, found.Message, wantMsg)
+	}
+	logs.linesEventually(t, "not retrying (terminal)", 1)
+	// Given up: no fourth attempt. A change brings the key back, counted afresh.
+	cm.Data = map[string]string{"quota": "raised"}
+	if err := cms.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "three attempts after the update", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(attempts) >= 6
+	})
+	logs.linesEventually(t, "not retrying (terminal)", 2)
+	mu.Lock()
+	defer mu.Unlock()
+	first := attempts[0][:strings.Index(attempts[0], " ")] // initial or created
+	want := []string{first + " 1", "retry 2", "retry 3", "updated 1", "retry 2", "retry 3"}
+	if !slices.Equal(attempts, want) {
+		t.Errorf("attempts (trigger, attempt) = %q, want %q: given up at the third failure, and again after the update", attempts, want)
+	}
+}
+
+func TestWithMaxRetries_BelowOneIsAnErrorFromStart(t *testing.T) {
+	mgr := testManager(t, noServer(), "default", Options{})
+	c := NewController(mgr, "zero", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	c.WithMaxRetries(0, nil)
+	err := mgr.Start(startCheckCtx(t))
+	if err == nil || !strings.Contains(err.Error(), "WithMaxRetries(0) must be at least 1") {
+		t.Errorf("Start = %v, want the count named", err)
 	}
 }
