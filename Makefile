@@ -22,13 +22,20 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # signals it passes on.
 CONTROLPLANE := .cache/bin/controlplane
 
-.PHONY: test test-scale deps fmt vet benchbuild fuzz controlplane ginkgotest tracing demo FORCE
+.PHONY: test test-scale deps fmt vet gotest benchbuild fuzz controlplane ginkgotest tracing demo FORCE
 
-# The control plane's binaries are built first, where their progress shows
-# (go test shows a passing package's output only at its end). Each package's
-# test binary then starts a control plane of its own on first use, so packages
-# run in parallel.
-test: deps fmt vet controlplane ginkgotest tracing
+# The control plane's binaries are built beside go vet, where their progress
+# shows. Then three test runs go at once: kctl's packages (each package's test
+# binary starts a control plane of its own on first use, so packages run in
+# parallel too) and the two modules of their own. The root package spends
+# most of its 7 minutes waiting on its servers, and the modules' first builds
+# fill that time: on a fresh 2-core machine this saves about 5 minutes. Each
+# run's output shows whole when it ends (--output-sync); kctl's ends last.
+test: deps fmt
+	$(MAKE) --no-print-directory -j2 vet controlplane
+	$(MAKE) --no-print-directory -j3 --output-sync=target gotest ginkgotest tracing
+
+gotest:
 	$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
 
 # The shard tests that make test runs small (300 ReplicaSets in 60 namespaces,
