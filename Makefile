@@ -25,14 +25,15 @@ CONTROLPLANE := .cache/bin/controlplane
 .PHONY: test test-scale deps fmt vet gotest benchbuild fuzz controlplane ginkgotest tracing demo FORCE
 
 # The control plane's binaries are built beside go vet, where their progress
-# shows. Then three test runs go at once: kctl's packages (each package's test
-# binary starts a control plane of its own on first use, so packages run in
-# parallel too) and the two modules of their own. The root package spends
-# most of its 7 minutes waiting on its servers, and the modules' first builds
-# fill that time: on a fresh 2-core machine this saves about 5 minutes. Each
+# shows. kctl and its dependencies are then built once with -race, and three
+# test runs go at once: kctl's packages (each package's test binary starts a
+# control plane of its own on first use, so packages run in parallel too) and
+# the two modules of their own. The root package spends most of its 7 minutes
+# waiting on its servers, and the modules' first builds fill that time. Each
 # run's output shows whole when it ends (--output-sync); kctl's ends last.
 test: deps fmt
 	$(MAKE) --no-print-directory -j2 vet controlplane
+	$(GO) build -race ./...
 	$(MAKE) --no-print-directory -j3 --output-sync=target gotest ginkgotest tracing
 
 gotest:
