@@ -96,7 +96,7 @@ $(CONTROLPLANE): FORCE
 	$(GO) build -o $@ ./hack/controlplane
 
 controlplane: $(CONTROLPLANE)
-	@bin=$$($(CONTROLPLANE) build) && echo "control plane binaries: $$bin"
+	@bin=$$($(CONTROLPLANE) build -controller-manager) && echo "control plane binaries: $$bin"
 
 demo:
 	bash hack/demo.sh

@@ -162,11 +162,15 @@ func decode(from string, doc []byte) (object, error) {
 		name: head.Metadata.Name, namespace: head.Metadata.Namespace}, nil
 }
 
-// path returns obj's URL path, after finding its resource.
+// path returns obj's URL path, after finding its resource and checking
+// that e may write it (mayWrite).
 func (e *Env) path(ctx context.Context, obj object) (string, error) {
 	r, err := e.discovery.resource(ctx, obj.apiVersion, obj.kind)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", obj, err)
+	}
+	if err := e.mayWrite(obj, r.Namespaced); err != nil {
+		return "", err
 	}
 	p := "/apis/" + obj.apiVersion
 	if !strings.Contains(obj.apiVersion, "/") {

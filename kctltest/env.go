@@ -97,11 +97,13 @@ type TB interface {
 
 // Env is the control plane of a test binary: an etcd and a kube-apiserver
 // on loopback with token authentication, RBAC and a self-signed serving
-// certificate, and no controller-manager, scheduler or nodes. Nothing is
-// garbage-collected and namespaces are never finalized: give each test a
-// namespace of its own (Namespace) and never wait for a cascade. All tests of
-// the binary share it, and each package's test binary has its own; its
-// methods are safe for concurrent use by parallel tests.
+// certificate, and no scheduler or nodes. Start's has no controller-manager:
+// nothing is garbage-collected and namespaces are never finalized, so give
+// each test a namespace of its own (Namespace) and never wait for a cascade;
+// StartWithControllerManager's runs the garbage collector and the namespace
+// controller. All tests of the binary share it, and each package's test
+// binary has its own; its methods are safe for concurrent use by parallel
+// tests.
 type Env struct {
 	// Kubeconfig is the path of the admin's kubeconfig (group
 	// system:masters), e.g. for a command the test runs.
@@ -111,11 +113,16 @@ type Env struct {
 	//	widgets := kctl.NewClient[Widget](env.Conn)
 	Conn *kctl.Conn
 
-	cluster   *controlplane.Cluster // nil in memory
-	mem       *memServer            // the in-memory server (StartInMemory); nil with a control plane
-	cfg       *rest.Config
-	http      *http.Client
-	discovery discovery
+	cluster  *controlplane.Cluster // nil in memory and on an existing cluster
+	mem      *memServer            // the in-memory server (StartInMemory); nil with a control plane
+	existing bool                  // an existing cluster, named by ClusterEnv
+	cfg      *rest.Config
+	// mu guards namespaces: on an existing cluster, those Namespace made,
+	// into which Apply and Delete may write (mayWrite).
+	mu         sync.Mutex
+	namespaces map[string]bool
+	http       *http.Client
+	discovery  discovery
 }
 
 var env struct {
@@ -135,9 +142,15 @@ var env struct {
 //
 // When it cannot start, t fails with the reason if $CI is true; otherwise t
 // is skipped, with one loud line on the terminal saying why and how to fix it.
+//
+// With $KCTLTEST_KUBECONFIG set, it returns an Env on that existing cluster
+// instead, and starts nothing (see ClusterEnv).
 func Start(t TB) *Env {
 	t.Helper()
 	klogRoute()
+	if kubeconfig := os.Getenv(ClusterEnv); kubeconfig != "" {
+		return existingEnv(t, kubeconfig)
+	}
 	c := controlplane.Require(t)
 	env.once.Do(func() { env.e, env.err = newEnv(c) })
 	if env.err != nil {
@@ -146,7 +159,7 @@ func Start(t TB) *Env {
 	return env.e
 }
 
-// flaggedEnvs are the Envs of StartWithFlags, by cluster.
+// flaggedEnvs are the Envs of StartWithFlags and StartWithControllerManager, by cluster.
 var flaggedEnvs struct {
 	mu   sync.Mutex
 	envs map[*controlplane.Cluster]*Env
@@ -165,8 +178,48 @@ func StartWithFlags(t TB, apiFlags ...string) *Env {
 	if len(apiFlags) == 0 {
 		return Start(t)
 	}
+	if kubeconfig := os.Getenv(ClusterEnv); kubeconfig != "" {
+		t.Fatalf("kctltest: StartWithFlags(%s) needs a kube-apiserver of its own, and %s=%s names an existing cluster: run this test without it",
+			strings.Join(apiFlags, " "), ClusterEnv, kubeconfig)
+	}
 	klogRoute()
 	c := controlplane.RequireFlags(t, apiFlags...)
+	return otherEnv(t, c)
+}
+
+// StartWithControllerManager is Start for a control plane that also runs
+// kube-controller-manager, with only its garbage collector and namespace
+// controller: owner references cascade (background, foreground, orphan) and
+// a deleted namespace empties and goes, as in a cluster, while no other
+// controller acts on the test's objects (a ReplicaSet makes no Pods).
+//
+//	env := kctltest.StartWithControllerManager(t)
+//	// delete an owner, then WaitFor its dependents to go
+//
+// The test binary starts one such control plane on first use (about 5 s
+// more than Start's), besides Start's, and stops it with Start's.
+// kube-controller-manager, of the same version as kube-apiserver, is built
+// on first use beside the other binaries (about 3 CPU-minutes more; `go run
+// github.com/kctl-dev/kctl/hack/controlplane build -controller-manager`
+// builds it ahead). A cascade is asynchronous, as in a cluster: wait for it
+// (WaitFor, Eventually), with WaitTimeout's bound; the garbage collector
+// sees a CRD made after it started within about 30 s (its discovery period).
+// With $KCTLTEST_KUBECONFIG set, it is Start: the existing cluster has a
+// controller-manager of its own.
+func StartWithControllerManager(t TB) *Env {
+	t.Helper()
+	if kubeconfig := os.Getenv(ClusterEnv); kubeconfig != "" {
+		return Start(t)
+	}
+	klogRoute()
+	c := controlplane.RequireControllerManager(t)
+	return otherEnv(t, c)
+}
+
+// otherEnv returns the Env of c, a control plane besides Start's, making it
+// on first use.
+func otherEnv(t TB, c *controlplane.Cluster) *Env {
+	t.Helper()
 	flaggedEnvs.mu.Lock()
 	defer flaggedEnvs.mu.Unlock()
 	e := flaggedEnvs.envs[c]
@@ -189,6 +242,16 @@ func newEnv(c *controlplane.Cluster) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the control plane's kubeconfig: %w", err)
 	}
+	e, err := envFor(cfg, c.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	e.cluster = c
+	return e, nil
+}
+
+// envFor makes the Env of the API server cfg reaches, as the kubeconfig's user.
+func envFor(cfg *rest.Config, kubeconfig string) (*Env, error) {
 	cfg.QPS = 100
 	cfg.Burst = 200
 	conn, err := kctl.NewConn(cfg)
@@ -199,7 +262,7 @@ func newEnv(c *controlplane.Cluster) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Kubeconfig: c.Kubeconfig(), Conn: conn, cluster: c, cfg: cfg, http: hc}
+	e := &Env{Kubeconfig: kubeconfig, Conn: conn, cfg: cfg, http: hc}
 	e.discovery.env = e
 	return e, nil
 }
@@ -208,15 +271,22 @@ func newEnv(c *controlplane.Cluster) (*Env, error) {
 // client-side rate limit of 100 QPS (burst 200). Change the copy as you like.
 func (e *Env) Config() *rest.Config { return rest.CopyConfig(e.cfg) }
 
-// Kubectl runs kubectl (built with the control plane, of the same version)
-// with args as the admin and returns its standard output and error. A
-// failure fails t with that output.
+// Kubectl runs kubectl (built with the control plane, of the same version;
+// on an existing cluster, the one on $PATH) with args as the admin and
+// returns its standard output and error. A failure fails t with that output.
 //
 //	env.Kubectl(t, "get", "widgets", "-n", ns, "-o", "yaml")
 func (e *Env) Kubectl(t TB, args ...string) string {
 	t.Helper()
 	e.needsControlPlane(t, "Kubectl")
-	cmd := exec.CommandContext(t.Context(), filepath.Join(e.cluster.Bin, "kubectl"), args...)
+	kubectl := "kubectl"
+	if e.cluster != nil {
+		kubectl = filepath.Join(e.cluster.Bin, "kubectl")
+	}
+	if e.existing && os.Getenv(ContextEnv) != "" {
+		args = append([]string{"--context=" + os.Getenv(ContextEnv)}, args...)
+	}
+	cmd := exec.CommandContext(t.Context(), kubectl, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -227,7 +297,8 @@ func (e *Env) Kubectl(t TB, args ...string) string {
 
 // Namespace creates a namespace named after the test ("test-name-1a2b3c")
 // and returns its name. It is deleted at the end of the test; with no
-// controller-manager its objects stay in etcd, where nothing sees them.
+// controller-manager (Start) its objects stay in etcd, where nothing sees
+// them.
 func (e *Env) Namespace(t TB) string {
 	t.Helper()
 	suffix := make([]byte, 3)
@@ -240,6 +311,11 @@ func (e *Env) Namespace(t TB) string {
 	name := base + "-" + hex.EncodeToString(suffix)
 	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, name)
 	e.mustDo(t, http.StatusCreated, "POST", "/api/v1/namespaces", "application/json", body)
+	e.mu.Lock()
+	if e.namespaces != nil {
+		e.namespaces[name] = true
+	}
+	e.mu.Unlock()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -258,6 +334,9 @@ func (e *Env) RestartAPIServer(t TB) {
 	t.Helper()
 	if !e.needsControlPlane(t, "RestartAPIServer") {
 		return
+	}
+	if e.cluster == nil {
+		t.Fatalf("kctltest: RestartAPIServer needs a kube-apiserver of kctltest's own, and %s names an existing cluster: run this test without it", ClusterEnv)
 	}
 	if err := e.cluster.RestartAPIServer(t.Context()); err != nil {
 		t.Fatalf("kctltest: restarting kube-apiserver: %v", err)

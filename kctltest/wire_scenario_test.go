@@ -129,6 +129,42 @@ func (w *wire) watch(q string) func(n int) []string {
 	}
 }
 
+// until asks for path every 50 ms until done says yes to its answer, for
+// at most 60 s, and tells whether it did: a cascade is asynchronous in a
+// cluster (the garbage collector and the namespace controller act after the
+// delete's answer) and done by then in memory.
+func (w *wire) until(path string, done func(code int, doc map[string]any) bool) bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, doc := w.do("GET", path, "", "")
+		if done(code, doc) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-w.t.Context().Done():
+			return false
+		}
+	}
+}
+
+func gone(code int, _ map[string]any) bool { return code == http.StatusNotFound }
+
+func deleting(code int, doc map[string]any) bool {
+	meta, _ := doc["metadata"].(map[string]any)
+	return code == http.StatusOK && meta["deletionTimestamp"] != nil
+}
+
+// metaLine is what a scenario compares of an object's metadata.
+func metaLine(doc map[string]any) string {
+	meta, _ := doc["metadata"].(map[string]any)
+	owners, _ := meta["ownerReferences"].([]any)
+	return fmt.Sprintf("deleting=%t finalizers %v owners %d", meta["deletionTimestamp"] != nil, meta["finalizers"], len(owners))
+}
+
 func statusOf(b []byte) string {
 	var st struct {
 		Code   int    `json:"code"`
@@ -160,8 +196,9 @@ func eventLine(typ string, obj map[string]any) string {
 // (JSON): list pages and selectors, a selective watch from a list's
 // resourceVersion (objects entering and leaving it), a watch from a
 // resourceVersion long gone (410), the watch-list stream, finalizers, and
-// apply conflicts. Garbage collection is not in it: the test control
-// plane has no controller-manager.
+// apply conflicts, subresources, and cascades: owner references deleted in
+// the foreground, the background and orphaned, and a namespace deleted (the
+// real control plane runs kube-controller-manager for them).
 func wireScenario(t *testing.T, env *kctltest.Env, ns string) []string {
 	w := newWire(t, env, ns)
 	var saw []string
@@ -322,6 +359,56 @@ func wireScenario(t *testing.T, env *kctltest.Env, ns string) []string {
 	say("evict p: %d %v %v", code, doc["kind"], doc["status"])
 	code, _ = w.do("GET", pods+"/p", "", "")
 	say("p after its eviction: %d", code)
+
+	// ConfigMaps, not gadgets: kube-controller-manager's garbage collector
+	// sees a CRD made after it started only at its next discovery, up to 30 s on.
+	cms := "/api/v1/namespaces/" + ns + "/configmaps"
+	create := func(name string, owner map[string]any, finalizer bool) map[string]any {
+		meta := map[string]any{"name": name}
+		if owner != nil {
+			m, _ := owner["metadata"].(map[string]any)
+			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"name": m["name"], "uid": m["uid"], "blockOwnerDeletion": true}}
+		}
+		if finalizer {
+			meta["finalizers"] = []string{"kctl.dev/test"}
+		}
+		body, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+		code, doc := w.do("POST", cms, "application/json", string(body))
+		say("create configmap %s: %d %s", name, code, metaLine(doc))
+		return doc
+	}
+	o1 := create("o1", nil, false)
+	create("k1", o1, true)
+	code, doc = w.do("DELETE", cms+"/o1", "application/json", `{"propagationPolicy":"Foreground"}`)
+	say("delete o1 in the foreground: %d %s", code, metaLine(doc))
+	say("k1, which has a finalizer, is being deleted within 60 s: %t", w.until(cms+"/k1", deleting))
+	code, doc = w.do("GET", cms+"/o1", "", "")
+	say("o1 while k1 is there: %d %s", code, metaLine(doc))
+	code, _ = w.do("PATCH", cms+"/k1", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`)
+	say("remove k1's finalizer: %d", code)
+	say("o1 gone within 60 s: %t", w.until(cms+"/o1", gone))
+	o2 := create("o2", nil, false)
+	create("k2", o2, false)
+	code, doc = w.do("DELETE", cms+"/o2", "application/json", `{"propagationPolicy":"Background"}`)
+	say("delete o2 in the background: %d", code)
+	say("k2 gone within 60 s: %t", w.until(cms+"/k2", gone))
+	o3 := create("o3", nil, false)
+	create("k3", o3, false)
+	code, doc = w.do("DELETE", cms+"/o3", "application/json", `{"propagationPolicy":"Orphan"}`)
+	say("delete o3, orphaning: %d %s", code, metaLine(doc))
+	say("o3 gone within 60 s: %t", w.until(cms+"/o3", gone))
+	code, doc = w.do("GET", cms+"/k3", "", "")
+	say("k3: %d %s", code, metaLine(doc))
+
+	code, doc = w.do("DELETE", "/api/v1/namespaces/"+ns, "", "")
+	status, _ = doc["status"].(map[string]any)
+	say("delete the namespace: %d phase %v", code, status["phase"])
+	say("the namespace gone within 60 s: %t", w.until("/api/v1/namespaces/"+ns, gone))
+	code, doc = w.do("GET", w.base, "", "")
+	say("its gadgets: %d %v", code, names(doc))
+	code, doc = w.do("GET", cms, "", "")
+	say("its configmaps: %d %v", code, names(doc))
 	return saw
 }
 
@@ -374,6 +461,26 @@ var wantWireScenario = []string{
 	"create pod p: 201",
 	"evict p: 201 Status Success",
 	"p after its eviction: 404",
+	"create configmap o1: 201 deleting=false finalizers <nil> owners 0",
+	"create configmap k1: 201 deleting=false finalizers [kctl.dev/test] owners 1",
+	"delete o1 in the foreground: 200 deleting=true finalizers [foregroundDeletion] owners 0",
+	"k1, which has a finalizer, is being deleted within 60 s: true",
+	"o1 while k1 is there: 200 deleting=true finalizers [foregroundDeletion] owners 0",
+	"remove k1's finalizer: 200",
+	"o1 gone within 60 s: true",
+	"create configmap o2: 201 deleting=false finalizers <nil> owners 0",
+	"create configmap k2: 201 deleting=false finalizers <nil> owners 1",
+	"delete o2 in the background: 200",
+	"k2 gone within 60 s: true",
+	"create configmap o3: 201 deleting=false finalizers <nil> owners 0",
+	"create configmap k3: 201 deleting=false finalizers <nil> owners 1",
+	"delete o3, orphaning: 200 deleting=true finalizers [orphan] owners 0",
+	"o3 gone within 60 s: true",
+	"k3: 200 deleting=false finalizers <nil> owners 0",
+	"delete the namespace: 200 phase Terminating",
+	"the namespace gone within 60 s: true",
+	"its gadgets: 200 []",
+	"its configmaps: 200 []",
 }
 
 func TestInMemory_WireScenario_IsWhatTheAPIServerDoes(t *testing.T) {
@@ -386,9 +493,10 @@ func TestInMemory_WireScenario_IsWhatTheAPIServerDoes(t *testing.T) {
 }
 
 // The in-memory server's answers are the API server's: the same scenario
-// against a real kube-apiserver sees the same.
+// against a real kube-apiserver, with kube-controller-manager's garbage
+// collector and namespace controller, sees the same.
 func TestWireScenario_IsWhatTheAPIServerDoes(t *testing.T) {
-	env := kctltest.Start(t)
+	env := kctltest.StartWithControllerManager(t)
 	env.Apply(t, "testdata/gadget-crd.yaml")
 	got := wireScenario(t, env, env.Namespace(t))
 	if !slices.Equal(got, wantWireScenario) {

@@ -25,7 +25,7 @@ import (
 	"os"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/kbflags"
+	"github.com/kctl-dev/kctl/kbflags"
 	"github.com/kctl-dev/kctl/webhook"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/kbflags"
 	"github.com/kctl-dev/kctl/internal/certs"
+	"github.com/kctl-dev/kctl/kbflags"
 	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"

@@ -14,7 +14,7 @@ import (
 	"strconv"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/kbflags"
+	"github.com/kctl-dev/kctl/kbflags"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

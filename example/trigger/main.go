@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/kbflags"
+	"github.com/kctl-dev/kctl/kbflags"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

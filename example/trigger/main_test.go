@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl"
-	"github.com/kctl-dev/kctl/example/internal/kbflags"
+	"github.com/kctl-dev/kctl/kbflags"
 	"github.com/kctl-dev/kctl/kctltest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"

@@ -1,10 +1,11 @@
 // Command controlplane builds, starts and stops a local Kubernetes control plane
-// (etcd and kube-apiserver, no controller-manager, no nodes) around a command:
+// (etcd and kube-apiserver, no nodes; kube-controller-manager when asked) around a command:
 // kctl's demo and benchmarks, or anything that wants a KUBECONFIG. Go tests
 // need not use it: package kctltest starts a control plane inside the test
 // binary. From a kctl checkout (elsewhere: go run github.com/kctl-dev/kctl/hack/controlplane):
 //
 //	go run ./hack/controlplane build                # etcd, kube-apiserver, kubectl; prints their folder
+//	go run ./hack/controlplane build -controller-manager  # and kube-controller-manager
 //	go run ./hack/controlplane run -- go test ./... # start, run the command, stop
 //	go run ./hack/controlplane start -dir DIR       # start in the background: DIR/kubeconfig, DIR/env
 //	go run ./hack/controlplane stop -dir DIR        # stop it and remove DIR
@@ -26,8 +27,12 @@
 //	KCTL_TEST_ETCD_URL                   etcd's client URL (its JSON gateway serves /v3/kv/compaction)
 //	KCTL_TEST_CONTROL_URL                POST /restart-apiserver restarts kube-apiserver on the same port
 //
-// There is no controller-manager: namespaces are never finalized and nothing is
-// garbage-collected, so give every test a fresh namespace and never wait for a cascade.
+// run and start take -controller-manager too: it starts kube-controller-manager
+// with only its garbage collector and namespace controller (owner references
+// cascade, a deleted namespace empties and goes; no other controller acts).
+// Without it there is no controller-manager: namespaces are never finalized and
+// nothing is garbage-collected, so give every test a fresh namespace and never
+// wait for a cascade.
 package main
 
 import (
@@ -50,13 +55,16 @@ import (
 )
 
 const usage = `usage: go run ./hack/controlplane COMMAND
-  build                                   build etcd, kube-apiserver and kubectl if need be, print their folder
-  run [-kubeconfig-out FILE] [-apiserver-flag F]... -- CMD ARGS
+  build [-controller-manager]             build etcd, kube-apiserver and kubectl if need be (and
+                                          kube-controller-manager), print their folder
+  run [-kubeconfig-out FILE] [-apiserver-flag F]... [-controller-manager] -- CMD ARGS
                                           start a control plane, run CMD against it, stop it
-  start -dir DIR [-apiserver-flag F]...   start a control plane in the background in DIR (must be new or empty)
+  start -dir DIR [-apiserver-flag F]... [-controller-manager]
+                                          start a control plane in the background in DIR (must be new or empty)
   stop -dir DIR                           stop the control plane started in DIR and remove DIR
 -apiserver-flag F adds F to kube-apiserver's command line (after kctl's own), once per flag, e.g.
-  -apiserver-flag=--feature-gates=ShardedListAndWatch=true   (sharding's server-side selector)`
+  -apiserver-flag=--feature-gates=ShardedListAndWatch=true   (sharding's server-side selector)
+-controller-manager also runs kube-controller-manager's garbage collector and namespace controller`
 
 // apiFlags collects the repeated -apiserver-flag values.
 type apiFlags []string
@@ -73,6 +81,18 @@ func (f *apiFlags) Set(v string) error {
 
 const apiFlagHelp = "an extra kube-apiserver flag, e.g. --feature-gates=ShardedListAndWatch=true; repeat for more"
 
+const kcmHelp = "also run kube-controller-manager (garbage collection and namespace deletion only), built on first use"
+
+// binaries returns the folder of the control plane's binaries, building
+// them, and kube-controller-manager if kcm, if need be.
+func binaries(ctx context.Context, kcm bool) (string, error) {
+	bin, err := controlplane.Binaries(ctx, os.Stderr)
+	if err == nil && kcm {
+		_, err = controlplane.ControllerManager(ctx, os.Stderr)
+	}
+	return bin, err
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, usage)
@@ -81,7 +101,10 @@ func main() {
 	var code int
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "build":
-		bin, err := controlplane.Binaries(context.Background(), os.Stderr)
+		fs := flag.NewFlagSet("build", flag.ExitOnError)
+		kcm := fs.Bool("controller-manager", false, "also build kube-controller-manager")
+		fs.Parse(args)
+		bin, err := binaries(context.Background(), *kcm)
 		if err != nil {
 			code = fail(err)
 		} else {
@@ -120,6 +143,7 @@ func runCommand(args []string) int {
 	kubeconfigOut := fs.String("kubeconfig-out", "", "also write the admin kubeconfig to this file (left behind)")
 	var extra apiFlags
 	fs.Var(&extra, "apiserver-flag", apiFlagHelp)
+	kcm := fs.Bool("controller-manager", false, kcmHelp)
 	fs.Parse(args)
 	if fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, usage)
@@ -132,7 +156,7 @@ func runCommand(args []string) int {
 	ctx, stopNotify := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopNotify()
 
-	bin, err := controlplane.Binaries(ctx, os.Stderr)
+	bin, err := binaries(ctx, *kcm)
 	if err != nil {
 		return fail(err)
 	}
@@ -142,7 +166,7 @@ func runCommand(args []string) int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	c := &controlplane.Cluster{Dir: dir, Bin: bin, Log: os.Stderr, APIFlags: extra}
+	c := &controlplane.Cluster{Dir: dir, Bin: bin, Log: os.Stderr, APIFlags: extra, ControllerManager: *kcm}
 	defer c.Down()
 	err = os.WriteFile(filepath.Join(dir, "runner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if err == nil {
@@ -213,6 +237,7 @@ func startBackground(args []string) error {
 	dir := fs.String("dir", "", "folder for the control plane's files; created, must be new or empty")
 	var extra apiFlags
 	fs.Var(&extra, "apiserver-flag", apiFlagHelp)
+	kcm := fs.Bool("controller-manager", false, kcmHelp)
 	fs.Parse(args)
 	if *dir == "" {
 		return errors.New("start needs -dir DIR")
@@ -224,7 +249,7 @@ func startBackground(args []string) error {
 	if entries, _ := os.ReadDir(abs); len(entries) > 0 {
 		return fmt.Errorf("%s is not empty: stop the control plane there with `stop -dir %s`, or pick another folder", abs, *dir)
 	}
-	bin, err := controlplane.Binaries(context.Background(), os.Stderr)
+	bin, err := binaries(context.Background(), *kcm)
 	if err != nil {
 		return err
 	}
@@ -233,7 +258,7 @@ func startBackground(args []string) error {
 	}
 	ctx, stopNotify := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopNotify()
-	c := &controlplane.Cluster{Dir: abs, Bin: bin, Detach: true, Log: os.Stderr, APIFlags: extra}
+	c := &controlplane.Cluster{Dir: abs, Bin: bin, Detach: true, Log: os.Stderr, APIFlags: extra, ControllerManager: *kcm}
 	if err := c.Up(ctx); err != nil {
 		c.Down()
 		os.RemoveAll(abs)

@@ -115,13 +115,62 @@ func missingBinaries(dir string) []string {
 	return missing
 }
 
+// ControllerManagerBinary is kube-controller-manager's file name. Binaries
+// does not build it: ControllerManager does, when a test asks for garbage
+// collection or namespace deletion.
+const ControllerManagerBinary = "kube-controller-manager"
+
+// ControllerManager returns the path of kube-controller-manager, of the
+// version of Binaries' kube-apiserver, in Binaries' folder: built there on
+// first use (after Binaries' own build, if that is needed too), one build at
+// a time across processes, as Binaries does. With $KCTL_CONTROLPLANE_BIN set,
+// that folder must hold it.
+func ControllerManager(ctx context.Context, progress io.Writer) (string, error) {
+	dir, err := Binaries(ctx, progress)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, ControllerManagerBinary)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if bin := os.Getenv(BinEnv); bin != "" {
+		k8s, _ := Versions()
+		return "", fmt.Errorf("%s=%s lacks %s, which a test that asks for garbage collection or namespace deletion runs: "+
+			"add it (go build k8s.io/kubernetes/cmd/kube-controller-manager@%s), or unset %s to build it",
+			BinEnv, bin, ControllerManagerBinary, k8s, BinEnv)
+	}
+	built := func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+	what := "kube-controller-manager"
+	err = locked(ctx, dir+".controller-manager", what, progress, built, func() error {
+		return buildInto(ctx, dir, dir, what, progress, expectedControllerManagerBuildTime(), "k8s.io/kubernetes/cmd/kube-controller-manager")
+	})
+	if err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 // buildLocked takes dir's build lock, and builds into dir unless the holder
 // before it did.
 func buildLocked(ctx context.Context, dir string, progress io.Writer) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	built := func() bool { return len(missingBinaries(dir)) == 0 }
+	return locked(ctx, dir, "the control plane", progress, built, func() error {
+		return build(ctx, dir, progress)
+	})
+}
+
+// locked runs build holding the file lock name+".lock", unless built turns
+// true first: a second caller waits for the first one's build and uses it.
+// Temporary folders name+".building-*" that a killed build left are removed.
+func locked(ctx context.Context, name, what string, progress io.Writer, built func() bool, build func() error) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(name+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
@@ -129,7 +178,7 @@ func buildLocked(ctx context.Context, dir string, progress io.Writer) error {
 	err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
 		stop := every(progress, 10*time.Second, func(d time.Duration) string {
-			return fmt.Sprintf("waiting %.0f s for another process's build of the control plane into %s", d.Seconds(), dir)
+			return fmt.Sprintf("waiting %.0f s for another process's build of %s into %s", d.Seconds(), what, filepath.Dir(name))
 		})
 		err = flockContext(ctx, lock)
 		stop()
@@ -137,15 +186,15 @@ func buildLocked(ctx context.Context, dir string, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(missingBinaries(dir)) == 0 {
-		return nil // the process that held the lock built them
+	if built() {
+		return nil // the process that held the lock built it
 	}
 	// Holding the lock, no build is under way: these are left by one that was killed.
-	stale, _ := filepath.Glob(dir + ".building-*")
+	stale, _ := filepath.Glob(name + ".building-*")
 	for _, d := range stale {
 		os.RemoveAll(d)
 	}
-	return build(ctx, dir, progress)
+	return build()
 }
 
 // flockContext waits for an exclusive lock on f until ctx ends.
@@ -157,16 +206,38 @@ func flockContext(ctx context.Context, f *os.File) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for another build of the control plane: %w", context.Cause(ctx))
+			return fmt.Errorf("waiting for another build: %w", context.Cause(ctx))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// build writes the tools module to a temporary folder, builds the binaries
-// into another one next to dir, and renames that to dir, so dir never holds
-// half a build.
+// build builds the binaries into a folder next to dir, and renames that to
+// dir, so dir never holds half a build.
 func build(ctx context.Context, dir string, progress io.Writer) error {
+	out, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".building-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(out) // gone once renamed
+	k8s, etcd := Versions()
+	what := fmt.Sprintf("the control plane (kube-apiserver %s, etcd %s, kubectl)", k8s, etcd)
+	var pkgs []string
+	for _, b := range binaries {
+		pkgs = append(pkgs, b[1])
+	}
+	if err := buildInto(ctx, out, dir, what, progress, expectedBuildTime(), pkgs...); err != nil {
+		return err
+	}
+	return os.Rename(out, dir)
+}
+
+// buildInto writes the tools module to a temporary folder and builds pkgs
+// from it into the folder into: each binary is written to a temporary file
+// there and renamed, so into never holds half a binary. It writes a line to
+// progress first (naming dest, where the binaries end up), one every 10 s,
+// and one at the end.
+func buildInto(ctx context.Context, into, dest, what string, progress io.Writer, expected time.Duration, pkgs ...string) error {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -185,21 +256,19 @@ func build(ctx context.Context, dir string, progress io.Writer) error {
 			return err
 		}
 	}
-	out, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".building-")
+	out, err := os.MkdirTemp(into, ".building-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(out) // gone once renamed
-	k8s, etcd := Versions()
+	defer os.RemoveAll(out)
+	k8s, _ := Versions()
 	// Stamp the Kubernetes version in, as the release build does, so /version and kubectl tell it.
 	major, minor, _ := strings.Cut(strings.TrimPrefix(k8s, "v"), ".")
 	minor, _, _ = strings.Cut(minor, ".")
 	x := "-X k8s.io/component-base/version."
 	ldflags := fmt.Sprintf("%sgitVersion=%s %sgitMajor=%s %sgitMinor=%s", x, k8s, x, major, x, minor)
 	args := []string{"build", "-buildvcs=false", "-ldflags", ldflags, "-o", out + string(filepath.Separator)}
-	for _, b := range binaries {
-		args = append(args, b[1])
-	}
+	args = append(args, pkgs...)
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	var output bytes.Buffer
 	// GOFLAGS: the user's (e.g. -mod=vendor) are for their module, not this one.
@@ -207,22 +276,23 @@ func build(ctx context.Context, dir string, progress io.Writer) error {
 	cmd.Stdout = &output
 	cmd.Stderr = &output
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
-	expected := expectedBuildTime()
 	start := time.Now()
-	fmt.Fprintf(progress, "kctl: building the control plane (kube-apiserver %s, etcd %s, kubectl) into %s; "+
-		"first use only. %s\n", k8s, etcd, dir, buildTimeSays())
+	fmt.Fprintf(progress, "kctl: building %s into %s; first use only. %s\n", what, dest, buildTimeSays(expected))
 	stop := every(progress, 10*time.Second, func(d time.Duration) string {
-		return fmt.Sprintf("still building the control plane: %.0f s of about %.0f min on idle cores", d.Seconds(), expected.Minutes())
+		return fmt.Sprintf("still building %s: %.0f s of about %.0f min on idle cores", what, d.Seconds(), expected.Minutes())
 	})
 	err = cmd.Run()
 	stop()
 	if err != nil {
-		return fmt.Errorf("building the control plane failed: go %s in %s: %w\n%s", strings.Join(args, " "), src, err, lastLines(output.String(), 30))
+		return fmt.Errorf("building %s failed: go %s in %s: %w\n%s", what, strings.Join(args, " "), src, err, lastLines(output.String(), 30))
 	}
-	if err := os.Rename(out, dir); err != nil {
-		return err
+	for _, pkg := range pkgs {
+		name := filepath.Base(pkg)
+		if err := os.Rename(filepath.Join(out, name), filepath.Join(into, name)); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(progress, "kctl: built the control plane in %.0f s\n", time.Since(start).Seconds())
+	fmt.Fprintf(progress, "kctl: built %s in %.0f s\n", what, time.Since(start).Seconds())
 	return nil
 }
 
@@ -233,12 +303,20 @@ func expectedBuildTime() time.Duration {
 	return max(2*time.Minute, 12*time.Minute/time.Duration(runtime.NumCPU()))
 }
 
-// buildTimeSays is what the build's time depends on, for its first line.
-func buildTimeSays() string {
-	return fmt.Sprintf("It is about 12 CPU-minutes of compiling: about %.0f min on %d idle cores with an empty Go build cache; "+
-		"longer while other work shares the cores (10.8 min was seen on 2 busy cores), "+
+// expectedControllerManagerBuildTime is what kube-controller-manager's build
+// takes on idle cores once the control plane's is done: about 3 CPU-minutes
+// more (the controllers, the volume plugins, parts of the kubelet).
+func expectedControllerManagerBuildTime() time.Duration {
+	return max(time.Minute, 3*time.Minute/time.Duration(runtime.NumCPU()))
+}
+
+// buildTimeSays is what a build expected to take that long on idle cores
+// depends on, for its first line.
+func buildTimeSays(expected time.Duration) string {
+	return fmt.Sprintf("It is about %.0f CPU-minutes of compiling: about %.0f min on %d idle cores with an empty Go build cache; "+
+		"longer while other work shares the cores (10.8 min was seen for the control plane on 2 busy cores), "+
 		"plus the download of the modules if the Go module cache lacks them; under a minute with a warm Go build cache.",
-		expectedBuildTime().Minutes(), runtime.NumCPU())
+		expected.Minutes()*float64(runtime.NumCPU()), expected.Minutes(), runtime.NumCPU())
 }
 
 // every writes "kctl: " + line(elapsed) to w every period until stop is called.

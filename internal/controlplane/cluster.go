@@ -1,6 +1,7 @@
 // Package controlplane builds, starts and stops a local Kubernetes control
-// plane: one etcd and one kube-apiserver on loopback, no controller-manager, no
-// nodes. kctl's own tests, the kctltest package and hack/controlplane share it;
+// plane: one etcd and one kube-apiserver on loopback, no nodes, and, only when
+// asked, a kube-controller-manager that runs garbage collection and namespace
+// deletion. kctl's own tests, the kctltest package and hack/controlplane share it;
 // it does not import kctl, so kctl's internal tests can use it too.
 package controlplane
 
@@ -45,6 +46,12 @@ type Cluster struct {
 	// APIFlags are added to kube-apiserver's command line, after kctl's own,
 	// e.g. "--feature-gates=ShardedListAndWatch=true"; nil: none.
 	APIFlags []string
+	// ControllerManager also starts kube-controller-manager (from Bin; see
+	// ControllerManager for its build) running only its garbage collector
+	// and namespace controller: owner references cascade and a deleted
+	// namespace empties and goes, as in a cluster, while no other controller
+	// acts on the tests' objects (no ReplicaSet makes Pods).
+	ControllerManager bool
 	// Reaper, if set, learns of every process started and stopped, to kill
 	// those left and remove Dir if this process dies (see Reaper).
 	Reaper *Reaper
@@ -60,13 +67,14 @@ type Cluster struct {
 	restartMu sync.Mutex // one restart at a time
 	mu        sync.Mutex // guards etcd, api, stopped and ports
 	etcd, api *proc
-	stopped   bool // down was called: start nothing more
+	kcm       *proc // kube-controller-manager; nil unless ControllerManager
+	stopped   bool  // down was called: start nothing more
 	// ports are etcd's client and peer ports and kube-apiserver's, held
 	// until Down: a restarted kube-apiserver binds its port again.
 	ports *Ports
 }
 
-// proc is a started etcd or kube-apiserver. done is closed once it has exited.
+// proc is a started etcd, kube-apiserver or kube-controller-manager. done is closed once it has exited.
 type proc struct {
 	name, log string
 	cmd       *exec.Cmd
@@ -88,18 +96,25 @@ func (c *Cluster) Env() []string {
 		"KCTL_TEST_UNPRIVILEGED_KUBECONFIG=" + c.UnprivilegedKubeconfig(), "KCTL_TEST_ETCD_URL=" + c.EtcdURL}
 }
 
-// PIDs returns the process IDs of kube-apiserver and etcd, in stop order.
+// PIDs returns the process IDs of kube-controller-manager (if it runs),
+// kube-apiserver and etcd, in stop order.
 func (c *Cluster) PIDs() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return []int{c.api.cmd.Process.Pid, c.etcd.cmd.Process.Pid}
+	var pids []int
+	if c.kcm != nil {
+		pids = append(pids, c.kcm.cmd.Process.Pid)
+	}
+	return append(pids, c.api.cmd.Process.Pid, c.etcd.cmd.Process.Pid)
 }
 
 // Up writes the credentials, starts etcd and then kube-apiserver, waits until
-// both are ready, and writes the kubeconfigs. On error, call Down.
+// both are ready, and writes the kubeconfigs; then, if ControllerManager is
+// set, starts kube-controller-manager and waits for its /healthz. On error,
+// call Down.
 func (c *Cluster) Up(ctx context.Context) error {
 	start := time.Now()
-	held, err := ReservePorts(3)
+	held, err := ReservePorts(4)
 	if err != nil {
 		return err
 	}
@@ -148,6 +163,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 		c.writeKubeconfig(c.UnprivilegedKubeconfig(), "kctl-unprivileged", unprivilegedToken)); err != nil {
 		return err
 	}
+	if c.ControllerManager {
+		if err := c.startControllerManager(ctx, ports[3]); err != nil {
+			return err
+		}
+	}
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, "controlplane: ready in %.1f s: kube-apiserver %s, etcd %s, files in %s\n",
 			time.Since(start).Seconds(), c.APIURL, c.EtcdURL, c.Dir)
@@ -171,6 +191,28 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	return c.waitReady(ctx, api, c.APIURL+"/readyz")
 }
 
+// startControllerManager starts kube-controller-manager as the admin, with
+// only the garbage collector and the namespace controller, serving /healthz
+// on port with kube-apiserver's serving certificate (made for loopback), and
+// waits until it answers.
+func (c *Cluster) startControllerManager(ctx context.Context, port int) error {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return errors.New("the control plane is stopping")
+	}
+	kcm, err := c.spawn(ControllerManagerBinary, "--kubeconfig="+c.Kubeconfig(),
+		"--controllers=garbage-collector-controller,namespace-controller", "--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--tls-cert-file="+c.file("serving.crt"), "--tls-private-key-file="+c.file("serving.key"))
+	c.kcm = kcm
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.waitReady(ctx, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+}
+
 // RestartAPIServer kills kube-apiserver (SIGKILL, as in a crash) and starts
 // it again on the same port: clients see their connections, watches included, break.
 func (c *Cluster) RestartAPIServer(ctx context.Context) error {
@@ -187,17 +229,19 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	return c.startAPIServer(ctx)
 }
 
-// Down stops kube-apiserver, then etcd. The caller removes Dir.
+// Down stops kube-controller-manager (if it runs), kube-apiserver, then
+// etcd. The caller removes Dir.
 func (c *Cluster) Down() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopped = true
-	for _, p := range []*proc{c.api, c.etcd} {
+	for _, p := range []*proc{c.kcm, c.api, c.etcd} {
 		if p != nil {
 			StopPID(p.cmd.Process.Pid, p.exited, 5*time.Second)
 			c.Reaper.Forget(p.cmd.Process.Pid)
 		}
 	}
+	c.kcm = nil
 	c.api = nil
 	c.etcd = nil
 	if c.ports != nil {

@@ -8,7 +8,8 @@ import (
 )
 
 // flagged holds the control planes started with extra kube-apiserver flags
-// (RequireFlags), one per distinct flag list, stopped with the shared one.
+// (RequireFlags), one per distinct flag list, and the one with a
+// kube-controller-manager (RequireControllerManager), stopped with the shared one.
 // Once stopped is set, no new one starts.
 var flagged struct {
 	mu       sync.Mutex
@@ -36,11 +37,34 @@ func RequireFlags(t T, apiFlags ...string) *Cluster {
 	if len(apiFlags) == 0 {
 		return Require(t)
 	}
+	return requireOther(t, apiFlags, false)
+}
+
+// RequireControllerManager is Require for a control plane that also runs
+// kube-controller-manager with its garbage collector and namespace
+// controller (see Cluster.ControllerManager): a test binary starts one, on
+// first use, besides the shared one, building kube-controller-manager first
+// if need be (see ControllerManager). Like Require, it skips t (or fails it
+// when $CI is true) when the control plane cannot start.
+func RequireControllerManager(t T) *Cluster {
+	t.Helper()
+	return requireOther(t, nil, true)
+}
+
+// requireOther starts, or returns, the control plane with apiFlags and, if
+// kcm, a kube-controller-manager.
+func requireOther(t T, apiFlags []string, kcm bool) *Cluster {
+	t.Helper()
 	if !shared.main.Load() {
 		t.Fatal("kctl: the control plane needs TestMain to stop it after the tests: add\n" +
 			"\tfunc TestMain(m *testing.M) { os.Exit(kctltest.Main(m)) }")
 	}
 	key := strings.Join(apiFlags, "\x00")
+	what := strings.Join(apiFlags, " ")
+	if kcm {
+		key += "\x00" + ControllerManagerBinary
+		what = "a kube-controller-manager"
+	}
 	flagged.mu.Lock()
 	if flagged.clusters == nil {
 		flagged.clusters = map[string]*flaggedCluster{}
@@ -57,13 +81,12 @@ func RequireFlags(t T, apiFlags ...string) *Cluster {
 	}
 	flags := append([]string(nil), apiFlags...)
 	fc.once.Do(func() {
-		fc.c, fc.reaper, fc.err = startCluster(deadlineOf(t), flags)
+		fc.c, fc.reaper, fc.err = startCluster(deadlineOf(t), flags, kcm)
 	})
 	if fc.err == nil {
 		return fc.c
 	}
-	msg := fmt.Sprintf("kctl: cannot start a local control plane with %s: %v",
-		strings.Join(apiFlags, " "), fc.err)
+	msg := fmt.Sprintf("kctl: cannot start a local control plane with %s: %v", what, fc.err)
 	if isCI() {
 		t.Fatalf("%s\n(CI=true: an integration test never skips)", msg)
 	}

@@ -137,23 +137,34 @@ func deadlineOf(t T) time.Time {
 }
 
 // buildFits returns an error naming the command that builds the binaries
-// ahead when they must be built and the build would not end, with a minute
-// to spare, before deadline.
-func buildFits(deadline time.Time) error {
+// ahead when they must be built (with kube-controller-manager if kcm) and
+// the build would not end, with a minute to spare, before deadline.
+func buildFits(deadline time.Time, kcm bool) error {
 	if deadline.IsZero() || os.Getenv(BinEnv) != "" {
 		return nil
 	}
 	dir, err := cacheFolder()
-	if err != nil || len(missingBinaries(dir)) == 0 {
+	if err != nil {
 		return nil
 	}
+	var expected time.Duration
+	if len(missingBinaries(dir)) > 0 {
+		expected += expectedBuildTime()
+	}
+	command := "build"
+	if kcm {
+		command = "build -controller-manager"
+		if _, err := os.Stat(filepath.Join(dir, ControllerManagerBinary)); err != nil {
+			expected += expectedControllerManagerBuildTime()
+		}
+	}
 	left := time.Until(deadline)
-	if left > expectedBuildTime()+time.Minute {
+	if expected == 0 || left > expected+time.Minute {
 		return nil
 	}
 	return fmt.Errorf("the control plane's binaries are not built yet, which takes about %.0f min on %d idle cores (longer on busy ones), "+
-		"and this test binary times out in %.0f s: build them once with\n\tgo run github.com/kctl-dev/kctl/hack/controlplane build\n"+
-		"or give go test a longer -timeout", expectedBuildTime().Minutes(), runtime.NumCPU(), left.Seconds())
+		"and this test binary times out in %.0f s: build them once with\n\tgo run github.com/kctl-dev/kctl/hack/controlplane %s\n"+
+		"or give go test a longer -timeout", expected.Minutes(), runtime.NumCPU(), left.Seconds(), command)
 }
 
 func startShared(deadline time.Time) {
@@ -163,19 +174,25 @@ func startShared(deadline time.Time) {
 		shared.lent = true
 		return
 	}
-	shared.c, shared.reaper, shared.err = startCluster(deadline, nil)
+	shared.c, shared.reaper, shared.err = startCluster(deadline, nil, false)
 	shared.up.Store(shared.err == nil)
 }
 
 // startCluster builds the binaries if need be and starts a cluster whose
-// kube-apiserver also gets apiFlags, with a reaper of its own. On error it
-// leaves nothing behind.
-func startCluster(deadline time.Time, apiFlags []string) (*Cluster, *Reaper, error) {
+// kube-apiserver also gets apiFlags, with a kube-controller-manager if kcm,
+// and a reaper of its own. On error it leaves nothing behind.
+func startCluster(deadline time.Time, apiFlags []string, kcm bool) (*Cluster, *Reaper, error) {
 	ctx := shared.ctx
-	if err := buildFits(deadline); err != nil {
+	if err := buildFits(deadline, kcm); err != nil {
 		return nil, nil, err
 	}
 	bin, err := Binaries(ctx, terminal())
+	if err != nil {
+		return nil, nil, err
+	}
+	if kcm {
+		_, err = ControllerManager(ctx, terminal())
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,7 +206,7 @@ func startCluster(deadline time.Time, apiFlags []string) (*Cluster, *Reaper, err
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	c := &Cluster{Dir: dir, Bin: bin, Reaper: reaper, APIFlags: apiFlags}
+	c := &Cluster{Dir: dir, Bin: bin, Reaper: reaper, APIFlags: apiFlags, ControllerManager: kcm}
 	err = os.WriteFile(filepath.Join(dir, "runner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if err == nil {
 		err = c.Up(ctx)

@@ -369,14 +369,18 @@ func TestRequire_NoControlPlane_FailsInCIAndSkipsElsewhere(t *testing.T) {
 func TestBuildFits_TooLittleTimeBeforeTheTestTimeout_NamesTheCommandThatBuildsAhead(t *testing.T) {
 	t.Setenv(BinEnv, "")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // an empty per-user cache: the binaries must be built
-	err := buildFits(time.Now().Add(2 * time.Minute))
-	if err == nil || !strings.Contains(err.Error(), "go run github.com/kctl-dev/kctl/hack/controlplane build") {
+	err := buildFits(time.Now().Add(2*time.Minute), false)
+	if err == nil || !strings.Contains(err.Error(), "go run github.com/kctl-dev/kctl/hack/controlplane build\n") {
 		t.Errorf("buildFits(2 min left) = %v, want an error naming the build command", err)
 	}
-	if err := buildFits(time.Now().Add(time.Hour)); err != nil {
+	err = buildFits(time.Now().Add(2*time.Minute), true)
+	if err == nil || !strings.Contains(err.Error(), "hack/controlplane build -controller-manager\n") {
+		t.Errorf("buildFits(2 min left, with kube-controller-manager) = %v, want an error naming the command that builds it too", err)
+	}
+	if err := buildFits(time.Now().Add(time.Hour), true); err != nil {
 		t.Errorf("buildFits(1 h left) = %v, want nil: the build fits", err)
 	}
-	if err := buildFits(time.Time{}); err != nil {
+	if err := buildFits(time.Time{}, true); err != nil {
 		t.Errorf("buildFits(no deadline) = %v, want nil", err)
 	}
 }
@@ -384,7 +388,7 @@ func TestBuildFits_TooLittleTimeBeforeTheTestTimeout_NamesTheCommandThatBuildsAh
 // The first build's announcement says what its time depends on: the cores
 // and whether they are idle, and the Go build cache.
 func TestBuildTimeSays_NamesWhatTheTimeDependsOn(t *testing.T) {
-	says := buildTimeSays()
+	says := buildTimeSays(expectedBuildTime())
 	for _, want := range []string{"CPU-minutes", "idle cores", "busy", "empty Go build cache", "warm Go build cache", "download"} {
 		if !strings.Contains(says, want) {
 			t.Errorf("buildTimeSays() = %q, lacks %q", says, want)

@@ -1,5 +1,8 @@
-// Package kbflags gives the examples the command-line flags of a
-// kubebuilder project, so that its manifests and habits carry over:
+// Package kbflags gives a controller's main.go the command-line flags of a
+// kubebuilder project (--kubeconfig, --context, --metrics-bind-address,
+// --metrics-secure, --metrics-cert-path, --health-probe-bind-address,
+// --leader-elect, --log-level, --log-format), so that its manifests and
+// habits carry over, in one line:
 //
 //	f := kbflags.Register(flag.CommandLine, "run the controller only on the replica holding the Lease podcount")
 //	flag.Parse()
@@ -7,7 +10,11 @@
 //	mgr, err := kctl.NewManager(f.Options(log))
 //	err = f.Serve(mgr, kctl.LeaderElection{Name: "podcount"})
 //
-// --webhook-cert-path is not here: it belongs to an example that serves
+// kctl's examples use it, and their tests check their manifests' args
+// against it (ParseDeploymentArgs). It uses only kctl's exported API: a
+// program that does not import it links none of it.
+//
+// --webhook-cert-path is not here: it belongs to a program that serves
 // webhooks (example/crd), where it says where their certificate is.
 package kbflags
 
