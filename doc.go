@@ -141,7 +141,8 @@
 //
 // Serving lives in packages of its own, built on kctl's exported API only,
 // as net/http keeps httptest and pprof apart: kctl/webhook (Serve,
-// Validate, Default, Convert) and kctl/debug (ServeHistory, ServePprof).
+// Validate, Default, Convert) and kctl/debug (ServeHistory, ServePprof);
+// beside them kctl/kbflags, a main.go's kubebuilder flags.
 //
 // Leaves that need no kctl type live in internal/: clusterconfig
 // (LoadConfig's search and the checks that name a broken kubeconfig),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instruction counts of kctl's podcount with the per-key history off and on,
 # under valgrind's callgrind, against a control plane of its own: 50
-# ReplicaSets x 3 Pods, then 50 relabels (BENCHMARKS.md, History). Needs
+# ReplicaSets x 3 Pods, then 50 relabels (BENCHMARKS.md beside it, History). Needs
 # valgrind; takes about 6 minutes. Read the result with
 #   callgrind_annotate --threshold=100 OUT/cg-on.out.1 | grep -E 'keyBook|resultOf'
 # Go under callgrind: cgo off and no async preemption (callgrind aborts on

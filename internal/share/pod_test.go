@@ -19,7 +19,7 @@ import (
 // (podfixture) and near-identical ones (replicaPod). The same Pods are
 // shared again and again, so their unique values are remembered too: for
 // the cost of sharing Pods once each, as a sync does, profile
-// BenchmarkSharer_RetainedHeap (BENCHMARKS.md, "Finer sharing": about as
+// BenchmarkSharer_RetainedHeap (bench/BENCHMARKS.md, "Finer sharing": about as
 // much as decoding them).
 func BenchmarkSharer_Pods(b *testing.B) {
 	fixtures := []struct {
