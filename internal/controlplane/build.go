@@ -136,8 +136,9 @@ func ControllerManager(ctx context.Context, progress io.Writer) (string, error) 
 	}
 	if bin := os.Getenv(BinEnv); bin != "" {
 		k8s, _ := Versions()
-		return "", fmt.Errorf("%s=%s lacks %s, which a test that asks for garbage collection or namespace deletion runs: "+
-			"add it (go build k8s.io/kubernetes/cmd/kube-controller-manager@%s), or unset %s to build it",
+		return "", fmt.Errorf("%s=%s lacks %s %s, which a test that asks for garbage collection or namespace deletion runs: "+
+			"unset %s to build it into the per-user cache, or copy it from the folder that "+
+			"`go run github.com/kctl-dev/kctl/hack/controlplane build -controller-manager` prints",
 			BinEnv, bin, ControllerManagerBinary, k8s, BinEnv)
 	}
 	built := func() bool {

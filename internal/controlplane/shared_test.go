@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -393,5 +394,26 @@ func TestBuildTimeSays_NamesWhatTheTimeDependsOn(t *testing.T) {
 		if !strings.Contains(says, want) {
 			t.Errorf("buildTimeSays() = %q, lacks %q", says, want)
 		}
+	}
+}
+
+// With KCTL_CONTROLPLANE_BIN naming a folder without kube-controller-manager,
+// a test that asks for it gets an error naming what is missing and the
+// command that builds it, and nothing is built.
+func TestControllerManager_BinFolderWithoutIt_SaysWhatToAdd(t *testing.T) {
+	dir := t.TempDir()
+	for _, b := range binaries {
+		if err := os.WriteFile(filepath.Join(dir, b[0]), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(BinEnv, dir)
+	path, err := ControllerManager(t.Context(), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "lacks kube-controller-manager") ||
+		!strings.Contains(err.Error(), "hack/controlplane build -controller-manager") {
+		t.Errorf("ControllerManager with %s lacking it = %q, %v; want an error naming it and its build", BinEnv, path, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ControllerManagerBinary)); err == nil {
+		t.Errorf("ControllerManager built into %s=%s", BinEnv, dir)
 	}
 }
