@@ -13,14 +13,11 @@ package kctl
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/certs"
 	"github.com/kctl-dev/kctl/internal/certwatch"
 	"github.com/kctl-dev/kctl/internal/metricsauth"
 	"github.com/kctl-dev/kctl/internal/serve"
@@ -204,9 +201,11 @@ func (m *Manager) ServeSecureMetrics(addr, certDir string) error {
 	if addr == "" {
 		return nil
 	}
-	tlsConfig, err := m.metricsTLS(certDir)
+	tlsConfig, err := certwatch.ServerConfig(certDir, "kctl metrics (self-signed)", func(err error) {
+		m.log.Error("kctl: secure metrics: " + err.Error())
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("kctl: secure metrics: %w", err)
 	}
 	Declare[metricsauth.TokenReview](Resource{
 		Group:   "authentication.k8s.io",
@@ -229,47 +228,6 @@ func (m *Manager) ServeSecureMetrics(addr, certDir string) error {
 	spec.Handler = auth.Wrap(spec.Handler)
 	spec.TLS = serve.TLS(tlsConfig)
 	return m.Add(m.runnable(spec))
-}
-
-// metricsTLS is the TLS of ServeSecureMetrics: certDir's pair, reloaded
-// on change, or a self-signed one if certDir is "".
-func (m *Manager) metricsTLS(certDir string) (*tls.Config, error) {
-	cfg := &tls.Config{}
-	if certDir != "" {
-		certFile := filepath.Join(certDir, "tls.crt")
-		keyFile := filepath.Join(certDir, "tls.key")
-		w, err := certwatch.New(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kctl: secure metrics: %w; "+
-				"pass the directory that holds it, or \"\" "+
-				"for a self-signed certificate", err)
-		}
-		w.OnError = func(err error) {
-			m.log.Error("kctl: secure metrics: " + err.Error())
-		}
-		cfg.GetCertificate = w.GetCertificate
-		return cfg, nil
-	}
-	pair, err := selfSigned()
-	if err != nil {
-		return nil, fmt.Errorf("kctl: secure metrics: "+
-			"making a self-signed certificate: %w", err)
-	}
-	cfg.Certificates = []tls.Certificate{pair}
-	return cfg, nil
-}
-
-// selfSigned makes a serving certificate of a CA of its own.
-func selfSigned() (tls.Certificate, error) {
-	ca, err := certs.NewCA("kctl metrics (self-signed)")
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	certPEM, keyPEM, _, err := ca.Serving("localhost", "127.0.0.1")
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
 // reviewConn is the connection of the reviews: the Manager's
