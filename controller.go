@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -196,6 +197,9 @@ type controller[P any] struct {
 	// active holds the keys being reconciled and since when, for the log of
 	// an abandoned shutdown.
 	active map[Key]time.Time
+	// finished is when a reconcile last ended, or the run began:
+	// WithLivenessBound's check.
+	finished time.Time
 	// again holds, for each key in active, the channel that enqueue closes
 	// (and deletes) if the key is queued again while it is reconciled:
 	// QueuedAgain.
@@ -278,6 +282,8 @@ type controllerHost interface {
 	Add(r Runnable) error
 	// misuse records a builder mistake, which Manager.Start returns.
 	misuse(err error)
+	// AddHealthCheck adds a check to /healthz (WithLivenessBound).
+	AddHealthCheck(name string, check func(r *http.Request) error)
 	// observer is the observer of a run of the controller name.
 	observer(name string, workers int) controllerObserver
 	// owner is the shard owner of keys, nil unless sharded: the

@@ -126,7 +126,7 @@
 // user_metrics.go (Metrics, a program's own series; Reserved), server.go
 // (HTTPServer, ServeMetrics; what the serving packages use of a Manager:
 // Logger, ReportMisuse, DrainDeadline; UserInfo; ServeHealth,
-// AddNotedReadyCheck; ServeSecureMetrics: TokenReview and
+// AddNotedReadyCheck, WithLivenessBound; ServeSecureMetrics: TokenReview and
 // SubjectAccessReview through kctl's own client), index.go (IndexField,
 // MatchingField), history.go (KeepHistory, History, Histories: it wraps
 // the Manager's observers hook), channel_source.go (FromChannel), and
@@ -236,7 +236,8 @@
 // 1000 s per key, 10/s burst 100), WithQueueOptions (no pacing;
 // AgeLowPriorityAfter a minute), WithPriority (low for initial lists,
 // replays and resyncs), WithPredicates and WithEventFilter (none),
-// OnDelete (none), WarnAfterFailures (none), Owns (the controller owner
+// OnDelete (none), WarnAfterFailures (none), WithLivenessBound (none),
+// Owns (the controller owner
 // reference only; OwnsEveryOwner for every one). A controller of keys
 // that name no object: NewKeyController.
 //

@@ -140,7 +140,7 @@ func CreateOrUpdate[T any](
 	if unchanged {
 		return res, err
 	}
-	patch, err := mergePatch(before, obj)
+	patch, err := jsonpatch.MergePatch(before, obj)
 	if err != nil {
 		return OperationResultNone, fmt.Errorf("kctl: update %s %s: %w",
 			kindOf[T](), keyOf(metaOf(obj)), err)
@@ -160,18 +160,6 @@ func CreateOrUpdate[T any](
 	return OperationResultUpdated, nil
 }
 
-// mergePatch is the JSON merge patch (RFC 7386) that turns before into after.
-func mergePatch[T any](before, after *T) (map[string]any, error) {
-	var was, is map[string]any
-	errBefore := jsonCopy(before, &was)
-	errAfter := jsonCopy(after, &is)
-	err := errors.Join(errBefore, errAfter)
-	if err != nil {
-		return nil, err
-	}
-	return jsonpatch.MergeDiff(was, is), nil
-}
-
 // CreateOrPatch is CreateOrUpdate writing the change as a JSON merge patch
 // (no optimistic concurrency: the fields mutate changed win), a changed
 // status through the status subresource.
@@ -185,7 +173,7 @@ func CreateOrPatch[T any](
 	if before == nil {
 		return res, err
 	}
-	change, err := mergePatch(before, obj)
+	change, err := jsonpatch.MergePatch(before, obj)
 	if err != nil {
 		return res, fmt.Errorf("kctl: patch %s %s: %w",
 			kindOf[T](), keyOf(metaOf(obj)), err)

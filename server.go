@@ -156,6 +156,46 @@ func (m *Manager) AddNotedReadyCheck(
 	m.health.AddNoted(name, true, check, note)
 }
 
+// WithLivenessBound makes /healthz (ServeHealth) fail while the controller
+// is wedged: keys wait, every worker is busy, and no reconcile has finished
+// for bound. The kubelet then restarts the container. The failing check,
+// "controller-NAME", names the keys in flight and for how long:
+//
+//	c.WithReconcileTimeout(time.Minute).WithLivenessBound(5 * time.Minute)
+//
+// Pair it with a WithReconcileTimeout shorter than bound: a reconcile that
+// honours its context then ends and frees its worker, so the check fails
+// only for one that does not (a call without a deadline, a lock never
+// released). A controller that is not running (a standby replica, caches
+// syncing) is not wedged. Off by default (0).
+func (c *Controller[T]) WithLivenessBound(bound time.Duration) *Controller[T] {
+	if bound < 0 {
+		c.host.misuse(fmt.Errorf("kctl: controller %q: WithLivenessBound(%v) must not be negative (0: no check)", c.name, bound))
+		return c
+	}
+	if bound > 0 {
+		c.host.AddHealthCheck("controller-"+c.name, func(*http.Request) error {
+			return c.wedged(bound, time.Now())
+		})
+	}
+	return c
+}
+
+// wedged is WithLivenessBound's check at now: an error if keys wait, every
+// worker is busy and no reconcile has finished for bound.
+func (c *controller[P]) wedged(bound time.Duration, now time.Time) error {
+	c.mu.Lock()
+	q := c.queue
+	busy := len(c.active) >= c.workers
+	idle := now.Sub(c.finished)
+	c.mu.Unlock()
+	if q == nil || q.Len() == 0 || !busy || idle < bound {
+		return nil
+	}
+	return fmt.Errorf("controller %q is wedged: %d keys wait, all %d workers busy, no reconcile finished for %v (WithLivenessBound(%v)); %s",
+		c.name, q.Len(), c.workers, idle.Round(time.Millisecond), bound, c.busy())
+}
+
 // ServeSecureMetrics serves the metrics page at /metrics over HTTPS (TLS
 // 1.2 or later) on addr, e.g. ":8443", to scrapers allowed to read it:
 //

@@ -699,3 +699,55 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
 }
+
+// WithLivenessBound: a worker held by a reconcile that ignores its
+// context is not a wedge while no key waits; once a key waits and no
+// reconcile has finished for the bound, /healthz fails naming the
+// controller and the key in flight, and it passes again once the worker
+// comes free. Readiness does not follow it.
+func TestController_WithLivenessBound_HealthzFailsWhileWedged(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	healthAddr := freeLoopbackAddr(t)
+	mgr := testManager(t, cfg, ns, Options{})
+	if err := mgr.ServeHealth(healthAddr); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	c := NewController(mgr, "wedge", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		if cm.Name == "stuck" {
+			started <- struct{}{}
+			<-release // ignores ctx, as a call without a deadline does
+		}
+		return Result{}, nil
+	}).MaxConcurrentReconciles(1).WithLivenessBound(300 * time.Millisecond)
+	startManager(t, mgr)
+	conn, err := NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := NewClient[corev1.ConfigMap](conn)
+	defer close(release)
+	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stuck"}}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := c.wedged(300*time.Millisecond, time.Now().Add(time.Hour)); err != nil {
+		t.Errorf("an hour on, with every worker busy but no key waiting: %v, want not wedged", err)
+	}
+	if err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "next"}}); err != nil {
+		t.Fatal(err)
+	}
+	pollPage(t, healthAddr, "/healthz?verbose", "503 naming the wedged controller and its key", func(code int, body string) bool {
+		return code == 503 && strings.Contains(body, `[-]controller-wedge failed: controller "wedge" is wedged: 1 keys wait, all 1 workers busy`) &&
+			strings.Contains(body, "reconciling "+ns+"/stuck (for ")
+	})
+	if code, body := getPage(t, healthAddr, "/readyz"); code != 200 {
+		t.Errorf("GET /readyz while wedged = %d %q, want 200: readiness does not follow liveness", code, body)
+	}
+	release <- struct{}{}
+	pollPage(t, healthAddr, "/healthz", "200 once the worker is free", func(code int, body string) bool {
+		return code == 200 && body == "ok"
+	})
+}

@@ -74,6 +74,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	clear(c.triggers)
 	clear(c.later)
 	c.queue = q
+	c.finished = time.Now()
 	kept := c.kept
 	c.kept = map[Key]Trigger{}
 	c.mu.Unlock()
@@ -233,6 +234,7 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 		c.mu.Lock()
 		delete(c.active, k)
 		delete(c.again, k)
+		c.finished = time.Now()
 		c.mu.Unlock()
 	}()
 	if t == nil { // a wait (retry, requeue-after) whose key an event had brought back
