@@ -120,8 +120,8 @@
 // Floor 3 is the extras: helpers.go (CreateOrUpdate, CreateOrPatch,
 // SetControllerReference, RetryOnConflict; OwnsEveryOwner,
 // SetOwnerReference; ObjectReferenceOf, Manager.Enqueue), recorder.go
-// (EventRecorder; WarnAfterFailures and WithMaxRetries, steps of the
-// chain), leader.go
+// (EventRecorder, writing events.k8s.io/v1 Events or core/v1 ones;
+// WarnAfterFailures and WithMaxRetries, steps of the chain), leader.go
 // (LeaderElection, ElectLeader, through the Manager's elect hook),
 // user_metrics.go (Metrics, a program's own series; Reserved), server.go
 // (HTTPServer, ServeMetrics; what the serving packages use of a Manager:

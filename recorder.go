@@ -10,23 +10,19 @@ package kctl
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/events"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // EventRecorder returns a recorder of Kubernetes Events about objects,
@@ -73,12 +69,13 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 const (
 	// Events waiting to be written; more are dropped
 	eventBuffer = 1000
-	// attempts per write while the API server is unreachable
-	eventWriteTries = 3
 )
 
-// EventRecorder writes Kubernetes Events (core/v1) about objects, the ones
-// kubectl describe shows:
+// EventRecorder writes Kubernetes Events about objects, the ones kubectl
+// describe shows: events.k8s.io/v1 Events, or core/v1 ones from the first
+// write the server refuses because it does not serve that group or RBAC
+// does not let the program write there (logged once). RBAC: create and
+// patch on events in groups "" and events.k8s.io.
 //
 //	rec := mgr.EventRecorder("widget-controller")
 //	rec.Eventf(widget, corev1.EventTypeWarning, "BackendFailed", "backend %s: %v", host, err)
@@ -89,8 +86,9 @@ const (
 // (buffer full, write failed, not sent by the end of the shutdown, recorded
 // after it) is counted in kctl_events_dropped_total and logged: a failed
 // write each time, the other causes once per recorder. A repeat (same
-// object, type, reason and message) within 10 minutes of the last is a PATCH
-// of its count and lastTimestamp: a burst of 10 is one Event with count 10.
+// object, related object, type, reason, action and message) within 10
+// minutes of the last is a PATCH of its series (core/v1: its count and
+// lastTimestamp): a burst of 10 is one Event with count 10.
 // Floods are limited per object and type as in client-go: a burst of 25
 // Events, repeats included, then one per 5 minutes. The zero value is not
 // usable (see Manager.EventRecorder); a nil *EventRecorder drops everything.
@@ -98,7 +96,7 @@ const (
 type EventRecorder struct {
 	component, host string
 	log             *slog.Logger
-	sink            eventSink
+	sink            events.Sink
 	// bounded, so Event never blocks; run names the Events
 	queue chan *corev1.Event
 
@@ -121,13 +119,6 @@ type EventRecorder struct {
 	written *events.Written
 }
 
-// eventSink writes Events: the API server, or a fake in unit tests. create
-// updates ev from the answer; patch sends a JSON merge patch.
-type eventSink interface {
-	create(ctx context.Context, ev *corev1.Event) error
-	patch(ctx context.Context, namespace, name string, patch []byte) error
-}
-
 // newEventRecorder returns a recorder writing through conn as component (the
 // Event's source and reportingComponent). Nothing is written until run.
 func newEventRecorder(
@@ -146,22 +137,48 @@ func newEventRecorder(
 		dropped:   new(atomic.Uint64),
 	}
 	if conn != nil {
-		r.sink = clientSink{NewClient[corev1.Event](conn)}
+		Declare[events.V1Event](Resource{
+			Group:      "events.k8s.io",
+			Version:    "v1",
+			Kind:       "Event",
+			Namespaced: true,
+		})
+		r.sink = &clientSink{
+			core: NewClient[corev1.Event](conn),
+			v1:   NewClient[events.V1Event](conn),
+			log:  r.log,
+		}
 	}
 	return r
 }
 
 // Event records an Event of eventType (corev1.EventTypeNormal or
 // EventTypeWarning) about obj. reason is a short UpperCamelCase word for
-// machines ("ScalingReplicaSet"); message is for humans. The object's kind
-// comes from its Go type (see ResourceOf), else from its TypeMeta.
+// machines ("ScalingReplicaSet"), which is also its action; message is
+// for humans. The object's kind comes from its Go type (see ResourceOf),
+// else from its TypeMeta.
 func (r *EventRecorder) Event(
 	obj metav1.Object,
 	eventType, reason, message string,
 ) {
-	v := reflect.ValueOf(obj)
-	nilPointer := v.Kind() == reflect.Pointer && v.IsNil()
-	if r == nil || obj == nil || nilPointer {
+	r.EventRelated(obj, nil, eventType, reason, reason, message)
+}
+
+// EventRelated is Event with the two fields events.k8s.io/v1 adds:
+// action, what was done or failed ("Scale", "Bind"), and related, a
+// second object the Event is about (nil: none), e.g. the Pod a
+// ReplicaSet's Event made:
+//
+//	rec.EventRelated(rs, pod, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created pod "+pod.Name)
+//
+// Written as a core/v1 Event (see EventRecorder), they are its action and
+// related fields too.
+func (r *EventRecorder) EventRelated(
+	obj, related metav1.Object,
+	eventType, reason, action, note string,
+) {
+	ref, ok := events.Reference(obj)
+	if r == nil || !ok {
 		return
 	}
 	normal := eventType == corev1.EventTypeNormal
@@ -173,20 +190,6 @@ func (r *EventRecorder) Event(
 			"object", obj.GetNamespace()+"/"+obj.GetName())
 		return
 	}
-	ref := corev1.ObjectReference{
-		Namespace:       obj.GetNamespace(),
-		Name:            obj.GetName(),
-		UID:             obj.GetUID(),
-		ResourceVersion: obj.GetResourceVersion(),
-	}
-	res, _, err := apitype.OfType(reflect.Indirect(v).Type())
-	if err == nil {
-		ref.APIVersion = res.APIVersion()
-		ref.Kind = res.Kind
-	} else if o, ok := obj.(interface{ GetObjectKind() schema.ObjectKind }); ok {
-		gvk := o.GetObjectKind().GroupVersionKind()
-		ref.APIVersion, ref.Kind = gvk.ToAPIVersionAndKind()
-	}
 	now := metav1.Now()
 	// The default namespace is for cluster-scoped objects.
 	ns := cmp.Or(ref.Namespace, metav1.NamespaceDefault)
@@ -195,13 +198,18 @@ func (r *EventRecorder) Event(
 		InvolvedObject:      ref,
 		Type:                eventType,
 		Reason:              reason,
-		Message:             message,
+		Action:              action,
+		Message:             note,
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
 		Source:              corev1.EventSource{Component: r.component, Host: r.host},
 		ReportingController: r.component,
 		ReportingInstance:   r.host,
+	}
+	relatedRef, ok := events.Reference(related)
+	if ok {
+		e.Related = &relatedRef
 	}
 	if !r.limits.Allow(events.KeyOf(e), now.Time) {
 		r.limited.Add(1)
@@ -293,90 +301,77 @@ func (r *EventRecorder) deliver(ctx context.Context, flushBy func() time.Time) {
 	}
 }
 
-// write sends e as a PATCH of the Event it repeats, or as a new Event named
-// like client-go's (events.Written.Name). A failure is logged.
+// write writes e (events.Written.Write). A failure is logged and counted.
 func (r *EventRecorder) write(ctx context.Context, e *corev1.Event) {
-	key := events.KeyOf(e)
-	at := e.FirstTimestamp.Time
-	ref := e.InvolvedObject
-	var err error
-	defer func() {
-		if err != nil {
-			// A collision or a namespace going away: nothing to do.
-			terminating := corev1.NamespaceTerminatingCause
-			quiet := apierrors.IsAlreadyExists(err) ||
-				apierrors.HasStatusCause(err, terminating)
-			level := slog.LevelError
-			if quiet {
-				level = slog.LevelDebug
-			}
-			r.dropped.Add(1)
-			object := ref.Namespace + "/" + ref.Name
-			r.log.Log(ctx, level, "kctl: could not write Event (dropped): "+
-				"check the API server and RBAC: create and patch on events",
-				"err", err, "object", strings.TrimPrefix(object, "/"),
-				"kind", ref.Kind, "reason", e.Reason)
-		}
-	}()
-	ns, name, count, repeat := r.written.Repeat(key, at)
-	if repeat {
-		change := map[string]any{
-			"count":         count,
-			"lastTimestamp": e.LastTimestamp,
-		}
-		patch, _ := json.Marshal(change)
-		// NotFound: the Event expired (the API server's --event-ttl), so
-		// write a new one.
-		err = r.retry(ctx, func() error {
-			return r.sink.patch(ctx, ns, name, patch)
-		})
-		if !apierrors.IsNotFound(err) {
-			return
-		}
-	}
-	e.Name = r.written.Name(ref.Name, at)
-	create := func() error { return r.sink.create(ctx, e) }
-	err = r.retry(ctx, create)
-	if err != nil {
+	err := r.written.Write(ctx, r.sink, e)
+	if err == nil {
 		return
 	}
-	r.written.Remember(key, e.Namespace, e.Name, at)
+	level := slog.LevelError
+	if events.Quiet(err) {
+		level = slog.LevelDebug
+	}
+	r.dropped.Add(1)
+	ref := e.InvolvedObject
+	object := ref.Namespace + "/" + ref.Name
+	r.log.Log(ctx, level, "kctl: could not write Event (dropped): "+
+		"check the API server and RBAC: create and patch on events",
+		"err", err, "object", strings.TrimPrefix(object, "/"),
+		"kind", ref.Kind, "reason", e.Reason)
 }
 
-// retry calls write up to eventWriteTries times while the failure is
-// transient (the API server unreachable, overloaded or timing out), waiting
-// 1s, then 2s between tries.
-func (r *EventRecorder) retry(ctx context.Context, write func() error) error {
-	err := write()
-	for try := 1; try < eventWriteTries; try++ {
-		if err == nil || !events.Transient(err) {
+// clientSink writes through kctl's own client: events.k8s.io/v1 Events,
+// or core/v1 ones from the first write the API server refuses because it
+// does not serve that group or RBAC does not let this program write there
+// (client-go's events adapter also falls back to core/v1).
+type clientSink struct {
+	core *Client[corev1.Event]
+	v1   *Client[events.V1Event]
+	log  *slog.Logger
+	// coreOnly is set at that refusal, once, and logged
+	coreOnly atomic.Bool
+}
+
+func (s *clientSink) Create(ctx context.Context, e *corev1.Event) error {
+	if !s.coreOnly.Load() {
+		err := s.v1.Create(ctx, events.V1(e))
+		if !s.fallBack(err) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(try) * time.Second):
-		}
-		err = write()
+	}
+	return s.core.Create(ctx, e)
+}
+
+func (s *clientSink) Repeat(ctx context.Context, namespace, name string, count int32, last time.Time) error {
+	var err error
+	if s.coreOnly.Load() {
+		_, err = s.core.patch(ctx, namespace, name, MergePatch, events.CountPatch(count, last), PatchOptions{})
+	} else {
+		_, err = s.v1.patch(ctx, namespace, name, MergePatch, events.SeriesPatch(count, last), PatchOptions{})
 	}
 	return err
 }
 
-// clientSink writes through kctl's own client.
-type clientSink struct{ c *Client[corev1.Event] }
-
-func (s clientSink) create(ctx context.Context, e *corev1.Event) error {
-	return s.c.Create(ctx, e)
-}
-
-func (s clientSink) patch(
-	ctx context.Context,
-	namespace, name string,
-	patch []byte,
-) error {
-	_, err := s.c.patch(ctx, namespace, name,
-		MergePatch, patch, PatchOptions{})
-	return err
+// fallBack reports whether err is a refusal to write events.k8s.io/v1
+// Events, and if so turns coreOnly on: logged once, at info for a server
+// that does not serve the group, as a warning for RBAC.
+func (s *clientSink) fallBack(err error) bool {
+	terminating := apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+	forbidden := apierrors.IsForbidden(err) && !terminating
+	notServed := errors.Is(err, ErrNotInstalled)
+	if !forbidden && !notServed {
+		return false
+	}
+	if !s.coreOnly.CompareAndSwap(false, true) {
+		return true
+	}
+	if forbidden {
+		s.log.Warn("kctl: writing core/v1 Events from now on: RBAC refuses events.k8s.io/v1 "+
+			"(grant create and patch on events in group events.k8s.io to write there)", "err", err)
+	} else {
+		s.log.Info("kctl: writing core/v1 Events from now on: the API server does not serve events.k8s.io/v1")
+	}
+	return true
 }
 
 // WarnAfterFailures records a Warning Event (reason ReconcileFailed,

@@ -3,10 +3,11 @@ package kctl
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -15,17 +16,19 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/controlplane"
 	"github.com/kctl-dev/kctl/internal/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// fakeEvents is an eventSink that keeps Events in memory, like the API
-// server: create stores a copy, patch merges count and lastTimestamp.
+// fakeEvents is an events.Sink that keeps Events in memory, like the API
+// server: create stores a copy, repeat sets count and lastTimestamp.
 type fakeEvents struct {
 	mu      sync.Mutex
 	events  map[string]*corev1.Event // by namespace/name
@@ -46,7 +49,7 @@ func (f *fakeEvents) failNext() error {
 	return err
 }
 
-func (f *fakeEvents) create(_ context.Context, ev *corev1.Event) error {
+func (f *fakeEvents) Create(_ context.Context, ev *corev1.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.failNext(); err != nil {
@@ -63,7 +66,7 @@ func (f *fakeEvents) create(_ context.Context, ev *corev1.Event) error {
 	return nil
 }
 
-func (f *fakeEvents) patch(_ context.Context, namespace, name string, patch []byte) error {
+func (f *fakeEvents) Repeat(_ context.Context, namespace, name string, count int32, last time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.failNext(); err != nil {
@@ -74,7 +77,9 @@ func (f *fakeEvents) patch(_ context.Context, namespace, name string, patch []by
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "events"}, name)
 	}
-	return json.Unmarshal(patch, ev) // a merge patch of top-level scalars
+	ev.Count = count
+	ev.LastTimestamp = metav1.NewTime(last)
+	return nil
 }
 
 // list returns the Events in the order they were created.
@@ -343,8 +348,81 @@ func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
 	r.Event(cm, corev1.EventTypeWarning, "InvalidSetting", "mode must be fast or slow")
 	ev := waitForEvent(t, conn, cm, 1)
 	if ev.Reason != "InvalidSetting" || ev.Type != "Warning" || ev.Message != "mode must be fast or slow" ||
-		ev.InvolvedObject.Kind != "ConfigMap" || ev.InvolvedObject.APIVersion != "v1" || ev.Source.Component != "kctl-test" {
+		ev.InvolvedObject.Kind != "ConfigMap" || ev.InvolvedObject.APIVersion != "v1" || ev.ReportingController != "kctl-test" {
 		t.Errorf("Event on the server = %+v", ev)
+	}
+	v1, err := NewClient[eventsv1.Event](conn).Get(t.Context(), ev.Namespace, ev.Name)
+	if err != nil {
+		t.Fatalf("the Event through events.k8s.io/v1: %v", err)
+	}
+	if v1.ReportingController != "kctl-test" || v1.Action != "InvalidSetting" || v1.Note != "mode must be fast or slow" ||
+		v1.EventTime.IsZero() || v1.DeprecatedCount != 0 || v1.DeprecatedSource.Component != "" {
+		t.Errorf("written as an events.k8s.io/v1 Event (reportingController, action, note, eventTime; no deprecated fields), the server has %+v", v1)
+	}
+}
+
+// EventRelated writes an events.k8s.io/v1 Event with its action and
+// related object; a burst of it is one Event whose series counts it.
+func TestEventRecorder_EventRelated_ActionRelatedAndSeriesOnServer(t *testing.T) {
+	cfg := testConfig(t)
+	ns := testNamespace(t, cfg)
+	conn, err := NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := NewClient[corev1.ConfigMap](conn)
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
+	made := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made"}}
+	for _, cm := range []*corev1.ConfigMap{owner, made} {
+		if err := cms.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
+	for range 3 {
+		r.EventRelated(owner, made, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created configmap made")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go r.deliver(ctx, flushIn(3*time.Second))
+	ev := waitForEvent(t, conn, owner, 3)
+	v1, err := NewClient[eventsv1.Event](conn).Get(t.Context(), ev.Namespace, ev.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.Action != "Create" || v1.Related == nil || v1.Related.Name != "made" || v1.Related.UID != made.UID ||
+		v1.Regarding.UID != owner.UID || v1.Series == nil || v1.Series.Count != 3 || v1.Series.LastObservedTime.IsZero() {
+		t.Errorf("the Event through events.k8s.io/v1 = %+v, want action Create, related made, series of 3", v1)
+	}
+}
+
+// A server that does not serve events.k8s.io/v1: the recorder says once
+// that it writes core/v1 Events, and does, a burst as one with a count.
+func TestEventRecorder_ServerWithoutEventsV1_WritesCoreV1Events(t *testing.T) {
+	cfg := testLoadConfig(t, controlplane.RequireFlags(t, "--runtime-config=events.k8s.io/v1=false").Kubeconfig())
+	ns := testNamespace(t, cfg)
+	conn, err := NewConn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+	if err := NewClient[corev1.ConfigMap](conn).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(io.MultiWriter(&log, t.Output()), nil)))
+	for range 4 {
+		r.Event(cm, corev1.EventTypeWarning, "BackOff", "retrying")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go r.deliver(ctx, flushIn(3*time.Second))
+	ev := waitForEvent(t, conn, cm, 4)
+	if ev.Count != 4 || ev.Source.Component != "kctl-test" || ev.Series != nil {
+		t.Errorf("the Event = count %d, source %q, series %v; want a core/v1 Event with count 4", ev.Count, ev.Source.Component, ev.Series)
+	}
+	if n := strings.Count(log.String(), "writing core/v1 Events from now on"); n != 1 {
+		t.Errorf("the fallback was logged %d times, want once:\n%s", n, log.String())
 	}
 }
 
@@ -371,6 +449,64 @@ func TestEventRecorder_BurstOfTenIdentical_OneEventWithCountTenOnServer(t *testi
 	}
 }
 
+// A program whose RBAC lets it write core/v1 Events but not
+// events.k8s.io/v1 ones (a Role written before kctl moved): the recorder
+// warns once, naming the grant, and writes core/v1 Events; none is lost.
+func TestEventRecorder_RBACWithoutEventsV1_WritesCoreV1Events(t *testing.T) {
+	admin := testConfig(t)
+	ns := testNamespace(t, admin)
+	role := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"core-events"},
+		"rules":[{"apiGroups":[""],"resources":["events"],"verbs":["create","patch","list"]}]}`
+	binding := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"core-events"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"core-events"},
+		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kctl-unprivileged"}]}`
+	for _, obj := range []struct{ path, body string }{{"roles", role}, {"rolebindings", binding}} {
+		path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns + "/" + obj.path
+		if code, resp := testRawRequest(t, admin, "POST", path, obj.body); code != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", path, code, resp)
+		}
+	}
+	adminConn, err := NewConn(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+	if err := NewClient[corev1.ConfigMap](adminConn).Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := NewConn(testUnprivilegedConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(io.MultiWriter(&log, t.Output()), nil)))
+	for range 2 {
+		r.Event(cm, corev1.EventTypeWarning, "BackOff", "retrying")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go r.deliver(ctx, flushIn(3*time.Second))
+	ev := waitForEvent(t, adminConn, cm, 2)
+	if ev.Count != 2 || ev.Series != nil {
+		t.Errorf("the Event = count %d, series %v; want a core/v1 Event with count 2", ev.Count, ev.Series)
+	}
+	if n := strings.Count(log.String(), "RBAC refuses events.k8s.io/v1 (grant create and patch on events in group events.k8s.io"); n != 1 {
+		t.Errorf("the fallback's warning was logged %d times, want once:\n%s", n, log.String())
+	}
+	if strings.Contains(log.String(), "could not write Event") {
+		t.Errorf("an Event was dropped:\n%s", log.String())
+	}
+}
+
+// eventCount is how many times ev happened, written as an
+// events.k8s.io/v1 Event (its series, none for once) or a core/v1 one.
+func eventCount(ev *corev1.Event) int32 {
+	if ev.Series != nil {
+		return ev.Series.Count
+	}
+	return max(ev.Count, 1)
+}
+
 // waitForEvent polls the API server until obj has exactly one Event, with
 // count want, and returns it.
 func waitForEvent(t *testing.T, conn *Conn, obj metav1.Object, want int32) *corev1.Event {
@@ -384,14 +520,14 @@ func waitForEvent(t *testing.T, conn *Conn, obj metav1.Object, want int32) *core
 		if got, err = events.List(t.Context(), opts); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) == 1 && got[0].Count == want {
+		if len(got) == 1 && eventCount(got[0]) == want {
 			return got[0]
 		}
 		time.Sleep(50 * time.Millisecond) // polling the API server, with a deadline
 	}
 	var counts []int32
 	for _, ev := range got {
-		counts = append(counts, ev.Count)
+		counts = append(counts, eventCount(ev))
 	}
 	t.Fatalf("Events on %s/%s: counts %v, want one Event with count %d", obj.GetNamespace(), obj.GetName(), counts, want)
 	return nil

@@ -72,14 +72,14 @@ func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing
 	}
 }
 
-// hangingEvents is an eventSink whose writes hang until their context ends.
+// hangingEvents is an events.Sink whose writes hang until their context ends.
 type hangingEvents struct{}
 
-func (hangingEvents) create(ctx context.Context, _ *corev1.Event) error {
+func (hangingEvents) Create(ctx context.Context, _ *corev1.Event) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
-func (hangingEvents) patch(ctx context.Context, _, _ string, _ []byte) error {
+func (hangingEvents) Repeat(ctx context.Context, _, _ string, _ int32, _ time.Time) error {
 	<-ctx.Done()
 	return ctx.Err()
 }

@@ -52,8 +52,11 @@ import (
 // kept), quotas and limits, PodDisruptionBudgets (an eviction is always
 // allowed), the other subresources (binding, ephemeralcontainers, resize,
 // log, exec...), server-side apply of the scale subresource (apply of the
-// status is modelled, with its owners apart from the object's), and dry
-// runs. Those answer with
+// status is modelled, with its owners apart from the object's), dry
+// runs, and events.k8s.io/v1, which a real server serves as a second view
+// of core/v1's Events: here it is not served (kctl's EventRecorder then
+// writes core/v1 Events, as to a server that turned the group off). Those
+// answer with
 // 501 Not Implemented naming Start, or are listed here: test them with
 // Start.
 //

@@ -39,13 +39,18 @@ var crdResource = &memResource{
 	fields: []string{"metadata.name"},
 }
 
+// unmodelledGroups are API groups the in-memory server does not serve,
+// even to a type kctl.Declare names: a real server serves events.k8s.io's
+// Events as a second view of core/v1's, which is not modelled.
+var unmodelledGroups = map[string]bool{"events.k8s.io": true}
+
 // builtins are the k8s.io/api resources, by group version, then plural:
 // every kind of client-go's scheme with ObjectMeta, as kctl derives its
-// Resource (internal/apitype).
+// Resource (internal/apitype), but those of unmodelledGroups.
 var builtins = sync.OnceValue(func() map[string]map[string]*memResource {
 	out := map[string]map[string]*memResource{}
 	for gvk, t := range scheme.Scheme.AllKnownTypes() {
-		if gvk.Version == "__internal" || strings.HasSuffix(gvk.Kind, "List") {
+		if gvk.Version == "__internal" || strings.HasSuffix(gvk.Kind, "List") || unmodelledGroups[gvk.Group] {
 			continue
 		}
 		r, _, err := apitype.OfType(t)
@@ -139,7 +144,8 @@ func (s *memServer) customResourcesLocked() map[string]map[string]*memResource {
 		}
 	}
 	for _, d := range apitype.Declared() {
-		if _, builtin := builtins()[d.APIVersion()][d.Plural]; !builtin {
+		_, builtin := builtins()[d.APIVersion()][d.Plural]
+		if !builtin && !unmodelledGroups[d.Group] {
 			add(&memResource{res: kctl.Resource(d), status: true, fields: []string{"metadata.name", "metadata.namespace"}})
 		}
 	}

@@ -1,21 +1,25 @@
 // Package events is what kctl's EventRecorder decides about Events
 // without writing them: which are repeats (Key), the flood limit per
 // object and type (Limiter, client-go's spam filter), the Events written
-// that repeats merge into (Written), and which write failures are worth
-// retrying (Transient).
+// that repeats merge into (Written), which write failures are worth
+// retrying (Transient), and an Event in the API it is written through:
+// events.k8s.io/v1 (V1, SeriesPatch) or core/v1 (CountPatch).
 package events
 
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The recorder's limits; the first three and the cache size are
@@ -36,16 +40,102 @@ const (
 // Key identifies repeats of an Event; see KeyOf.
 type Key struct {
 	// UID, or kind/namespace/name for an object without one
-	object               string
-	typ, reason, message string
+	object, related              string
+	typ, reason, action, message string
 }
 
-// KeyOf is e's Key: its object, type, reason and message.
+// KeyOf is e's Key: its object, related object, type, reason, action
+// and message.
 func KeyOf(e *corev1.Event) Key {
-	o := e.InvolvedObject
+	related := ""
+	if e.Related != nil {
+		related = refKey(*e.Related)
+	}
+	return Key{refKey(e.InvolvedObject), related, e.Type, e.Reason, e.Action, e.Message}
+}
+
+// refKey is o's UID, or kind/namespace/name for an object without one.
+func refKey(o corev1.ObjectReference) string {
 	path := o.Kind + "/" + o.Namespace + "/" + o.Name
-	object := cmp.Or(string(o.UID), path)
-	return Key{object, e.Type, e.Reason, e.Message}
+	return cmp.Or(string(o.UID), path)
+}
+
+// The limits events.k8s.io/v1 puts on an Event's fields (kube-apiserver's
+// validation): a longer field would be refused, so V1 cuts it.
+const (
+	NoteLimit   = 1024
+	ReasonLimit = 128 // also action's and reportingInstance's
+)
+
+// V1Event is events.k8s.io/v1's Event, the fields kctl writes. kctl does
+// not import k8s.io/api/events/v1: an API package's type registration
+// links it into every program.
+type V1Event struct {
+	metav1.TypeMeta     `json:",inline"`
+	metav1.ObjectMeta   `json:"metadata,omitempty"`
+	EventTime           metav1.MicroTime        `json:"eventTime"`
+	Series              *Series                 `json:"series,omitempty"`
+	ReportingController string                  `json:"reportingController,omitempty"`
+	ReportingInstance   string                  `json:"reportingInstance,omitempty"`
+	Action              string                  `json:"action,omitempty"`
+	Reason              string                  `json:"reason,omitempty"`
+	Regarding           corev1.ObjectReference  `json:"regarding,omitempty"`
+	Related             *corev1.ObjectReference `json:"related,omitempty"`
+	Note                string                  `json:"note,omitempty"`
+	Type                string                  `json:"type,omitempty"`
+}
+
+// Series is events.k8s.io/v1's EventSeries: how often an Event happened,
+// the last time when.
+type Series struct {
+	Count            int32            `json:"count"`
+	LastObservedTime metav1.MicroTime `json:"lastObservedTime"`
+}
+
+// V1 is e, named and timed, as an events.k8s.io/v1 Event, as client-go's
+// tools/events writes one: the note, reason, action and reporting
+// instance cut to the API's limits; no series (SeriesPatch adds it to a
+// repeat) and none of the deprecated core/v1 fields, which the API refuses
+// on create.
+func V1(e *corev1.Event) *V1Event {
+	return &V1Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
+		EventTime:           metav1.NewMicroTime(e.FirstTimestamp.Time),
+		ReportingController: e.ReportingController,
+		ReportingInstance:   cut(e.ReportingInstance, ReasonLimit),
+		Action:              cut(e.Action, ReasonLimit),
+		Reason:              cut(e.Reason, ReasonLimit),
+		Regarding:           e.InvolvedObject,
+		Related:             e.Related,
+		Note:                cut(e.Message, NoteLimit),
+		Type:                e.Type,
+	}
+}
+
+// cut is s cut to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// SeriesPatch is the JSON merge patch that makes an events.k8s.io/v1
+// Event a series of count, last seen at last.
+func SeriesPatch(count int32, last time.Time) []byte {
+	series := Series{Count: count, LastObservedTime: metav1.NewMicroTime(last)}
+	b, _ := json.Marshal(map[string]any{"series": series})
+	return b
+}
+
+// CountPatch is the JSON merge patch that gives a core/v1 Event count,
+// last seen at last.
+func CountPatch(count int32, last time.Time) []byte {
+	b, _ := json.Marshal(map[string]any{"count": count, "lastTimestamp": metav1.NewTime(last)})
+	return b
 }
 
 // Limiter limits Events per object and type: a burst of Burst, then one
