@@ -103,6 +103,7 @@ func TestFake_SeveralTypes_ShareOneStore(t *testing.T) {
 func TestFakeRecorder_KeepsTheEvents(t *testing.T) {
 	type recorder interface {
 		Eventf(obj metav1.Object, eventType, reason, format string, args ...any)
+		EventRelated(obj, related metav1.Object, eventType, reason, action, note string)
 	}
 	var _ recorder = (*kctl.EventRecorder)(nil)
 	rec := &kctltest.FakeRecorder{}
@@ -110,8 +111,13 @@ func TestFakeRecorder_KeepsTheEvents(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	r.Eventf(pod, corev1.EventTypeWarning, "Failed", "pulled %d times", 3)
 	r.Eventf((*corev1.Pod)(nil), corev1.EventTypeNormal, "Nothing", "dropped")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	r.EventRelated(pod, node, corev1.EventTypeNormal, "Scheduled", "Binding", "assigned to n1")
 	got := rec.Events()
-	want := []kctltest.RecordedEvent{{Namespace: "ns", Name: "p", Kind: "Pod", Type: "Warning", Reason: "Failed", Message: "pulled 3 times"}}
+	want := []kctltest.RecordedEvent{
+		{Namespace: "ns", Name: "p", Kind: "Pod", Type: "Warning", Reason: "Failed", Message: "pulled 3 times", Action: "Failed"},
+		{Namespace: "ns", Name: "p", Kind: "Pod", Type: "Normal", Reason: "Scheduled", Message: "assigned to n1", Action: "Binding", Related: "Node /n1"},
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Events() = %v, want %v", got, want)
 	}

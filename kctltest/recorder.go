@@ -11,7 +11,7 @@ import (
 )
 
 // FakeRecorder stands in for a *kctl.EventRecorder in a unit test: it has
-// its Event and Eventf methods, with the same signatures, and keeps what
+// its Event, Eventf and EventRelated methods, with the same signatures, and keeps what
 // they record, for the test to read with Events. A reconcile function that
 // takes a small interface of its own gets either:
 //
@@ -36,6 +36,9 @@ type RecordedEvent struct {
 	Kind            string // the object's Go type, e.g. "Pod" (its TypeMeta's kind when set)
 	Type            string // "Normal" or "Warning"
 	Reason, Message string
+	Action          string // EventRelated's; Event's is its reason
+	// Related names EventRelated's related object, "kind ns/name"; "" for none
+	Related string
 }
 
 // String is the Event as one line: "Warning Failed ns/name: message".
@@ -46,11 +49,20 @@ func (e RecordedEvent) String() string {
 // Event records an Event about obj; a nil obj records nothing, as
 // kctl.EventRecorder drops it.
 func (r *FakeRecorder) Event(obj metav1.Object, eventType, reason, message string) {
+	r.EventRelated(obj, nil, eventType, reason, reason, message)
+}
+
+// EventRelated records an Event about obj with an action and a related
+// object (nil: none), as kctl.EventRecorder's EventRelated.
+func (r *FakeRecorder) EventRelated(obj, related metav1.Object, eventType, reason, action, note string) {
 	if obj == nil || isNilPointer(obj) {
 		return
 	}
 	e := RecordedEvent{Namespace: obj.GetNamespace(), Name: obj.GetName(), Kind: kindName(obj),
-		Type: eventType, Reason: reason, Message: message}
+		Type: eventType, Reason: reason, Message: note, Action: action}
+	if related != nil && !isNilPointer(related) {
+		e.Related = kindName(related) + " " + related.GetNamespace() + "/" + related.GetName()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
