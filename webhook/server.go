@@ -8,7 +8,8 @@
 //	webhook.Default(hooks, defaultWidget)
 //
 // The server runs on every replica, with a certificate reloaded from disk
-// (internal/certwatch), controller-runtime's webhook metrics, a bound on
+// (internal/certwatch) or made and renewed by the program itself
+// (ServeWithCertificates), controller-runtime's webhook metrics, a bound on
 // requests in flight, each review's deadline, and a graceful shutdown
 // within the Manager's. It uses only kctl's exported API; a program that
 // does not import it links none of it.
@@ -83,7 +84,10 @@ const defaultMaxInFlight = 16
 // Serve serves the webhooks registered on the server it returns,
 // over HTTPS on addr (e.g. ":9443", kubebuilder's port) while mgr
 // runs, with the certificate certDir/tls.crt and its key certDir/tls.key
-// (the names of a kubernetes.io/tls Secret, and of cert-manager's):
+// (the names of a kubernetes.io/tls Secret, and of cert-manager's), or,
+// with certDir "", a self-signed one for 127.0.0.1 and localhost, for a
+// program run on a laptop: the log says how to point a webhook
+// configuration at it (ServeWithCertificates makes one for a cluster):
 //
 //	hooks, err := webhook.Serve(mgr, ":9443", "/tmp/k8s-webhook-server/serving-certs")
 //	if err != nil { ... }
@@ -138,6 +142,13 @@ func Serve(mgr *kctl.Manager, addr, certDir string) (*Server, error) {
 	srv.maxInFlight.Store(defaultMaxInFlight)
 	if addr == "" {
 		return srv, nil
+	}
+	if certDir == "" {
+		dir, err := selfSigned(mgr, addr)
+		if err != nil {
+			return nil, fmt.Errorf("kctl: webhook server: a self-signed certificate: %w", err)
+		}
+		certDir = dir
 	}
 	certFile := filepath.Join(certDir, "tls.crt")
 	keyFile := filepath.Join(certDir, "tls.key")

@@ -34,8 +34,13 @@ type CA struct {
 	pem  []byte
 }
 
-// NewCA makes a self-signed CA named name.
+// NewCA makes a self-signed CA named name, valid for a year.
 func NewCA(name string) (*CA, error) {
+	return NewCAUntil(name, time.Now().AddDate(1, 0, 0))
+}
+
+// NewCAUntil makes a self-signed CA named name, valid until notAfter.
+func NewCAUntil(name string, notAfter time.Time) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -44,7 +49,7 @@ func NewCA(name string) (*CA, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().AddDate(1, 0, 0),
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -63,6 +68,41 @@ func NewCA(name string) (*CA, error) {
 
 // PEM is the CA's certificate, PEM-encoded: a caBundle.
 func (ca *CA) PEM() []byte { return ca.pem }
+
+// NotAfter is when the CA's certificate expires.
+func (ca *CA) NotAfter() time.Time { return ca.cert.NotAfter }
+
+// KeyPEM is the CA's private key, PEM-encoded (PKCS #8), for LoadCA.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// LoadCA is the CA of a PEM-encoded certificate and key (PEM and KeyPEM),
+// e.g. kept in a Secret, to issue more certificates.
+func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if certBlock == nil || keyBlock == nil {
+		return nil, fmt.Errorf("certs: the CA's certificate or key is not PEM")
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("certs: the CA's certificate: %w", err)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("certs: the CA's key: %w", err)
+	}
+	key, ok := parsed.(*ecdsa.PrivateKey)
+	if !ok || !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("certs: the CA's key is not the key of its certificate")
+	}
+	return &CA{cert: cert, key: key, pem: certPEM}, nil
+}
 
 // Serving issues a serving certificate for hosts (IP addresses or DNS
 // names) and returns it and its key, PEM-encoded, and its serial number.
