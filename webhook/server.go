@@ -143,12 +143,9 @@ func Serve(mgr *kctl.Manager, addr, certDir string) (*Server, error) {
 	if addr == "" {
 		return srv, nil
 	}
-	if certDir == "" {
-		dir, err := selfSigned(mgr, addr)
-		if err != nil {
-			return nil, fmt.Errorf("kctl: webhook server: a self-signed certificate: %w", err)
-		}
-		certDir = dir
+	certDir, err := certificateDir(mgr, addr, certDir)
+	if err != nil {
+		return nil, err
 	}
 	certFile := filepath.Join(certDir, "tls.crt")
 	keyFile := filepath.Join(certDir, "tls.key")
