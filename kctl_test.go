@@ -632,3 +632,20 @@ func TestControlPlane_EtcdCompact_DropsOlderRevisionsInEtcd(t *testing.T) {
 		t.Errorf("etcd range at revision %s after compaction = %s %s, want a compacted error", oldRV, resp.Status, answer)
 	}
 }
+
+// grantUnprivileged lets user kctl-unprivileged do what rule (an RBAC
+// PolicyRule's JSON) allows in namespace ns, through a Role and a
+// RoleBinding named name.
+func grantUnprivileged(t *testing.T, admin *rest.Config, ns, name, rule string) {
+	t.Helper()
+	role := fmt.Sprintf(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":%q},"rules":[%s]}`, name, rule)
+	binding := fmt.Sprintf(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":%q},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":%q},
+		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kctl-unprivileged"}]}`, name, name)
+	for _, obj := range []struct{ path, body string }{{"roles", role}, {"rolebindings", binding}} {
+		path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns + "/" + obj.path
+		if code, resp := testRawRequest(t, admin, "POST", path, obj.body); code != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", path, code, resp)
+		}
+	}
+}

@@ -1313,17 +1313,7 @@ func TestElector_API_Forbidden_RunReturnsErrorNamingLeaseAndRBAC(t *testing.T) {
 // leases in namespace ns.
 func grantLeases(t *testing.T, admin *rest.Config, ns, verbs string) {
 	t.Helper()
-	role := fmt.Sprintf(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"leases"},
-		"rules":[{"apiGroups":["coordination.k8s.io"],"resources":["leases"],"verbs":[%s]}]}`, verbs)
-	binding := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"leases"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"leases"},
-		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kctl-unprivileged"}]}`
-	for _, obj := range []struct{ path, body string }{{"roles", role}, {"rolebindings", binding}} {
-		path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns + "/" + obj.path
-		if code, resp := testRawRequest(t, admin, "POST", path, obj.body); code != http.StatusCreated {
-			t.Fatalf("POST %s: %d %s", path, code, resp)
-		}
-	}
+	grantUnprivileged(t, admin, ns, "leases", `{"apiGroups":["coordination.k8s.io"],"resources":["leases"],"verbs":[`+verbs+`]}`)
 }
 
 // faultyLeases passes requests to a leaseStore unless fault, given the verb

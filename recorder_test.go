@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 )
 
 // fakeEvents is an events.Sink that keeps Events in memory, like the API
@@ -329,29 +329,46 @@ func TestEventRecorder_NilRecorderNilObjectAndBadType_DropQuietly(t *testing.T) 
 
 // Integration tests against the control plane.
 
-func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
-	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	conn, err := NewConn(cfg)
-	if err != nil {
+// onServer is an Event recorder writing through a connection of cfg, its
+// log (also the test's), and a ConfigMap "settings" the admin made in a
+// namespace of the test's own, for Events to be about. Its writer runs
+// from run until the test ends.
+type onServer struct {
+	admin *Conn
+	cm    *corev1.ConfigMap
+	r     *EventRecorder
+	log   *logBuffer
+}
+
+func newOnServer(t *testing.T, admin *rest.Config, ns string, cfg *rest.Config) *onServer {
+	t.Helper()
+	adminConn, err1 := NewConn(admin)
+	conn, err2 := NewConn(cfg)
+	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
-	if err := NewClient[corev1.ConfigMap](conn).Create(t.Context(), cm); err != nil {
+	if err := NewClient[corev1.ConfigMap](adminConn).Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go r.deliver(ctx, flushIn(3*time.Second))
+	log := &logBuffer{}
+	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(io.MultiWriter(log, t.Output()), nil)))
+	return &onServer{admin: adminConn, cm: cm, r: r, log: log}
+}
 
-	r.Event(cm, corev1.EventTypeWarning, "InvalidSetting", "mode must be fast or slow")
-	ev := waitForEvent(t, conn, cm, 1)
+func (o *onServer) run(t *testing.T) { runRecorder(t, o.r) }
+
+func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
+	cfg := testConfig(t)
+	o := newOnServer(t, cfg, testNamespace(t, cfg), cfg)
+	o.run(t)
+	o.r.Event(o.cm, corev1.EventTypeWarning, "InvalidSetting", "mode must be fast or slow")
+	ev := waitForEvent(t, o.admin, o.cm, 1)
 	if ev.Reason != "InvalidSetting" || ev.Type != "Warning" || ev.Message != "mode must be fast or slow" ||
 		ev.InvolvedObject.Kind != "ConfigMap" || ev.InvolvedObject.APIVersion != "v1" || ev.ReportingController != "kctl-test" {
 		t.Errorf("Event on the server = %+v", ev)
 	}
-	v1, err := NewClient[eventsv1.Event](conn).Get(t.Context(), ev.Namespace, ev.Name)
+	v1, err := NewClient[eventsv1.Event](o.admin).Get(t.Context(), ev.Namespace, ev.Name)
 	if err != nil {
 		t.Fatalf("the Event through events.k8s.io/v1: %v", err)
 	}
@@ -365,33 +382,22 @@ func TestEventRecorder_OnConfigMap_EventAppearsWithReason(t *testing.T) {
 // related object; a burst of it is one Event whose series counts it.
 func TestEventRecorder_EventRelated_ActionRelatedAndSeriesOnServer(t *testing.T) {
 	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	conn, err := NewConn(cfg)
-	if err != nil {
+	o := newOnServer(t, cfg, testNamespace(t, cfg), cfg)
+	made := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: o.cm.Namespace, Name: "made"}}
+	if err := NewClient[corev1.ConfigMap](o.admin).Create(t.Context(), made); err != nil {
 		t.Fatal(err)
 	}
-	cms := NewClient[corev1.ConfigMap](conn)
-	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
-	made := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made"}}
-	for _, cm := range []*corev1.ConfigMap{owner, made} {
-		if err := cms.Create(t.Context(), cm); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
 	for range 3 {
-		r.EventRelated(owner, made, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created configmap made")
+		o.r.EventRelated(o.cm, made, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created configmap made")
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go r.deliver(ctx, flushIn(3*time.Second))
-	ev := waitForEvent(t, conn, owner, 3)
-	v1, err := NewClient[eventsv1.Event](conn).Get(t.Context(), ev.Namespace, ev.Name)
+	o.run(t)
+	ev := waitForEvent(t, o.admin, o.cm, 3)
+	v1, err := NewClient[eventsv1.Event](o.admin).Get(t.Context(), ev.Namespace, ev.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v1.Action != "Create" || v1.Related == nil || v1.Related.Name != "made" || v1.Related.UID != made.UID ||
-		v1.Regarding.UID != owner.UID || v1.Series == nil || v1.Series.Count != 3 || v1.Series.LastObservedTime.IsZero() {
+		v1.Regarding.UID != o.cm.UID || v1.Series == nil || v1.Series.Count != 3 || v1.Series.LastObservedTime.IsZero() {
 		t.Errorf("the Event through events.k8s.io/v1 = %+v, want action Create, related made, series of 3", v1)
 	}
 }
@@ -400,51 +406,28 @@ func TestEventRecorder_EventRelated_ActionRelatedAndSeriesOnServer(t *testing.T)
 // that it writes core/v1 Events, and does, a burst as one with a count.
 func TestEventRecorder_ServerWithoutEventsV1_WritesCoreV1Events(t *testing.T) {
 	cfg := testLoadConfig(t, controlplane.RequireFlags(t, "--runtime-config=events.k8s.io/v1=false").Kubeconfig())
-	ns := testNamespace(t, cfg)
-	conn, err := NewConn(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
-	if err := NewClient[corev1.ConfigMap](conn).Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	var log logBuffer
-	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(io.MultiWriter(&log, t.Output()), nil)))
+	o := newOnServer(t, cfg, testNamespace(t, cfg), cfg)
 	for range 4 {
-		r.Event(cm, corev1.EventTypeWarning, "BackOff", "retrying")
+		o.r.Event(o.cm, corev1.EventTypeWarning, "BackOff", "retrying")
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go r.deliver(ctx, flushIn(3*time.Second))
-	ev := waitForEvent(t, conn, cm, 4)
+	o.run(t)
+	ev := waitForEvent(t, o.admin, o.cm, 4)
 	if ev.Count != 4 || ev.Source.Component != "kctl-test" || ev.Series != nil {
 		t.Errorf("the Event = count %d, source %q, series %v; want a core/v1 Event with count 4", ev.Count, ev.Source.Component, ev.Series)
 	}
-	if n := strings.Count(log.String(), "writing core/v1 Events from now on"); n != 1 {
-		t.Errorf("the fallback was logged %d times, want once:\n%s", n, log.String())
+	if n := len(o.log.lines("writing core/v1 Events from now on")); n != 1 {
+		t.Errorf("the fallback was logged %d times, want once:\n%s", n, o.log.String())
 	}
 }
 
 func TestEventRecorder_BurstOfTenIdentical_OneEventWithCountTenOnServer(t *testing.T) {
 	cfg := testConfig(t)
-	ns := testNamespace(t, cfg)
-	conn, err := NewConn(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
-	if err := NewClient[corev1.ConfigMap](conn).Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(t.Output(), nil)))
+	o := newOnServer(t, cfg, testNamespace(t, cfg), cfg)
 	for range 10 { // buffered before the writer runs, written one by one after
-		r.Event(cm, corev1.EventTypeWarning, "BackOff", "retrying")
+		o.r.Event(o.cm, corev1.EventTypeWarning, "BackOff", "retrying")
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go r.deliver(ctx, flushIn(3*time.Second))
-	if ev := waitForEvent(t, conn, cm, 10); ev.Reason != "BackOff" {
+	o.run(t)
+	if ev := waitForEvent(t, o.admin, o.cm, 10); ev.Reason != "BackOff" {
 		t.Errorf("Event reason = %q, want BackOff", ev.Reason)
 	}
 }
@@ -455,46 +438,21 @@ func TestEventRecorder_BurstOfTenIdentical_OneEventWithCountTenOnServer(t *testi
 func TestEventRecorder_RBACWithoutEventsV1_WritesCoreV1Events(t *testing.T) {
 	admin := testConfig(t)
 	ns := testNamespace(t, admin)
-	role := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"core-events"},
-		"rules":[{"apiGroups":[""],"resources":["events"],"verbs":["create","patch","list"]}]}`
-	binding := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"core-events"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"core-events"},
-		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"kctl-unprivileged"}]}`
-	for _, obj := range []struct{ path, body string }{{"roles", role}, {"rolebindings", binding}} {
-		path := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns + "/" + obj.path
-		if code, resp := testRawRequest(t, admin, "POST", path, obj.body); code != http.StatusCreated {
-			t.Fatalf("POST %s: %d %s", path, code, resp)
-		}
-	}
-	adminConn, err := NewConn(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
-	if err := NewClient[corev1.ConfigMap](adminConn).Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := NewConn(testUnprivilegedConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log logBuffer
-	r := newEventRecorder(conn, "kctl-test", slog.New(slog.NewTextHandler(io.MultiWriter(&log, t.Output()), nil)))
+	grantUnprivileged(t, admin, ns, "core-events", `{"apiGroups":[""],"resources":["events"],"verbs":["create","patch","list"]}`)
+	o := newOnServer(t, admin, ns, testUnprivilegedConfig(t))
 	for range 2 {
-		r.Event(cm, corev1.EventTypeWarning, "BackOff", "retrying")
+		o.r.Event(o.cm, corev1.EventTypeWarning, "BackOff", "retrying")
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go r.deliver(ctx, flushIn(3*time.Second))
-	ev := waitForEvent(t, adminConn, cm, 2)
+	o.run(t)
+	ev := waitForEvent(t, o.admin, o.cm, 2)
 	if ev.Count != 2 || ev.Series != nil {
 		t.Errorf("the Event = count %d, series %v; want a core/v1 Event with count 2", ev.Count, ev.Series)
 	}
-	if n := strings.Count(log.String(), "RBAC refuses events.k8s.io/v1 (grant create and patch on events in group events.k8s.io"); n != 1 {
-		t.Errorf("the fallback's warning was logged %d times, want once:\n%s", n, log.String())
+	if n := len(o.log.lines("RBAC refuses events.k8s.io/v1 (grant create and patch on events in group events.k8s.io")); n != 1 {
+		t.Errorf("the fallback's warning was logged %d times, want once:\n%s", n, o.log.String())
 	}
-	if strings.Contains(log.String(), "could not write Event") {
-		t.Errorf("an Event was dropped:\n%s", log.String())
+	if o.log.lines("could not write Event") != nil {
+		t.Errorf("an Event was dropped:\n%s", o.log.String())
 	}
 }
 

@@ -200,4 +200,3 @@ func scaleLine(doc map[string]any) string {
 	status, _ := doc["status"].(map[string]any)
 	return fmt.Sprintf("%v %v replicas %v, status replicas %v selector %v", doc["apiVersion"], doc["kind"], spec["replicas"], status["replicas"], status["selector"])
 }
-

@@ -352,6 +352,17 @@ func certNotAfter(data []byte) time.Time {
 // validCerts is the certificates of PEM data that have not expired at now.
 func validCerts(data []byte, now time.Time) []byte {
 	var out []byte
+	for _, cert := range bundleCerts(data) {
+		if now.Before(cert.NotAfter) {
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})...)
+		}
+	}
+	return out
+}
+
+// bundleCerts is the certificates of PEM data that parse.
+func bundleCerts(data []byte) []*x509.Certificate {
+	var out []*x509.Certificate
 	for {
 		var block *pem.Block
 		block, data = pem.Decode(data)
@@ -359,8 +370,8 @@ func validCerts(data []byte, now time.Time) []byte {
 			return out
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
-		if err == nil && now.Before(cert.NotAfter) {
-			out = append(out, pem.EncodeToMemory(block)...)
+		if err == nil {
+			out = append(out, cert)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"io"
 	"log/slog"
 	"math/big"
@@ -261,22 +260,6 @@ func TestRotator_APairOfANewCAIsServedOnlyOnceItsCASettled(t *testing.T) {
 	}
 	if len(cas) < 3 {
 		t.Errorf("over four CA lives, pairs of %d CAs were served, want at least 3", len(cas))
-	}
-}
-
-// bundleCerts parses every certificate of a PEM bundle.
-func bundleCerts(data []byte) []*x509.Certificate {
-	var out []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return out
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err == nil {
-			out = append(out, cert)
-		}
 	}
 }
 
