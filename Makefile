@@ -4,7 +4,10 @@
 #             from the Go module proxy into the per-user cache on first use.
 # make demo   starts the control plane, runs example/podcount against it, shows
 #             the pod-count labels converge and follow changes, stops it all.
-# make controlplane  only builds the control plane's binaries (and says where).
+# make controlplane  only builds the control plane's binaries (and says where);
+#             kube-controller-manager is built by the first test that asks
+#             for it (kctltest.StartWithControllerManager), while the other
+#             packages test.
 # make test-scale  runs the shard scale and endurance tests in full (3,000
 #             objects, 20 membership changes), the fuzz runs and the build of
 #             the bench module; make test runs the shard tests' small
@@ -96,7 +99,7 @@ $(CONTROLPLANE): FORCE
 	$(GO) build -o $@ ./hack/controlplane
 
 controlplane: $(CONTROLPLANE)
-	@bin=$$($(CONTROLPLANE) build -controller-manager) && echo "control plane binaries: $$bin"
+	@bin=$$($(CONTROLPLANE) build) && echo "control plane binaries: $$bin"
 
 demo:
 	bash hack/demo.sh

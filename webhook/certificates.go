@@ -247,7 +247,7 @@ func (r *rotator) create(ctx context.Context, now time.Time) (*corev1.Secret, er
 // renew changes in sec what is due at now and updates it at the
 // resourceVersion read: a new signing CA, added to the bundle; a new pair
 // from it once the CA has settled, or when a third of the pair's life is
-// left; expired CAs out of the bundle. After a Conflict it returns the
+// left or it does not cover the names; expired CAs out of the bundle. After a Conflict it returns the
 // Secret another replica wrote.
 func (r *rotator) renew(ctx context.Context, sec *corev1.Secret, now time.Time) (*corev1.Secret, error) {
 	signer, err := certs.LoadCA(sec.Data[secretSignerCrt], sec.Data[secretSignerKey])
@@ -261,7 +261,7 @@ func (r *rotator) renew(ctx context.Context, sec *corev1.Secret, now time.Time) 
 	}
 	settled := now.Sub(rotationTime(sec)) >= min(max(r.c.Validity/10, 2*time.Second), 5*time.Minute)
 	pair, _ := parseCert(sec.Data[secretCert])
-	pairDue := pair == nil || now.After(pair.NotAfter.Add(-r.c.Validity/3))
+	pairDue := pair == nil || now.After(pair.NotAfter.Add(-r.c.Validity/3)) || !covers(pair, r.c.Names)
 	signedByOld := pair != nil && !bytes.Equal(pair.AuthorityKeyId, signerKeyID(sec))
 	if err == nil && settled && (pairDue || signedByOld) {
 		err = r.newPair(sec, now)
@@ -313,6 +313,17 @@ func (r *rotator) newPair(sec *corev1.Secret, now time.Time) error {
 	sec.Data[secretCert] = cert
 	sec.Data[secretKey] = key
 	return nil
+}
+
+// covers reports whether pair is valid for every one of names (a
+// deployment may change them).
+func covers(pair *x509.Certificate, names []string) bool {
+	for _, name := range names {
+		if pair.VerifyHostname(name) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // rotationTime is when sec's signing CA was made; zero if not said.

@@ -268,3 +268,25 @@ func TestRotator_APairOfANewCAIsServedOnlyOnceItsCASettled(t *testing.T) {
 func pairIssuedAfter(pair *x509.Certificate, t time.Time) bool {
 	return !pair.NotBefore.Add(time.Minute).Before(t)
 }
+
+// A deployment that changes the names the server is reached by gets a
+// pair for the new names at the next check, from the same CA.
+func TestRotator_NamesChanged_NewPairCoversThem(t *testing.T) {
+	env := kctltest.StartInMemory(t)
+	ns := env.Namespace(t)
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := Certificates{Secret: ns + "/certs", Names: []string{"old.ns.svc"}, Validity: time.Hour}
+	start := time.Now()
+	if err := newRotator(env.Conn, c, ns, "certs", t.TempDir(), discard).sync(t.Context(), start); err != nil {
+		t.Fatal(err)
+	}
+	c.Names = []string{"new.ns.svc"}
+	r := newRotator(env.Conn, c, ns, "certs", t.TempDir(), discard)
+	if err := r.sync(t.Context(), start.Add(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := parseCert(r.served)
+	if err != nil || pair.VerifyHostname("new.ns.svc") != nil {
+		t.Errorf("after the names changed, the pair served is for %v (%v), want new.ns.svc", pair.DNSNames, err)
+	}
+}
