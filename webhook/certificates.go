@@ -102,21 +102,33 @@ func ServeWithCertificates(mgr *kctl.Manager, addr string, c Certificates) (*Ser
 	if err != nil {
 		return nil, err
 	}
-	// A placeholder until the Secret's pair is served (the check below fails).
+	srv, err := serveFrom(mgr, addr, dir, c, ns, name)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("kctl: webhook certificates: %w", unprefixed(err))
+	}
+	return srv, nil
+}
+
+// serveFrom is ServeWithCertificates once dir is made: a placeholder pair
+// in it until the Secret's is served (the readiness check fails till then),
+// the server, and the rotator, which removes dir when it ends.
+func serveFrom(mgr *kctl.Manager, addr, dir string, c Certificates, ns, name string) (*Server, error) {
 	placeholder, err := certs.NewCA("kctl webhook placeholder")
 	if err == nil {
 		_, err = placeholder.WriteServing(dir, c.Names...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kctl: webhook certificates: %w", err)
+		return nil, err
 	}
 	srv, err := Serve(mgr, addr, dir)
 	if err != nil {
 		return nil, err
 	}
+	srv.CertificateNames(c.Names...)
 	conn, err := kctl.NewConn(mgr.Config())
 	if err != nil {
-		return nil, fmt.Errorf("kctl: webhook certificates: %w", err)
+		return nil, err
 	}
 	r := newRotator(conn, c, ns, name, dir, mgr.Logger())
 	mgr.AddReadyCheck("webhook-certificate-made", r.ready)
