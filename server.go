@@ -189,11 +189,15 @@ func (c *controller[P]) wedged(bound time.Duration, now time.Time) error {
 	busy := len(c.active) >= c.workers
 	idle := now.Sub(c.finished)
 	c.mu.Unlock()
-	if q == nil || q.Len() == 0 || !busy || idle < bound {
+	if q == nil || !busy || idle < bound {
+		return nil
+	}
+	waiting := q.Len()
+	if waiting == 0 {
 		return nil
 	}
 	return fmt.Errorf("controller %q is wedged: %d keys wait, all %d workers busy, no reconcile finished for %v (WithLivenessBound(%v)); %s",
-		c.name, q.Len(), c.workers, idle.Round(time.Millisecond), bound, c.busy())
+		c.name, waiting, c.workers, idle.Round(time.Millisecond), bound, c.busy())
 }
 
 // ServeSecureMetrics serves the metrics page at /metrics over HTTPS (TLS
