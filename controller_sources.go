@@ -1,6 +1,7 @@
 package kctl
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,9 @@ import (
 // "owned" or "mapped", on the plain data floor 1's run reads: the
 // controller's connects, caches and replays (as watchOwn does for its own
 // type). Their metadata-only forms are in metadata.go, OwnsEveryOwner in
-// helpers.go, FromChannel in channel_source.go.
+// helpers.go. FromChannel, at the end, is a source of keys from outside
+// the cluster (a ticker, a webhook), through the Manager's runnables
+// (controllerHost.Add) and the controller's enqueue.
 
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference;
@@ -131,4 +134,43 @@ func ownerKeys(res Resource, obj metav1.Object) []Key {
 		ns = ""
 	}
 	return []Key{{Namespace: ns, Name: ref.Name}}
+}
+
+// FromChannel reconciles keys for events from outside the cluster (a ticker,
+// a webhook): every value received from ch that passes filter (nil passes
+// all) enqueues the keys toKeys returns. The channel is read while the
+// Manager runs; closing it ends the source.
+func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
+	fromChannel(&c.controller, ch, filter, toKeys)
+	return c
+}
+
+// fromChannel is FromChannel in the core.
+func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) {
+	c.mu.Lock()
+	c.channels++
+	needLeader := !c.everyReplica
+	c.mu.Unlock()
+	err := c.host.Add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case e, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				if filter != nil && !filter(e) {
+					continue
+				}
+				why := Trigger{Cause: "channel", Detail: fmt.Sprint(e)}
+				for _, k := range toKeys(e) {
+					c.enqueue(k, why, asKept)
+				}
+			}
+		}
+	}})
+	if err != nil {
+		c.log.Error(err.Error())
+	}
 }

@@ -102,7 +102,7 @@
 // Informer's own indexes, AddIndex and ByIndex), watch_list.go (the
 // watch-list stream, sendInitialEvents, on the informer's stream hook;
 // pages after a refusal), controller_sources.go (Owns and Watches, other
-// types' events as keys), metadata.go (MetadataInformerFor: a cache of
+// types' events as keys; FromChannel, keys from outside the cluster), metadata.go (MetadataInformerFor: a cache of
 // metadata only, and its codec; OwnsMetadata, WatchesMetadata),
 // controller_options.go (builder options; the built-in predicates;
 // WithReconcileTimeout, OnDelete and WithMiddleware, a user's own steps,
@@ -129,7 +129,7 @@
 // AddNotedReadyCheck, WithLivenessBound; ServeSecureMetrics: TokenReview and
 // SubjectAccessReview through kctl's own client), index.go (IndexField,
 // MatchingField), history.go (KeepHistory, History, Histories: it wraps
-// the Manager's observers hook), channel_source.go (FromChannel), and
+// the Manager's observers hook), and
 // sharding (Manager.Shard, through the Manager's member, the cache's made
 // hook and the informers' shard selector): shard.go (ShardOptions, the
 // design, what a member needs of each informer and controller, and the
