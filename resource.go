@@ -1,7 +1,8 @@
 package kctl
 
-// Which API resource a Go type is (Object, Resource, Declare, ResourceOf),
-// the Key of an object, and how kctl copies objects (deepCopy).
+// Which API resource a Go type is (Object, Resource, ResourceOf; Declare
+// is on floor 2, client_more.go), the Key of an object, and how kctl
+// copies objects (deepCopy).
 
 import (
 	"encoding/json"
@@ -49,27 +50,6 @@ func (r Resource) APIVersion() string {
 // String is "plural.group/version", e.g. "replicasets.apps/v1" or "pods/v1".
 func (r Resource) String() string {
 	return apitype.Resource(r).String()
-}
-
-// Declare registers a user's own type (a CRD), or overrides the derived Resource
-// of a k8s.io/api type, and returns r with Plural defaulted to Kind's plural:
-//
-//	var widgets = kctl.Declare[Widget](kctl.Resource{Group: "example.com", Version: "v1", Kind: "Widget", Namespaced: true})
-//
-// Declaring a type again the same way is harmless; differently, or without
-// Version or Kind, is a mistake that ResourceOf (so every Client for T) reports.
-//
-// The API server is the truth: before each request, a Client checks r
-// against the server's discovery document of r's group version, read once
-// per Conn and again, at most once a second, while a check misses in it (so a
-// CRD applied later is seen). A Kind or scope that disagrees with the server
-// fails every call with an error naming the difference and the fix (e.g.
-// "add Namespaced: true"); a group version, Plural or subresource the server
-// does not serve fails with an error matching ErrNotInstalled that lists
-// what it serves there. kctl never uses the server's answer in place of r.
-func Declare[T any, PT Object[T]](r Resource) Resource {
-	declared := apitype.Declare((*T)(nil), apitype.Resource(r))
-	return Resource(declared)
 }
 
 // ResourceOf returns T's declared Resource, or for a k8s.io/api type one

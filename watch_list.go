@@ -192,3 +192,19 @@ func refused(err error) bool {
 		apierrors.IsBadRequest(err) ||
 		errors.Is(err, errNoInitialEventsEnd)
 }
+
+// watchList opens the watch-list stream (KEP-3157): an ADDED event for
+// each object in opts as of now, then a BOOKMARK whose annotation
+// metav1.InitialEventsAnnotationKey marks the end of them (at the list's
+// resourceVersion), then the changes, as watch's. A server without the
+// WatchList feature refuses it: 422 Invalid.
+func (c *client[P]) watchList(
+	ctx context.Context,
+	opts ListOptions,
+	timeout time.Duration,
+) (*watchStream[P], error) {
+	q := opts.query()
+	q.Set("sendInitialEvents", "true")
+	q.Set("resourceVersionMatch", "NotOlderThan")
+	return c.openWatch(ctx, opts.Namespace, q, timeout)
+}
