@@ -17,6 +17,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/discovery"
+	"github.com/kctl-dev/kctl/internal/objcopy"
 	"github.com/kctl-dev/kctl/internal/transport"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,7 +127,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 			"make one with kctl.NewConn", typeName[T]())
 	}
 	if err == nil {
-		err = jsonCopyable[T]()
+		err = objcopy.Copyable[T]()
 	}
 	res := Resource(r)
 	c := client[*T]{

@@ -5,11 +5,10 @@ package kctl
 // copies objects (deepCopy).
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/objcopy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -81,61 +80,10 @@ func nsKey(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// deepCopy returns a copy of obj that shares no memory with it: by
-// DeepCopyInto if *T has one (k8s.io/api types, CRD types made with
-// controller-gen), else by a JSON round trip: json.Marshal, then
-// json.Unmarshal into a new T. Every copy kctl hands out (cached reads,
-// reconciles) is made so. A CRD struct without DeepCopyInto must therefore
-// come back from encoding/json as it went in, as it must to travel to and
-// from the API server anyway:
-//
-//   - every field that carries data is exported and not `json:"-"` (others
-//     are zero in every copy);
-//   - no field is a func, a channel or a complex number (json.Marshal
-//     fails: NewClient reports it, see jsonCopyable);
-//   - a field of interface type comes back as map[string]any, []any,
-//     float64, string or bool, not as the type it held: use concrete types;
-//   - a type with a MarshalJSON method has an UnmarshalJSON that reads its
-//     output back.
-//
-// A JSON copy costs a marshal and an unmarshal; a DeepCopyInto method avoids
-// it. deepCopy panics if the round trip fails for one value (a MarshalJSON
-// that fails); a reconcile recovers such a panic as an error.
-func deepCopy[T any](obj *T) *T {
-	if obj == nil {
-		return nil
-	}
-	out := new(T)
-	if dc, ok := any(obj).(interface{ DeepCopyInto(*T) }); ok {
-		dc.DeepCopyInto(out)
-	} else if err := jsonCopy(obj, out); err != nil {
-		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v", typeName[T](), err))
-	}
-	return out
-}
-
-// jsonCopyable returns an error if deepCopy cannot copy a T: T has no
-// DeepCopyInto and the JSON round trip of its zero value fails.
-func jsonCopyable[T any]() error {
-	if _, ok := any(new(T)).(interface{ DeepCopyInto(*T) }); ok {
-		return nil
-	}
-	err := jsonCopy(new(T), new(T))
-	if err == nil {
-		return nil
-	}
-	name := typeName[T]()
-	_, short, _ := strings.Cut(name, ".")
-	return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): "+
-		"every field must survive json.Marshal and json.Unmarshal, "+
-		"or give *%s a DeepCopyInto method", name, err, short)
-}
-
-// jsonCopy decodes the JSON encoding of in into out.
-func jsonCopy(in, out any) error {
-	b, err := json.Marshal(in)
-	if err == nil {
-		err = json.Unmarshal(b, out)
-	}
-	return err
-}
+// deepCopy returns a copy of obj that shares no memory with it
+// (internal/objcopy): by DeepCopyInto if *T has one, else by a JSON round
+// trip, which a CRD struct must survive (written there; NewClient checks
+// it). Every copy kctl hands out (cached reads, reconciles) is made so.
+// It panics if the round trip fails for one value (a MarshalJSON that
+// fails); a reconcile recovers such a panic as an error.
+func deepCopy[T any](obj *T) *T { return objcopy.Deep(obj) }
