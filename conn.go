@@ -74,6 +74,11 @@ func (c *Conn) logWarningsTo(log *slog.Logger) {
 	c.transport.LogWarningsTo(log)
 }
 
+// discoveryGet reads a discovery document on c (internal/discovery).
+func (c *Conn) discoveryGet() discovery.Fetch {
+	return discovery.Getter(c.transport, c.requests)
+}
+
 // request is one call on a Client's resource; verb names it in errors
 // ("update status of"). A list call has no name; a create has none in its path.
 type request struct {

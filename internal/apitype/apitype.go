@@ -8,6 +8,7 @@ package apitype
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -34,6 +35,28 @@ func (r Resource) APIVersion() string {
 func (r Resource) String() string {
 	group := strings.TrimSuffix("."+r.Group, ".")
 	return r.Plural + group + "/" + r.Version
+}
+
+// Path is the URL path of r's objects in namespace ("" for every
+// namespace, or for a cluster-scoped r), of the object name if not "",
+// and of its subresource sub if not "", e.g.
+// "/apis/apps/v1/namespaces/shop/deployments/web/status".
+func (r Resource) Path(namespace, name, sub string) string {
+	path := "/api/" + r.Version
+	if r.Group != "" {
+		path = "/apis/" + r.Group + "/" + r.Version
+	}
+	if r.Namespaced && namespace != "" {
+		path += "/namespaces/" + url.PathEscape(namespace)
+	}
+	path += "/" + r.Plural
+	if name != "" {
+		path += "/" + url.PathEscape(name)
+	}
+	if sub != "" {
+		path += "/" + sub
+	}
+	return path
 }
 
 // registry holds the declared types. Declare and Of may run
