@@ -5,18 +5,23 @@ package kctl
 // ApplyPatch; DeleteWithOptions, a Delete with preconditions, propagation
 // and a grace period; DeleteAllOf, one deletecollection request;
 // ObjectClient, the part of a Client the helpers and Finalizer use;
-// Uncached, a handle that reads the server; and Declare, a user's own
-// type's Resource, which floor 1 reads through ResourceOf.
+// Uncached, a handle that reads the server; Declare, a user's own type's
+// Resource, which floor 1 reads through ResourceOf; and LoadConfig, the
+// configuration a Conn of your own is made from (a Manager searches the
+// same way itself, internal/clusterconfig).
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/clusterconfig"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 )
 
 // Apply is server-side apply of obj as the field manager opts.FieldManager,
@@ -244,4 +249,18 @@ func (c *Client[T]) Uncached() *Client[T] {
 func Declare[T any, PT Object[T]](r Resource) Resource {
 	declared := apitype.Declare((*T)(nil), apitype.Resource(r))
 	return Resource(declared)
+}
+
+// LoadConfig finds the cluster configuration, trying in order: the path given
+// (a --kubeconfig flag; "" skips it), $KUBECONFIG (files, merged), the
+// in-cluster service account, ~/.kube/config. The first source present wins,
+// even if broken; when none is, the error lists what was tried. A
+// $KUBECONFIG whose files are all missing is an error naming them; one
+// missing among others is skipped with a warning. A kubeconfig cluster
+// that sets insecure-skip-tls-verify is warned about, naming it. Warnings
+// go to slog.Default() (a Manager's, to Options.Logger).
+//
+//	cfg, err := kctl.LoadConfig(*kubeconfig)
+func LoadConfig(kubeconfig string) (*rest.Config, error) {
+	return clusterconfig.Load(kubeconfig, "", slog.Default())
 }

@@ -13,11 +13,11 @@ import (
 	"io"
 	"slices"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Built-in (k8s.io/api) types travel as
@@ -143,18 +143,10 @@ func (c codec[P]) accept(watch, list bool) string {
 	return mediaProtobuf + ", " + mediaJSON
 }
 
-// setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
+// setTypeMeta fills obj's apiVersion and kind, which protobuf does not
+// carry (internal/apitype).
 func (c codec[P]) setTypeMeta(obj P) {
-	type kinded interface{ GetObjectKind() schema.ObjectKind }
-	o, ok := any(obj).(kinded)
-	if !ok {
-		return
-	}
-	tm, ok := o.GetObjectKind().(*metav1.TypeMeta)
-	if ok && tm != nil {
-		tm.APIVersion = c.apiVersion
-		tm.Kind = c.res.Kind
-	}
+	apitype.SetTypeMeta(obj, c.apiVersion, c.res.Kind)
 }
 
 // encode sets obj's apiVersion and kind and returns it as a request body.

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Resource is kctl.Resource: where objects of a Go type live in the API.
@@ -35,6 +36,22 @@ func (r Resource) APIVersion() string {
 func (r Resource) String() string {
 	group := strings.TrimSuffix("."+r.Group, ".")
 	return r.Plural + group + "/" + r.Version
+}
+
+// SetTypeMeta sets the apiVersion and kind of obj, if it has a
+// metav1.TypeMeta (GetObjectKind), as a decoder must for protobuf, which
+// does not carry them.
+func SetTypeMeta(obj any, apiVersion, kind string) {
+	type kinded interface{ GetObjectKind() schema.ObjectKind }
+	o, ok := obj.(kinded)
+	if !ok {
+		return
+	}
+	tm, ok := o.GetObjectKind().(*metav1.TypeMeta)
+	if ok && tm != nil {
+		tm.APIVersion = apiVersion
+		tm.Kind = kind
+	}
 }
 
 // Path is the URL path of r's objects in namespace ("" for every
