@@ -317,6 +317,8 @@ type watchStream[P any] struct {
 	ct string
 	// events reads the answer's events as bytes.
 	events *transport.Events
+	// what names the watched resource in errors (res.String()).
+	what string
 }
 
 func newWatchStream[P any](
@@ -332,6 +334,7 @@ func newWatchStream[P any](
 		body:   body,
 		ct:     contentType,
 		events: transport.NewEvents(contentType, body),
+		what:   c.res.String(),
 	}
 }
 
@@ -339,8 +342,7 @@ func newWatchStream[P any](
 // into P; an error ends the stream (io.EOF: closed cleanly). An event
 // whose object cannot be decoded has Err set.
 func (w *watchStream[P]) Next() (watchEvent[P], error) {
-	what := w.c.res.String()
-	return transport.NextEvent(w.events, what, w.decode)
+	return transport.NextEvent(w.events, w.what, w.decode)
 }
 
 // decode decodes the object of an event of type typ: a bookmark ends the
