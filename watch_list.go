@@ -6,7 +6,8 @@ package kctl
 // the changes follow, so no list page is ever held whole. NewCache and
 // NewManager switch it on in every informer (the Cache's made hook),
 // unless $KUBE_FEATURE_WatchListClient is false; once the server
-// refuses it, the informer lists in pages.
+// refuses it, the informer lists in pages. The request itself,
+// client.watchList, is last, a watch of floor 1's (openWatch).
 
 import (
 	"context"
