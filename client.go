@@ -1,27 +1,25 @@
 package kctl
 
 // Client[T], one resource's typed requests: the path of a request, its
-// answer, and the server's errors made into kctl's (a declared type is
-// first checked against the server's discovery document). Its reads are in
+// answer, and the server's errors made into kctl's (internal/discovery:
+// a declared type is first checked against the server's discovery
+// document). Its reads are in
 // client_reads.go, its writes in client_writes.go; its further verbs (Apply,
 // ApplyConfig, delete options, DeleteAllOf) are on floor 2, client_more.go.
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sync/atomic"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/discovery"
+	"github.com/kctl-dev/kctl/internal/objcopy"
 	"github.com/kctl-dev/kctl/internal/transport"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -126,7 +124,7 @@ func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
 			"make one with kctl.NewConn", typeName[T]())
 	}
 	if err == nil {
-		err = jsonCopyable[T]()
+		err = objcopy.Copyable[T]()
 	}
 	res := Resource(r)
 	c := client[*T]{
@@ -154,7 +152,9 @@ func (c *client[P]) what(r request) string {
 }
 
 // send checks and sends r. It returns a 2xx response, whose body the caller
-// closes, or an error: any other answer is the server's.
+// closes, or an error: any other answer is the server's, made an error by
+// internal/discovery (Failed): its Status, naming the permission a
+// Forbidden call lacks, or one matching ErrNotInstalled.
 func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error) {
 	// a list read may span every namespace
 	listRead := r.list && r.method == http.MethodGet
@@ -177,20 +177,13 @@ func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error)
 			return nil, err
 		}
 	}
-	r.path = "/api/" + c.res.Version
-	if c.res.Group != "" {
-		r.path = "/apis/" + c.res.Group + "/" + c.res.Version
-	}
-	if c.res.Namespaced && r.namespace != "" {
-		r.path += "/namespaces/" + url.PathEscape(r.namespace)
-	}
-	r.path += "/" + c.res.Plural
+	// a create names its object in the body only
+	named := ""
 	if !r.list && r.method != http.MethodPost {
-		r.path += "/" + url.PathEscape(r.name)
+		named = r.name
 	}
-	if r.sub != "" {
-		r.path += "/" + r.sub
-	}
+	res := apitype.Resource(c.res)
+	r.path = res.Path(r.namespace, named, r.sub)
 	watch := r.query.Has("watch")
 	r.accept = c.codec.accept(watch, listRead)
 	resp, err := c.conn.do(ctx, r)
@@ -198,54 +191,10 @@ func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error)
 		return resp, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	err = c.statusError(r, resp, body)
-	if !errors.Is(err, ErrNotInstalled) {
-		return nil, err
-	}
-	// the next check asks the server again
-	c.conn.discovery.Outdated(ctx, c.res.APIVersion())
-	if r.sub == "" {
-		return nil, err
-	}
-	// The server has no route for a subresource it does not serve (e.g. a
-	// ConfigMap's status): say so.
-	notServed := c.checkServed(ctx, r)
-	if errors.Is(notServed, ErrNotInstalled) {
-		return nil, notServed
-	}
-	return nil, err
-}
-
-// statusError turns a failed answer to r into an error wrapping
-// *apierrors.StatusError.
-func (c *client[P]) statusError(r request, resp *http.Response, body []byte) error {
-	gr := schema.GroupResource{
-		Group:    c.res.Group,
-		Resource: c.res.Plural,
-	}
-	se, namesObject := transport.StatusError(
-		resp, body, r.method, gr, r.name)
-	if resp.StatusCode == http.StatusNotFound && !namesObject {
-		msg := discovery.NotInstalled(c.declared())
-		return &notInstalledError{msg, se}
-	}
-	if apierrors.IsForbidden(se) {
-		lacks := transport.Permission(r.verb, c.res.Plural, r.sub)
-		return fmt.Errorf("kctl: %s %s: %w: "+
-			"grant this identity RBAC permission to %s",
-			r.verb, c.what(r), se, lacks)
-	}
-	return fmt.Errorf("kctl: %s %s: %w", r.verb, c.what(r), se)
-}
-
-// declared is c's Resource as internal/discovery checks it.
-func (c *client[P]) declared() discovery.Declared {
-	return discovery.Declared{
-		Resource: apitype.Resource(c.res),
-		Builtin:  c.codec.builtin,
-		TypeName: c.codec.ops.name,
-	}
+	declared, call := c.asked(r)
+	get := c.conn.discoveryGet()
+	err = c.conn.discovery.Failed(ctx, get, declared, call, resp)
+	return nil, notInstalled(err)
 }
 
 // checkServed checks c's Resource, and r's subresource if any, against the
@@ -254,14 +203,28 @@ func (c *client[P]) declared() discovery.Declared {
 // fix. A resource or subresource the server does not serve matches
 // ErrNotInstalled.
 func (c *client[P]) checkServed(ctx context.Context, r request) error {
-	get := discovery.Getter(c.conn.transport, c.conn.requests)
-	call := discovery.Call{Verb: r.verb, What: c.what(r), Sub: r.sub}
-	err := c.conn.discovery.Check(ctx, get, c.declared(), call)
-	var notServed *discovery.NotServed
-	if errors.As(err, &notServed) {
-		return &notInstalledError{notServed.Msg, notServed.Status}
+	res, call := c.asked(r)
+	get := c.conn.discoveryGet()
+	err := c.conn.discovery.Check(ctx, get, res, call)
+	return notInstalled(err)
+}
+
+// asked is c's Resource and r as internal/discovery checks them and
+// makes a failed answer an error.
+func (c *client[P]) asked(r request) (discovery.Declared, discovery.Call) {
+	res := discovery.Declared{
+		Resource: apitype.Resource(c.res),
+		Builtin:  c.codec.builtin,
+		TypeName: c.codec.ops.name,
 	}
-	return err
+	call := discovery.Call{
+		Verb:   r.verb,
+		What:   c.what(r),
+		Sub:    r.sub,
+		Method: r.method,
+		Name:   r.name,
+	}
+	return res, call
 }
 
 // call sends r and hands the Content-Type and body of the answer to read.

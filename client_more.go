@@ -3,17 +3,25 @@ package kctl
 // Floor 2, a Client's further verbs, each a request of floor 1's
 // (client.go): Apply and ApplyConfig, server-side apply as a Patch of type
 // ApplyPatch; DeleteWithOptions, a Delete with preconditions, propagation
-// and a grace period; DeleteAllOf, one deletecollection request; and
-// ObjectClient, the part of a Client the helpers and Finalizer use.
+// and a grace period; DeleteAllOf, one deletecollection request;
+// ObjectClient, the part of a Client the helpers and Finalizer use;
+// Uncached, a handle that reads the server; Declare, a user's own type's
+// Resource, which floor 1 reads through ResourceOf; and LoadConfig, the
+// configuration a Conn of your own is made from (a Manager searches the
+// same way itself, internal/clusterconfig).
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/clusterconfig"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 )
 
 // Apply is server-side apply of obj as the field manager opts.FieldManager,
@@ -212,4 +220,47 @@ type ObjectClient[T any] interface {
 		data []byte,
 		opts PatchOptions,
 	) error
+}
+
+// Uncached returns a handle on the same resource whose Get and List always
+// read from the API server: use it when an answer must be fresh.
+func (c *Client[T]) Uncached() *Client[T] {
+	u := *c
+	u.cached = nil
+	return &u
+}
+
+// Declare registers a user's own type (a CRD), or overrides the derived Resource
+// of a k8s.io/api type, and returns r with Plural defaulted to Kind's plural:
+//
+//	var widgets = kctl.Declare[Widget](kctl.Resource{Group: "example.com", Version: "v1", Kind: "Widget", Namespaced: true})
+//
+// Declaring a type again the same way is harmless; differently, or without
+// Version or Kind, is a mistake that ResourceOf (so every Client for T) reports.
+//
+// The API server is the truth: before each request, a Client checks r
+// against the server's discovery document of r's group version, read once
+// per Conn and again, at most once a second, while a check misses in it (so a
+// CRD applied later is seen). A Kind or scope that disagrees with the server
+// fails every call with an error naming the difference and the fix (e.g.
+// "add Namespaced: true"); a group version, Plural or subresource the server
+// does not serve fails with an error matching ErrNotInstalled that lists
+// what it serves there. kctl never uses the server's answer in place of r.
+func Declare[T any, PT Object[T]](r Resource) Resource {
+	declared := apitype.Declare((*T)(nil), apitype.Resource(r))
+	return Resource(declared)
+}
+
+// LoadConfig finds the cluster configuration, trying in order: the path given
+// (a --kubeconfig flag; "" skips it), $KUBECONFIG (files, merged), the
+// in-cluster service account, ~/.kube/config. The first source present wins,
+// even if broken; when none is, the error lists what was tried. A
+// $KUBECONFIG whose files are all missing is an error naming them; one
+// missing among others is skipped with a warning. A kubeconfig cluster
+// that sets insecure-skip-tls-verify is warned about, naming it. Warnings
+// go to slog.Default() (a Manager's, to Options.Logger).
+//
+//	cfg, err := kctl.LoadConfig(*kubeconfig)
+func LoadConfig(kubeconfig string) (*rest.Config, error) {
+	return clusterconfig.Load(kubeconfig, "", slog.Default())
 }

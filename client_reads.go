@@ -1,7 +1,9 @@
 package kctl
 
 // A Client's reads: Get and List (from the cache when the Client has one,
-// see cache.go), and the list pages and watches an informer is fed by.
+// see cache.go), and the list pages and watches an informer is fed by
+// (the watch-list stream is on floor 2, watch_list.go; Uncached in
+// client_more.go).
 
 import (
 	"context"
@@ -17,14 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// Uncached returns a handle on the same resource whose Get and List always
-// read from the API server: use it when an answer must be fresh.
-func (c *Client[T]) Uncached() *Client[T] {
-	u := *c
-	u.cached = nil
-	return &u
-}
 
 // Get returns the object namespace/name (namespace "" if cluster-scoped): a
 // copy from the cache if c has one (NotFound if the cache has no such object).
@@ -161,22 +155,6 @@ func (c *client[P]) watch(
 	if resourceVersion != "" {
 		q.Set("resourceVersion", resourceVersion)
 	}
-	return c.openWatch(ctx, opts.Namespace, q, timeout)
-}
-
-// watchList opens the watch-list stream (KEP-3157): an ADDED event for
-// each object in opts as of now, then a BOOKMARK whose annotation
-// metav1.InitialEventsAnnotationKey marks the end of them (at the list's
-// resourceVersion), then the changes, as watch's. A server without the
-// WatchList feature refuses it: 422 Invalid.
-func (c *client[P]) watchList(
-	ctx context.Context,
-	opts ListOptions,
-	timeout time.Duration,
-) (*watchStream[P], error) {
-	q := opts.query()
-	q.Set("sendInitialEvents", "true")
-	q.Set("resourceVersionMatch", "NotOlderThan")
 	return c.openWatch(ctx, opts.Namespace, q, timeout)
 }
 

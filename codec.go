@@ -9,16 +9,15 @@ package kctl
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Built-in (k8s.io/api) types travel as
@@ -144,18 +143,10 @@ func (c codec[P]) accept(watch, list bool) string {
 	return mediaProtobuf + ", " + mediaJSON
 }
 
-// setTypeMeta fills obj's apiVersion and kind, which protobuf does not carry.
+// setTypeMeta fills obj's apiVersion and kind, which protobuf does not
+// carry (internal/apitype).
 func (c codec[P]) setTypeMeta(obj P) {
-	type kinded interface{ GetObjectKind() schema.ObjectKind }
-	o, ok := any(obj).(kinded)
-	if !ok {
-		return
-	}
-	tm, ok := o.GetObjectKind().(*metav1.TypeMeta)
-	if ok && tm != nil {
-		tm.APIVersion = c.apiVersion
-		tm.Kind = c.res.Kind
-	}
+	apitype.SetTypeMeta(obj, c.apiVersion, c.res.Kind)
 }
 
 // encode sets obj's apiVersion and kind and returns it as a request body.
@@ -223,7 +214,9 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 	}()
 	defer protowire.Recovered(&err)
 	if proto {
-		err = c.unmarshal(obj, raw)
+		// slices sized once, maps from memo, managedFields skipped
+		err = c.sizes.UnmarshalObject(
+			c.memo, obj, raw, c.skipManagedFields)
 	} else {
 		err = json.Unmarshal(raw, obj)
 	}
@@ -238,20 +231,7 @@ func (c codec[P]) decodeError(
 	proto bool,
 	err error,
 ) *decodeError {
-	var m metav1.ObjectMeta
-	var metaErr error
-	if proto {
-		m, metaErr = protowire.ObjectMeta(raw)
-	} else {
-		var o struct {
-			Metadata metav1.ObjectMeta `json:"metadata"`
-		}
-		metaErr = json.Unmarshal(raw, &o)
-		m = o.Metadata
-	}
-	if metaErr != nil {
-		m = metav1.ObjectMeta{}
-	}
+	m := transport.ObjectMeta(raw, proto)
 	what := c.res.String()
 	if m.Name != "" {
 		what += " " + keyOf(&m)
@@ -262,21 +242,6 @@ func (c codec[P]) decodeError(
 		ResourceVersion: m.ResourceVersion,
 		err:             fmt.Errorf("kctl: decoding %s: %w", what, err),
 	}
-}
-
-// unmarshal decodes protobuf into obj, its slices sized once (c.sizes),
-// its maps from c.memo if any; with skipManagedFields, around
-// metadata.managedFields.
-func (c codec[P]) unmarshal(obj P, raw []byte) error {
-	p, ok := any(obj).(protoObject)
-	if !ok {
-		return errors.New("the server sent protobuf " +
-			"for a type without protobuf support")
-	}
-	decode := func(b []byte) error {
-		return c.sizes.UnmarshalMemo(c.memo, p, b)
-	}
-	return protowire.Unmarshal(obj, raw, c.skipManagedFields, decode)
 }
 
 // jsonList is a JSON list with items of type I.
@@ -338,17 +303,10 @@ func (c codec[P]) decodeList(
 // internal/transport: a protobuf watch's frames, a JSON one's objects),
 // each object decoded into P (*T) by the codec above.
 
-// watchEvent is one decoded watch event.
-type watchEvent[P any] struct {
-	// Type is "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR".
-	Type string
-	// Object is nil for ERROR and when Err is set.
-	Object P
-	// Status is the server's status for ERROR.
-	Status *metav1.Status
-	// Err: this event's object failed to decode; the stream goes on.
-	Err error
-}
+// watchEvent is one decoded watch event (internal/transport's Event:
+// Type, Object, the Status of an ERROR, Err of an object that failed to
+// decode).
+type watchEvent[P any] = transport.Event[P]
 
 // watchStream reads one watch response. Close may be called concurrently
 // with Next (it unblocks Next); Next is not for concurrent use.
@@ -359,6 +317,8 @@ type watchStream[P any] struct {
 	ct string
 	// events reads the answer's events as bytes.
 	events *transport.Events
+	// what names the watched resource in errors (res.String()).
+	what string
 }
 
 func newWatchStream[P any](
@@ -374,62 +334,24 @@ func newWatchStream[P any](
 		body:   body,
 		ct:     contentType,
 		events: transport.NewEvents(contentType, body),
+		what:   c.res.String(),
 	}
 }
 
-// Next returns the next event; an error ends the stream (io.EOF: closed
-// cleanly). An event whose object cannot be decoded has Err set.
+// Next returns the next event (transport.NextEvent), its object decoded
+// into P; an error ends the stream (io.EOF: closed cleanly). An event
+// whose object cannot be decoded has Err set.
 func (w *watchStream[P]) Next() (watchEvent[P], error) {
-	var ev watchEvent[P]
-	decode := func(typ string, object []byte) {
-		if typ == "BOOKMARK" {
-			w.c.memo = nil
-		}
-		ev = w.c.event(typ, object, w.ct)
-	}
-	bad, err := w.events.Next(decode)
-	if err != nil {
-		return watchEvent[P]{}, w.broke(err)
-	}
-	if bad != nil {
-		err = fmt.Errorf("kctl: decoding a watch event of %s: %w",
-			w.c.res, bad)
-		return watchEvent[P]{Err: err}, nil
-	}
-	return ev, nil
+	return transport.NextEvent(w.events, w.what, w.decode)
 }
 
-// broke is the error that ends a stream: io.EOF for a clean end.
-func (w *watchStream[P]) broke(err error) error {
-	if err == io.EOF {
-		return err
+// decode decodes the object of an event of type typ: a bookmark ends the
+// maps shared since the stream began (memo).
+func (w *watchStream[P]) decode(typ string, object []byte) (P, error) {
+	if typ == "BOOKMARK" {
+		w.c.memo = nil
 	}
-	return fmt.Errorf("kctl: watch of %s broke: %w", w.c.res, err)
-}
-
-// event decodes one watch event's object, of Content-Type ct.
-func (c codec[P]) event(typ string, raw []byte, ct string) watchEvent[P] {
-	ev := watchEvent[P]{Type: typ}
-	switch typ {
-	case "ERROR":
-		if st, ok := transport.DecodeStatus(ct, raw); ok {
-			ev.Status = st
-		} else {
-			ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
-				"an ERROR event without a Status", c.res)
-		}
-	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
-		// a protobuf event's object is enveloped
-		obj, err := c.decode(ct, raw)
-		if err != nil {
-			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
-		}
-		ev.Object = obj
-	default:
-		ev.Err = fmt.Errorf("kctl: the watch of %s sent "+
-			"an event of unknown type %q", c.res, typ)
-	}
-	return ev
+	return w.c.decode(w.ct, object)
 }
 
 // Close ends the stream and releases its connection.

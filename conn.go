@@ -1,9 +1,9 @@
 package kctl
 
-// Conn, one connection to an API server: finding its configuration
-// (LoadConfig, by internal/clusterconfig), making it (NewConn), and sending
-// a request on it (do, by internal/transport: rate limited, bounded, and
-// retried after 429s).
+// Conn, one connection to an API server: making it (NewConn, from a
+// configuration LoadConfig finds, on floor 2), and sending a request on it
+// (do, by internal/transport: rate limited, bounded, and retried after
+// 429s).
 
 import (
 	"context"
@@ -11,25 +11,10 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/kctl-dev/kctl/internal/clusterconfig"
 	"github.com/kctl-dev/kctl/internal/discovery"
 	"github.com/kctl-dev/kctl/internal/transport"
 	"k8s.io/client-go/rest"
 )
-
-// LoadConfig finds the cluster configuration, trying in order: the path given
-// (a --kubeconfig flag; "" skips it), $KUBECONFIG (files, merged), the
-// in-cluster service account, ~/.kube/config. The first source present wins,
-// even if broken; when none is, the error lists what was tried. A
-// $KUBECONFIG whose files are all missing is an error naming them; one
-// missing among others is skipped with a warning. A kubeconfig cluster
-// that sets insecure-skip-tls-verify is warned about, naming it. Warnings
-// go to slog.Default() (a Manager's, to Options.Logger).
-//
-//	cfg, err := kctl.LoadConfig(*kubeconfig)
-func LoadConfig(kubeconfig string) (*rest.Config, error) {
-	return clusterconfig.Load(kubeconfig, "", slog.Default())
-}
 
 // Conn is one connection to an API server, shared by the Clients made from
 // it: client-go's HTTP client (TLS, authentication, exec plugins), the user
@@ -72,6 +57,11 @@ func NewConn(cfg *rest.Config) (*Conn, error) {
 // logWarningsTo makes c log the server's warnings to log.
 func (c *Conn) logWarningsTo(log *slog.Logger) {
 	c.transport.LogWarningsTo(log)
+}
+
+// discoveryGet reads a discovery document on c (internal/discovery).
+func (c *Conn) discoveryGet() discovery.Fetch {
+	return discovery.Getter(c.transport, c.requests)
 }
 
 // request is one call on a Client's resource; verb names it in errors

@@ -7,6 +7,7 @@ package kctl
 import (
 	"errors"
 
+	"github.com/kctl-dev/kctl/internal/discovery"
 	"github.com/kctl-dev/kctl/internal/errtext"
 )
 
@@ -48,4 +49,15 @@ func (e *notInstalledError) Unwrap() []error {
 		return []error{ErrNotInstalled}
 	}
 	return []error{ErrNotInstalled, e.status}
+}
+
+// notInstalled is err, or, if err is internal/discovery's *NotServed (a
+// resource or subresource the server does not serve), one that matches
+// ErrNotInstalled.
+func notInstalled(err error) error {
+	var notServed *discovery.NotServed
+	if !errors.As(err, &notServed) {
+		return err
+	}
+	return &notInstalledError{notServed.Msg, notServed.Status}
 }

@@ -1,14 +1,14 @@
 package kctl
 
-// Which API resource a Go type is (Object, Resource, Declare, ResourceOf),
-// the Key of an object, and how kctl copies objects (deepCopy).
+// Which API resource a Go type is (Object, Resource, ResourceOf; Declare
+// is on floor 2, client_more.go), the Key of an object, and how kctl
+// copies objects (deepCopy).
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/objcopy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -51,27 +51,6 @@ func (r Resource) String() string {
 	return apitype.Resource(r).String()
 }
 
-// Declare registers a user's own type (a CRD), or overrides the derived Resource
-// of a k8s.io/api type, and returns r with Plural defaulted to Kind's plural:
-//
-//	var widgets = kctl.Declare[Widget](kctl.Resource{Group: "example.com", Version: "v1", Kind: "Widget", Namespaced: true})
-//
-// Declaring a type again the same way is harmless; differently, or without
-// Version or Kind, is a mistake that ResourceOf (so every Client for T) reports.
-//
-// The API server is the truth: before each request, a Client checks r
-// against the server's discovery document of r's group version, read once
-// per Conn and again, at most once a second, while a check misses in it (so a
-// CRD applied later is seen). A Kind or scope that disagrees with the server
-// fails every call with an error naming the difference and the fix (e.g.
-// "add Namespaced: true"); a group version, Plural or subresource the server
-// does not serve fails with an error matching ErrNotInstalled that lists
-// what it serves there. kctl never uses the server's answer in place of r.
-func Declare[T any, PT Object[T]](r Resource) Resource {
-	declared := apitype.Declare((*T)(nil), apitype.Resource(r))
-	return Resource(declared)
-}
-
 // ResourceOf returns T's declared Resource, or for a k8s.io/api type one
 // derived from its package (group, version), name (kind), plural rules
 // and tables (internal/apitype).
@@ -101,61 +80,10 @@ func nsKey(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// deepCopy returns a copy of obj that shares no memory with it: by
-// DeepCopyInto if *T has one (k8s.io/api types, CRD types made with
-// controller-gen), else by a JSON round trip: json.Marshal, then
-// json.Unmarshal into a new T. Every copy kctl hands out (cached reads,
-// reconciles) is made so. A CRD struct without DeepCopyInto must therefore
-// come back from encoding/json as it went in, as it must to travel to and
-// from the API server anyway:
-//
-//   - every field that carries data is exported and not `json:"-"` (others
-//     are zero in every copy);
-//   - no field is a func, a channel or a complex number (json.Marshal
-//     fails: NewClient reports it, see jsonCopyable);
-//   - a field of interface type comes back as map[string]any, []any,
-//     float64, string or bool, not as the type it held: use concrete types;
-//   - a type with a MarshalJSON method has an UnmarshalJSON that reads its
-//     output back.
-//
-// A JSON copy costs a marshal and an unmarshal; a DeepCopyInto method avoids
-// it. deepCopy panics if the round trip fails for one value (a MarshalJSON
-// that fails); a reconcile recovers such a panic as an error.
-func deepCopy[T any](obj *T) *T {
-	if obj == nil {
-		return nil
-	}
-	out := new(T)
-	if dc, ok := any(obj).(interface{ DeepCopyInto(*T) }); ok {
-		dc.DeepCopyInto(out)
-	} else if err := jsonCopy(obj, out); err != nil {
-		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v", typeName[T](), err))
-	}
-	return out
-}
-
-// jsonCopyable returns an error if deepCopy cannot copy a T: T has no
-// DeepCopyInto and the JSON round trip of its zero value fails.
-func jsonCopyable[T any]() error {
-	if _, ok := any(new(T)).(interface{ DeepCopyInto(*T) }); ok {
-		return nil
-	}
-	err := jsonCopy(new(T), new(T))
-	if err == nil {
-		return nil
-	}
-	name := typeName[T]()
-	_, short, _ := strings.Cut(name, ".")
-	return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): "+
-		"every field must survive json.Marshal and json.Unmarshal, "+
-		"or give *%s a DeepCopyInto method", name, err, short)
-}
-
-// jsonCopy decodes the JSON encoding of in into out.
-func jsonCopy(in, out any) error {
-	b, err := json.Marshal(in)
-	if err == nil {
-		err = json.Unmarshal(b, out)
-	}
-	return err
-}
+// deepCopy returns a copy of obj that shares no memory with it
+// (internal/objcopy): by DeepCopyInto if *T has one, else by a JSON round
+// trip, which a CRD struct must survive (written there; NewClient checks
+// it). Every copy kctl hands out (cached reads, reconciles) is made so.
+// It panics if the round trip fails for one value (a MarshalJSON that
+// fails); a reconcile recovers such a panic as an error.
+func deepCopy[T any](obj *T) *T { return objcopy.Deep(obj) }

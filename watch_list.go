@@ -6,7 +6,8 @@ package kctl
 // the changes follow, so no list page is ever held whole. NewCache and
 // NewManager switch it on in every informer (the Cache's made hook),
 // unless $KUBE_FEATURE_WatchListClient is false; once the server
-// refuses it, the informer lists in pages.
+// refuses it, the informer lists in pages. The request itself,
+// client.watchList, is last, a watch of floor 1's (openWatch).
 
 import (
 	"context"
@@ -191,4 +192,20 @@ func refused(err error) bool {
 	return apierrors.IsInvalid(err) ||
 		apierrors.IsBadRequest(err) ||
 		errors.Is(err, errNoInitialEventsEnd)
+}
+
+// watchList opens the watch-list stream (KEP-3157): an ADDED event for
+// each object in opts as of now, then a BOOKMARK whose annotation
+// metav1.InitialEventsAnnotationKey marks the end of them (at the list's
+// resourceVersion), then the changes, as watch's. A server without the
+// WatchList feature refuses it: 422 Invalid.
+func (c *client[P]) watchList(
+	ctx context.Context,
+	opts ListOptions,
+	timeout time.Duration,
+) (*watchStream[P], error) {
+	q := opts.query()
+	q.Set("sendInitialEvents", "true")
+	q.Set("resourceVersionMatch", "NotOlderThan")
+	return c.openWatch(ctx, opts.Namespace, q, timeout)
 }

@@ -8,11 +8,13 @@ package apitype
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Resource is kctl.Resource: where objects of a Go type live in the API.
@@ -34,6 +36,44 @@ func (r Resource) APIVersion() string {
 func (r Resource) String() string {
 	group := strings.TrimSuffix("."+r.Group, ".")
 	return r.Plural + group + "/" + r.Version
+}
+
+// SetTypeMeta sets the apiVersion and kind of obj, if it has a
+// metav1.TypeMeta (GetObjectKind), as a decoder must for protobuf, which
+// does not carry them.
+func SetTypeMeta(obj any, apiVersion, kind string) {
+	type kinded interface{ GetObjectKind() schema.ObjectKind }
+	o, ok := obj.(kinded)
+	if !ok {
+		return
+	}
+	tm, ok := o.GetObjectKind().(*metav1.TypeMeta)
+	if ok && tm != nil {
+		tm.APIVersion = apiVersion
+		tm.Kind = kind
+	}
+}
+
+// Path is the URL path of r's objects in namespace ("" for every
+// namespace, or for a cluster-scoped r), of the object name if not "",
+// and of its subresource sub if not "", e.g.
+// "/apis/apps/v1/namespaces/shop/deployments/web/status".
+func (r Resource) Path(namespace, name, sub string) string {
+	path := "/api/" + r.Version
+	if r.Group != "" {
+		path = "/apis/" + r.Group + "/" + r.Version
+	}
+	if r.Namespaced && namespace != "" {
+		path += "/namespaces/" + url.PathEscape(namespace)
+	}
+	path += "/" + r.Plural
+	if name != "" {
+		path += "/" + url.PathEscape(name)
+	}
+	if sub != "" {
+		path += "/" + sub
+	}
+	return path
 }
 
 // registry holds the declared types. Declare and Of may run

@@ -330,3 +330,24 @@ func TestDeclare_ConcurrentWithOf_IsSafe(t *testing.T) {
 	r.Plural = "widgets"
 	wantOf[concurrentWidget](t, r)
 }
+
+func TestResource_Path_OfCollectionsObjectsAndSubresources(t *testing.T) {
+	deploys := apitype.Resource{Group: "apps", Version: "v1", Plural: "deployments", Namespaced: true}
+	nodes := apitype.Resource{Version: "v1", Plural: "nodes"}
+	for _, c := range []struct {
+		r                    apitype.Resource
+		namespace, name, sub string
+		want                 string
+	}{
+		{deploys, "", "", "", "/apis/apps/v1/deployments"},
+		{deploys, "shop", "", "", "/apis/apps/v1/namespaces/shop/deployments"},
+		{deploys, "shop", "web", "status", "/apis/apps/v1/namespaces/shop/deployments/web/status"},
+		{deploys, "a b", "c/d", "", "/apis/apps/v1/namespaces/a%20b/deployments/c%2Fd"},
+		{nodes, "ignored", "n1", "", "/api/v1/nodes/n1"},
+	} {
+		got := c.r.Path(c.namespace, c.name, c.sub)
+		if got != c.want {
+			t.Errorf("%v.Path(%q, %q, %q) = %q, want %q", c.r, c.namespace, c.name, c.sub, got, c.want)
+		}
+	}
+}

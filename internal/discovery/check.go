@@ -23,11 +23,15 @@ type Declared struct {
 }
 
 // Call is the call checked: Verb and What name it in errors ("update
-// status of", "widgets.example.com/v1 shop/w"); Sub is its subresource.
+// status of", "widgets.example.com/v1 shop/w"); Sub is its subresource;
+// Method and Name (of its object, "" for a collection) go in the
+// details of a Status the server did not send (see Failed).
 type Call struct {
-	Verb string
-	What string
-	Sub  string
+	Verb   string
+	What   string
+	Sub    string
+	Method string
+	Name   string
 }
 
 // NotServed is the error of a resource or subresource the server does

@@ -29,6 +29,7 @@
 package presize
 
 import (
+	"errors"
 	"reflect"
 	"strconv"
 	"strings"
@@ -206,6 +207,27 @@ func (p *Plan) UnmarshalMemo(m *Memo, msg Unmarshaler, b []byte) error {
 	}
 	v := reflect.ValueOf(msg).Elem()
 	return p.decode(m, v, b)
+}
+
+// UnmarshalObject decodes raw, an object's own bytes (no envelope), into
+// obj with UnmarshalMemo (p and m may be nil); with skipManagedFields,
+// around obj's metadata.managedFields (protowire.Unmarshal). obj must be
+// a protowire.Message: else it is an error.
+func (p *Plan) UnmarshalObject(
+	m *Memo,
+	obj any,
+	raw []byte,
+	skipManagedFields bool,
+) error {
+	msg, ok := obj.(protowire.Message)
+	if !ok {
+		return errors.New("the server sent protobuf " +
+			"for a type without protobuf support")
+	}
+	decode := func(b []byte) error {
+		return p.UnmarshalMemo(m, msg, b)
+	}
+	return protowire.Unmarshal(obj, raw, skipManagedFields, decode)
 }
 
 // at returns the plan's field of protobuf field number num, if any.

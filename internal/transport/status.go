@@ -2,7 +2,8 @@ package transport
 
 // A failed answer made an error: the server's metav1.Status, decoded from
 // JSON or protobuf, as an *apierrors.StatusError, and the RBAC permission a
-// Forbidden call lacks.
+// Forbidden call lacks; and the metadata of an object that failed to
+// decode.
 
 import (
 	"cmp"
@@ -26,6 +27,28 @@ func DecodeStatus(contentType string, body []byte) (*metav1.Status, bool) {
 	st := new(metav1.Status)
 	err := json.Unmarshal(body, st)
 	return st, err == nil && st.Kind == "Status"
+}
+
+// ObjectMeta decodes the metadata alone of raw, an object's own bytes (no
+// envelope), protobuf if proto, else JSON, as a decoder would: so that an
+// object that fails to decode can still be named. It is zero if even the
+// metadata does not decode.
+func ObjectMeta(raw []byte, proto bool) metav1.ObjectMeta {
+	var m metav1.ObjectMeta
+	var err error
+	if proto {
+		m, err = protowire.ObjectMeta(raw)
+	} else {
+		var o struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		err = json.Unmarshal(raw, &o)
+		m = o.Metadata
+	}
+	if err != nil {
+		return metav1.ObjectMeta{}
+	}
+	return m
 }
 
 // StatusError is the error of resp, a failed answer to method whose body

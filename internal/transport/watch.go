@@ -75,8 +75,10 @@ const bigEvent = 16 << 10
 // Events reads a watch's answer event by event. Next is not for
 // concurrent use.
 type Events struct {
-	body  io.Reader
-	proto bool
+	body io.Reader
+	// contentType is the answer's, of every event's object.
+	contentType string
+	proto       bool
 	// dec decodes JSON watches; it is made again after a bigEvent.
 	dec *json.Decoder
 }
@@ -84,8 +86,9 @@ type Events struct {
 // NewEvents reads body, a watch's answer of Content-Type contentType.
 func NewEvents(contentType string, body io.Reader) *Events {
 	e := &Events{
-		body:  body,
-		proto: protowire.IsProtobuf(contentType),
+		body:        body,
+		contentType: contentType,
+		proto:       protowire.IsProtobuf(contentType),
 	}
 	if !e.proto {
 		e.dec = json.NewDecoder(body)
