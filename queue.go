@@ -312,22 +312,3 @@ type RateLimiter[K comparable] interface {
 func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
 	return backoff.NewLimiter[K](base, max, qps, burst)
 }
-
-// What a Queue tells of itself beyond the data path (floor 2): whether it
-// shuts down, and when a waiting key comes back (for KeepHistory). The
-// data path (queue.go) calls neither.
-
-// ShuttingDown reports whether ShutDown was called.
-func (q *Queue[K]) ShuttingDown() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.keys.Closed()
-}
-
-// WaitingUntil reports when k's wait to be added ends, if k waits
-// (AddAfter, AddRateLimited, Debounce, MinInterval).
-func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.keys.WaitingUntil(k)
-}
