@@ -234,9 +234,9 @@ func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 	return q.keys.InFlight(time.Now())
 }
 
-// How a Queue ends: ShutDown drops what waits and wakes every Get;
-// ShutDownWithDrain also waits for the keys in flight. The layer on top
-// of queue.go, as client-go's workqueue documents its shutdown.
+// How a Queue ends, as client-go's workqueue documents its shutdown:
+// ShutDown drops what waits and wakes every Get; ShutDownWithDrain also
+// waits for the keys in flight.
 
 // ShutDown stops the queue: every Get returns shutdown=true from now on, queued
 // and waiting keys are dropped, adds do nothing; keys in flight are still Done.
