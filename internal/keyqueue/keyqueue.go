@@ -17,7 +17,7 @@ import (
 )
 
 // Options are what a Queue's QueueOptions say of when its keys are
-// queued. Each is > 0 or off.
+// queued. Debounce and MinInterval are off at 0.
 type Options struct {
 	// Debounce delays a normal add of a key that is not queued, so that
 	// a burst of adds is one run.
