@@ -1,7 +1,7 @@
 package kctl
 
-// The Queue: its line (internal/keyline), processing, delays
-// (internal/keywait) and pacing; how it ends (ShutDown,
+// The Queue: its lock, its blocking Get and its observer around its
+// keys' states and rules (internal/keyqueue); how it ends (ShutDown,
 // ShutDownWithDrain); and the RateLimiter of AddRateLimited.
 
 import (
@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/backoff"
-	"github.com/kctl-dev/kctl/internal/keyline"
-	"github.com/kctl-dev/kctl/internal/keywait"
+	"github.com/kctl-dev/kctl/internal/keyqueue"
 )
 
 // Queue is the work queue between event handlers and workers: handlers Add
@@ -45,48 +44,19 @@ type Queue[K comparable] struct {
 	// broadcast at shutdown.
 	cond sync.Cond
 
-	// queued holds every key that waits in line to be handed out, with
-	// when it was queued: Get reports the wait since then, and a low key
-	// ages from then. A queued key is not in processing.
-	queued map[K]time.Time
-	// line is the order the queued keys are handed out in: a FIFO until
-	// the first AddLowPriority makes it a Priority line. It holds each
-	// queued key once, and knows which are low (not raised).
-	line keyline.Line[K]
-	// processing holds every key handed out by Get and not yet Done,
-	// with when Get handed it out.
-	processing map[K]time.Time
-	// heldLow holds the processing keys Get took at low priority: an
-	// AddAfter or AddRateLimited of one while it is processing (a
-	// requeue) waits to be queued at low priority again. Every key in
-	// heldLow is in processing.
-	heldLow map[K]bool
-	// dirty holds the keys added while processing, to be queued again at
-	// Done; true if every add since Get was low. Every key in dirty is in
-	// processing.
-	dirty map[K]bool
+	// keys holds the queued, processing, dirty and waiting keys, and
+	// moves them by the guarantees above (internal/keyqueue: its fields
+	// carry the invariants); its timer calls fire. ShutDown closes it.
+	keys *keyqueue.Keys[K]
 
-	// waiting holds the keys that wait for a time; its timer calls fire.
-	// A key may wait to be added while it is queued or processing; a key
-	// held (a wait without add) is neither. After Done, a key's wait
-	// keeps its MinInterval's end (NotBefore); while it is processing,
-	// processing holds its start.
-	waiting keywait.Waits[K]
-
-	// shuttingDown is set once, by ShutDown. Then queued, dirty and
-	// waiting are empty and stay so.
-	shuttingDown bool
-	// drained is closed once shuttingDown is set and no key is processing.
+	// drained is closed once keys is closed and no key is processing.
 	drained chan struct{}
 	// stopDrain is closed by a ShutDown while ShutDownWithDrain waits,
 	// to end the wait; nil when none waits.
 	stopDrain chan struct{}
 
-	debounce    time.Duration
-	minInterval time.Duration
-	age         time.Duration
-	rl          RateLimiter[K]
-	obs         QueueObserver
+	rl  RateLimiter[K]
+	obs QueueObserver
 }
 
 // QueueOptions configures NewQueue. The zero value behaves like client-go's
@@ -125,20 +95,17 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	}
 	age := max(opts.AgeLowPriorityAfter, 0)
 	q := &Queue[K]{
-		queued:      map[K]time.Time{},
-		line:        &keyline.FIFO[K]{},
-		processing:  map[K]time.Time{},
-		heldLow:     map[K]bool{},
-		dirty:       map[K]bool{},
-		drained:     make(chan struct{}),
-		debounce:    max(opts.Debounce, 0),
-		minInterval: max(opts.MinInterval, 0),
-		age:         cmp.Or(age, time.Minute),
-		rl:          rl,
-		obs:         opts.Observer,
+		drained: make(chan struct{}),
+		rl:      rl,
+		obs:     opts.Observer,
 	}
 	q.cond.L = &q.mu
-	q.waiting.Fire = q.fire
+	pacing := keyqueue.Options{
+		Debounce:    max(opts.Debounce, 0),
+		MinInterval: max(opts.MinInterval, 0),
+		Age:         cmp.Or(age, time.Minute),
+	}
+	q.keys = keyqueue.New[K](pacing, q.fire)
 	return q
 }
 
@@ -161,91 +128,22 @@ func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 // AddLowPriority is Add for keys from an informer's initial list or a
 // periodic resync: they are handed out after normal keys until they age (see Queue).
 func (q *Queue[K]) AddLowPriority(k K) {
-	q.mu.Lock()
-	f, ok := q.line.(*keyline.FIFO[K])
-	if ok { // the first: its keys keep their order, at normal priority
-		q.line = keyline.NewPriority(f, q.age)
-	}
-	q.mu.Unlock()
 	q.add(k, 0, true)
 }
 
 // add is Add, AddLowPriority and AddAfter.
 func (q *Queue[K]) add(k K, d time.Duration, low bool) {
 	q.mu.Lock()
-	if q.shuttingDown {
-		q.mu.Unlock()
-		return
-	}
-	_, queued := q.queued[k]
-	// Stingy: a low add of a queued key changes nothing. A normal one
-	// may raise it (readyLocked).
-	if queued && d <= 0 && low {
-		q.mu.Unlock()
-		return
-	}
-	now := time.Now()
-	// A requeue keeps the priority Get handed k out with.
-	waitLow := q.heldLow[k]
-	if d <= 0 && !low && !queued {
-		d = q.debounce
-		waitLow = false
-	}
-	if d > 0 {
-		q.waiting.Set(k, now.Add(d), true, waitLow, now)
-		q.mu.Unlock()
-		return
-	}
-	w, _ := q.waiting.Get(k)
-	added := q.readyLocked(k, low, w.NotBefore, now)
+	added := q.keys.Add(k, d, low, time.Now())
 	q.unlockAdded(added)
 }
 
-// readyLocked is where every add ends up, and Done of a key added
-// while processing, and a wait that ends. It returns 1 if it queued k,
-// else 0. A processing key becomes dirty; a queued low key is raised by a
-// normal add unless it aged; a key before notBefore (its MinInterval's
-// end) waits; any other is queued, and if normal, stops waiting.
-func (q *Queue[K]) readyLocked(k K, low bool, notBefore, now time.Time) int {
-	if _, ok := q.processing[k]; ok {
-		q.dirtyLocked(k, low)
-		return 0
-	}
-	if since, ok := q.queued[k]; ok {
-		if !low {
-			q.line.Raise(k, since, now)
-		}
-		return 0
-	}
-	if now.Before(notBefore) {
-		// The hold keeps notBefore on the wait to add.
-		q.waiting.Set(k, notBefore, false, false, now)
-		q.waiting.Set(k, notBefore, true, low, now)
-		return 0
-	}
-	q.queued[k] = now
-	q.line.Push(k, low, now)
-	if !low { // queued now, which is earlier than the wait's end
-		q.waiting.Remove(k)
-	}
-	q.cond.Signal()
-	return 1
-}
-
-// dirtyLocked marks processing key k to be queued again at Done, low
-// only if every add since Get was low.
-func (q *Queue[K]) dirtyLocked(k K, low bool) {
-	if !low {
-		q.dirty[k] = false
-		return
-	}
-	if _, ok := q.dirty[k]; !ok {
-		q.dirty[k] = true
-	}
-}
-
-// unlockAdded unlocks q, then reports n keys queued to the Observer.
+// unlockAdded wakes a Get for each of n keys just queued, unlocks q,
+// then reports them to the Observer.
 func (q *Queue[K]) unlockAdded(n int) {
+	for range n {
+		q.cond.Signal()
+	}
 	q.mu.Unlock()
 	if q.obs == nil {
 		return
@@ -278,21 +176,15 @@ func (q *Queue[K]) NumRequeues(k K) int {
 // with it. shutdown=true means the queue is shut down: end the worker.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.mu.Lock()
-	for len(q.queued) == 0 && !q.shuttingDown {
+	for q.keys.Len() == 0 && !q.keys.Closed() {
 		q.cond.Wait()
 	}
-	if q.shuttingDown {
+	if q.keys.Closed() {
 		q.mu.Unlock()
 		return k, true
 	}
-	k, low := q.line.Pop()
-	since := q.queued[k]
-	if low {
-		q.heldLow[k] = true
-	}
-	delete(q.queued, k)
 	now := time.Now()
-	q.processing[k] = now
+	k, since := q.keys.Pop(now)
 	q.mu.Unlock()
 	if q.obs != nil {
 		q.obs.Waited(now.Sub(since))
@@ -304,25 +196,13 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 // queued again. Done of a key that is not being processed does nothing.
 func (q *Queue[K]) Done(k K) {
 	q.mu.Lock()
-	start, ok := q.processing[k]
+	now := time.Now()
+	added, start, ok := q.keys.Done(k, now)
 	if !ok {
 		q.mu.Unlock()
 		return
 	}
-	now := time.Now()
-	delete(q.processing, k)
-	delete(q.heldLow, k)
-	low, dirty := q.dirty[k]
-	delete(q.dirty, k)
-	added := 0
-	next := start.Add(q.minInterval)
-	if dirty {
-		added = q.readyLocked(k, low, next, now)
-	} else if !q.shuttingDown && now.Before(next) {
-		// A hold: it keeps k's MinInterval end for the next add.
-		q.waiting.Set(k, next, false, false, now)
-	}
-	if q.shuttingDown && len(q.processing) == 0 {
+	if q.keys.Closed() && q.keys.Processing() == 0 {
 		close(q.drained)
 	}
 	q.unlockAdded(added)
@@ -335,13 +215,7 @@ func (q *Queue[K]) Done(k K) {
 // sets the timer for the next one. A call with none due is harmless.
 func (q *Queue[K]) fire() {
 	q.mu.Lock()
-	now := time.Now()
-	added := 0
-	for w := range q.waiting.Due(now) {
-		if w.Add {
-			added += q.readyLocked(w.Key, w.Low, w.NotBefore, now)
-		}
-	}
+	added := q.keys.Due(time.Now())
 	q.unlockAdded(added)
 }
 
@@ -349,7 +223,7 @@ func (q *Queue[K]) fire() {
 func (q *Queue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.queued)
+	return q.keys.Len()
 }
 
 // InFlight reports the keys being processed, for how long in total and
@@ -357,18 +231,12 @@ func (q *Queue[K]) Len() int {
 func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := time.Now()
-	for _, start := range q.processing {
-		d := now.Sub(start)
-		unfinished += d
-		longest = max(longest, d)
-	}
-	return len(q.processing), unfinished, longest
+	return q.keys.InFlight(time.Now())
 }
 
-// How a Queue ends: ShutDown drops what waits and wakes every Get;
-// ShutDownWithDrain also waits for the keys in flight. The layer on top
-// of queue.go, as client-go's workqueue documents its shutdown.
+// How a Queue ends, as client-go's workqueue documents its shutdown:
+// ShutDown drops what waits and wakes every Get; ShutDownWithDrain also
+// waits for the keys in flight.
 
 // ShutDown stops the queue: every Get returns shutdown=true from now on, queued
 // and waiting keys are dropped, adds do nothing; keys in flight are still Done.
@@ -384,15 +252,11 @@ func (q *Queue[K]) ShutDown() {
 }
 
 func (q *Queue[K]) shutDownLocked() {
-	if q.shuttingDown {
+	if q.keys.Closed() {
 		return
 	}
-	q.shuttingDown = true
-	clear(q.queued)
-	q.line.Reset()
-	clear(q.dirty)
-	q.waiting.Reset()
-	if len(q.processing) == 0 {
+	q.keys.Close()
+	if q.keys.Processing() == 0 {
 		close(q.drained)
 	}
 	q.cond.Broadcast()
@@ -447,27 +311,4 @@ type RateLimiter[K comparable] interface {
 // in a row), and at most 100 retries at once, then 10 per second.
 func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
 	return backoff.NewLimiter[K](base, max, qps, burst)
-}
-
-// What a Queue tells of itself beyond the data path (floor 2): whether it
-// shuts down, and when a waiting key comes back (for KeepHistory). The
-// data path (queue.go) calls neither.
-
-// ShuttingDown reports whether ShutDown was called.
-func (q *Queue[K]) ShuttingDown() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.shuttingDown
-}
-
-// WaitingUntil reports when k's wait to be added ends, if k waits
-// (AddAfter, AddRateLimited, Debounce, MinInterval).
-func (q *Queue[K]) WaitingUntil(k K) (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	w, ok := q.waiting.Get(k)
-	if !ok || !w.Add {
-		return time.Time{}, false
-	}
-	return w.At, true
 }

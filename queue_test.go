@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/backoff"
-	"github.com/kctl-dev/kctl/internal/keyline"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -98,50 +97,14 @@ func parseDuration(t *testing.T, s string) time.Duration {
 	return d
 }
 
-// checkQueueInvariants checks the invariants documented on Queue's fields.
+// checkQueueInvariants checks the invariants documented on Queue's fields
+// and on its keys' (internal/keyqueue).
 func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 	t.Helper()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for k := range q.queued {
-		if _, ok := q.processing[k]; ok {
-			t.Fatalf("%v is queued and processing", k)
-		}
-	}
-	normal, low := lineKeys(t, q.line)
-	for k := range normal {
-		if _, ok := q.queued[k]; !ok {
-			t.Fatalf("%v is in the normal line but not queued", k)
-		}
-	}
-	for k := range low {
-		if _, ok := q.queued[k]; !ok {
-			t.Fatalf("%v is live in the low line but not queued", k)
-		}
-	}
-	if n := len(normal) + len(low); n != len(q.queued) {
-		t.Fatalf("%d keys queued, but %d in the normal line and %d live in the low line", len(q.queued), len(normal), len(low))
-	}
-	for k := range q.dirty {
-		if _, ok := q.processing[k]; !ok {
-			t.Fatalf("%v is dirty but not processing", k)
-		}
-	}
-	if err := q.waiting.Check(); err != nil {
+	if err := q.keys.Check(); err != nil {
 		t.Fatal(err)
-	}
-	for e := range q.waiting.All() {
-		_, queued := q.queued[e.Key]
-		_, processing := q.processing[e.Key]
-		if !e.Add && (queued || processing) {
-			t.Fatalf("%v is held, but queued=%v processing=%v", e.Key, queued, processing)
-		}
-	}
-	if q.shuttingDown && (len(q.queued) != 0 || len(q.dirty) != 0 || q.waiting.Len() != 0) {
-		t.Fatalf("shut down with %d queued, %d dirty and %d waiting", len(q.queued), len(q.dirty), q.waiting.Len())
-	}
-	if q.shuttingDown && len(normal)+len(low) != 0 {
-		t.Fatalf("shut down with %d keys in the normal line and %d in the low line", len(normal), len(low))
 	}
 	closed := false
 	select {
@@ -149,8 +112,10 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 		closed = true
 	default:
 	}
-	if want := q.shuttingDown && len(q.processing) == 0; closed != want {
-		t.Fatalf("drained closed=%v, want %v (shutting down %v, %d processing)", closed, want, q.shuttingDown, len(q.processing))
+	shuttingDown := q.keys.Closed()
+	processing := q.keys.Processing()
+	if want := shuttingDown && processing == 0; closed != want {
+		t.Fatalf("drained closed=%v, want %v (shutting down %v, %d processing)", closed, want, shuttingDown, processing)
 	}
 }
 
@@ -159,7 +124,7 @@ func checkQueueInvariants[K comparable](t *testing.T, q *Queue[K]) {
 func queueKeysKept[K comparable](q *Queue[K]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.queued) + len(q.processing) + len(q.dirty) + q.waiting.Len()
+	return q.keys.Kept()
 }
 
 type queueScript struct {
@@ -476,27 +441,6 @@ func ExampleQueue() {
 	// Output:
 	// default/web
 	// default/db
-}
-
-// lineKeys returns the keys of a Queue's line: those at normal priority
-// and the live ones at low priority, each once.
-func lineKeys[K comparable](t *testing.T, line keyline.Line[K]) (normal, low map[K]bool) {
-	t.Helper()
-	normal = map[K]bool{}
-	low = map[K]bool{}
-	n, l := keyline.Keys(line)
-	for _, ks := range []struct {
-		keys []K
-		into map[K]bool
-	}{{n, normal}, {l, low}} {
-		for _, k := range ks.keys {
-			if normal[k] || low[k] {
-				t.Fatalf("%v is in the line twice", k)
-			}
-			ks.into[k] = true
-		}
-	}
-	return normal, low
 }
 
 func TestQueue_LowPriority(t *testing.T) {
@@ -980,28 +924,6 @@ func TestQueue_DefaultRateLimiter_IsControllerRuntimes(t *testing.T) {
 	})
 }
 
-func TestQueue_WaitingUntil_ReportsAWaitToAddOnly(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q := NewQueue(QueueOptions[string]{MinInterval: time.Minute})
-		defer q.ShutDown()
-		q.AddAfter("a", time.Hour)
-		at, ok := q.WaitingUntil("a")
-		if !ok || !at.Equal(time.Now().Add(time.Hour)) {
-			t.Fatalf("WaitingUntil(a) = %v, %v; want in an hour", at, ok)
-		}
-		q.Add("b")
-		k, _ := q.Get()
-		q.Done(k) // a hold until the minute passed: not a wait to add
-		if _, ok := q.WaitingUntil("b"); ok || q.ShuttingDown() {
-			t.Fatalf("WaitingUntil(b) ok=%v, ShuttingDown %v; want false, false", ok, q.ShuttingDown())
-		}
-		q.ShutDown()
-		if _, ok := q.WaitingUntil("a"); ok || !q.ShuttingDown() {
-			t.Fatalf("after ShutDown: WaitingUntil(a) ok=%v, ShuttingDown %v", ok, q.ShuttingDown())
-		}
-	})
-}
-
 func TestQueue_Delays(t *testing.T) {
 	runQueueScripts(t, []queueScript{
 		{name: "a delayed key comes out when due", script: "after a 10ms; get -; sleep 9ms; get -; sleep 1ms; get a"},
@@ -1095,7 +1017,7 @@ func TestQueue_ManyMovesEarlier_KeepOneHeapEntryPerKey(t *testing.T) {
 			q.AddAfter(i%10, time.Hour-time.Duration(i)*time.Millisecond)
 		}
 		checkQueueInvariants(t, q)
-		if n := q.waiting.Len(); n != 10 {
+		if n := queueKeysKept(q); n != 10 {
 			t.Fatalf("%d heap entries for 10 waiting keys", n)
 		}
 	})

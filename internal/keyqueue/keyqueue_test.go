@@ -1,0 +1,39 @@
+package keyqueue
+
+import (
+	"testing"
+	"time"
+)
+
+// The rules run without a lock or a goroutine: a key added while
+// processing is queued again at Done, once, and a low add of a queued
+// key changes nothing.
+func TestKeys_ReAddWhileProcessing_IsQueuedAgainAtDone(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := New[string](Options{Age: time.Minute}, func() {})
+	check := func(step string, got, want int) {
+		t.Helper()
+		if err := s.Check(); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got != want {
+			t.Fatalf("%s: %d, want %d", step, got, want)
+		}
+	}
+	check("Add a", s.Add("a", 0, false, now), 1)
+	check("Add a again", s.Add("a", 0, false, now), 0)
+	check("AddLowPriority a, queued", s.Add("a", 0, true, now), 0)
+	k, _ := s.Pop(now)
+	check("Pop", s.Len(), 0)
+	check("Add a, processing", s.Add(k, 0, false, now), 0)
+	check("Add a, processing, again", s.Add(k, 0, true, now), 0)
+	added, _, ok := s.Done(k, now.Add(time.Second))
+	check("Done a", added, 1)
+	check("Len", s.Len(), 1)
+	if _, _, ok2 := s.Done("b", now); !ok || ok2 {
+		t.Fatalf("Done(a) ok=%v, Done(b) ok=%v; want true, false", ok, ok2)
+	}
+	s.Close()
+	check("Add after Close", s.Add("c", 0, false, now), 0)
+	check("Kept after Close", s.Kept(), 0)
+}
