@@ -311,16 +311,3 @@ func (w *watchState) listOpts() ListOptions {
 // their last good copy and marks them (store.bad) until they decode again or
 // are deleted, a relist never takes them for deleted, and each is logged once
 // and counted (Undecodable, kctl_cache_undecodable_objects).
-
-// Undecodable returns the number of objects in scope that exist on the
-// server but whose current state does not decode into T: a CRD field that
-// changed type, a bad write to a field the schema does not check. Get, List
-// and the handlers see the last good copy of each, if it ever decoded, until
-// it decodes again (an Updated event) or is deleted (a Deleted event with
-// that copy); a relist never takes one for deleted. Each is logged once. For
-// the metrics page (kctl_cache_undecodable_objects).
-func (i *informer[P]) Undecodable() int {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return len(i.store.bad)
-}

@@ -118,7 +118,7 @@ func (w *writeTracker) covered(res, namespace string) bool {
 
 // trackable is what read-your-writes needs of an informer of any T.
 // Every informer is one: holds, onChange and waitForGone are below,
-// waitForObject (WaitForResourceVersion's) in informer.go.
+// waitForObject (WaitForResourceVersion's) in informer_more.go.
 type trackable interface {
 	cachedInformer
 	// holds reports whether the informer's scope takes in obj.
