@@ -94,7 +94,12 @@ type informer[P any] struct {
 	transform func(obj P)
 	// sharer then makes it share equal parts with stored objects.
 	sharer *share.Sharer
-	resync time.Duration
+	// resync, if set, re-delivers the stored objects periodically until
+	// run's ctx ends: cache_options.go's resyncEvery, which NewCache and
+	// NewManager set from the Cache's made hook where a resync period is
+	// configured (CacheOptions.Resync, ResyncFor). nil: never. Called in
+	// one place, run.
+	resync func(ctx context.Context)
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.
 	healthy time.Duration

@@ -36,8 +36,8 @@ func (i *informer[P]) run(ctx context.Context) {
 	for _, w := range i.watches {
 		i.goLocked(func(ctx context.Context) { i.listWatch(ctx, w) })
 	}
-	if i.resync > 0 {
-		i.goLocked(i.resyncEvery)
+	if i.resync != nil {
+		i.goLocked(i.resync)
 	}
 	i.mu.Unlock()
 	<-ctx.Done()
