@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"github.com/kctl-dev/kctl/internal/rvorder"
 )
 
 // Stats returns the number of objects and their encoded size (protobuf for
@@ -82,7 +82,7 @@ func (i *informer[P]) WaitForResourceVersion(
 	ctx context.Context,
 	rv string,
 ) error {
-	_, err := resourceversion.CompareResourceVersion(rv, rv)
+	err := rvorder.Check(rv)
 	if err != nil {
 		return fmt.Errorf("kctl: cannot wait for resourceVersion %q "+
 			"of %s: %w", rv, i.res, err)
@@ -103,23 +103,17 @@ func (i *informer[P]) waitForObject(
 	}
 	caughtUp := func() bool {
 		cur, stored := i.store.get(namespace, name)
-		fresh := stored && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
+		fresh := stored && rvorder.AtLeast(metaOf(cur).GetResourceVersion(), rv)
 		// behind reports whether w is one that is behind: a list/watch of
 		// namespace that has not synced, or has not applied rv while the
 		// cache does not hold namespace/name at rv either.
 		behind := func(w *watchState) bool {
 			ns := w.opts.Namespace
 			mine := namespace == "" || ns == "" || ns == namespace
-			applied := rvAtLeast(w.rv, rv)
+			applied := rvorder.AtLeast(w.rv, rv)
 			return mine && (!w.synced || !fresh && !applied)
 		}
 		return !slices.ContainsFunc(i.watches, behind)
 	}
 	return i.wait(ctx, what, caughtUp)
-}
-
-// rvAtLeast reports whether resourceVersion have is rv or newer.
-func rvAtLeast(have, rv string) bool {
-	c, err := resourceversion.CompareResourceVersion(have, rv)
-	return err == nil && c >= 0 || have == rv
 }
