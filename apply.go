@@ -2,20 +2,16 @@ package kctl
 
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
-// objects that stop or start decoding into T; and the periodic resync,
-// which re-delivers stored objects (scheduled by internal/resync); and
-// the start of each list or watch (begin), which reshard ends when the
-// shard selector changes. list_watch.go and watch_list.go call them.
+// objects that stop or start decoding into T; and the start of each list
+// or watch (begin), which reshard ends when the shard selector changes.
+// list_watch.go and watch_list.go call them.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 
-	"github.com/kctl-dev/kctl/internal/resync"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -209,64 +205,6 @@ func (i *informer[P]) logUndecodable(err error) {
 	i.log.Warn(msg, "resource", i.name, "err", err)
 }
 
-// The periodic resync (Informer.resync > 0) re-delivers each stored object
-// to the handlers once a period, as an Updated event with Resync set,
-// spread out by internal/resync: the keys stored when a resync starts, in
-// order (by namespace, then name), in evenly spaced batches over the
-// first half of the period. Each object is re-delivered once per resync,
-// in its state when its batch comes; one deleted before then is skipped
-// (its Deleted event went out), one added after the start waits for the
-// next. A batch holds mu only while it queues its events, so live changes
-// go out between batches, at once.
-
-// resyncEvery runs the resyncs until ctx ends.
-func (i *informer[P]) resyncEvery(ctx context.Context) {
-	resync.Run(ctx, i.resync, i.resyncKeys, i.resyncBatch)
-}
-
-// resyncKeys returns the keys of the stored objects, in order, if there
-// is a handler to tell and the informer is synced; else none. It sorts
-// them after unlocking, so live changes wait only for the copy.
-func (i *informer[P]) resyncKeys() []objKey {
-	i.mu.RLock()
-	if len(i.handlers) == 0 || !i.syncedLocked() {
-		i.mu.RUnlock()
-		return nil
-	}
-	keys := make([]objKey, 0, i.store.count)
-	for ns, inner := range i.store.objects {
-		for name := range inner {
-			keys = append(keys, objKey{ns, name})
-		}
-	}
-	i.mu.RUnlock()
-	slices.SortFunc(keys, func(a, b objKey) int {
-		c := cmp.Compare(a.namespace, b.namespace)
-		if c != 0 {
-			return c
-		}
-		return cmp.Compare(a.name, b.name)
-	})
-	return keys
-}
-
-// resyncBatch re-delivers the objects stored under keys, skipping any
-// that is gone.
-func (i *informer[P]) resyncBatch(keys []objKey) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, k := range keys {
-		obj, ok := i.store.get(k.namespace, k.name)
-		if !ok {
-			continue
-		}
-		e := event[P]{Type: Updated, Object: obj}
-		e.Old = obj
-		e.Resync = true
-		i.emitLocked(e)
-	}
-}
-
 // begin starts one list or watch of w: it ends the one before, reads
 // the shard selector, and returns the context that reshard cancels and
 // whether reshard asked for a list since the last begin.
@@ -311,16 +249,3 @@ func (w *watchState) listOpts() ListOptions {
 // their last good copy and marks them (store.bad) until they decode again or
 // are deleted, a relist never takes them for deleted, and each is logged once
 // and counted (Undecodable, kctl_cache_undecodable_objects).
-
-// Undecodable returns the number of objects in scope that exist on the
-// server but whose current state does not decode into T: a CRD field that
-// changed type, a bad write to a field the schema does not check. Get, List
-// and the handlers see the last good copy of each, if it ever decoded, until
-// it decodes again (an Updated event) or is deleted (a Deleted event with
-// that copy); a relist never takes one for deleted. Each is logged once. For
-// the metrics page (kctl_cache_undecodable_objects).
-func (i *informer[P]) Undecodable() int {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return len(i.store.bad)
-}

@@ -7,159 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
-	"time"
 
-	"github.com/kctl-dev/kctl/internal/resync"
-	"github.com/kctl-dev/kctl/internal/share"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
-
-// resyncSeen is an event a handler got, and when (in the bubble's time).
-type resyncSeen struct {
-	at     time.Duration // since the test began
-	key    string
-	rv     string
-	resync bool
-	typ    EventType
-}
-
-// Issue 25, item 7: one resync re-delivers each object once, spread over
-// the first half of the period, not at once; live changes during it go
-// out at once, and the next resync sends an object's newest state.
-func TestInformer_Resync_SpreadsOverTheWindow_LiveChangesNotHeldBack(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const n = 300
-		period := 10 * time.Second
-		inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{
-			store:     newStore[*corev1.ConfigMap](),
-			resync:    period,
-			transform: func(*corev1.ConfigMap) {},
-			sharer:    share.New((*corev1.ConfigMap)(nil)),
-			log:       slog.New(slog.DiscardHandler),
-		}}
-		w := &watchState{synced: true}
-		inf.watches = []*watchState{w}
-		for k := range n {
-			inf.store.put(storeCM("ns", fmt.Sprintf("cm-%03d", k), "1", nil))
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		begin := time.Now()
-		var mu sync.Mutex
-		var seen []resyncSeen
-		inf.ctx = ctx
-		inf.AddHandler(func(e Event[corev1.ConfigMap]) {
-			if e.Initial {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			seen = append(seen, resyncSeen{time.Since(begin), e.Object.Namespace + "/" + e.Object.Name, e.Object.ResourceVersion, e.Resync, e.Type})
-		})
-		inf.mu.Lock()
-		inf.goLocked(inf.resyncEvery)
-		inf.mu.Unlock()
-		snapshot := func() []resyncSeen {
-			synctest.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]resyncSeen(nil), seen...)
-		}
-
-		// Half way through the first resync's window (10 s to 15 s).
-		time.Sleep(period + period/4)
-		mid := snapshot()
-		if len(mid) < n*4/10 || len(mid) > n*6/10 {
-			t.Fatalf("half way through the window, %d of %d objects were re-delivered, want about half", len(mid), n)
-		}
-		now := time.Since(begin)
-		changed := storeCM("ns", "cm-299", "2", nil) // its turn is still to come
-		if err := inf.apply(w, watchEvent[*corev1.ConfigMap]{Type: "MODIFIED", Object: changed}); err != nil {
-			t.Fatal(err)
-		}
-		if err := inf.apply(w, watchEvent[*corev1.ConfigMap]{Type: "DELETED", Object: storeCM("ns", "cm-298", "3", nil)}); err != nil {
-			t.Fatal(err)
-		}
-		live := snapshot()[len(mid):]
-		if len(live) != 2 || live[0].resync || live[0].key != "ns/cm-299" || live[0].at != now || live[1].typ != Deleted || live[1].at != now {
-			t.Fatalf("a change and a delete in the window reached the handler as %+v, want both at once (at %v), before the rest of the resync", live, now)
-		}
-
-		// After the second resync's window (20 s to 25 s).
-		time.Sleep(period + period/2)
-		all := snapshot()
-		cancel()
-		inf.wg.Wait()
-		for round, from := range []time.Duration{period, 2 * period} {
-			to := from + resync.Window(period)
-			count := map[string]int{}
-			perInstant := map[time.Duration]int{}
-			var first, last time.Duration
-			for _, e := range all {
-				if !e.resync || e.at < from || e.at >= from+period {
-					continue
-				}
-				if e.at > to {
-					t.Errorf("resync %d re-delivered %s at %v, after its window ended at %v", round+1, e.key, e.at, to)
-				}
-				if len(count) == 0 {
-					first = e.at
-				}
-				last = e.at
-				count[e.key]++
-				perInstant[e.at]++
-				if round == 1 && e.key == "ns/cm-299" && e.rv != "2" {
-					t.Errorf("resync 2 re-delivered ns/cm-299 at resourceVersion %s, want its newest state, 2", e.rv)
-				}
-			}
-			// cm-298 was deleted before its turn in resync 1.
-			if len(count) != n-1 {
-				t.Errorf("resync %d re-delivered %d distinct objects, want %d", round+1, len(count), n-1)
-			}
-			for key, c := range count {
-				if c != 1 {
-					t.Errorf("resync %d re-delivered %s %d times, want once", round+1, key, c)
-				}
-			}
-			if count["ns/cm-298"] != 0 {
-				t.Errorf("resync %d re-delivered ns/cm-298 after it was deleted", round+1)
-			}
-			for at, c := range perInstant {
-				if c > 1 {
-					t.Errorf("resync %d re-delivered %d objects at once (at %v), want one a batch", round+1, c, at)
-				}
-			}
-			if first != from || last < to-resync.Window(period)/10 {
-				t.Errorf("resync %d ran from %v to %v, want from %v to near %v", round+1, first, last, from, to)
-			}
-		}
-	})
-}
-
-// The cost of starting one resync of 100,000 objects: the sorted snapshot
-// of their keys (resyncKeys), taken under the read lock.
-func BenchmarkInformer_ResyncKeys_100k(b *testing.B) {
-	inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{store: newStore[*corev1.ConfigMap]()}}
-	inf.watches = []*watchState{{synced: true}}
-	inf.handlers = []*handler[*corev1.ConfigMap]{{}}
-	for k := range 100000 {
-		inf.store.put(storeCM(fmt.Sprint("ns-", k%100), fmt.Sprint("cm-", k), "1", nil))
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if keys := inf.resyncKeys(); len(keys) != 100000 {
-			b.Fatalf("%d keys, want 100000", len(keys))
-		}
-	}
-}
 
 // Issue 15 item 7: objects that stop decoding into T.
 

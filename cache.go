@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/resync"
 	"github.com/kctl-dev/kctl/internal/share"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -36,13 +35,15 @@ type Cache struct {
 	scopes map[Resource]Scope
 	// transforms holds a func(*T) for the resource's type T.
 	transforms map[Resource]any
-	// resyncs holds the resync periods set by ResyncFor.
+	// resyncs holds the resync periods set by ResyncFor, which the
+	// resync (cache_options.go) reads through the made hook.
 	resyncs   map[Resource]time.Duration
 	informers map[Resource]cachedInformer
 	// made, if set, sees every informer once, when it is made (meta: of
 	// metadata only, metadata.go), under mu and before it runs. NewCache
-	// sets it: each informer syncs with the watch-list stream. NewManager
-	// sets it: that too, the metrics page shows each informer,
+	// sets it: each informer syncs with the watch-list stream and resyncs
+	// as configured. NewManager sets it: that too, the metrics page shows
+	// each informer,
 	// read-your-writes tracks the Manager's writes in the whole ones, and
 	// a shard member sets their shard selector (Manager.Shard wraps it).
 	// Called in one place, Cache.informer.
@@ -307,7 +308,6 @@ func initInformer[P any](
 		res:       res,
 		name:      res.String(),
 		client:    cl,
-		resync:    resync.Jitter(c.resyncOf(res)),
 		healthy:   healthyWatch,
 		log:       c.opts.Logger,
 		store:     newStore[P](),
@@ -337,16 +337,6 @@ func scopeWatches(res Resource, scope Scope) []*watchState {
 		watches = append(watches, &watchState{opts: opts})
 	}
 	return watches
-}
-
-// resyncOf is the resync period of res's informers: ResyncFor's, else
-// CacheOptions.Resync.
-func (c *Cache) resyncOf(res Resource) time.Duration {
-	resync, ok := c.resyncs[res]
-	if !ok {
-		return c.opts.Resync
-	}
-	return resync
 }
 
 // notCached is the error of a cached read of res, which the cache does

@@ -1,14 +1,21 @@
 package kctl
 
 // Floor 2: a Cache's configuration per type, set before the type's
-// informer is made: its scope (ScopeFor), a transform of each object
-// (TransformFor) and its resync period (ResyncFor), which floor 1's Cache
-// reads when it makes the informer (Cache.informer, initInformer); and an
-// Informer's own indexes (AddIndex, ByIndex).
+// informer is made: its scope (ScopeFor) and a transform of each object
+// (TransformFor), which floor 1's Cache reads when it makes the informer
+// (Cache.informer, initInformer), and its resync period (ResyncFor); the
+// periodic resync itself, on the informer's resync hook (resyncBy, from
+// the Cache's made hook); and an Informer's own indexes (AddIndex,
+// ByIndex).
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/resync"
 )
 
 // ScopeFor sets the scope of T's informer. Call it before the informer is made.
@@ -41,6 +48,89 @@ func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 // changes are not held back by it. Call it before T's informer is made.
 func ResyncFor[T any, PT Object[T]](c *Cache, every time.Duration) error {
 	return configure[T](c, func(res Resource) { c.resyncs[res] = max(every, 0) })
+}
+
+// resyncOf is the resync period of res's informers: ResyncFor's, else
+// CacheOptions.Resync.
+func (c *Cache) resyncOf(res Resource) time.Duration {
+	resync, ok := c.resyncs[res]
+	if !ok {
+		return c.opts.Resync
+	}
+	return resync
+}
+
+// resyncBy sets made's resync hook (informer.resync) to resync every
+// period of its resource (resyncOf), stretched by a random 0-10 %
+// (resync.Jitter); not if that period is 0. NewCache and NewManager call
+// it from the Cache's made hook, with c.mu held, before made runs.
+func (c *Cache) resyncBy(made cachedInformer) {
+	inf, ok := made.(interface{ resyncEvery(time.Duration) })
+	period := resync.Jitter(c.resyncOf(made.resource()))
+	if ok && period > 0 {
+		inf.resyncEvery(period)
+	}
+}
+
+// The periodic resync (informer.resync, set by resyncEvery) re-delivers
+// each stored object to the handlers once a period, as an Updated event
+// with Resync set, spread out by internal/resync: the keys stored when a
+// resync starts, in order (by namespace, then name), in evenly spaced
+// batches over the first half of the period. Each object is re-delivered
+// once per resync, in its state when its batch comes; one deleted before
+// then is skipped (its Deleted event went out), one added after the start
+// waits for the next. A batch holds mu only while it queues its events,
+// so live changes go out between batches, at once.
+
+// resyncEvery sets the informer's resync hook to resync every period,
+// until run's ctx ends.
+func (i *informer[P]) resyncEvery(period time.Duration) {
+	i.resync = func(ctx context.Context) {
+		resync.Run(ctx, period, i.resyncKeys, i.resyncBatch)
+	}
+}
+
+// resyncKeys returns the keys of the stored objects, in order, if there
+// is a handler to tell and the informer is synced; else none. It sorts
+// them after unlocking, so live changes wait only for the copy.
+func (i *informer[P]) resyncKeys() []objKey {
+	i.mu.RLock()
+	if len(i.handlers) == 0 || !i.syncedLocked() {
+		i.mu.RUnlock()
+		return nil
+	}
+	keys := make([]objKey, 0, i.store.count)
+	for ns, inner := range i.store.objects {
+		for name := range inner {
+			keys = append(keys, objKey{ns, name})
+		}
+	}
+	i.mu.RUnlock()
+	slices.SortFunc(keys, func(a, b objKey) int {
+		c := cmp.Compare(a.namespace, b.namespace)
+		if c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	return keys
+}
+
+// resyncBatch re-delivers the objects stored under keys, skipping any
+// that is gone.
+func (i *informer[P]) resyncBatch(keys []objKey) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, k := range keys {
+		obj, ok := i.store.get(k.namespace, k.name)
+		if !ok {
+			continue
+		}
+		e := event[P]{Type: Updated, Object: obj}
+		e.Old = obj
+		e.Resync = true
+		i.emitLocked(e)
+	}
 }
 
 func configure[T any](c *Cache, set func(res Resource)) error {

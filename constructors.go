@@ -21,8 +21,9 @@ func NewManager(opts Options) (*Manager, error) {
 	//     writes of its clients (writeNotes), holds back cached reads and
 	//     reconciles until the cache has them (the cache's read barrier), and
 	//     follows every whole informer the cache makes;
-	//   - the watch-list stream (watch_list.go): every informer syncs with
-	//     it, as NewCache's do.
+	//   - the watch-list stream (watch_list.go) and the resync
+	//     (cache_options.go): every informer syncs with the one and
+	//     resyncs as configured, as NewCache's do.
 	//
 	// All three see each informer through the cache's made hook (which a
 	// shard member's Manager.Shard wraps).
@@ -40,6 +41,7 @@ func NewManager(opts Options) (*Manager, error) {
 			tracker.track(inf)
 		}
 		streamByWatchList(inf)
+		m.cache.resyncBy(inf)
 	}
 	return m, nil
 }
@@ -47,10 +49,12 @@ func NewManager(opts Options) (*Manager, error) {
 // NewCache returns a Cache reading through conn. It starts nothing.
 func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	// Its Cache is floor 1's (newCache, cache.go) whose informers sync
-	// with the watch-list stream (watch_list.go), through the made hook.
+	// with the watch-list stream (watch_list.go) and resync as configured
+	// (cache_options.go), through the made hook.
 	c := newCache(conn, opts)
 	c.made = func(inf cachedInformer, meta bool) {
 		streamByWatchList(inf)
+		c.resyncBy(inf)
 	}
 	return c
 }

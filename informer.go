@@ -1,13 +1,14 @@
 package kctl
 
-// Informer[T]: its state, and its read side: Get, List, the waits
-// (WaitForSync, WaitForResourceVersion) and Stats, all reading the store
-// (store.go) under the informer's lock. list_watch.go and apply.go are its
-// write side; its own indexes (AddIndex, ByIndex) are cache_options.go's.
+// Informer[T]: its state, and its read side: Get, List and WaitForSync,
+// all reading the store (store.go) under the informer's lock.
+// list_watch.go and apply.go are its write side; its own indexes
+// (AddIndex, ByIndex) are cache_options.go's, and what it tells beyond
+// the data path (Stats, Undecodable, WaitForResourceVersion) is
+// informer_more.go's.
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/index"
 	"github.com/kctl-dev/kctl/internal/share"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Informer keeps a local, read-only copy of one resource's objects in scope
@@ -94,7 +94,12 @@ type informer[P any] struct {
 	transform func(obj P)
 	// sharer then makes it share equal parts with stored objects.
 	sharer *share.Sharer
-	resync time.Duration
+	// resync, if set, re-delivers the stored objects periodically until
+	// run's ctx ends: cache_options.go's resyncEvery, which NewCache and
+	// NewManager set from the Cache's made hook where a resync period is
+	// configured (CacheOptions.Resync, ResyncFor). nil: never. Called in
+	// one place, run.
+	resync func(ctx context.Context)
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.
 	healthy time.Duration
@@ -294,50 +299,6 @@ func (i *informer[P]) listLocked(
 	return out, missing, nil
 }
 
-// WaitForResourceVersion returns once every list/watch of the informer has
-// applied resourceVersion rv or a newer one, so that a read sees a write that
-// returned rv. A quiet namespace advances only with the server's bookmarks
-// (about once a minute): bound ctx.
-func (i *informer[P]) WaitForResourceVersion(
-	ctx context.Context,
-	rv string,
-) error {
-	_, err := resourceversion.CompareResourceVersion(rv, rv)
-	if err != nil {
-		return fmt.Errorf("kctl: cannot wait for resourceVersion %q "+
-			"of %s: %w", rv, i.res, err)
-	}
-	return i.waitForObject(ctx, "", "", rv)
-}
-
-// waitForObject (read-your-writes) returns once the list/watch of namespace
-// ("" for every one) has applied rv, or the cache holds namespace/name at rv
-// or newer; at once if the scope has no such namespace.
-func (i *informer[P]) waitForObject(
-	ctx context.Context,
-	namespace, name, rv string,
-) error {
-	what := "reach resourceVersion " + rv
-	if name != "" {
-		what += " of " + namespace + "/" + name
-	}
-	caughtUp := func() bool {
-		cur, stored := i.store.get(namespace, name)
-		fresh := stored && rvAtLeast(metaOf(cur).GetResourceVersion(), rv)
-		// behind reports whether w is one that is behind: a list/watch of
-		// namespace that has not synced, or has not applied rv while the
-		// cache does not hold namespace/name at rv either.
-		behind := func(w *watchState) bool {
-			ns := w.opts.Namespace
-			mine := namespace == "" || ns == "" || ns == namespace
-			applied := rvAtLeast(w.rv, rv)
-			return mine && (!w.synced || !fresh && !applied)
-		}
-		return !slices.ContainsFunc(i.watches, behind)
-	}
-	return i.wait(ctx, what, caughtUp)
-}
-
 // wait returns once doneLocked (called under mu) holds, or with an error
 // saying why not when ctx ends or the informer stops.
 func (i *informer[P]) wait(
@@ -372,48 +333,6 @@ func (i *informer[P]) wait(
 			return fmt.Errorf("kctl: %s did not %s: %w", i, what, ctx.Err())
 		}
 	}
-}
-
-// rvAtLeast reports whether resourceVersion have is rv or newer.
-func rvAtLeast(have, rv string) bool {
-	c, err := resourceversion.CompareResourceVersion(have, rv)
-	return err == nil && c >= 0 || have == rv
-}
-
-// Stats returns the number of objects and their encoded size (protobuf for
-// built-in types, JSON for declared ones): what they hold, not what they
-// take. Decoded alone, a Pod takes several times its encoded size; in the
-// cache, objects share their equal parts (internal/share), so the Pods of a few
-// workloads take less. It measures the objects stored since the last call,
-// off the watch's hot path. For the metrics page.
-func (i *informer[P]) Stats() (objects int, bytes int64) {
-	var todo []P
-	i.mu.RLock()
-	for _, inner := range i.store.objects {
-		for _, e := range inner {
-			if e.size == 0 {
-				todo = append(todo, e.obj)
-			}
-		}
-	}
-	i.mu.RUnlock()
-	sizes := make([]int, len(todo))
-	// Stored objects are immutable: no lock needed.
-	for j, obj := range todo {
-		sizer, ok := any(obj).(interface{ Size() int })
-		if ok {
-			sizes[j] = sizer.Size()
-		} else {
-			b, _ := json.Marshal(obj)
-			sizes[j] = len(b)
-		}
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for j, obj := range todo {
-		i.store.setSize(obj, sizes[j])
-	}
-	return i.store.count, i.store.bytes
 }
 
 func (i *informer[P]) resource() Resource { return i.res }

@@ -13,22 +13,17 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-
-	"strings"
-
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/readahead"
+	"github.com/kctl-dev/kctl/internal/watchretry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
-	cachePageSize         = 500
-	firstRetryDelay       = 200 * time.Millisecond
-	maxRetryDelay         = 30 * time.Second
-	notInstalledPollDelay = 10 * time.Second // the longest wait for a CRD to appear
-	healthyWatch          = 10 * time.Second // a watch open this long resets the backoff
+	cachePageSize = 500
+	healthyWatch  = 10 * time.Second // a watch open this long resets the backoff
 )
 
 // run runs the informer until ctx ends, then waits for its goroutines. Called once, by the Cache.
@@ -41,8 +36,8 @@ func (i *informer[P]) run(ctx context.Context) {
 	for _, w := range i.watches {
 		i.goLocked(func(ctx context.Context) { i.listWatch(ctx, w) })
 	}
-	if i.resync > 0 {
-		i.goLocked(i.resyncEvery)
+	if i.resync != nil {
+		i.goLocked(i.resync)
 	}
 	i.mu.Unlock()
 	<-ctx.Done()
@@ -114,7 +109,7 @@ func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 			continue // the server ended the watch at its timeout
 		case err == nil:
 			err = fmt.Errorf("kctl: the server closed the watch of %s after %v", i.res, time.Since(start).Round(time.Millisecond))
-		case isGone(err), isNotInstalled(err):
+		case watchretry.Gone(err), isNotInstalled(err):
 			relist = true
 		}
 		if healthy || relist && !listed {
@@ -215,11 +210,11 @@ func (i *informer[P]) follow(w *watchState, stream *watchStream[P]) error {
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.
 func (i *informer[P]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
-	limit := maxRetryDelay
+	limit := watchretry.MaxDelay
 	level := slog.LevelWarn
 	after := time.Duration(0)
 	if isNotInstalled(err) {
-		limit = notInstalledPollDelay
+		limit = watchretry.NotInstalledDelay
 		if w.err != nil && isNotInstalled(w.err) {
 			level = slog.LevelDebug // said once; the poll goes on quietly
 		}
@@ -227,7 +222,7 @@ func (i *informer[P]) retry(ctx context.Context, w *watchState, op string, err e
 	if s, ok := apierrors.SuggestsClientDelay(err); ok {
 		after = time.Duration(s) * time.Second
 	}
-	d := retryDelay(n, limit, rand.Float64(), after)
+	d := watchretry.Delay(n, limit, rand.Float64(), after)
 	i.setErr(w, err) // client errors name the request and the resource
 	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
 		"namespace", w.opts.Namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
@@ -242,23 +237,6 @@ func (i *informer[P]) setErr(w *watchState, err error) {
 	defer i.mu.Unlock()
 	w.err = err
 	i.notifyLocked()
-}
-
-// retryDelay is the wait before retry n (1, 2, ...): 200ms doubling up to limit,
-// less up to half (r in [0, 1)), and at least the server's Retry-After.
-func retryDelay(n int, limit time.Duration, r float64, retryAfter time.Duration) time.Duration {
-	d := limit
-	if n < 30 && firstRetryDelay<<(n-1) < limit {
-		d = firstRetryDelay << (n - 1)
-	}
-	return max(d-time.Duration(r*float64(d)/2), retryAfter)
-}
-
-// isGone reports whether the resourceVersion or continue token is too old, so the informer must list again.
-func isGone(err error) bool {
-	var s apierrors.APIStatus
-	return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) || errors.As(err, &s) && s.Status().Code == 410 ||
-		strings.Contains(err.Error(), "too old resource version")
 }
 
 // isNotInstalled reports whether the resource does not exist on the server (its CRD is missing).

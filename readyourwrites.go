@@ -8,9 +8,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/nscover"
 	"github.com/kctl-dev/kctl/internal/pendingwrites"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -64,12 +64,9 @@ type writeTracker struct {
 	pending *pendingwrites.Tracker
 	// timeout bounds a read's wait: readYourWritesTimeout, shorter in tests.
 	timeout time.Duration
-
-	mu sync.RWMutex // guards covers
-	// covers, by resource (a Resource's String), tells for the resources
-	// a shard member's caches split (shardBy) whether they hold the
-	// objects of a namespace; a resource not in it is held whole.
-	covers map[string]func(namespace string) bool
+	// covers, by resource (a Resource's String), are the namespaces a
+	// shard member's caches hold of the resources they split (shardBy).
+	covers nscover.Set
 }
 
 func newWriteTracker() *writeTracker {
@@ -98,27 +95,12 @@ func (w *writeTracker) recordDelete(
 // a write recorded before that whose namespace covers does not take in
 // is not waited for (wait checks again).
 func (w *writeTracker) shardBy(res Resource, covers func(namespace string) bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.covers == nil {
-		w.covers = map[string]func(string) bool{}
-	}
-	w.covers[res.String()] = covers
-}
-
-// covered reports whether the cache of res (a Resource's String) holds
-// the objects of namespace as far as sharding goes: always, unless
-// shardBy split it.
-func (w *writeTracker) covered(res, namespace string) bool {
-	w.mu.RLock()
-	covers := w.covers[res]
-	w.mu.RUnlock()
-	return covers == nil || covers(namespace)
+	w.covers.Split(res.String(), covers)
 }
 
 // trackable is what read-your-writes needs of an informer of any T.
 // Every informer is one: holds, onChange and waitForGone are below,
-// waitForObject (WaitForResourceVersion's) in informer.go.
+// waitForObject (WaitForResourceVersion's) in informer_more.go.
 type trackable interface {
 	cachedInformer
 	// holds reports whether the informer's scope takes in obj.
@@ -146,14 +128,14 @@ func (w *writeTracker) track(made cachedInformer) {
 	}
 	res := inf.resource().String()
 	holds := func(obj metav1.Object) bool {
-		return inf.holds(obj) && w.covered(res, obj.GetNamespace())
+		return inf.holds(obj) && w.covers.Covered(res, obj.GetNamespace())
 	}
 	if !w.pending.Track(res, holds) {
 		return
 	}
 	inf.onChange(func(obj metav1.Object, deleted bool) {
 		ns := obj.GetNamespace()
-		if deleted && !w.covered(res, ns) {
+		if deleted && !w.covers.Covered(res, ns) {
 			w.pending.Forget(res, ns, obj.GetName())
 			return
 		}
@@ -182,7 +164,7 @@ func (w *writeTracker) wait(
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	for k, wr := range writes {
-		if !w.covered(r, k.Namespace) {
+		if !w.covers.Covered(r, k.Namespace) {
 			// The member no longer serves its range: it will not come.
 			w.pending.Forget(r, k.Namespace, k.Name)
 			continue

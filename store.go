@@ -254,16 +254,6 @@ func (s *store[P]) all() []P {
 	return out
 }
 
-// setSize records obj's size if obj is still stored and unmeasured.
-func (s *store[P]) setSize(obj P, size int) {
-	m := metaOf(obj)
-	if e, ok := s.objects[m.GetNamespace()][m.GetName()]; ok && any(e.obj) == any(obj) && e.size == 0 {
-		e.size = uint32(size)
-		s.bytes += int64(size)
-		s.objects[m.GetNamespace()][m.GetName()] = e
-	}
-}
-
 // fieldMatches reports whether the object stored under k meets f.
 func fieldMatches[P any](f index.Field[objKey, P], k objKey) bool {
 	var in bool

@@ -1,0 +1,55 @@
+package watchretry
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestDelay_DoublesUpToTheCapWithJitterAndRetryAfter(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		n          int
+		r          float64
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{1, 0, 0, 200 * ms},
+		{2, 0, 0, 400 * ms},
+		{1, 0.5, 0, 150 * ms},
+		{1, 0.999999, 0, 100 * ms},
+		{8, 0, 0, 25600 * ms},
+		{9, 0, 0, 30 * time.Second},
+		{1000, 0, 0, 30 * time.Second},
+		{1, 0, 5 * time.Second, 5 * time.Second},
+	} {
+		if got := Delay(c.n, 30*time.Second, c.r, c.retryAfter).Round(ms); got != c.want {
+			t.Errorf("Delay(%d, 30s, %v, %v) = %v, want %v", c.n, c.r, c.retryAfter, got, c.want)
+		}
+	}
+}
+
+func TestGone_RecognizesEveryFormOfTooOld(t *testing.T) {
+	gr := corev1.Resource("configmaps")
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewResourceExpired("too old resource version: 1 (5)"), true},
+		{apierrors.NewGone("gone"), true},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Code: 410, Message: "expired"}}, true},
+		{fmt.Errorf("kctl: watch: %w", apierrors.NewResourceExpired("The provided continue parameter is too old")), true},
+		{errors.New("too old resource version: 1 (5)"), true},
+		{apierrors.NewNotFound(gr, "x"), false},
+		{apierrors.NewForbidden(gr, "x", errors.New("no")), false},
+	} {
+		if got := Gone(c.err); got != c.want {
+			t.Errorf("Gone(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
