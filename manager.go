@@ -17,6 +17,7 @@ import (
 	"github.com/kctl-dev/kctl/internal/group"
 	"github.com/kctl-dev/kctl/internal/health"
 	"github.com/kctl-dev/kctl/internal/metrics"
+	"github.com/kctl-dev/kctl/internal/shutdown"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
@@ -103,7 +104,7 @@ type Manager struct {
 	member keyOwner
 
 	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
-	shutdown *shutdownSchedule
+	shutdown *shutdown.Schedule
 
 	// mu guards what follows. Before Start, runnables and leaderOnly collect
 	// what Start starts; from Start on, ctx is set and every runnable added
@@ -191,7 +192,7 @@ func newManager(opts Options) (*Manager, error) {
 		health:   &health.Checks{},
 		names:    map[string]string{},
 		byName:   map[string]namedController{},
-		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
+		shutdown: &shutdown.Schedule{Timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)

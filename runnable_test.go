@@ -54,24 +54,6 @@ func TestGroup_FirstError_IsKeptAndCancels(t *testing.T) {
 	}
 }
 
-func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing.T) {
-	for _, tc := range []struct {
-		timeout                               time.Duration
-		drainBy, abandonAt, writesBy, endTime time.Duration // after t0
-	}{
-		{3 * time.Second, 2400 * time.Millisecond, 2700 * time.Millisecond, 2850 * time.Millisecond, 3 * time.Second},
-		{30 * time.Second, 28 * time.Second, 29 * time.Second, 29500 * time.Millisecond, 30 * time.Second},
-	} {
-		s := &shutdownSchedule{timeout: tc.timeout}
-		t0 := s.begin()
-		got := []time.Duration{s.drainBy().Sub(t0), s.abandonAt().Sub(t0), s.writesBy().Sub(t0), s.end().Sub(t0)}
-		want := []time.Duration{tc.drainBy, tc.abandonAt, tc.writesBy, tc.endTime}
-		if !slices.Equal(got, want) {
-			t.Errorf("ShutdownTimeout %v: drainBy, abandonAt, writesBy, end = %v after t0, want %v", tc.timeout, got, want)
-		}
-	}
-}
-
 // hangingEvents is an events.Sink whose writes hang until their context ends.
 type hangingEvents struct{}
 

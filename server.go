@@ -112,7 +112,7 @@ func (m *Manager) DrainDeadline() time.Time {
 	if ctx == nil || ctx.Err() == nil {
 		return time.Time{}
 	}
-	return m.shutdown.drainBy()
+	return m.shutdown.DrainBy()
 }
 
 // UserInfo is who sent a request, as the API server authenticated them:
