@@ -3,12 +3,19 @@ package kctl
 // Floor 2's last file: NewManager and NewCache, floor 1's Manager
 // (newManager) and Cache (newCache) with the production behaviours that
 // are on by default put on their points; the Manager's own metrics are
-// here too, since NewManager is what switches them on.
+// here too, since NewManager is what switches them on; Manager.Config,
+// the configuration NewManager loaded; SignalContext, the context a
+// program's main starts the Manager with.
 
 import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/metrics"
+	"k8s.io/client-go/rest"
 )
 
 // NewManager loads the configuration (see LoadConfig), connects and makes
@@ -43,6 +50,17 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	return m, nil
 }
+
+// Config returns a copy of the Manager's rest.Config (Options.Config, or
+// the one loaded from the kubeconfig), for code that needs a client of
+// its own, e.g. a clientset or a discovery client:
+//
+//	cs, err := kubernetes.NewForConfig(mgr.Config())
+//
+// Changing the copy changes nothing in the Manager. It is the
+// configuration as given: kctl's own defaults (user agent, rate limit)
+// are set on its connection only.
+func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
 
 // NewCache returns a Cache reading through conn. It starts nothing.
 func NewCache(conn *Conn, opts CacheOptions) *Cache {
@@ -110,3 +128,19 @@ func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Dur
 
 // dropped does nothing: no metric counts dropped events.
 func (metricsObserver) dropped(Key, string) {}
+
+// SignalContext returns a context that ends on the first SIGINT or SIGTERM.
+// A second signal exits the process at once with status 1: the one place kctl
+// exits, because you asked for it by calling this.
+func SignalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx
+}

@@ -201,17 +201,6 @@ func newManager(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Config returns a copy of the Manager's rest.Config (Options.Config, or
-// the one loaded from the kubeconfig), for code that needs a client of
-// its own, e.g. a clientset or a discovery client:
-//
-//	cs, err := kubernetes.NewForConfig(mgr.Config())
-//
-// Changing the copy changes nothing in the Manager. It is the
-// configuration as given: kctl's own defaults (user agent, rate limit)
-// are set on its connection only.
-func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
-
 // Cache returns the Manager's shared cache, e.g. to scope one type before
 // its first use:
 //

@@ -1,19 +1,15 @@
 package kctl
 
 // Runnable, how one runs in a goroutine group (internal/group), and the
-// two contexts a leadership term hands its runnables; SignalContext, how
-// a program's Manager stops. Add is the Manager's (manager.go), the terms
-// themselves are lead's (start.go); the schedule of a graceful shutdown
-// is internal/shutdown's.
+// two contexts a leadership term hands its runnables. Add is the
+// Manager's (manager.go), the terms themselves are lead's (start.go); the
+// schedule of a graceful shutdown is internal/shutdown's.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/kctl-dev/kctl/internal/group"
 )
@@ -89,22 +85,4 @@ func runIn(g *group.Group, ctx context.Context, r Runnable) {
 		}
 		return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, unprefixed(err))
 	})
-}
-
-// How a Manager stops: the context a program's main ends on a signal.
-
-// SignalContext returns a context that ends on the first SIGINT or SIGTERM.
-// A second signal exits the process at once with status 1: the one place kctl
-// exits, because you asked for it by calling this.
-func SignalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		cancel()
-		<-ch
-		os.Exit(1)
-	}()
-	return ctx
 }
