@@ -4,10 +4,12 @@ package kctl
 // (workers, backoff, queue, where it runs, the priority of its keys),
 // and three steps of its reconcile chain (controller.go's middleware):
 // WithReconcileTimeout, OnDelete and WithMiddleware, the user's own; and
-// QueuedAgain, which a running reconcile asks. Its filters (WithPredicates,
-// WithEventFilter, which fill the predicates controller.go's dropper
-// applies) and the built-in predicates they and its sources (Owns,
-// Watches, in controller_sources.go) take are here.
+// what a running reconcile asks of its context: LoggerFrom (and
+// WithLogger, for code that calls a reconcile itself), TriggerFrom and
+// QueuedAgain. Its filters (WithPredicates, WithEventFilter, which fill
+// the predicates controller.go's dropper applies) and the built-in
+// predicates they and its sources (Owns, Watches, in
+// controller_sources.go) take are here.
 // Last, NewKeyController: a controller whose work is keyed by something
 // other than one object of a type (an aggregate, a singleton, something
 // outside the cluster), whose reconcile function takes the key, with no
@@ -17,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -207,6 +210,29 @@ func (c *Controller[T]) WithMiddleware(mw ...func(next ReconcileFunc[T]) Reconci
 func (c *controller[P]) nilMiddleware(i int) reconcileFunc[P] {
 	err := fmt.Errorf("kctl: controller %q: WithMiddleware's middleware #%d returned a nil ReconcileFunc", c.name, i+1)
 	return func(context.Context, Key, P) (Result, error) { return Result{}, Terminal(err) }
+}
+
+// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
+// logger with controller, namespace, name and reconcileID; in a runnable the
+// Manager's logger; else slog.Default().
+func LoggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// WithLogger returns a copy of ctx whose LoggerFrom is l: for code that
+// calls a reconcile function or a runnable itself, a unit test above all
+// (kctltest.Context does it), so that what it logs goes where l writes.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+// TriggerFrom returns the Trigger of the reconcile running with ctx.
+func TriggerFrom(ctx context.Context) (Trigger, bool) {
+	t, ok := ctx.Value(triggerKey{}).(Trigger)
+	return t, ok
 }
 
 // QueuedAgain returns a channel that is closed once the key of the

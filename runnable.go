@@ -9,29 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/kctl-dev/kctl/internal/group"
 )
 
-// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
-// logger with controller, namespace, name and reconcileID; in a runnable the
-// Manager's logger; else slog.Default().
-func LoggerFrom(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
-	}
-	return slog.Default()
-}
-
+// loggerKey is the context key of the logger kctl puts in the context
+// of a runnable (Start) and of a reconcile (handle): LoggerFrom
+// (controller_options.go) reads it.
 type loggerKey struct{}
-
-// WithLogger returns a copy of ctx whose LoggerFrom is l: for code that
-// calls a reconcile function or a runnable itself, a unit test above all
-// (kctltest.Context does it), so that what it logs goes where l writes.
-func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
-	return context.WithValue(ctx, loggerKey{}, l)
-}
 
 // Runnable is a long-running part of a program that the Manager starts and
 // stops with everything else, e.g. an HTTP endpoint that enqueues keys.
