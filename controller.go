@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -282,8 +281,6 @@ type controllerHost interface {
 	Add(r Runnable) error
 	// misuse records a builder mistake, which Manager.Start returns.
 	misuse(err error)
-	// AddHealthCheck adds a check to /healthz (WithLivenessBound).
-	AddHealthCheck(name string, check func(r *http.Request) error)
 	// observer is the observer of a run of the controller name.
 	observer(name string, workers int) controllerObserver
 	// owner is the shard owner of keys, nil unless sharded: the

@@ -1,7 +1,8 @@
 package kctl
 
 // Manager: its Options, newManager, and what it makes and holds: the
-// shared cache, ClientFor, the runnables (Add) and the probe checks. Its
+// shared cache, ClientFor, the runnables (Add) and the probe checks
+// (which server.go's AddReadyCheck and AddHealthCheck add to). Its
 // controllers (NewController) are in manager_controllers.go; how it runs,
 // in start.go.
 
@@ -276,22 +277,4 @@ func (m *Manager) addLocked(r Runnable) error {
 		runIn(m.work, m.ctx, r)
 	}
 	return nil
-}
-
-// AddReadyCheck adds a check to /readyz: the replica is ready only while
-// every ready check returns nil.
-func (m *Manager) AddReadyCheck(
-	name string,
-	check func(r *http.Request) error,
-) {
-	m.health.Add(name, true, check)
-}
-
-// AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
-// restart the container, so check only what a restart would fix.
-func (m *Manager) AddHealthCheck(
-	name string,
-	check func(r *http.Request) error,
-) {
-	m.health.Add(name, false, check)
 }

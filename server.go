@@ -6,10 +6,11 @@ package kctl
 // shutdown's drain deadline, and the mistakes Start returns; UserInfo, who
 // sent a request (ServeSecureMetrics, kctl/webhook); ServeHealth, the
 // /healthz and /readyz endpoints over the Manager's health checks
-// (manager.go; served by internal/health); and ServeSecureMetrics, the metrics page over HTTPS for
-// scrapers that the API server authenticates (TokenReview) and authorizes
-// (SubjectAccessReview), as kubebuilder projects serve it
-// (internal/metricsauth).
+// (AddReadyCheck, AddHealthCheck, AddNotedReadyCheck, WithLivenessBound;
+// served by internal/health); and ServeSecureMetrics, the metrics page
+// over HTTPS for scrapers that the API server authenticates
+// (TokenReview) and authorizes (SubjectAccessReview), as kubebuilder
+// projects serve it (internal/metricsauth).
 
 import (
 	"context"
@@ -144,6 +145,24 @@ func (m *Manager) ServeHealth(addr string) error {
 	return m.Add(m.runnable(spec))
 }
 
+// AddReadyCheck adds a check to /readyz: the replica is ready only while
+// every ready check returns nil.
+func (m *Manager) AddReadyCheck(
+	name string,
+	check func(r *http.Request) error,
+) {
+	m.health.Add(name, true, check)
+}
+
+// AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
+// restart the container, so check only what a restart would fix.
+func (m *Manager) AddHealthCheck(
+	name string,
+	check func(r *http.Request) error,
+) {
+	m.health.Add(name, false, check)
+}
+
 // AddNotedReadyCheck is AddReadyCheck for a check whose passing line on
 // /readyz?verbose shows note's text after "ok", e.g. "[+]webhook-certificate
 // ok (serving a certificate for ... until ...)". note runs on the
@@ -174,7 +193,8 @@ func (c *Controller[T]) WithLivenessBound(bound time.Duration) *Controller[T] {
 		return c
 	}
 	if bound > 0 {
-		c.host.AddHealthCheck("controller-"+c.name, func(*http.Request) error {
+		m := c.host.(*Manager) // the one controllerHost
+		m.AddHealthCheck("controller-"+c.name, func(*http.Request) error {
 			return c.wedged(bound, time.Now())
 		})
 	}
