@@ -2,15 +2,18 @@ package kctl
 
 // Floor 2's last file: NewManager and NewCache, floor 1's Manager
 // (newManager) and Cache (newCache) with the production behaviours that
-// are on by default put on their points; the Manager's own metrics are
-// here too, since NewManager is what switches them on; Manager.Config,
-// the configuration NewManager loaded; SignalContext, the context a
-// program's main starts the Manager with.
+// are on by default put on their points; the Manager's own metrics and
+// probe checks are here too, since NewManager is what switches them on;
+// Manager.Config, the configuration NewManager loaded; SignalContext, the
+// context a program's main starts the Manager with.
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -29,15 +32,18 @@ func NewManager(opts Options) (*Manager, error) {
 	//     reconciles until the cache has them (the cache's read barrier), and
 	//     follows every whole informer the cache makes;
 	//   - the watch-list stream (watch_list.go): every informer syncs with
-	//     it, as NewCache's do.
+	//     it, as NewCache's do;
+	//   - its own probe checks (addOwnChecks, below): /healthz's ping,
+	//     and /readyz's caches, which waits for every controller's caches.
 	//
-	// All three see each informer through the cache's made hook (which a
+	// The first three see each informer through the cache's made hook (which a
 	// shard member's Manager.Shard wraps).
 	m, err := newManager(opts)
 	if err != nil {
 		return nil, err
 	}
 	m.countInMetrics()
+	m.addOwnChecks()
 	tracker := newWriteTracker()
 	m.writes = tracker
 	m.cache.barrier = tracker
@@ -61,6 +67,27 @@ func NewManager(opts Options) (*Manager, error) {
 // configuration as given: kctl's own defaults (user agent, rate limit)
 // are set on its connection only.
 func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
+
+// addOwnChecks adds the Manager's own probe checks: "ping" to /healthz,
+// and "caches" to /readyz (notReady). NewManager calls it.
+func (m *Manager) addOwnChecks() {
+	m.health.Add("ping", false, func(*http.Request) error { return nil })
+	m.health.Add("caches", true, m.notReady)
+}
+
+// notReady is the readiness check of the controllers' caches: nil once every
+// controller's caches have synced, else an error naming each controller that
+// waits, for which cache and why (e.g. its CRD is not installed).
+func (m *Manager) notReady(*http.Request) error {
+	m.mu.Lock()
+	controllers := slices.Clone(m.controllers)
+	m.mu.Unlock()
+	var errs []error
+	for _, c := range controllers {
+		errs = append(errs, c.unsynced())
+	}
+	return errors.Join(errs...)
+}
 
 // NewCache returns a Cache reading through conn. It starts nothing.
 func NewCache(conn *Conn, opts CacheOptions) *Cache {

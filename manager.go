@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -84,7 +83,9 @@ type Manager struct {
 	// the cache's read barrier; nil in newManager's Manager.
 	writes  writeNotes
 	metrics *metrics.Registry
-	health  *health.Checks
+	// health holds the probe checks; NewManager adds the Manager's own
+	// (ping, and the controllers' caches: addOwnChecks, constructors.go).
+	health *health.Checks
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
 	// leader election is linked only into programs that call ElectLeader.
@@ -198,7 +199,6 @@ func newManager(opts Options) (*Manager, error) {
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = newCache(conn, opts.Cache)
-	m.health.Add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
 

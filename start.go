@@ -1,14 +1,12 @@
 package kctl
 
 // How a Manager runs: Start, in the order it starts and stops things, and
-// lead, one leadership term; notReady is the readiness of its controllers.
+// lead, one leadership term.
 
 import (
 	"cmp"
 	"context"
 	"errors"
-	"net/http"
-	"slices"
 
 	"github.com/kctl-dev/kctl/internal/group"
 )
@@ -67,7 +65,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.work = group.New(cancel)
 	m.eventCtx = eventCtx
 	m.eventGroup = group.New(cancel)
-	m.health.Add("caches", true, m.notReady)
 
 	// 1. The shared cache.
 	runCache := func() error { return m.cache.Start(ctx) }
@@ -165,18 +162,4 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 			"timeout", m.opts.ShutdownTimeout,
 			"abandoned", abandoned)
 	}
-}
-
-// notReady is the readiness check of the controllers' caches: nil once every
-// controller's caches have synced, else an error naming each controller that
-// waits, for which cache and why (e.g. its CRD is not installed).
-func (m *Manager) notReady(*http.Request) error {
-	m.mu.Lock()
-	controllers := slices.Clone(m.controllers)
-	m.mu.Unlock()
-	var errs []error
-	for _, c := range controllers {
-		errs = append(errs, c.unsynced())
-	}
-	return errors.Join(errs...)
 }
