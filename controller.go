@@ -2,9 +2,9 @@ package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the hooks
 // its options fill (the reconcile chain, the observer), the builder's
-// mechanism (configure), Enqueue, and how events become queued keys
-// (onEvent: its predicates, then enqueue). Its run, and each reconcile's
-// life, are in worker.go; its options (filters among them) in
+// mechanism (configure), and how events become queued keys (onEvent: its
+// predicates, then enqueue). Its run, and each reconcile's life, are in
+// worker.go; its options (filters among them) and Controller.Enqueue in
 // controller_options.go, its other sources (Owns, Watches) in
 // controller_sources.go.
 
@@ -104,14 +104,14 @@ func outcomeOf(t Trigger, res Result, err error) outcome {
 	return outcomeSuccess
 }
 
-// Controller reconciles objects of type T. Make it with NewController, then
-// add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
-// Builder mistakes are returned by Manager.Start (logged as errors once Start
-// has begun), never panics. Its
-// configuration is fixed when it starts, once its caches have synced: make
-// the builder calls of a controller made after Manager.Start right after
-// NewController. A builder call after it started is ignored and logged as an
-// error, except FromChannel, whose source starts reading at once.
+// Controller reconciles objects of type T. Make it with NewController,
+// then add sources (Owns, Watches, FromChannel) and options; the Manager
+// starts it. Builder mistakes are returned by Manager.Start (logged as
+// errors once Start has begun), never panics. Its configuration is fixed
+// when it starts, once its caches have synced: make the builder calls of a
+// controller made after Manager.Start right after NewController. A builder
+// call after it started is ignored and logged as an error, except
+// FromChannel, whose source starts reading at once.
 //
 // Contract of the reconcile function, decided by outcomeOf
 // for both handle and the history, the first row that matches:
@@ -125,14 +125,12 @@ func outcomeOf(t Trigger, res Result, err error) outcome {
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff
 //
-// The backoff is controller-runtime's default: the larger of a per-key
-// delay of 5 ms doubling with each consecutive failure up to 1000 s, and a
-// token bucket shared by the controller's keys (10 retries per second, burst
-// 100); see WithRateLimiter. A Conflict (apierrors.IsConflict) means the
-// object changed on the server after the copy the write started from was
-// read: with read-your-writes (see ClientFor) that is another writer's
-// change the cache had not seen yet, which the retry will see. It is counted
-// in kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
+// The backoff is controller-runtime's default (see WithRateLimiter). A
+// Conflict (apierrors.IsConflict) means the object changed on the server
+// after the copy the write started from was read: with read-your-writes
+// (see ClientFor) that is another writer's change the cache had not seen
+// yet, which the retry will see. It is counted in
+// kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
 // the fifth attempt in a row that fails (4 quick retries, about 75 ms)
 // reports its Conflict as any other error.
 //
@@ -365,15 +363,6 @@ func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 	c.controller.configure(call, apply)
 	return c
 }
-
-// Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
-// Its trigger is "manual". A key that arrives while the controller is not
-// running (before Start, or on a standby replica) is kept until it runs.
-// Keys name objects of T: a key whose object is not in the cache is not
-// reconciled, and OnDelete runs for it only if the controller saw that
-// object's delete and has not yet handed it to OnDelete (see OnDelete); a
-// key that names no object does nothing.
-func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
 
 // Enqueue is Controller.Enqueue in the core (Manager.Enqueue calls it).
 func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }

@@ -9,7 +9,8 @@ package kctl
 // QueuedAgain. Its filters (WithPredicates, WithEventFilter, which fill
 // the predicates controller.go's dropper applies) and the built-in
 // predicates they and its sources (Owns, Watches, in
-// controller_sources.go) take are here.
+// controller_sources.go) take are here, and Enqueue and
+// EnqueueWithPriority, a key asked for from anywhere.
 // Last, NewKeyController: a controller whose work is keyed by something
 // other than one object of a type (an aggregate, a singleton, something
 // outside the cluster), whose reconcile function takes the key, with no
@@ -49,9 +50,10 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 }
 
 // WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
-// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
-// token bucket over all the controller's keys (10 per second, burst 100), that
-// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
+// the larger of a per-key exponential backoff (5 ms doubling with each
+// consecutive failure up to 1000 s) and a token bucket shared by the
+// controller's keys (10 retries per second, burst 100), that is
+// NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
 func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
 	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
 }
@@ -354,6 +356,15 @@ func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[
 	}
 	return c.configure("WithPriority", func() { c.lowIf = low })
 }
+
+// Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
+// Its trigger is "manual". A key that arrives while the controller is not
+// running (before Start, or on a standby replica) is kept until it runs.
+// Keys name objects of T: a key whose object is not in the cache is not
+// reconciled, and OnDelete runs for it only if the controller saw that
+// object's delete and has not yet handed it to OnDelete (see OnDelete); a
+// key that names no object does nothing.
+func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
 
 // EnqueueWithPriority is Enqueue at priority p:
 //
