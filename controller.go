@@ -9,14 +9,12 @@ package kctl
 // controller_sources.go.
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -222,9 +220,9 @@ type reconcileFunc[P any] func(ctx context.Context, k Key, obj P) (Result, error
 
 // middleware is a step of a controller's reconcile chain: wrap returns
 // next with the step's work around it. It is the one hook of reconcile
-// options; a builder call adds its step with use, and run builds the
-// chain once per run (chained), which handle (worker.go) calls. A step
-// of a higher rank wraps those of lower ranks:
+// options; a builder call adds its step with use (controller_options.go),
+// and run builds the chain once per run (chained), which handle
+// (worker.go) calls. A step of a higher rank wraps those of lower ranks:
 //
 //	rankReport  WarnAfterFailures (recorder.go): sees the final error
 //	rankBound   WithReconcileTimeout (controller_options.go)
@@ -247,16 +245,6 @@ const (
 	rankBound
 	rankReport
 )
-
-// use adds step m to the chain, in place of the one of the same name;
-// c is being configured (under c.mu).
-func (c *controller[P]) use(m middleware[P]) {
-	same := func(o middleware[P]) bool { return o.name == m.name }
-	c.chain = slices.DeleteFunc(c.chain, same)
-	c.chain = append(c.chain, m)
-	byRank := func(a, b middleware[P]) int { return cmp.Compare(a.rank, b.rank) }
-	slices.SortStableFunc(c.chain, byRank)
-}
 
 // chained is reconcile wrapped in every step of the chain.
 func (c *controller[P]) chained() reconcileFunc[P] {

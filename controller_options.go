@@ -1,22 +1,22 @@
 package kctl
 
 // Floor 2: the Controller's options that only set how the core runs it
-// (workers, backoff, queue, where it runs, the priority of its keys),
-// and three steps of its reconcile chain (controller.go's middleware):
-// WithReconcileTimeout, OnDelete and WithMiddleware, the user's own; and
-// what a running reconcile asks of its context: LoggerFrom (and
+// (workers, backoff, queue, where it runs, the priority of its keys), and
+// three steps of its reconcile chain (controller.go's middleware, which
+// use adds): WithReconcileTimeout, OnDelete and WithMiddleware, the user's
+// own; and what a running reconcile asks of its context: LoggerFrom (and
 // WithLogger, for code that calls a reconcile itself), TriggerFrom and
 // QueuedAgain. Its filters (WithPredicates, WithEventFilter, which fill
 // the predicates controller.go's dropper applies) and the built-in
 // predicates they and its sources (Owns, Watches, in
 // controller_sources.go) take are here, and Enqueue and
-// EnqueueWithPriority, a key asked for from anywhere.
-// Last, NewKeyController: a controller whose work is keyed by something
-// other than one object of a type (an aggregate, a singleton, something
-// outside the cluster), whose reconcile function takes the key, with no
-// informer.
+// EnqueueWithPriority, a key asked for from anywhere. Last,
+// NewKeyController: a controller whose work is keyed by something other
+// than one object of a type (an aggregate, a singleton, something outside
+// the cluster), whose reconcile function takes the key, with no informer.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +70,16 @@ func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] 
 		}
 		c.queueOpts = opts
 	})
+}
+
+// use adds step m to the chain, in place of the one of the same name;
+// c is being configured (under c.mu).
+func (c *controller[P]) use(m middleware[P]) {
+	same := func(o middleware[P]) bool { return o.name == m.name }
+	c.chain = slices.DeleteFunc(c.chain, same)
+	c.chain = append(c.chain, m)
+	byRank := func(a, b middleware[P]) int { return cmp.Compare(a.rank, b.rank) }
+	slices.SortStableFunc(c.chain, byRank)
 }
 
 // OnDelete sets a hook called, instead of reconcile, with the last known state
