@@ -121,7 +121,9 @@ type Manager struct {
 	// eventWriters are the Event writers: run on every replica, stopped after
 	// the rest.
 	eventWriters []Runnable
-	controllers  []interface{ unsynced() error }
+	// controllers are those registered, in order, for the readiness
+	// check of their caches (notReady, constructors.go).
+	controllers []interface{ unsynced() error }
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
 	names map[string]string
