@@ -2,13 +2,23 @@ package kctl
 
 // Floor 2's last file: NewManager and NewCache, floor 1's Manager
 // (newManager) and Cache (newCache) with the production behaviours that
-// are on by default put on their points; the Manager's own metrics are
-// here too, since NewManager is what switches them on.
+// are on by default put on their points; the Manager's own metrics and
+// probe checks are here too, since NewManager is what switches them on;
+// Manager.Config, the configuration NewManager loaded; SignalContext, the
+// context a program's main starts the Manager with.
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/metrics"
+	"k8s.io/client-go/rest"
 )
 
 // NewManager loads the configuration (see LoadConfig), connects and makes
@@ -23,15 +33,18 @@ func NewManager(opts Options) (*Manager, error) {
 	//     follows every whole informer the cache makes;
 	//   - the watch-list stream (watch_list.go) and the resync
 	//     (cache_options.go): every informer syncs with the one and
-	//     resyncs as configured, as NewCache's do.
+	//     resyncs as configured, as NewCache's do;
+	//   - its own probe checks (addOwnChecks, below): /healthz's ping,
+	//     and /readyz's caches, which waits for every controller's caches.
 	//
-	// All three see each informer through the cache's made hook (which a
+	// The first three see each informer through the cache's made hook (which a
 	// shard member's Manager.Shard wraps).
 	m, err := newManager(opts)
 	if err != nil {
 		return nil, err
 	}
 	m.countInMetrics()
+	m.addOwnChecks()
 	tracker := newWriteTracker()
 	m.writes = tracker
 	m.cache.barrier = tracker
@@ -44,6 +57,38 @@ func NewManager(opts Options) (*Manager, error) {
 		m.cache.resyncBy(inf)
 	}
 	return m, nil
+}
+
+// Config returns a copy of the Manager's rest.Config (Options.Config, or
+// the one loaded from the kubeconfig), for code that needs a client of
+// its own, e.g. a clientset or a discovery client:
+//
+//	cs, err := kubernetes.NewForConfig(mgr.Config())
+//
+// Changing the copy changes nothing in the Manager. It is the
+// configuration as given: kctl's own defaults (user agent, rate limit)
+// are set on its connection only.
+func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
+
+// addOwnChecks adds the Manager's own probe checks: "ping" to /healthz,
+// and "caches" to /readyz (notReady). NewManager calls it.
+func (m *Manager) addOwnChecks() {
+	m.health.Add("ping", false, func(*http.Request) error { return nil })
+	m.health.Add("caches", true, m.notReady)
+}
+
+// notReady is the readiness check of the controllers' caches: nil once every
+// controller's caches have synced, else an error naming each controller that
+// waits, for which cache and why (e.g. its CRD is not installed).
+func (m *Manager) notReady(*http.Request) error {
+	m.mu.Lock()
+	controllers := slices.Clone(m.controllers)
+	m.mu.Unlock()
+	var errs []error
+	for _, c := range controllers {
+		errs = append(errs, c.unsynced())
+	}
+	return errors.Join(errs...)
 }
 
 // NewCache returns a Cache reading through conn. It starts nothing.
@@ -114,3 +159,19 @@ func (o metricsObserver) reconciled(_ Key, t Trigger, _ time.Time, took time.Dur
 
 // dropped does nothing: no metric counts dropped events.
 func (metricsObserver) dropped(Key, string) {}
+
+// SignalContext returns a context that ends on the first SIGINT or SIGTERM.
+// A second signal exits the process at once with status 1: the one place kctl
+// exits, because you asked for it by calling this.
+func SignalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx
+}

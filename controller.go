@@ -2,22 +2,19 @@ package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the hooks
 // its options fill (the reconcile chain, the observer), the builder's
-// mechanism (configure), Enqueue, and how events become queued keys
-// (onEvent: its predicates, then enqueue). Its run, and each reconcile's
-// life, are in worker.go; its options (filters among them) in
+// mechanism (configure), and how events become queued keys (onEvent: its
+// predicates, then enqueue). Its run, and each reconcile's life, are in
+// worker.go; its options (filters among them) and Controller.Enqueue in
 // controller_options.go, its other sources (Owns, Watches) in
 // controller_sources.go.
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -105,14 +102,14 @@ func outcomeOf(t Trigger, res Result, err error) outcome {
 	return outcomeSuccess
 }
 
-// Controller reconciles objects of type T. Make it with NewController, then
-// add sources (Owns, Watches, FromChannel) and options; the Manager starts it.
-// Builder mistakes are returned by Manager.Start (logged as errors once Start
-// has begun), never panics. Its
-// configuration is fixed when it starts, once its caches have synced: make
-// the builder calls of a controller made after Manager.Start right after
-// NewController. A builder call after it started is ignored and logged as an
-// error, except FromChannel, whose source starts reading at once.
+// Controller reconciles objects of type T. Make it with NewController,
+// then add sources (Owns, Watches, FromChannel) and options; the Manager
+// starts it. Builder mistakes are returned by Manager.Start (logged as
+// errors once Start has begun), never panics. Its configuration is fixed
+// when it starts, once its caches have synced: make the builder calls of a
+// controller made after Manager.Start right after NewController. A builder
+// call after it started is ignored and logged as an error, except
+// FromChannel, whose source starts reading at once.
 //
 // Contract of the reconcile function, decided by outcomeOf
 // for both handle and the history, the first row that matches:
@@ -126,14 +123,12 @@ func outcomeOf(t Trigger, res Result, err error) outcome {
 //	RequeueAfter > 0     forget the backoff, reconcile again after RequeueAfter
 //	Result{}, nil        forget the backoff
 //
-// The backoff is controller-runtime's default: the larger of a per-key
-// delay of 5 ms doubling with each consecutive failure up to 1000 s, and a
-// token bucket shared by the controller's keys (10 retries per second, burst
-// 100); see WithRateLimiter. A Conflict (apierrors.IsConflict) means the
-// object changed on the server after the copy the write started from was
-// read: with read-your-writes (see ClientFor) that is another writer's
-// change the cache had not seen yet, which the retry will see. It is counted
-// in kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
+// The backoff is controller-runtime's default (see WithRateLimiter). A
+// Conflict (apierrors.IsConflict) means the object changed on the server
+// after the copy the write started from was read: with read-your-writes
+// (see ClientFor) that is another writer's change the cache had not seen
+// yet, which the retry will see. It is counted in
+// kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
 // the fifth attempt in a row that fails (4 quick retries, about 75 ms)
 // reports its Conflict as any other error.
 //
@@ -225,9 +220,9 @@ type reconcileFunc[P any] func(ctx context.Context, k Key, obj P) (Result, error
 
 // middleware is a step of a controller's reconcile chain: wrap returns
 // next with the step's work around it. It is the one hook of reconcile
-// options; a builder call adds its step with use, and run builds the
-// chain once per run (chained), which handle (worker.go) calls. A step
-// of a higher rank wraps those of lower ranks:
+// options; a builder call adds its step with use (controller_options.go),
+// and run builds the chain once per run (chained), which handle
+// (worker.go) calls. A step of a higher rank wraps those of lower ranks:
 //
 //	rankReport  WarnAfterFailures (recorder.go): sees the final error
 //	rankBound   WithReconcileTimeout (controller_options.go)
@@ -251,16 +246,6 @@ const (
 	rankReport
 )
 
-// use adds step m to the chain, in place of the one of the same name;
-// c is being configured (under c.mu).
-func (c *controller[P]) use(m middleware[P]) {
-	same := func(o middleware[P]) bool { return o.name == m.name }
-	c.chain = slices.DeleteFunc(c.chain, same)
-	c.chain = append(c.chain, m)
-	byRank := func(a, b middleware[P]) int { return cmp.Compare(a.rank, b.rank) }
-	slices.SortStableFunc(c.chain, byRank)
-}
-
 // chained is reconcile wrapped in every step of the chain.
 func (c *controller[P]) chained() reconcileFunc[P] {
 	r := c.reconcile
@@ -282,8 +267,6 @@ type controllerHost interface {
 	Add(r Runnable) error
 	// misuse records a builder mistake, which Manager.Start returns.
 	misuse(err error)
-	// AddHealthCheck adds a check to /healthz (WithLivenessBound).
-	AddHealthCheck(name string, check func(r *http.Request) error)
 	// observer is the observer of a run of the controller name.
 	observer(name string, workers int) controllerObserver
 	// owner is the shard owner of keys, nil unless sharded: the
@@ -368,15 +351,6 @@ func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
 	c.controller.configure(call, apply)
 	return c
 }
-
-// Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
-// Its trigger is "manual". A key that arrives while the controller is not
-// running (before Start, or on a standby replica) is kept until it runs.
-// Keys name objects of T: a key whose object is not in the cache is not
-// reconciled, and OnDelete runs for it only if the controller saw that
-// object's delete and has not yet handed it to OnDelete (see OnDelete); a
-// key that names no object does nothing.
-func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
 
 // Enqueue is Controller.Enqueue in the core (Manager.Enqueue calls it).
 func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }

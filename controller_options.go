@@ -1,22 +1,26 @@
 package kctl
 
 // Floor 2: the Controller's options that only set how the core runs it
-// (workers, backoff, queue, where it runs, the priority of its keys),
-// and three steps of its reconcile chain (controller.go's middleware):
-// WithReconcileTimeout, OnDelete and WithMiddleware, the user's own; and
-// QueuedAgain, which a running reconcile asks. Its filters (WithPredicates,
-// WithEventFilter, which fill the predicates controller.go's dropper
-// applies) and the built-in predicates they and its sources (Owns,
-// Watches, in controller_sources.go) take are here.
-// Last, NewKeyController: a controller whose work is keyed by something
-// other than one object of a type (an aggregate, a singleton, something
-// outside the cluster), whose reconcile function takes the key, with no
-// informer.
+// (workers, backoff, queue, where it runs, the priority of its keys), and
+// three steps of its reconcile chain (controller.go's middleware, which
+// use adds): WithReconcileTimeout, OnDelete and WithMiddleware, the user's
+// own; and what a running reconcile asks of its context: LoggerFrom (and
+// WithLogger, for code that calls a reconcile itself), TriggerFrom and
+// QueuedAgain. Its filters (WithPredicates, WithEventFilter, which fill
+// the predicates controller.go's dropper applies) and the built-in
+// predicates they and its sources (Owns, Watches, in
+// controller_sources.go) take are here, and Enqueue and
+// EnqueueWithPriority, a key asked for from anywhere. Last,
+// NewKeyController: a controller whose work is keyed by something other
+// than one object of a type (an aggregate, a singleton, something outside
+// the cluster), whose reconcile function takes the key, with no informer.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -46,9 +50,10 @@ func (c *Controller[T]) MaxConcurrentReconciles(n int) *Controller[T] {
 }
 
 // WithRateLimiter replaces the retry backoff. Defaults to controller-runtime's:
-// the larger of a per-key exponential backoff (5 ms doubling to 1000 s) and a
-// token bucket over all the controller's keys (10 per second, burst 100), that
-// is NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
+// the larger of a per-key exponential backoff (5 ms doubling with each
+// consecutive failure up to 1000 s) and a token bucket shared by the
+// controller's keys (10 retries per second, burst 100), that is
+// NewRateLimiter[Key](5*time.Millisecond, 1000*time.Second, 10, 100).
 func (c *Controller[T]) WithRateLimiter(rl RateLimiter[Key]) *Controller[T] {
 	return c.configure("WithRateLimiter", func() { c.queueOpts.RateLimiter = rl })
 }
@@ -65,6 +70,16 @@ func (c *Controller[T]) WithQueueOptions(opts QueueOptions[Key]) *Controller[T] 
 		}
 		c.queueOpts = opts
 	})
+}
+
+// use adds step m to the chain, in place of the one of the same name;
+// c is being configured (under c.mu).
+func (c *controller[P]) use(m middleware[P]) {
+	same := func(o middleware[P]) bool { return o.name == m.name }
+	c.chain = slices.DeleteFunc(c.chain, same)
+	c.chain = append(c.chain, m)
+	byRank := func(a, b middleware[P]) int { return cmp.Compare(a.rank, b.rank) }
+	slices.SortStableFunc(c.chain, byRank)
 }
 
 // OnDelete sets a hook called, instead of reconcile, with the last known state
@@ -209,6 +224,29 @@ func (c *controller[P]) nilMiddleware(i int) reconcileFunc[P] {
 	return func(context.Context, Key, P) (Result, error) { return Result{}, Terminal(err) }
 }
 
+// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
+// logger with controller, namespace, name and reconcileID; in a runnable the
+// Manager's logger; else slog.Default().
+func LoggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// WithLogger returns a copy of ctx whose LoggerFrom is l: for code that
+// calls a reconcile function or a runnable itself, a unit test above all
+// (kctltest.Context does it), so that what it logs goes where l writes.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+// TriggerFrom returns the Trigger of the reconcile running with ctx.
+func TriggerFrom(ctx context.Context) (Trigger, bool) {
+	t, ok := ctx.Value(triggerKey{}).(Trigger)
+	return t, ok
+}
+
 // QueuedAgain returns a channel that is closed once the key of the
 // reconcile running with ctx is queued again while it runs: by a change
 // of its object, an event of one of its sources, a resync, or Enqueue.
@@ -328,6 +366,15 @@ func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[
 	}
 	return c.configure("WithPriority", func() { c.lowIf = low })
 }
+
+// Enqueue asks for a reconcile of key, from anywhere (e.g. an HTTP handler).
+// Its trigger is "manual". A key that arrives while the controller is not
+// running (before Start, or on a standby replica) is kept until it runs.
+// Keys name objects of T: a key whose object is not in the cache is not
+// reconciled, and OnDelete runs for it only if the controller saw that
+// object's delete and has not yet handed it to OnDelete (see OnDelete); a
+// key that names no object does nothing.
+func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
 
 // EnqueueWithPriority is Enqueue at priority p:
 //

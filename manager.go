@@ -1,7 +1,8 @@
 package kctl
 
 // Manager: its Options, newManager, and what it makes and holds: the
-// shared cache, ClientFor, the runnables (Add) and the probe checks. Its
+// shared cache, ClientFor, the runnables (Add) and the probe checks
+// (which server.go's AddReadyCheck and AddHealthCheck add to). Its
 // controllers (NewController) are in manager_controllers.go; how it runs,
 // in start.go.
 
@@ -9,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -17,6 +17,7 @@ import (
 	"github.com/kctl-dev/kctl/internal/group"
 	"github.com/kctl-dev/kctl/internal/health"
 	"github.com/kctl-dev/kctl/internal/metrics"
+	"github.com/kctl-dev/kctl/internal/shutdown"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
@@ -82,7 +83,9 @@ type Manager struct {
 	// the cache's read barrier; nil in newManager's Manager.
 	writes  writeNotes
 	metrics *metrics.Registry
-	health  *health.Checks
+	// health holds the probe checks; NewManager adds the Manager's own
+	// (ping, and the controllers' caches: addOwnChecks, constructors.go).
+	health *health.Checks
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
 	// leader election is linked only into programs that call ElectLeader.
@@ -103,7 +106,7 @@ type Manager struct {
 	member keyOwner
 
 	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
-	shutdown *shutdownSchedule
+	shutdown *shutdown.Schedule
 
 	// mu guards what follows. Before Start, runnables and leaderOnly collect
 	// what Start starts; from Start on, ctx is set and every runnable added
@@ -118,7 +121,9 @@ type Manager struct {
 	// eventWriters are the Event writers: run on every replica, stopped after
 	// the rest.
 	eventWriters []Runnable
-	controllers  []interface{ unsynced() error }
+	// controllers are those registered, in order, for the readiness
+	// check of their caches (notReady, constructors.go).
+	controllers []interface{ unsynced() error }
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
 	names map[string]string
@@ -191,25 +196,13 @@ func newManager(opts Options) (*Manager, error) {
 		health:   &health.Checks{},
 		names:    map[string]string{},
 		byName:   map[string]namedController{},
-		shutdown: &shutdownSchedule{timeout: opts.ShutdownTimeout},
+		shutdown: &shutdown.Schedule{Timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = newCache(conn, opts.Cache)
-	m.health.Add("ping", false, func(*http.Request) error { return nil })
 	return m, nil
 }
-
-// Config returns a copy of the Manager's rest.Config (Options.Config, or
-// the one loaded from the kubeconfig), for code that needs a client of
-// its own, e.g. a clientset or a discovery client:
-//
-//	cs, err := kubernetes.NewForConfig(mgr.Config())
-//
-// Changing the copy changes nothing in the Manager. It is the
-// configuration as given: kctl's own defaults (user agent, rate limit)
-// are set on its connection only.
-func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
 
 // Cache returns the Manager's shared cache, e.g. to scope one type before
 // its first use:
@@ -286,22 +279,4 @@ func (m *Manager) addLocked(r Runnable) error {
 		runIn(m.work, m.ctx, r)
 	}
 	return nil
-}
-
-// AddReadyCheck adds a check to /readyz: the replica is ready only while
-// every ready check returns nil.
-func (m *Manager) AddReadyCheck(
-	name string,
-	check func(r *http.Request) error,
-) {
-	m.health.Add(name, true, check)
-}
-
-// AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
-// restart the container, so check only what a restart would fix.
-func (m *Manager) AddHealthCheck(
-	name string,
-	check func(r *http.Request) error,
-) {
-	m.health.Add(name, false, check)
 }

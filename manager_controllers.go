@@ -93,7 +93,7 @@ func (m *Manager) owner() keyOwner { return m.member }
 
 // drainBy implements controllerHost: the shutdown's drainBy.
 func (m *Manager) drainBy() (time.Time, time.Duration) {
-	return m.shutdown.drainBy(), m.opts.ShutdownTimeout
+	return m.shutdown.DrainBy(), m.opts.ShutdownTimeout
 }
 
 // register adds controller c, named name, to the Manager, unless the

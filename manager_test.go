@@ -344,24 +344,3 @@ func TestManager_KlogToLogger_RedirectsKlogOnlyWhenAsked(t *testing.T) {
 
 // testUnreachableConfig is the config of a Manager that never contacts a server.
 func testUnreachableConfig() *rest.Config { return &rest.Config{Host: "https://127.0.0.1:1"} }
-
-// Issue 25, item 9: mgr.Config() is the Manager's rest.Config, as a copy.
-func TestManager_Config_IsACopyThatWorks(t *testing.T) {
-	cfg := testConfig(t)
-	mgr := testManager(t, cfg, "default", Options{})
-	got := mgr.Config()
-	if got.Host != cfg.Host {
-		t.Errorf("Config().Host = %q, want %q", got.Host, cfg.Host)
-	}
-	got.Host = "https://127.0.0.1:1"
-	if mgr.Config().Host != cfg.Host {
-		t.Errorf("changing Config()'s result changed the Manager's")
-	}
-	conn, err := NewConn(mgr.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewClient[corev1.Namespace](conn).Get(t.Context(), "", "default"); err != nil {
-		t.Errorf("a client made from Config() cannot read: %v", err)
-	}
-}

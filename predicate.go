@@ -6,7 +6,6 @@ package kctl
 // the controller's own type (ownKeys).
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -79,13 +78,9 @@ type Trigger struct {
 	again chan struct{}
 }
 
+// triggerKey is the context key of a reconcile's Trigger (handle puts
+// it there): TriggerFrom (controller_options.go) reads it.
 type triggerKey struct{}
-
-// TriggerFrom returns the Trigger of the reconcile running with ctx.
-func TriggerFrom(ctx context.Context) (Trigger, bool) {
-	t, ok := ctx.Value(triggerKey{}).(Trigger)
-	return t, ok
-}
 
 func generationChanged(old, cur metav1.Object) bool {
 	return old.GetGeneration() != cur.GetGeneration()

@@ -49,7 +49,7 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	w := Runnable{
 		Name: "events of " + component,
 		Run: func(ctx context.Context) error {
-			r.deliver(ctx, m.shutdown.writesBy)
+			r.deliver(ctx, m.shutdown.WritesBy)
 			return nil
 		},
 	}

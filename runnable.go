@@ -1,42 +1,22 @@
 package kctl
 
 // Runnable, how one runs in a goroutine group (internal/group), and the
-// two contexts a leadership term hands its runnables; how a Manager
-// stops (the schedule of a graceful shutdown, SignalContext). Add is the
-// Manager's (manager.go), the terms themselves are lead's (start.go).
+// two contexts a leadership term hands its runnables. Add is the
+// Manager's (manager.go), the terms themselves are lead's (start.go); the
+// schedule of a graceful shutdown is internal/shutdown's.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/kctl-dev/kctl/internal/group"
 )
 
-// LoggerFrom returns the logger kctl put in ctx: in a reconcile the Manager's
-// logger with controller, namespace, name and reconcileID; in a runnable the
-// Manager's logger; else slog.Default().
-func LoggerFrom(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
-	}
-	return slog.Default()
-}
-
+// loggerKey is the context key of the logger kctl puts in the context
+// of a runnable (Start) and of a reconcile (handle): LoggerFrom
+// (controller_options.go) reads it.
 type loggerKey struct{}
-
-// WithLogger returns a copy of ctx whose LoggerFrom is l: for code that
-// calls a reconcile function or a runnable itself, a unit test above all
-// (kctltest.Context does it), so that what it logs goes where l writes.
-func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
-	return context.WithValue(ctx, loggerKey{}, l)
-}
 
 // Runnable is a long-running part of a program that the Manager starts and
 // stops with everything else, e.g. an HTTP endpoint that enqueues keys.
@@ -90,69 +70,4 @@ func runIn(g *group.Group, ctx context.Context, r Runnable) {
 		}
 		return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, unprefixed(err))
 	})
-}
-
-// How a Manager stops: the schedule of a graceful shutdown, and the
-// context a program's main ends on a signal.
-
-// shutdownSchedule is the schedule of a Manager's graceful shutdown, so that
-// Start returns within ShutdownTimeout (T) even when some work ignores its
-// context. It is fixed by the first call of begin, when Start's context has
-// ended (t0), and keeps a reserve r = T/5 (at most 2 s) for what must happen
-// last:
-//
-//	t0          runnables' contexts end; controllers stop taking keys, in-flight reconciles go on
-//	drainBy     t0+T-r    in-flight reconciles' contexts are cancelled
-//	abandonAt   t0+T-r/2  leader work still running is abandoned (named in the log); the lease is released
-//	writesBy    t0+T-r/4  the lease release and the Event writers stop; unwritten Events are counted as dropped
-//	end         t0+T      Start returns, naming whatever still runs
-//
-// The zero value is not usable: set timeout. Safe for concurrent use.
-type shutdownSchedule struct {
-	timeout time.Duration
-	once    sync.Once
-	// t0 is set once, by begin.
-	t0 time.Time
-}
-
-// begin fixes the schedule at the first call (now) and returns t0.
-func (s *shutdownSchedule) begin() time.Time {
-	s.once.Do(func() { s.t0 = time.Now() })
-	return s.t0
-}
-
-func (s *shutdownSchedule) reserve() time.Duration {
-	return min(s.timeout/5, 2*time.Second)
-}
-
-func (s *shutdownSchedule) drainBy() time.Time {
-	return s.begin().Add(s.timeout - s.reserve())
-}
-
-func (s *shutdownSchedule) abandonAt() time.Time {
-	return s.begin().Add(s.timeout - s.reserve()/2)
-}
-
-func (s *shutdownSchedule) writesBy() time.Time {
-	return s.begin().Add(s.timeout - s.reserve()/4)
-}
-
-func (s *shutdownSchedule) end() time.Time {
-	return s.begin().Add(s.timeout)
-}
-
-// SignalContext returns a context that ends on the first SIGINT or SIGTERM.
-// A second signal exits the process at once with status 1: the one place kctl
-// exits, because you asked for it by calling this.
-func SignalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		cancel()
-		<-ch
-		os.Exit(1)
-	}()
-	return ctx
 }

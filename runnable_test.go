@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,24 +48,6 @@ func TestGroup_FirstError_IsKeptAndCancels(t *testing.T) {
 	}
 	if cause := context.Cause(ctx); cause == nil || !strings.Contains(cause.Error(), "boom") {
 		t.Errorf("context.Cause = %v, want the broken runnable's error", cause)
-	}
-}
-
-func TestShutdown_Schedule_KeepsAFifthAtMostTwoSecondsForTheLastSteps(t *testing.T) {
-	for _, tc := range []struct {
-		timeout                               time.Duration
-		drainBy, abandonAt, writesBy, endTime time.Duration // after t0
-	}{
-		{3 * time.Second, 2400 * time.Millisecond, 2700 * time.Millisecond, 2850 * time.Millisecond, 3 * time.Second},
-		{30 * time.Second, 28 * time.Second, 29 * time.Second, 29500 * time.Millisecond, 30 * time.Second},
-	} {
-		s := &shutdownSchedule{timeout: tc.timeout}
-		t0 := s.begin()
-		got := []time.Duration{s.drainBy().Sub(t0), s.abandonAt().Sub(t0), s.writesBy().Sub(t0), s.end().Sub(t0)}
-		want := []time.Duration{tc.drainBy, tc.abandonAt, tc.writesBy, tc.endTime}
-		if !slices.Equal(got, want) {
-			t.Errorf("ShutdownTimeout %v: drainBy, abandonAt, writesBy, end = %v after t0, want %v", tc.timeout, got, want)
-		}
 	}
 }
 
@@ -122,59 +101,5 @@ func TestManager_EventsDropped_OnTheMetricsPage(t *testing.T) {
 	}
 	if page := scrapeMetrics(t, mgr.metrics.Handler()); !strings.Contains(page, "\nkctl_events_dropped_total 2\n") {
 		t.Errorf("the metrics page does not count 2 dropped Events:\n%s", page)
-	}
-}
-
-// signalHelperEnv makes this test binary, run again by a test, a helper
-// process: TestMain calls signalHelper instead of running the tests.
-const signalHelperEnv = "KCTL_SIGNAL_HELPER"
-
-// signalHelper calls SignalContext, prints "ready", prints "stopping" when
-// the context ends, then hangs, as a shutdown that never ends: only the
-// second signal can end the process.
-func signalHelper() {
-	ctx := SignalContext()
-	fmt.Println("ready")
-	<-ctx.Done()
-	fmt.Println("stopping")
-	select {}
-}
-
-// The first SIGINT ends SignalContext's context; a second one exits the
-// process at once with status 1, even though its shutdown hangs.
-func TestSignalContext_SecondSignal_ExitsWithStatus1(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), signalHelperEnv+"=1")
-	var out logBuffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill() // an error if it has exited already
-		<-exited
-	})
-	eventually(t, `the helper to print "ready"`, func() bool { return strings.Contains(out.String(), "ready\n") })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, `the helper to print "stopping"`, func() bool { return strings.Contains(out.String(), "stopping\n") })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the process still runs 10s after a second SIGINT; output:\n%s", out.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 {
-		t.Errorf("after a second SIGINT the process ended with %v (exit code %d), want exit status 1; output:\n%s", waitErr, code, out.String())
 	}
 }

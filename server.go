@@ -6,10 +6,11 @@ package kctl
 // shutdown's drain deadline, and the mistakes Start returns; UserInfo, who
 // sent a request (ServeSecureMetrics, kctl/webhook); ServeHealth, the
 // /healthz and /readyz endpoints over the Manager's health checks
-// (manager.go; served by internal/health); and ServeSecureMetrics, the metrics page over HTTPS for
-// scrapers that the API server authenticates (TokenReview) and authorizes
-// (SubjectAccessReview), as kubebuilder projects serve it
-// (internal/metricsauth).
+// (AddReadyCheck, AddHealthCheck, AddNotedReadyCheck, WithLivenessBound;
+// served by internal/health); and ServeSecureMetrics, the metrics page
+// over HTTPS for scrapers that the API server authenticates
+// (TokenReview) and authorizes (SubjectAccessReview), as kubebuilder
+// projects serve it (internal/metricsauth).
 
 import (
 	"context"
@@ -112,7 +113,7 @@ func (m *Manager) DrainDeadline() time.Time {
 	if ctx == nil || ctx.Err() == nil {
 		return time.Time{}
 	}
-	return m.shutdown.drainBy()
+	return m.shutdown.DrainBy()
 }
 
 // UserInfo is who sent a request, as the API server authenticated them:
@@ -142,6 +143,24 @@ func (m *Manager) ServeHealth(addr string) error {
 		Write:   10 * time.Second,
 	}
 	return m.Add(m.runnable(spec))
+}
+
+// AddReadyCheck adds a check to /readyz: the replica is ready only while
+// every ready check returns nil.
+func (m *Manager) AddReadyCheck(
+	name string,
+	check func(r *http.Request) error,
+) {
+	m.health.Add(name, true, check)
+}
+
+// AddHealthCheck adds a check to /healthz: a failing one makes the kubelet
+// restart the container, so check only what a restart would fix.
+func (m *Manager) AddHealthCheck(
+	name string,
+	check func(r *http.Request) error,
+) {
+	m.health.Add(name, false, check)
 }
 
 // AddNotedReadyCheck is AddReadyCheck for a check whose passing line on
@@ -174,7 +193,8 @@ func (c *Controller[T]) WithLivenessBound(bound time.Duration) *Controller[T] {
 		return c
 	}
 	if bound > 0 {
-		c.host.AddHealthCheck("controller-"+c.name, func(*http.Request) error {
+		m := c.host.(*Manager) // the one controllerHost
+		m.AddHealthCheck("controller-"+c.name, func(*http.Request) error {
 			return c.wedged(bound, time.Now())
 		})
 	}

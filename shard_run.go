@@ -334,7 +334,7 @@ func (s *shardRun) stop(ctx context.Context) {
 		return
 	}
 	rctx := context.WithoutCancel(ctx)
-	abandonAt := s.m.shutdown.abandonAt()
+	abandonAt := s.m.shutdown.AbandonAt()
 	next := time.Now().Add(s.cfg.RenewPeriod)
 	for s.busy() && time.Now().Before(abandonAt) {
 		if time.Now().After(next) {

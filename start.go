@@ -1,14 +1,12 @@
 package kctl
 
 // How a Manager runs: Start, in the order it starts and stops things, and
-// lead, one leadership term; notReady is the readiness of its controllers.
+// lead, one leadership term.
 
 import (
 	"cmp"
 	"context"
 	"errors"
-	"net/http"
-	"slices"
 
 	"github.com/kctl-dev/kctl/internal/group"
 )
@@ -23,7 +21,7 @@ import (
 //     installed holds back no other; /readyz names it, and it starts once its
 //     CRD appears.
 //
-// When ctx ends (see shutdown for the exact schedule): runnables' contexts
+// When ctx ends (internal/shutdown has the exact schedule): runnables' contexts
 // end at once; controllers stop taking keys and in-flight reconciles may
 // finish until ShutdownTimeout less a reserve (a fifth, at most 2 s), when
 // their context is cancelled. Work still running half the reserve later is
@@ -67,7 +65,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.work = group.New(cancel)
 	m.eventCtx = eventCtx
 	m.eventGroup = group.New(cancel)
-	m.health.Add("caches", true, m.notReady)
 
 	// 1. The shared cache.
 	runCache := func() error { return m.cache.Start(ctx) }
@@ -97,16 +94,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	// Manager itself with the cause of its stop, which is then an error
 	// whatever its type (a lost Lease's may wrap DeadlineExceeded).
 	byCaller := caller.Err() != nil
-	m.shutdown.begin()
+	m.shutdown.Begin()
 	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
-	// The work returns first: the leader work drains, giving up at abandonAt
+	// The work returns first: the leader work drains, giving up at AbandonAt
 	// (lead logs what it abandons); then the lease is released.
-	m.work.Wait(ctx, m.shutdown.abandonAt)
-	// The Event writers write what the work recorded, until writesBy.
+	m.work.Wait(ctx, m.shutdown.AbandonAt)
+	// The Event writers write what the work recorded, until WritesBy.
 	stopWriters()
 	// Start returns when all that is done, or at the end of ShutdownTimeout.
-	abandoned := m.work.Wait(ctx, m.shutdown.end)
-	stillWriting := m.eventGroup.Wait(ctx, m.shutdown.end)
+	abandoned := m.work.Wait(ctx, m.shutdown.End)
+	stillWriting := m.eventGroup.Wait(ctx, m.shutdown.End)
 	abandoned = append(abandoned, stillWriting...)
 	if len(abandoned) > 0 {
 		m.log.Error("kctl: shutdown timeout passed: "+
@@ -134,7 +131,7 @@ func lossOf(member keyOwner) error {
 // lead runs the leader work of one term (the whole run without
 // ElectLeader): every leader-only runnable and controller, including those
 // added during the term, until leaderCtx ends. It then waits for them; once
-// the Manager shuts down, only until the shutdown's abandonAt, so that the
+// the Manager shuts down, only until the shutdown's AbandonAt, so that the
 // lease is released in time even if some of them ignore their context.
 func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.log.Info("leading: starting controllers and leader-only runnables")
@@ -156,7 +153,7 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.termCtx = nil
 	m.termLease = nil
 	m.mu.Unlock()
-	abandoned := term.Wait(m.ctx, m.shutdown.abandonAt)
+	abandoned := term.Wait(m.ctx, m.shutdown.AbandonAt)
 	if len(abandoned) > 0 {
 		m.log.Error("kctl: shutdown timeout passed: "+
 			"abandoning leader work that ignores its context; "+
@@ -165,18 +162,4 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 			"timeout", m.opts.ShutdownTimeout,
 			"abandoned", abandoned)
 	}
-}
-
-// notReady is the readiness check of the controllers' caches: nil once every
-// controller's caches have synced, else an error naming each controller that
-// waits, for which cache and why (e.g. its CRD is not installed).
-func (m *Manager) notReady(*http.Request) error {
-	m.mu.Lock()
-	controllers := slices.Clone(m.controllers)
-	m.mu.Unlock()
-	var errs []error
-	for _, c := range controllers {
-		errs = append(errs, c.unsynced())
-	}
-	return errors.Join(errs...)
 }
