@@ -326,32 +326,6 @@ type syncer interface {
 // logError logs msg as an error of the controller.
 func (c *controller[P]) logError(msg string) { c.log.Error(msg) }
 
-// hasStarted reports whether the controller's configuration is fixed.
-func (c *controller[P]) hasStarted() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.started
-}
-
-// configure applies a builder call, unless the controller has started: its
-// configuration is then fixed, and the call is ignored with an error log.
-func (c *controller[P]) configure(call string, apply func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		c.log.Error("kctl: " + call + " on a controller that has started is ignored: " +
-			"make every builder call right after NewController, before the controller's caches sync")
-		return
-	}
-	apply()
-}
-
-// configure is the core's configure, returning c for the builder's chain.
-func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
-	c.controller.configure(call, apply)
-	return c
-}
-
 // Enqueue is Controller.Enqueue in the core (Manager.Enqueue calls it).
 func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }
 

@@ -18,6 +18,35 @@ import (
 // the cluster (a ticker, a webhook), through the Manager's runnables
 // (controllerHost.Add) and the controller's enqueue.
 
+// Every builder call, here and in controller_options.go, goes through
+// configure, which fixes the configuration once the controller starts.
+
+// hasStarted reports whether the controller's configuration is fixed.
+func (c *controller[P]) hasStarted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
+}
+
+// configure applies a builder call, unless the controller has started: its
+// configuration is then fixed, and the call is ignored with an error log.
+func (c *controller[P]) configure(call string, apply func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		c.log.Error("kctl: " + call + " on a controller that has started is ignored: " +
+			"make every builder call right after NewController, before the controller's caches sync")
+		return
+	}
+	apply()
+}
+
+// configure is the core's configure, returning c for the builder's chain.
+func (c *Controller[T]) configure(call string, apply func()) *Controller[T] {
+	c.controller.configure(call, apply)
+	return c
+}
+
 // Owns makes changes to objects of type C enqueue their controller owner of
 // type T (the owner reference with controller: true, see SetControllerReference;
 // OwnsEveryOwner follows the others too). It caches C's objects whole;
