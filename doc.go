@@ -31,46 +31,52 @@
 // back. Each of its files uses only the files before it, so you can stop
 // after any:
 //
-//  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled).
-//  2. resource.go: Object, Resource and Key: which API resource a Go type is.
-//  3. conn.go: Conn, one connection: LoadConfig (internal/clusterconfig
-//     finds the configuration), NewConn, and do (internal/transport: user
-//     agent, timeouts, rate limit, retries of 429, Warning headers, the
-//     pooled buffers answers are read into).
+//  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled; a
+//     resource internal/discovery finds not served matches it).
+//  2. resource.go: Object, Resource and Key: which API resource a Go type
+//     is; deepCopy (internal/objcopy: DeepCopyInto or a JSON round trip).
+//  3. conn.go: Conn, one connection: NewConn, and do (internal/transport:
+//     user agent, timeouts, rate limit, retries of 429, Warning headers,
+//     the pooled buffers answers are read into).
 //  4. codec.go: objects as protobuf or JSON; lists; a watch's events,
-//     decoded one by one (internal/transport reads their bytes and ends
-//     a silent watch); typeOps, what the core needs of T itself, so that
-//     the data path (over P = *T) is compiled once for every type.
+//     decoded one by one (internal/transport reads them, sorts their types
+//     and ends a silent watch); typeOps, what the core needs of T itself,
+//     so that the data path (over P = *T) is compiled once for every type.
 //     internal/protowire reads the protobuf wire and the Kubernetes
-//     messages in it (Status, ListMeta, an object's metadata).
-//  5. client.go: Client[T]: a typed request, its answer, its errors
-//     (internal/transport makes a failed answer an error,
-//     internal/discovery checks a declared type against the server); the
+//     messages in it (Status, ListMeta, an object's metadata);
+//     internal/presize decodes an object with each slice made once.
+//  5. client.go: Client[T]: a typed request (its path: internal/apitype),
+//     its answer, its errors (internal/discovery checks a declared type
+//     against the server and makes a failed answer an error); the
 //     writeNotes hook.
 //  6. client_reads.go: Get, List, and the list pages and watches.
 //  7. client_writes.go: Create, Update, UpdateStatus, Patch, Delete.
 //  8. handler.go: Event[T], and how events reach a handler.
 //  9. store.go: the informer's objects by key and its label and field
 //     indexes; a cached List walks the plan internal/index makes.
-//  10. informer.go: Informer[T]: its state and reads (Get, List, waits),
-//     thin T-typed methods over the shared core; the shard selector hook.
+//  10. informer.go: Informer[T]: its state and reads (Get, List,
+//     WaitForSync), thin T-typed methods over the shared core; the shard
+//     selector and resync hooks.
 //  11. apply.go: how a list's result and a watch's events reach the store;
-//     undecodable objects; resync batches (internal/resync's schedule).
+//     undecodable objects; the start of each list or watch (begin), which
+//     reshard ends.
 //  12. list_watch.go: the informer's write side: paged list (read ahead by
-//     internal/readahead), watch, relist after 410, backoff; the stream
-//     hook.
+//     internal/readahead), watch, relist after 410, backoff
+//     (internal/watchretry); the stream hook.
 //  13. cache.go: Cache, one informer per resource; its made hook and its
 //     read barrier.
 //  14. cache_reads.go: cached Client reads, as copies, after the barrier.
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
 //     queued); the informer events a source passes on, or replays.
-//  16. queue.go: Queue: fair, stingy, exclusive, delays, pacing,
-//     AddRateLimited and its RateLimiter (internal/backoff), ShutDown
-//     and ShutDownWithDrain; its line (first in, first out, or low keys
-//     behind normal ones) is internal/keyline, its waiting keys (a heap
-//     with one timer) internal/keywait.
-//  17. runnable.go: Runnable, the two contexts of a leadership term, the
-//     schedule of a graceful shutdown; SignalContext.
+//  16. queue.go: Queue: fair, stingy, exclusive, delays, priority,
+//     pacing; its lock and blocking Get around its keys' states and the
+//     rules that move them (internal/keyqueue: queued, processing, dirty,
+//     waiting; its line, first in first out or low keys behind normal
+//     ones, is internal/keyline, its waiting keys, a heap with one timer,
+//     internal/keywait); AddRateLimited and its RateLimiter
+//     (internal/backoff), ShutDown and ShutDownWithDrain.
+//  17. runnable.go: Runnable, and the two contexts of a leadership term
+//     (the schedule of a graceful shutdown is internal/shutdown's).
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
 //     reconcile chain of middleware, controllerObserver, keyOwner, the
 //     priority function lowIf), and events into keys: predicates
@@ -78,16 +84,16 @@
 //  19. worker.go: a reconcile's life: wait for caches, dequeue, the reconcile
 //     chain (its read step: the cached copy, panics), requeue.
 //  20. manager.go: Manager: newManager, its observers, elect and member
-//     hooks, ClientFor, Add, the readiness and liveness checks.
+//     hooks, ClientFor, Add, the holder of its probe checks.
 //  21. manager_controllers.go: NewController; the Manager as its
 //     controllers' host.
 //  22. start.go: Manager.Start, and lead, one leadership term.
 //
-// Floor 1 declares ten points the floors above fill, each documented
+// Floor 1 declares eleven points the floors above fill, each documented
 // where it is declared with what fills it, and called in one place: a
-// Client's writeNotes (client.go); an informer's shard selector
-// (informer.go) and stream (list_watch.go); the Cache's made hook and
-// read barrier (cache.go); a controller's reconcile chain, its
+// Client's writeNotes (client.go); an informer's shard selector and
+// resync (informer.go) and stream (list_watch.go); the Cache's made hook
+// and read barrier (cache.go); a controller's reconcile chain, its
 // controllerObserver (made by the Manager's observers hook), keyOwner
 // (the Manager's member) and priority function lowIf (controller.go); and
 // the Manager's elect (manager.go). Floor 1 builds its Manager and Cache
@@ -98,22 +104,35 @@
 //
 // Floor 2 is production behaviour on those points, read second:
 // client_more.go (Apply, ApplyConfig, DeleteWithOptions, DeleteAllOf;
-// ObjectClient), cache_options.go (ScopeFor, TransformFor, ResyncFor; an
-// Informer's own indexes, AddIndex and ByIndex), watch_list.go (the
-// watch-list stream, sendInitialEvents, on the informer's stream hook;
-// pages after a refusal), controller_sources.go (Owns and Watches, other
-// types' events as keys; FromChannel, keys from outside the cluster), metadata.go (MetadataInformerFor: a cache of
-// metadata only, and its codec; OwnsMetadata, WatchesMetadata),
-// controller_options.go (builder options; the built-in predicates;
-// WithReconcileTimeout, OnDelete and WithMiddleware, a user's own steps,
-// are steps of the reconcile chain; QueuedAgain; NeedLeader; Priority and WithPriority, which set lowIf;
-// NewKeyController, a reconcile function of keys), finalizer.go
+// ObjectClient; Uncached; Declare, a user's own type's Resource;
+// LoadConfig), cache_options.go (ScopeFor, TransformFor, ResyncFor; the
+// periodic resync on the informer's resync hook, spread by
+// internal/resync; an Informer's own indexes, AddIndex and ByIndex; the
+// Manager's field indexes, IndexField and MatchingField),
+// informer_more.go (what an Informer tells beyond the data path: Stats
+// and Undecodable for the metrics page, WaitForResourceVersion and the
+// wait for one object that read-your-writes uses), watch_list.go (the
+// watch-list stream and its request, sendInitialEvents, on the
+// informer's stream hook; pages after a refusal), controller_sources.go
+// (configure, through which every builder call goes; Owns and Watches,
+// other types' events as keys; FromChannel, keys from outside the
+// cluster), metadata.go (MetadataInformerFor: a cache of metadata only,
+// and its codec; OwnsMetadata, WatchesMetadata), controller_options.go
+// (builder options; the built-in predicates; use, which adds a step to
+// the reconcile chain: WithReconcileTimeout, OnDelete and WithMiddleware,
+// a user's own steps; LoggerFrom, WithLogger, TriggerFrom and
+// QueuedAgain, what a reconcile asks of its context; Enqueue and
+// EnqueueWithPriority; NeedLeader; Priority and WithPriority, which set
+// lowIf; NewKeyController, a reconcile function of keys), finalizer.go
 // (Finalizer, a step of the chain; AddFinalizer, RemoveFinalizer),
 // readyourwrites.go (the writeNotes and the read barrier: cached reads
-// and the next reconcile wait for this Manager's own writes) and
+// and the next reconcile wait for this Manager's own writes),
+// queue_more.go (what a Queue tells of itself beyond the data path:
+// ShuttingDown, and WaitingUntil, which KeepHistory reads) and
 // constructors.go (NewManager and NewCache: floor 1's newManager and
-// newCache with the watch-list stream, read your writes and the
-// Manager's own metrics on their points).
+// newCache with the watch-list stream, the resync, read your writes, the
+// Manager's own metrics and its own probe checks on their points;
+// Manager.Config; SignalContext).
 //
 // # Floor 3: the extras
 //
@@ -126,16 +145,16 @@
 // user_metrics.go (Metrics, a program's own series; Reserved), server.go
 // (HTTPServer, ServeMetrics; what the serving packages use of a Manager:
 // Logger, ReportMisuse, DrainDeadline; UserInfo; ServeHealth,
-// AddNotedReadyCheck, WithLivenessBound; ServeSecureMetrics: TokenReview and
-// SubjectAccessReview through kctl's own client), index.go (IndexField,
-// MatchingField), history.go (KeepHistory, History, Histories: it wraps
-// the Manager's observers hook), and
-// sharding (Manager.Shard, through the Manager's member, the cache's made
-// hook and the informers' shard selector): shard.go (ShardOptions, the
-// design, what a member needs of each informer and controller, and the
-// probe: does the server serve ShardSelector), shard_members.go (the
-// Lease group), shard_state.go and shard_run.go (a member's ranges,
-// handovers and loop), shard_manager.go (Manager.Shard).
+// AddReadyCheck, AddHealthCheck, AddNotedReadyCheck, WithLivenessBound;
+// ServeSecureMetrics: TokenReview and SubjectAccessReview through kctl's
+// own client), history.go (KeepHistory, History, Histories: it wraps the
+// Manager's observers hook), and sharding (Manager.Shard, through the
+// Manager's member, the cache's made hook and the informers' shard
+// selector): shard.go (ShardOptions, the design, what a member needs of
+// each informer and controller, and the probe: does the server serve
+// ShardSelector), shard_members.go (the Lease group), shard_state.go and
+// shard_run.go (a member's ranges, handovers and loop), shard_manager.go
+// (Manager.Shard).
 //
 // # Serving packages and leaves
 //
@@ -147,55 +166,66 @@
 // Leaves that need no kctl type live in internal/: clusterconfig
 // (LoadConfig's search and the checks that name a broken kubeconfig),
 // transport (a request's user agent, timeouts, rate limit, 429 retries and
-// Warning headers; a failed answer's Status as an error; the pooled
-// answer buffers; a watch's bound and its events as bytes), apitype,
-// protowire, presize (protobuf decoded with each slice made once),
-// discovery (the discovery documents, cached, and a declared type checked
-// against them), index (label and field indexes, field selectors, a
-// cached List's plan), resync (the resync schedule), readahead (a paged
-// list's pages fetched ahead), keyline (a Queue's lines), keywait (a
-// Queue's waiting keys: a heap and its one timer), backoff (the default
-// RateLimiter's backoff and token bucket), pendingwrites, share,
-// metrics, prom (the metrics page's text and its name checks), group,
-// fieldlabel (the field labels a server filters by), warnings (the
-// server's Warning headers, logged once each), election (one replica's
-// side of a Lease election), events (Event repeats, the flood limit,
-// merging), metricsauth (the secure metrics page's reviews and
-// verdicts), history (per-key reconcile books), errtext (how a kctl
-// error wraps another), serve (the HTTP serving loop every server
-// shares), jsonpatch (a defaulting webhook's patch; CreateOrPatch's
-// merge diff), certwatch (a serving certificate reloaded from disk),
-// certs (a self-signed certificate), health (the probe checks and the
-// /healthz and /readyz handler), shardhash (the server's shard hash,
-// selectors and assignment) and handover (when a shard's range may move
-// between replicas, and a member's record of its ranges).
+// Warning headers; a failed answer's Status; the pooled answer buffers; a
+// watch's bound and its events, read and decoded), apitype (a Go type's
+// Resource, its request path and TypeMeta), protowire, presize (protobuf
+// decoded with each slice made once), objcopy (an object's deep copy:
+// DeepCopyInto, or a JSON round trip and what a CRD struct needs for it),
+// discovery (the discovery documents, cached, a declared type checked
+// against them, and a failed answer made an error), index (label and
+// field indexes, field selectors, a cached List's plan), resync (the
+// resync schedule), readahead (a paged list's pages fetched ahead),
+// watchretry (an informer's retry delay, and a resourceVersion that is
+// gone), rvorder (resourceVersions in order), nscover (the namespaces a
+// shard member's caches hold, by resource), keyqueue (a Queue's keys and
+// the rules that move them: queued, processing, dirty, waiting; it does
+// no locking, the Queue locks around it), keyline (a Queue's lines),
+// keywait (a Queue's waiting keys: a heap and its one timer), backoff
+// (the default RateLimiter's backoff and token bucket), shutdown (the
+// schedule of a graceful shutdown: when in-flight reconciles are
+// cancelled, leader work is abandoned, the lease released and the Event
+// writers stopped), pendingwrites, share, metrics, prom (the metrics
+// page's text and its name checks), group, fieldlabel (the field labels a
+// server filters by), warnings (the server's Warning headers, logged once
+// each), election (one replica's side of a Lease election), events (Event
+// repeats, the flood limit, merging), metricsauth (the secure metrics
+// page's reviews and verdicts), history (per-key reconcile books),
+// errtext (how a kctl error wraps another), serve (the HTTP serving loop
+// every server shares), jsonpatch (a defaulting webhook's patch;
+// CreateOrPatch's merge diff), certwatch (a serving certificate reloaded
+// from disk), certs (a self-signed certificate), health (the probe checks
+// and the /healthz and /readyz handler), shardhash (the server's shard
+// hash, selectors and assignment) and handover (when a shard's range may
+// move between replicas, and a member's record of its ranges).
 //
 // # How data flows
 //
 // An object's change travels through nine files of floor 1 from its watch
 // frame to your reconcile (eleven with conn.go and client_reads.go, whose
-// do and watch opened the watch): codec.go (watchStream.Next reads the
-// event and decodes it into *T) → list_watch.go (follow) → apply.go
-// (apply stores it in store.go under the informer's lock and emits an
-// Event) → handler.go (the handler's goroutine) → predicate.go (live
-// passes it on) → controller.go (onEvent: the predicates pass it, enqueue
-// queues its Key) → queue.go (Add, then a worker's Get) → worker.go
-// (processNext, handle: the reconcile chain, whose read step hands your
-// function a copy of the cached object). Your writes go back through
-// client_writes.go and client.go (send, call).
+// do and watch opened the watch): codec.go (watchStream.Next:
+// internal/transport reads the event, the codec decodes its object into
+// *T) → list_watch.go (follow) → apply.go (apply stores it in store.go
+// under the informer's lock and emits an Event) → handler.go (the
+// handler's goroutine) → predicate.go (live passes it on) → controller.go
+// (onEvent: the predicates pass it, enqueue queues its Key) → queue.go
+// (Add, then a worker's Get) → worker.go (processNext, handle: the
+// reconcile chain, whose read step hands your function a copy of the
+// cached object). Your writes go back through client_writes.go and
+// client.go (send, call).
 //
-// A reconcile that fails is retried along three files of floor 1 and a
-// leaf:
+// A reconcile that fails is retried along three files of floor 1 and
+// three leaves:
 //
 //  1. worker.go: handle sees the error, requeue records why the key
 //     comes back,
 //  2. predicate.go: as a Trigger with Cause "retry",
 //  3. queue.go: and calls Queue.AddRateLimited, which asks the
 //     RateLimiter (its default's delays are internal/backoff) for the
-//     key's backoff, then holds the key back (add, readyLocked) in
-//  4. internal/keywait: the heap of waiting keys, whose timer fires when
-//     it is due (Queue.fire in queue.go); readyLocked puts it in the
-//     Queue's line (internal/keyline), which a worker's Get takes it from.
+//     key's backoff, then adds the key (add) to
+//  4. internal/keyqueue: Keys.Add holds it back in internal/keywait, the
+//     heap of waiting keys, whose timer fires when it is due (Queue.fire
+//     in queue.go calls Keys.Due); ready puts it in the Queue's line
+//     (internal/keyline), from which a worker's Get takes it (Keys.Pop).
 //
 // processNext (worker.go) sets Trigger.Attempt from NumRequeues and handle
 // runs it again; success calls Forget, which resets the backoff. A
@@ -260,7 +290,7 @@
 // The cache stores each object once, shares equal strings, maps and lists
 // between objects (internal/share), and drops managedFields unless asked.
 // Built-in types travel as protobuf, decoded by hand around managedFields
-// (codec.go) with each slice made once at its length, and, in a cache, a
+// (codec.go, internal/presize) with each slice made once at its length, and, in a cache, a
 // workload's container resources decoded once (internal/presize);
 // declared types travel as JSON. A cached List is answered
 // from indexes, so it costs what it returns (store.go).
