@@ -1,11 +1,11 @@
 package kctl
 
 // Controller[T]: the reconcile contract (Result, Terminal), the hooks
-// its options fill (the reconcile chain, the observer), the builder's
-// mechanism (configure), and how events become queued keys (onEvent: its
-// predicates, then enqueue). Its run, and each reconcile's life, are in
-// worker.go; its options (filters among them) and Controller.Enqueue in
-// controller_options.go, its other sources (Owns, Watches) in
+// its options fill (the reconcile chain, the observer), and how events
+// become queued keys (onEvent: its predicates, then enqueue). Its run, and
+// each reconcile's life, are in worker.go; its options (filters among
+// them) and Controller.Enqueue in controller_options.go, the builder's
+// mechanism (configure) and its other sources (Owns, Watches) in
 // controller_sources.go.
 
 import (
