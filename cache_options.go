@@ -144,8 +144,9 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, whole := c.informers[res]
-	_, meta := c.informers[metadataKey(res)]
-	if whole || meta {
+	// partial: the cache holds res's metadata (metadata.go)
+	_, partial := c.partial[res]
+	if whole || partial {
 		return fmt.Errorf("kctl: the cache of %s is already made: "+
 			"configure it before its first use", res)
 	}
