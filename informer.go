@@ -69,10 +69,8 @@ type informer[P any] struct {
 	// sharer then makes it share equal parts with stored objects.
 	sharer *share.Sharer
 	// resync, if set, re-delivers the stored objects periodically until
-	// run's ctx ends: cache_options.go's resyncEvery, which NewCache and
-	// NewManager set from the Cache's made hook where a resync period is
-	// configured (CacheOptions.Resync, ResyncFor). nil: never. Called in
-	// one place, run.
+	// run's ctx ends: cache_options.go's resyncEvery (resyncBy says where
+	// and how often). nil: never. Called in one place, run.
 	resync func(ctx context.Context)
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.
@@ -82,8 +80,7 @@ type informer[P any] struct {
 	watchFor time.Duration
 	log      *slog.Logger
 	// stream, if set, lists and watches in one request, the watch-list
-	// stream (watch_list.go's useWatchList, which NewCache and NewManager
-	// call from the Cache's made hook):
+	// stream (watch_list.go's useWatchList, from the Cache's made hook):
 	// it stores the list and follows the changes as watchOnce does, and
 	// says whether the list was stored. Where the server does not serve
 	// the stream, it returns errPaged, at once: list in pages. nil:
@@ -91,9 +88,9 @@ type informer[P any] struct {
 	stream func(ctx context.Context, w *watchState) (synced bool, err error)
 	// shard, if set (before run; sharding's extra sets it), returns the
 	// shard selector (ListOptions.ShardSelector) of the objects to hold,
-	// "" for all: read before every list and watch. After it changes,
-	// reshard (shard.go) makes every watch list again, so that the
-	// store holds just the new selector's objects, the others leaving as
+	// "" for all: read before every list and watch (begin). After it
+	// changes, shard.go's reshard makes every watch list again: the store
+	// then holds just the new selector's objects, the others leaving as
 	// Deleted events.
 	shard func() string
 
