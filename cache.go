@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/scope"
 	"github.com/kctl-dev/kctl/internal/share"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -311,22 +311,16 @@ func initInformer[P any](
 	}
 }
 
-// scopeWatches is a list/watch per namespace of scope, or one for all.
-func scopeWatches(res Resource, scope Scope) []*watchState {
-	sorted := slices.Sorted(slices.Values(scope.Namespaces))
-	namespaces := slices.Compact(sorted)
-	all := !res.Namespaced ||
-		len(namespaces) == 0 ||
-		slices.Contains(namespaces, "")
-	if all {
-		namespaces = []string{""}
-	}
+// scopeWatches is a list/watch per namespace of sc, or one for all
+// (internal/scope).
+func scopeWatches(res Resource, sc Scope) []*watchState {
+	namespaces := scope.Namespaces(res.Namespaced, sc.Namespaces)
 	var watches []*watchState
 	for _, ns := range namespaces {
 		opts := ListOptions{
 			Namespace: ns,
-			Labels:    scope.Labels,
-			Fields:    scope.Fields,
+			Labels:    sc.Labels,
+			Fields:    sc.Fields,
 		}
 		watches = append(watches, &watchState{opts: opts})
 	}
