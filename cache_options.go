@@ -157,7 +157,7 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 // An informer's own indexes: AddIndex files its objects under the values
 // a function returns, ByIndex reads them back. The store keeps them
 // (store.go, internal/index) and a cached List's field selector reads
-// them by name (store.fieldReqs).
+// them by name (informer.listLocked).
 
 // ByIndex returns the objects that the index named index files under value
 // (nil for an unknown index). The objects are shared: do not modify them.
