@@ -242,10 +242,3 @@ func (w *watchState) listOpts() ListOptions {
 	opts.ShardSelector = w.shard
 	return opts
 }
-
-// Objects that stop decoding into T (a CRD field that changed type, a bad
-// write to a field the schema does not check). The codec still decodes their
-// metadata (decodeError), so the informer knows their key: the store keeps
-// their last good copy and marks them (store.bad) until they decode again or
-// are deleted, a relist never takes them for deleted, and each is logged once
-// and counted (Undecodable, kctl_cache_undecodable_objects).

@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/scope"
 	"github.com/kctl-dev/kctl/internal/share"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -39,15 +39,19 @@ type Cache struct {
 	// resync (cache_options.go) reads through the made hook.
 	resyncs   map[Resource]time.Duration
 	informers map[Resource]cachedInformer
-	// made, if set, sees every informer once, when it is made (meta: of
-	// metadata only, metadata.go), under mu and before it runs. NewCache
-	// sets it: each informer syncs with the watch-list stream and resyncs
-	// as configured. NewManager sets it: that too, the metrics page shows
-	// each informer,
-	// read-your-writes tracks the Manager's writes in the whole ones, and
-	// a shard member sets their shard selector (Manager.Shard wraps it).
-	// Called in one place, Cache.informer.
-	made func(inf cachedInformer, meta bool)
+	// partial holds, by resource, the error of a cached read of it while
+	// the cache holds its objects in part only (metadata.go puts it there
+	// when it makes an informer of their metadata): such a read makes no
+	// informer.
+	partial map[Resource]error
+	// made, if set, sees every informer once, when it is made, under mu
+	// and before it runs. NewCache sets it: each informer syncs with the
+	// watch-list stream and resyncs as configured. NewManager sets it:
+	// that too, the metrics page shows each informer, read-your-writes
+	// tracks the Manager's writes in the whole ones, and a shard member
+	// sets their shard selector (Manager.Shard wraps it). Called in one
+	// place, Cache.informer.
+	made func(inf cachedInformer)
 	// barrier, if set, holds back a cached read, and a reconcile, until
 	// the informer has caught up with the writes it could see:
 	// readyourwrites.go's writeTracker, which NewManager sets. Called in
@@ -119,6 +123,7 @@ func newCache(conn *Conn, opts CacheOptions) *Cache {
 		transforms: map[Resource]any{},
 		resyncs:    map[Resource]time.Duration{},
 		informers:  map[Resource]cachedInformer{},
+		partial:    map[Resource]error{},
 	}
 }
 
@@ -171,7 +176,7 @@ func informerFor[T any, PT Object[T]](
 		initInformer(&inf.informer, c, res, cl, scope)
 		return inf
 	}
-	inf, err := c.informer(res, ofObjects, read, newInformer)
+	inf, err := c.informer(res, res, read, newInformer)
 	if err != nil {
 		return nil, err
 	}
@@ -213,41 +218,30 @@ func (c *Cache) caughtUp(
 	return c.barrier.wait(ctx, inf, namespace, name)
 }
 
-// The informers a Cache holds of a resource, for Cache.informer's meta.
-const (
-	ofObjects  = false // of its objects
-	ofMetadata = true  // of their metadata only (metadata.go)
-)
-
-// informer is informerFor and metadataInformer for any T: it returns
-// res's informer of its objects, or of their metadata (meta), making it
-// with newInformer (in the scope configured for res) on first use. read
-// says a cached client read wants it: a read never makes an informer
-// with ReaderFailOnMissingInformer, and warns when it makes one of every
-// object of a type nobody scoped (surprise memory use).
+// informer is informerFor (and metadata.go's metadataInformer) for any
+// T: it returns the informer c holds under key (res, for res's objects;
+// metadata.go's key for their metadata), making it with newInformer (in
+// the scope configured for res, with mu held) on first use. read says a
+// cached client read wants it: a read never makes an informer with
+// ReaderFailOnMissingInformer, or of a resource in partial, and warns
+// when it makes one of every object of a type nobody scoped (surprise
+// memory use).
 func (c *Cache) informer(
-	res Resource,
-	meta bool,
+	res, key Resource,
 	read bool,
 	newInformer func(scope Scope) cachedInformer,
 ) (cachedInformer, error) {
-	key := res
-	what := res.String()
-	if meta {
-		key = metadataKey(res)
-		what = "the metadata of " + what
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if inf, ok := c.informers[key]; ok {
 		return inf, nil
 	}
 	if c.stopped {
-		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", what)
+		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
 	}
-	_, metaOnly := c.informers[metadataKey(res)]
-	if read && !meta && metaOnly {
-		return nil, cachedAsMetadata(res)
+	refusal := c.partial[res]
+	if read && refusal != nil {
+		return nil, refusal
 	}
 	scope, scoped := c.scopes[res]
 	if !scoped {
@@ -269,7 +263,7 @@ func (c *Cache) informer(
 	inf := newInformer(scope)
 	c.informers[key] = inf
 	if c.made != nil {
-		c.made(inf, meta)
+		c.made(inf)
 	}
 	ctx := c.ctx
 	if ctx != nil {
@@ -317,22 +311,16 @@ func initInformer[P any](
 	}
 }
 
-// scopeWatches is a list/watch per namespace of scope, or one for all.
-func scopeWatches(res Resource, scope Scope) []*watchState {
-	sorted := slices.Sorted(slices.Values(scope.Namespaces))
-	namespaces := slices.Compact(sorted)
-	all := !res.Namespaced ||
-		len(namespaces) == 0 ||
-		slices.Contains(namespaces, "")
-	if all {
-		namespaces = []string{""}
-	}
+// scopeWatches is a list/watch per namespace of sc, or one for all
+// (internal/scope).
+func scopeWatches(res Resource, sc Scope) []*watchState {
+	namespaces := scope.Namespaces(res.Namespaced, sc.Namespaces)
 	var watches []*watchState
 	for _, ns := range namespaces {
 		opts := ListOptions{
 			Namespace: ns,
-			Labels:    scope.Labels,
-			Fields:    scope.Fields,
+			Labels:    sc.Labels,
+			Fields:    sc.Fields,
 		}
 		watches = append(watches, &watchState{opts: opts})
 	}
@@ -346,23 +334,4 @@ func notCached(res Resource) error {
 		"not watch (CacheOptions.ReaderFailOnMissingInformer): "+
 		"watch it first (kctl.InformerFor, Owns, Watches), "+
 		"or read with Uncached(): %w", res, unprefixed(ErrNotCached))
-}
-
-// metadataKey is the key of res's metadata informer among a Cache's
-// informers (metadata.go's MetadataInformerFor): res with kind
-// PartialObjectMetadata, which no resource has.
-func metadataKey(res Resource) Resource {
-	res.Kind = metadataKind
-	return res
-}
-
-// cachedAsMetadata is the error of a cached read of res, which the
-// cache holds as metadata only (OwnsMetadata, WatchesMetadata).
-func cachedAsMetadata(res Resource) error {
-	return fmt.Errorf("kctl: a cached read of %s, which the cache "+
-		"holds as metadata only (OwnsMetadata, WatchesMetadata, "+
-		"MetadataInformerFor): read its metadata from "+
-		"kctl.MetadataInformerFor, read whole objects with "+
-		"Uncached(), or cache them whole (Owns, Watches, "+
-		"InformerFor): %w", res, unprefixed(ErrNotCached))
 }

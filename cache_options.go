@@ -144,8 +144,9 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, whole := c.informers[res]
-	_, meta := c.informers[metadataKey(res)]
-	if whole || meta {
+	// partial: the cache holds res's metadata (metadata.go)
+	_, partial := c.partial[res]
+	if whole || partial {
 		return fmt.Errorf("kctl: the cache of %s is already made: "+
 			"configure it before its first use", res)
 	}
@@ -156,7 +157,7 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 // An informer's own indexes: AddIndex files its objects under the values
 // a function returns, ByIndex reads them back. The store keeps them
 // (store.go, internal/index) and a cached List's field selector reads
-// them by name (store.fieldReqs).
+// them by name (informer.listLocked).
 
 // ByIndex returns the objects that the index named index files under value
 // (nil for an unknown index). The objects are shared: do not modify them.

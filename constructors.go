@@ -48,7 +48,8 @@ func NewManager(opts Options) (*Manager, error) {
 	tracker := newWriteTracker()
 	m.writes = tracker
 	m.cache.barrier = tracker
-	m.cache.made = func(inf cachedInformer, meta bool) {
+	m.cache.made = func(inf cachedInformer) {
+		meta := isMetadata(inf)
 		m.countInformer(inf, meta)
 		if !meta {
 			tracker.track(inf)
@@ -97,7 +98,7 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 	// with the watch-list stream (watch_list.go) and resync as configured
 	// (cache_options.go), through the made hook.
 	c := newCache(conn, opts)
-	c.made = func(inf cachedInformer, meta bool) {
+	c.made = func(inf cachedInformer) {
 		streamByWatchList(inf)
 		c.resyncBy(inf)
 	}

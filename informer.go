@@ -3,9 +3,10 @@ package kctl
 // Informer[T]: its state, and its read side: Get, List and WaitForSync,
 // all reading the store (store.go) under the informer's lock.
 // list_watch.go and apply.go are its write side; its own indexes
-// (AddIndex, ByIndex) are cache_options.go's, and what it tells beyond
-// the data path (Stats, Undecodable, WaitForResourceVersion) is
-// informer_more.go's.
+// (AddIndex, ByIndex) are cache_options.go's, and its T-typed Get, List
+// and AddHandler, which floor 1 never calls (it calls the core's), and
+// what it tells beyond the data path (Stats, Undecodable,
+// WaitForResourceVersion) are informer_more.go's.
 
 import (
 	"context"
@@ -55,33 +56,6 @@ type Informer[T any] struct {
 	informer[*T]
 }
 
-// Get returns the object namespace/name ("" namespace for cluster-scoped
-// types). It is shared with every reader: do not modify it. It may be stale:
-// the cache follows the server with a delay (see WaitForResourceVersion).
-func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
-	return i.informer.Get(namespace, name)
-}
-
-// List returns the objects in opts.Namespace ("" means all) matching
-// opts.Labels and opts.Fields, in no particular order. The objects are
-// shared: do not modify them.
-//
-//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
-//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
-//
-// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
-// and any field with an index of the same name (AddIndex); a requirement of
-// the informer's own scope (Scope.Fields) holds for every cached object. Any
-// other field is an error naming it (the cache never ignores a selector)
-// and suggesting an index, and Uncached() only if the server filters T by
-// that field.
-// A label selector with key=value or key in (...) is answered from an index
-// of that label key, built by the first such List (up to 16 indexes per
-// informer), and a field required to equal a value from its index.
-func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
-	return i.informer.List(opts)
-}
-
 // informer is an Informer[T]'s state and work, over P = *T: compiled once
 // for every T (see typeOps).
 type informer[P any] struct {
@@ -95,10 +69,8 @@ type informer[P any] struct {
 	// sharer then makes it share equal parts with stored objects.
 	sharer *share.Sharer
 	// resync, if set, re-delivers the stored objects periodically until
-	// run's ctx ends: cache_options.go's resyncEvery, which NewCache and
-	// NewManager set from the Cache's made hook where a resync period is
-	// configured (CacheOptions.Resync, ResyncFor). nil: never. Called in
-	// one place, run.
+	// run's ctx ends: cache_options.go's resyncEvery (resyncBy says where
+	// and how often). nil: never. Called in one place, run.
 	resync func(ctx context.Context)
 	// healthy is how long a watch must stay open to reset the backoff:
 	// healthyWatch, shorter in tests.
@@ -108,8 +80,7 @@ type informer[P any] struct {
 	watchFor time.Duration
 	log      *slog.Logger
 	// stream, if set, lists and watches in one request, the watch-list
-	// stream (watch_list.go's useWatchList, which NewCache and NewManager
-	// call from the Cache's made hook):
+	// stream (watch_list.go's useWatchList, from the Cache's made hook):
 	// it stores the list and follows the changes as watchOnce does, and
 	// says whether the list was stored. Where the server does not serve
 	// the stream, it returns errPaged, at once: list in pages. nil:
@@ -117,9 +88,9 @@ type informer[P any] struct {
 	stream func(ctx context.Context, w *watchState) (synced bool, err error)
 	// shard, if set (before run; sharding's extra sets it), returns the
 	// shard selector (ListOptions.ShardSelector) of the objects to hold,
-	// "" for all: read before every list and watch. After it changes,
-	// reshard (shard.go) makes every watch list again, so that the
-	// store holds just the new selector's objects, the others leaving as
+	// "" for all: read before every list and watch (begin). After it
+	// changes, shard.go's reshard makes every watch list again: the store
+	// then holds just the new selector's objects, the others leaving as
 	// Deleted events.
 	shard func() string
 
@@ -224,15 +195,8 @@ func (i *informer[P]) notifyLocked() {
 	}
 }
 
-// AddHandler calls fn with every event, in order, from its own goroutine and
-// unbounded buffer, so a slow handler delays only itself. A handler added
-// after objects were stored first gets them as Initial Added events. fn must
-// return: the informer's shutdown waits for it.
-func (i *Informer[T]) AddHandler(fn func(Event[T])) {
-	i.addHandler(func(e event[*T]) { fn(Event[T](e)) })
-}
-
-// addHandler is AddHandler in the core.
+// addHandler is AddHandler (informer_more.go) in the core: a handler
+// added after objects were stored first gets them as Initial Added events.
 func (i *informer[P]) addHandler(fn func(event[P])) {
 	h := &handler[P]{fn: fn, wake: make(chan struct{}, 1)}
 	i.mu.Lock()

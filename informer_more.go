@@ -1,10 +1,12 @@
 package kctl
 
-// Floor 2: what an Informer tells beyond the data path, which floor 1
-// never asks: how much it holds (Stats, Undecodable), for the metrics
-// page (the Cache's made hook shows each informer), and
-// WaitForResourceVersion, whose wait for one object read-your-writes
-// uses (readyourwrites.go).
+// Floor 2: an Informer as its user reads it directly: Get, List and
+// AddHandler of T, thin methods over the core's (informer.go), which are
+// what floor 1's controllers and cached reads call; and what an Informer
+// tells beyond the data path, which floor 1 never asks: how much it
+// holds (Stats, Undecodable), for the metrics page (the Cache's made hook
+// shows each informer), and WaitForResourceVersion, whose wait for one
+// object read-your-writes uses (readyourwrites.go).
 
 import (
 	"context"
@@ -14,6 +16,41 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/rvorder"
 )
+
+// Get returns the object namespace/name ("" namespace for cluster-scoped
+// types). It is shared with every reader: do not modify it. It may be stale:
+// the cache follows the server with a delay (see WaitForResourceVersion).
+func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
+	return i.informer.Get(namespace, name)
+}
+
+// List returns the objects in opts.Namespace ("" means all) matching
+// opts.Labels and opts.Fields, in no particular order. The objects are
+// shared: do not modify them.
+//
+//	pods.AddIndex("spec.nodeName", func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} })
+//	onNode, err := pods.List(kctl.ListOptions{Fields: "spec.nodeName=node-1,metadata.namespace!=kube-system"})
+//
+// A field selector may require (=, ==, !=) metadata.name, metadata.namespace
+// and any field with an index of the same name (AddIndex); a requirement of
+// the informer's own scope (Scope.Fields) holds for every cached object. Any
+// other field is an error naming it (the cache never ignores a selector)
+// and suggesting an index, and Uncached() only if the server filters T by
+// that field.
+// A label selector with key=value or key in (...) is answered from an index
+// of that label key, built by the first such List (up to 16 indexes per
+// informer), and a field required to equal a value from its index.
+func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
+	return i.informer.List(opts)
+}
+
+// AddHandler calls fn with every event, in order, from its own goroutine and
+// unbounded buffer, so a slow handler delays only itself. A handler added
+// after objects were stored first gets them as Initial Added events. fn must
+// return: the informer's shutdown waits for it.
+func (i *Informer[T]) AddHandler(fn func(Event[T])) {
+	i.addHandler(func(e event[*T]) { fn(Event[T](e)) })
+}
 
 // Stats returns the number of objects and their encoded size (protobuf for
 // built-in types, JSON for declared ones): what they hold, not what they

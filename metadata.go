@@ -42,13 +42,17 @@ func MetadataInformerFor[T any, PT Object[T]](
 }
 
 // metadataInformer is MetadataInformerFor of res, through the path of
-// every informer (Cache.informer); builtin: res is a k8s.io/api type's.
+// every informer (Cache.informer), under metadataKey(res); builtin: res
+// is a k8s.io/api type's.
 func (c *Cache) metadataInformer(
 	res Resource,
 	builtin bool,
 ) (*Informer[metav1.PartialObjectMetadata], error) {
 	type meta = metav1.PartialObjectMetadata
 	newInformer := func(scope Scope) cachedInformer {
+		// With c.mu held: from now on a cached read of res is an error,
+		// unless the cache holds res's objects whole too.
+		c.partial[res] = cachedAsMetadata(res)
 		cl := newMetadataClient(c.conn, res, builtin)
 		// TransformFor[T]'s func(*T) is not one of *meta: not applied.
 		inf := &Informer[meta]{}
@@ -56,11 +60,36 @@ func (c *Cache) metadataInformer(
 		return inf
 	}
 	const read = false // a cached read of T never reads its metadata
-	inf, err := c.informer(res, ofMetadata, read, newInformer)
+	inf, err := c.informer(res, metadataKey(res), read, newInformer)
 	if err != nil {
 		return nil, err
 	}
 	return inf.(*Informer[meta]), nil
+}
+
+// metadataKey is the key of res's metadata informer among a Cache's
+// informers: res with kind PartialObjectMetadata, which no resource has.
+func metadataKey(res Resource) Resource {
+	res.Kind = metadataKind
+	return res
+}
+
+// isMetadata reports whether inf, an informer the Cache made, holds the
+// metadata of its objects only (MetadataInformerFor).
+func isMetadata(inf cachedInformer) bool {
+	_, ok := inf.(*Informer[metav1.PartialObjectMetadata])
+	return ok
+}
+
+// cachedAsMetadata is the error of a cached read of res, which the
+// cache holds as metadata only (OwnsMetadata, WatchesMetadata).
+func cachedAsMetadata(res Resource) error {
+	return fmt.Errorf("kctl: a cached read of %s, which the cache "+
+		"holds as metadata only (OwnsMetadata, WatchesMetadata, "+
+		"MetadataInformerFor): read its metadata from "+
+		"kctl.MetadataInformerFor, read whole objects with "+
+		"Uncached(), or cache them whole (Owns, Watches, "+
+		"InformerFor): %w", res, unprefixed(ErrNotCached))
 }
 
 // newMetadataClient is an uncached client of the metadata of res's

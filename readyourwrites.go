@@ -12,8 +12,8 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/nscover"
 	"github.com/kctl-dev/kctl/internal/pendingwrites"
+	"github.com/kctl-dev/kctl/internal/scope"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -206,15 +206,7 @@ func (i *informer[P]) holds(obj metav1.Object) bool {
 	return slices.ContainsFunc(i.watches, func(w *watchState) bool {
 		// Set when the informer is made, never changed.
 		o := w.opts
-		if o.Fields != "" {
-			return false
-		}
-		ns := o.Namespace
-		if ns != "" && ns != obj.GetNamespace() {
-			return false
-		}
-		set := labels.Set(obj.GetLabels())
-		return o.Labels == nil || o.Labels.Matches(set)
+		return scope.Takes(o.Namespace, o.Labels, o.Fields, obj)
 	})
 }
 

@@ -107,8 +107,8 @@ func (m *Manager) shardWith(opts ShardOptions, leases shardLeases) (*shardRun, e
 	// on (its made hook, wrapped), lists and watches the member's share.
 	m.cache.mu.Lock()
 	made := m.cache.made
-	m.cache.made = func(inf cachedInformer, meta bool) {
-		made(inf, meta)
+	m.cache.made = func(inf cachedInformer) {
+		made(inf)
 		s.informerMade(inf)
 	}
 	for _, inf := range m.cache.informers {
