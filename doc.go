@@ -54,17 +54,17 @@
 //  8. handler.go: Event[T], and how events reach a handler.
 //  9. store.go: the informer's objects by key and its label and field
 //     indexes; a cached List walks the plan internal/index makes.
-//  10. informer.go: Informer[T]: its state and reads (Get, List,
-//     WaitForSync), thin T-typed methods over the shared core; the shard
-//     selector and resync hooks.
+//  10. informer.go: Informer[T]: its state and its core's reads (Get,
+//     List, waits), compiled once for every T; the shard selector and
+//     resync hooks.
 //  11. apply.go: how a list's result and a watch's events reach the store;
 //     undecodable objects; the start of each list or watch (begin), which
 //     reshard ends.
 //  12. list_watch.go: the informer's write side: paged list (read ahead by
 //     internal/readahead), watch, relist after 410, backoff
 //     (internal/watchretry); the stream hook.
-//  13. cache.go: Cache, one informer per resource; its made hook and its
-//     read barrier.
+//  13. cache.go: Cache, one informer per resource (internal/scope: the
+//     namespaces a scope watches); its made hook and its read barrier.
 //  14. cache_reads.go: cached Client reads, as copies, after the barrier.
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
 //     queued); the informer events a source passes on, or replays.
@@ -109,15 +109,17 @@
 // periodic resync on the informer's resync hook, spread by
 // internal/resync; an Informer's own indexes, AddIndex and ByIndex; the
 // Manager's field indexes, IndexField and MatchingField),
-// informer_more.go (what an Informer tells beyond the data path: Stats
-// and Undecodable for the metrics page, WaitForResourceVersion and the
-// wait for one object that read-your-writes uses), watch_list.go (the
+// informer_more.go (an Informer as its user reads it: the T-typed Get,
+// List and AddHandler; Stats and Undecodable for the metrics page;
+// WaitForResourceVersion and the wait for one object that read your
+// writes uses), watch_list.go (the
 // watch-list stream and its request, sendInitialEvents, on the
 // informer's stream hook; pages after a refusal), controller_sources.go
 // (configure, through which every builder call goes; Owns and Watches,
 // other types' events as keys; FromChannel, keys from outside the
 // cluster), metadata.go (MetadataInformerFor: a cache of metadata only,
-// and its codec; OwnsMetadata, WatchesMetadata), controller_options.go
+// under its own key, its codec, and the error a cached read of whole
+// objects then gets; OwnsMetadata, WatchesMetadata), controller_options.go
 // (builder options; the built-in predicates; use, which adds a step to
 // the reconcile chain: WithReconcileTimeout, OnDelete and WithMiddleware,
 // a user's own steps; LoggerFrom, WithLogger, TriggerFrom and
@@ -173,7 +175,9 @@
 // DeepCopyInto, or a JSON round trip and what a CRD struct needs for it),
 // discovery (the discovery documents, cached, a declared type checked
 // against them, and a failed answer made an error), index (label and
-// field indexes, field selectors, a cached List's plan), resync (the
+// field indexes, field selectors, a cached List's plan), scope (the
+// namespaces a cache's scope watches, and whether one list or watch takes
+// in an object), resync (the
 // resync schedule), readahead (a paged list's pages fetched ahead),
 // watchretry (an informer's retry delay, and a resourceVersion that is
 // gone), rvorder (resourceVersions in order), nscover (the namespaces a
