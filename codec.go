@@ -21,11 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Built-in (k8s.io/api) types travel as
-// protobuf: "k8s\x00" and a runtime.Unknown whose Raw is the object (a
-// list: field 1 the ListMeta, 2 each item); a watch is frames of a 4-byte
-// big-endian length and a metav1.WatchEvent holding an enveloped object.
-// Declared types travel as JSON. Answers are decoded by their Content-Type.
+// The media types, by which answers are decoded: built-in types'
+// protobuf (its envelope, lists and watch frames are internal/protowire's)
+// and declared types' JSON.
 const (
 	mediaProtobuf = protowire.Media
 	mediaJSON     = objcodec.MediaJSON
@@ -65,10 +63,7 @@ func opsOf[T any]() *typeOps[*T] {
 }
 
 // isNil reports whether obj, a pointer, is nil.
-func isNil[P any](obj P) bool {
-	var none P
-	return any(obj) == any(none)
-}
+func isNil[P any](obj P) bool { return objcodec.IsNil(obj) }
 
 // codec encodes and decodes one resource's objects, of type P = *T (see
 // typeOps); it is immutable.

@@ -67,7 +67,7 @@ func List[P any](
 		// one pass; after any error, item by item
 		var fast jsonList[P]
 		fastErr := json.Unmarshal(body, &fast)
-		hasNil := slices.ContainsFunc(fast.Items, isNil[P])
+		hasNil := slices.ContainsFunc(fast.Items, IsNil[P])
 		if fastErr == nil && !hasNil {
 			for _, obj := range fast.Items {
 				done(obj)
@@ -90,8 +90,8 @@ func List[P any](
 	return items, meta, skipped, err
 }
 
-// isNil reports whether obj, a pointer, is nil.
-func isNil[P any](obj P) bool {
+// IsNil reports whether obj, a pointer, is nil.
+func IsNil[P any](obj P) bool {
 	var none P
 	return any(obj) == any(none)
 }
