@@ -3,9 +3,9 @@ package kctl
 // Client[T], one resource's typed requests: the path of a request, its
 // answer, and the server's errors made into kctl's (internal/discovery:
 // a declared type is first checked against the server's discovery
-// document). Its reads are in
-// client_reads.go, its writes in client_writes.go; its further verbs (Apply,
-// ApplyConfig, delete options, DeleteAllOf) are on floor 2, client_more.go.
+// document). Its reads are in client_reads.go, its writes in
+// client_writes.go; its further verbs (Patch, Apply, ApplyConfig, delete
+// options, DeleteAllOf) are on floor 2, client_more.go.
 
 import (
 	"context"

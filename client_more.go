@@ -1,7 +1,8 @@
 package kctl
 
 // Floor 2, a Client's further verbs, each a request of floor 1's
-// (client.go): Apply and ApplyConfig, server-side apply as a Patch of type
+// (client.go): Patch, a patch of one of four types (PatchType) to an
+// object; Apply and ApplyConfig, server-side apply as a Patch of type
 // ApplyPatch; DeleteWithOptions, a Delete with preconditions, propagation
 // and a grace period; DeleteAllOf, one deletecollection request;
 // ObjectClient, the part of a Client the helpers and Finalizer use;
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/clusterconfig"
@@ -23,6 +25,107 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
+
+// PatchType is the media type of a patch.
+type PatchType string
+
+const (
+	// MergePatch: RFC 7386; lists are replaced whole.
+	MergePatch PatchType = "application/merge-patch+json"
+	// JSONPatch: RFC 6902 operations.
+	JSONPatch PatchType = "application/json-patch+json"
+	// StrategicMergePatch: k8s.io/api types only.
+	StrategicMergePatch PatchType = "application/strategic-merge-patch+json"
+	// ApplyPatch: server-side apply; needs a FieldManager.
+	ApplyPatch PatchType = "application/apply-patch+yaml"
+)
+
+// PatchOptions tunes Patch and Apply. The zero value patches the object
+// itself with no field manager.
+type PatchOptions struct {
+	// FieldManager is who owns the fields set; required by Apply.
+	FieldManager string
+	// Force, for Apply only: take fields owned by other managers instead
+	// of failing with Conflict.
+	Force bool
+	// Subresource is e.g. "status"; "" patches the object.
+	Subresource string
+}
+
+// Patch applies data, a patch of type typ, to the object named by obj's
+// namespace and name (the rest of obj is not sent), and updates obj from the
+// server's answer, as every write that takes an object does.
+//
+//	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+//	err := configMaps.Patch(ctx, cm, kctl.MergePatch, []byte(`{"data":{"mode":"fast"}}`), kctl.PatchOptions{})
+func (c *Client[T]) Patch(
+	ctx context.Context,
+	obj *T,
+	typ PatchType,
+	data []byte,
+	opts PatchOptions,
+) error {
+	return c.patchObject(ctx, obj, typ, data, opts)
+}
+
+// patchObject is Patch, over P.
+func (c *client[P]) patchObject(
+	ctx context.Context,
+	obj P,
+	typ PatchType,
+	data []byte,
+	opts PatchOptions,
+) error {
+	m := metaOf(obj)
+	out, err := c.patch(
+		ctx, m.GetNamespace(), m.GetName(), typ, data, opts)
+	if err != nil {
+		return err
+	}
+	c.codec.ops.set(obj, out)
+	return nil
+}
+
+// patch is Patch of the object namespace/name, returning the answer.
+func (c *client[P]) patch(
+	ctx context.Context,
+	namespace, name string,
+	typ PatchType,
+	data []byte,
+	opts PatchOptions,
+) (P, error) {
+	// none is the nil P of an error.
+	var none P
+	r := request{
+		verb:        "patch",
+		method:      http.MethodPatch,
+		namespace:   namespace,
+		name:        name,
+		sub:         opts.Subresource,
+		query:       url.Values{},
+		body:        data,
+		contentType: string(typ),
+	}
+	switch {
+	case typ == StrategicMergePatch && !c.codec.builtin:
+		return none, fmt.Errorf("kctl: patch %s: "+
+			"strategic merge patch works only for k8s.io/api types; "+
+			"use a merge patch, a JSON patch or Apply", c.what(r))
+	case typ == ApplyPatch && opts.FieldManager == "":
+		return none, fmt.Errorf("kctl: apply %s: "+
+			"server-side apply needs PatchOptions.FieldManager, "+
+			"e.g. the controller's name", c.what(r))
+	case typ == ApplyPatch && opts.Force:
+		r.query.Set("force", "true")
+	}
+	if typ == ApplyPatch {
+		r.verb = "apply"
+	}
+	if opts.FieldManager != "" {
+		r.query.Set("fieldManager", opts.FieldManager)
+	}
+	return c.object(ctx, r)
+}
 
 // Apply is server-side apply of obj as the field manager opts.FieldManager,
 // sent as JSON; obj is updated from the answer. obj should hold only the

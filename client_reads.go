@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/pager"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -64,42 +64,24 @@ func (c *client[P]) listObjects(ctx context.Context, opts ListOptions) ([]P, err
 	if c.cached != nil && c.err == nil {
 		return c.cached.list(ctx, opts)
 	}
-	var all []P
-	var skipped []error
-	token := ""
-	restarts := 0
-	for {
-		items, meta, bad, err := c.listPage(ctx, opts, listPageSize, token, nil)
-		expired := err != nil && apierrors.IsResourceExpired(err)
-		canRestart := token != "" && restarts < listMaxRestarts
-		if expired && canRestart {
-			all = nil
-			skipped = nil
-			token = ""
-			restarts++
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
-		skipped = append(skipped, bad...)
-		token = meta.Continue
-		if token != "" {
-			continue
-		}
-		if len(skipped) > 0 {
-			for i, e := range skipped {
-				skipped[i] = unprefixed(e)
-			}
-			r := request{list: true, namespace: opts.Namespace}
-			joined := errors.Join(skipped...)
-			return all, fmt.Errorf("kctl: list %s: left out %d "+
-				"object(s) that could not be decoded: %w",
-				c.what(r), len(skipped), joined)
-		}
-		return all, nil
+	page := func(token string) ([]P, string, []error, error) {
+		items, meta, bad, err := c.listPage(
+			ctx, opts, listPageSize, token, nil)
+		return items, meta.Continue, bad, err
 	}
+	// pages joined; an expired token starts over (internal/pager)
+	all, skipped, err := pager.All(page, listMaxRestarts)
+	if err != nil || len(skipped) == 0 {
+		return all, err
+	}
+	for i, e := range skipped {
+		skipped[i] = unprefixed(e)
+	}
+	r := request{list: true, namespace: opts.Namespace}
+	joined := errors.Join(skipped...)
+	return all, fmt.Errorf("kctl: list %s: left out %d "+
+		"object(s) that could not be decoded: %w",
+		c.what(r), len(skipped), joined)
 }
 
 // listPage is one List request (list_watch.go pages through it); limit 0

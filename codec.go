@@ -4,30 +4,29 @@ package kctl
 // only, one by one, as a list or as a watch's events; and typeOps, what
 // the core needs of T itself. Built-in (k8s.io/api) types travel as
 // protobuf (the wire pieces read by hand are in internal/protowire),
-// declared types as JSON.
+// declared types as JSON; internal/objcodec encodes an object and splits
+// a list into its items.
 
 import (
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/objcodec"
 	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Built-in (k8s.io/api) types travel as
-// protobuf: "k8s\x00" and a runtime.Unknown whose Raw is the object (a
-// list: field 1 the ListMeta, 2 each item); a watch is frames of a 4-byte
-// big-endian length and a metav1.WatchEvent holding an enveloped object.
-// Declared types travel as JSON. Answers are decoded by their Content-Type.
+// The media types, by which answers are decoded: built-in types'
+// protobuf (its envelope, lists and watch frames are internal/protowire's)
+// and declared types' JSON.
 const (
 	mediaProtobuf = protowire.Media
-	mediaJSON     = "application/json"
+	mediaJSON     = objcodec.MediaJSON
 )
 
 // protoObject is implemented by *T for every k8s.io/api type T.
@@ -64,10 +63,7 @@ func opsOf[T any]() *typeOps[*T] {
 }
 
 // isNil reports whether obj, a pointer, is nil.
-func isNil[P any](obj P) bool {
-	var none P
-	return any(obj) == any(none)
-}
+func isNil[P any](obj P) bool { return objcodec.IsNil(obj) }
 
 // codec encodes and decodes one resource's objects, of type P = *T (see
 // typeOps); it is immutable.
@@ -149,19 +145,14 @@ func (c codec[P]) setTypeMeta(obj P) {
 	apitype.SetTypeMeta(obj, c.apiVersion, c.res.Kind)
 }
 
-// encode sets obj's apiVersion and kind and returns it as a request body.
+// encode sets obj's apiVersion and kind and returns it as a request body
+// (internal/objcodec: JSON, or protobuf in its envelope).
 func (c codec[P]) encode(
 	obj P,
 ) (body []byte, contentType string, err error) {
 	c.setTypeMeta(obj)
-	if !c.proto {
-		body, err = json.Marshal(obj)
-		contentType = mediaJSON
-	} else {
-		body, err = any(obj).(protoObject).Marshal()
-		body = protowire.Envelope(c.apiVersion, c.res.Kind, body)
-		contentType = mediaProtobuf
-	}
+	body, contentType, err = objcodec.Encode(
+		obj, c.proto, c.apiVersion, c.res.Kind)
 	if err != nil {
 		key := keyOf(metaOf(obj))
 		return nil, "", fmt.Errorf(
@@ -244,15 +235,10 @@ func (c codec[P]) decodeError(
 	}
 }
 
-// jsonList is a JSON list with items of type I.
-type jsonList[I any] struct {
-	Metadata metav1.ListMeta `json:"metadata"`
-	Items    []I             `json:"items"`
-}
-
-// decodeList decodes a list into individually allocated objects. An item that
-// fails to decode is left out and its error added to skipped; err means the
-// body is not a list at all.
+// decodeList decodes a list into individually allocated objects
+// (internal/objcodec: a JSON list in one pass if it can, each item by
+// decodeItem). An item that fails to decode is left out and its error
+// added to skipped; err means the body is not a list at all.
 func (c codec[P]) decodeList(
 	contentType string,
 	body []byte,
@@ -260,38 +246,8 @@ func (c codec[P]) decodeList(
 	if c.reuse {
 		c.memo = presize.NewMemo() // this list's
 	}
-	add := func(raw []byte, proto bool) {
-		obj, err := c.decodeItem(raw, proto)
-		if err != nil {
-			skipped = append(skipped, err)
-		} else {
-			items = append(items, obj)
-		}
-	}
-	if !protowire.IsProtobuf(contentType) {
-		// one pass; after any error, item by item
-		var fast jsonList[P]
-		fastErr := json.Unmarshal(body, &fast)
-		hasNil := slices.ContainsFunc(fast.Items, isNil[P])
-		if fastErr == nil && !hasNil {
-			for _, obj := range fast.Items {
-				c.setTypeMeta(obj)
-			}
-			return fast.Items, fast.Metadata, nil, nil
-		}
-		var list jsonList[json.RawMessage]
-		err = json.Unmarshal(body, &list)
-		for _, raw := range list.Items {
-			add(raw, false)
-		}
-		meta = list.Metadata
-	} else {
-		decodeMeta := func(v []byte) error {
-			return protowire.SafeUnmarshal(&meta, v)
-		}
-		addItem := func(v []byte) { add(v, true) }
-		err = protowire.List(body, decodeMeta, addItem)
-	}
+	items, meta, skipped, err = objcodec.List(
+		contentType, body, c.decodeItem, c.setTypeMeta)
 	if err != nil {
 		err = fmt.Errorf("kctl: decoding a list of %s: %w", c.res, err)
 		return nil, metav1.ListMeta{}, nil, err
