@@ -44,13 +44,16 @@
 //     so that the data path (over P = *T) is compiled once for every type.
 //     internal/protowire reads the protobuf wire and the Kubernetes
 //     messages in it (Status, ListMeta, an object's metadata);
-//     internal/presize decodes an object with each slice made once.
+//     internal/presize decodes an object with each slice made once;
+//     internal/objcodec encodes an object and splits a list answer into
+//     its items, decoded one by one.
 //  5. client.go: Client[T]: a typed request (its path: internal/apitype),
 //     its answer, its errors (internal/discovery checks a declared type
 //     against the server and makes a failed answer an error); the
 //     writeNotes hook.
-//  6. client_reads.go: Get, List, and the list pages and watches.
-//  7. client_writes.go: Create, Update, UpdateStatus, Patch, Delete.
+//  6. client_reads.go: Get, List (internal/pager joins its pages), and
+//     the list pages and watches.
+//  7. client_writes.go: Create, Update, UpdateStatus, Delete.
 //  8. handler.go: Event[T], and how events reach a handler.
 //  9. store.go: the informer's objects by key and its label and field
 //     indexes; a cached List walks the plan internal/index makes.
@@ -103,8 +106,8 @@
 // # Floor 2: production behaviours
 //
 // Floor 2 is production behaviour on those points, read second:
-// client_more.go (Apply, ApplyConfig, DeleteWithOptions, DeleteAllOf;
-// ObjectClient; Uncached; Declare, a user's own type's Resource;
+// client_more.go (Patch, PatchType, PatchOptions; Apply, ApplyConfig,
+// DeleteWithOptions, DeleteAllOf; ObjectClient; Uncached; Declare, a user's own type's Resource;
 // LoadConfig), cache_options.go (ScopeFor, TransformFor, ResyncFor; the
 // periodic resync on the informer's resync hook, spread by
 // internal/resync; an Informer's own indexes, AddIndex and ByIndex; the
@@ -171,7 +174,10 @@
 // Warning headers; a failed answer's Status; the pooled answer buffers; a
 // watch's bound and its events, read and decoded), apitype (a Go type's
 // Resource, its request path and TypeMeta), protowire, presize (protobuf
-// decoded with each slice made once), objcopy (an object's deep copy:
+// decoded with each slice made once), objcodec (an object encoded as a
+// request body; a list answer's items decoded one by one), pager (a
+// List's pages joined, starting over when the continue token expires),
+// objcopy (an object's deep copy:
 // DeepCopyInto, or a JSON round trip and what a CRD struct needs for it),
 // discovery (the discovery documents, cached, a declared type checked
 // against them, and a failed answer made an error), index (label and
