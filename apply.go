@@ -128,6 +128,14 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 	return nil
 }
 
+// Objects that stop decoding into T (a CRD field that changed type, a bad
+// write to a field the schema does not check). The codec still decodes their
+// metadata (decodeError), so the informer knows their key: the store keeps
+// their last good copy and marks them (store.bad) until they decode again or
+// are deleted, a relist never takes them for deleted, and each is logged once
+// and counted (Undecodable in informer_more.go,
+// kctl_cache_undecodable_objects).
+
 // applyUndecodable applies a watch event whose object does not decode into
 // T but whose key is known. A delete removes the object's last good copy,
 // if any, and tells the handlers (Deleted, with that copy); an add or update

@@ -80,7 +80,8 @@ type CacheOptions struct {
 	// keys of a resync at the low priority of the initial list, behind live
 	// changes. Each informer's period is stretched by a random 0-10 %
 	// (jitter), so that types, and replicas, with one period do not resync
-	// at once. ResyncFor sets it per type. Defaults to never.
+	// at once. ResyncFor sets it per type. NewCache and NewManager put it
+	// on each informer (cache_options.go). Defaults to never.
 	Resync time.Duration
 	// ReaderFailOnMissingInformer makes a cached read (a ClientFor
 	// client's Get or List) of a type the cache does not watch yet an
@@ -189,12 +190,12 @@ func informerFor[T any, PT Object[T]](
 }
 
 // cachedInformer is what a Cache holds of an Informer[T] (or its core)
-// of any T: its run, and what the made hook shows (the metrics page).
+// of any T: its run and its resource. The made hook's fillers ask more of
+// it (countInformer: Stats and Undecodable, informer_more.go), so that
+// floor 1 compiles without them.
 type cachedInformer interface {
 	run(ctx context.Context)
 	resource() Resource
-	Stats() (objects int, bytes int64)
-	Undecodable() int
 }
 
 // readBarrier is the Cache's barrier: see Cache.barrier.
@@ -237,7 +238,11 @@ func (c *Cache) informer(
 		return inf, nil
 	}
 	if c.stopped {
-		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", res)
+		what := res.String()
+		if key != res { // the metadata-only form (metadata.go)
+			what = "the metadata of " + what
+		}
+		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", what)
 	}
 	refusal := c.partial[res]
 	if read && refusal != nil {

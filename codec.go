@@ -205,7 +205,8 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 	}()
 	defer protowire.Recovered(&err)
 	if proto {
-		// slices sized once, maps from memo, managedFields skipped
+		// slices sized once, maps from memo; with
+		// skipManagedFields, around managedFields
 		err = c.sizes.UnmarshalObject(
 			c.memo, obj, raw, c.skipManagedFields)
 	} else {

@@ -117,9 +117,22 @@ func (m *Manager) countInMetrics() {
 	m.observers = metricsObservers{m.metrics}
 }
 
+// countedInformer is what the metrics page reads of an informer: every
+// Informer[T] and its core have these methods (informer_more.go).
+type countedInformer interface {
+	cachedInformer
+	Stats() (objects int, bytes int64)
+	Undecodable() int
+}
+
 // countInformer adds inf's series (objects, bytes, undecodable objects)
-// to the metrics page: called by the Cache's made hook.
-func (m *Manager) countInformer(inf cachedInformer, meta bool) {
+// to the metrics page: called by the Cache's made hook. Every informer a
+// Cache makes is counted; one that could not be is skipped.
+func (m *Manager) countInformer(made cachedInformer, meta bool) {
+	inf, ok := made.(countedInformer)
+	if !ok {
+		return
+	}
 	res := inf.resource().String()
 	if meta {
 		m.metrics.AddMetadataInformer(res, inf.Stats)

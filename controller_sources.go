@@ -8,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Floor 2: a controller's object sources besides its own type. Owns and
+// Floor 2: how a controller is built, and its sources besides its own
+// type. configure (first) fixes the builder's calls once it starts. Owns and
 // Watches make an informer of another type feed the controller's queue,
 // through its predicates (controller.go's onEvent path) with the trigger
 // "owned" or "mapped", on the plain data floor 1's run reads: the

@@ -177,7 +177,7 @@ func (m *Manager) electLeader(le LeaderElection, store leaseStore, by string) er
 		return fmt.Errorf("kctl: ElectLeader(%q) called twice: "+
 			"a Manager holds one lease", le.Name)
 	}
-	e.ReleaseBy = m.shutdown.WritesBy
+	e.ReleaseBy = m.schedule.WritesBy
 	m.elect = e.Run
 	m.electBy = by
 	return nil

@@ -105,8 +105,8 @@ type Manager struct {
 	// from Start on.
 	member keyOwner
 
-	// shutdown is the schedule of the shutdown, fixed when Start's ctx ends.
-	shutdown *shutdown.Schedule
+	// schedule is the graceful shutdown's schedule, fixed when Start's ctx ends.
+	schedule *shutdown.Schedule
 
 	// mu guards what follows. Before Start, runnables and leaderOnly collect
 	// what Start starts; from Start on, ctx is set and every runnable added
@@ -196,7 +196,7 @@ func newManager(opts Options) (*Manager, error) {
 		health:   &health.Checks{},
 		names:    map[string]string{},
 		byName:   map[string]namedController{},
-		shutdown: &shutdown.Schedule{Timeout: opts.ShutdownTimeout},
+		schedule: &shutdown.Schedule{Timeout: opts.ShutdownTimeout},
 	}
 	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)

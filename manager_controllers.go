@@ -91,9 +91,9 @@ func (m *Manager) observer(name string, workers int) controllerObserver {
 // Start on, so every reconcile reads it without a lock.
 func (m *Manager) owner() keyOwner { return m.member }
 
-// drainBy implements controllerHost: the shutdown's drainBy.
+// drainBy implements controllerHost: the shutdown schedule's DrainBy.
 func (m *Manager) drainBy() (time.Time, time.Duration) {
-	return m.shutdown.DrainBy(), m.opts.ShutdownTimeout
+	return m.schedule.DrainBy(), m.opts.ShutdownTimeout
 }
 
 // register adds controller c, named name, to the Manager, unless the

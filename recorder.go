@@ -49,7 +49,7 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 	w := Runnable{
 		Name: "events of " + component,
 		Run: func(ctx context.Context) error {
-			r.deliver(ctx, m.shutdown.WritesBy)
+			r.deliver(ctx, m.schedule.WritesBy)
 			return nil
 		},
 	}

@@ -113,7 +113,7 @@ func (m *Manager) DrainDeadline() time.Time {
 	if ctx == nil || ctx.Err() == nil {
 		return time.Time{}
 	}
-	return m.shutdown.DrainBy()
+	return m.schedule.DrainBy()
 }
 
 // UserInfo is who sent a request, as the API server authenticated them:
@@ -192,8 +192,10 @@ func (c *Controller[T]) WithLivenessBound(bound time.Duration) *Controller[T] {
 		c.host.misuse(fmt.Errorf("kctl: controller %q: WithLivenessBound(%v) must not be negative (0: no check)", c.name, bound))
 		return c
 	}
-	if bound > 0 {
-		m := c.host.(*Manager) // the one controllerHost
+	// NewController's host is its Manager; the Manager's health checks
+	// are floor 3's (AddHealthCheck), so controllerHost does not name them.
+	m, isManager := c.host.(*Manager)
+	if bound > 0 && isManager {
 		m.AddHealthCheck("controller-"+c.name, func(*http.Request) error {
 			return c.wedged(bound, time.Now())
 		})

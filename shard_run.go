@@ -320,7 +320,7 @@ func (s *shardRun) lose(err error) {
 }
 
 // stop is a graceful stop: take no key, renew until no reconcile is in
-// flight (at most until the shutdown's abandonAt), then delete the
+// flight (at most until the shutdown schedule's AbandonAt), then delete the
 // Lease, so that the peers take the ranges at their next look. If no
 // renewal succeeds for RenewDeadline meanwhile, it cancels the in-flight
 // reconciles (lose) before a peer may judge the Lease expired.
@@ -334,7 +334,7 @@ func (s *shardRun) stop(ctx context.Context) {
 		return
 	}
 	rctx := context.WithoutCancel(ctx)
-	abandonAt := s.m.shutdown.AbandonAt()
+	abandonAt := s.m.schedule.AbandonAt()
 	next := time.Now().Add(s.cfg.RenewPeriod)
 	for s.busy() && time.Now().Before(abandonAt) {
 		if time.Now().After(next) {
@@ -347,7 +347,7 @@ func (s *shardRun) stop(ctx context.Context) {
 				s.cfg.RenewDeadline))
 			return
 		}
-		time.Sleep(10 * time.Millisecond) // a poll; bounded by abandonAt
+		time.Sleep(10 * time.Millisecond) // a poll; bounded by AbandonAt
 	}
 	lctx, cancel := context.WithTimeout(rctx, s.cfg.RenewDeadline)
 	defer cancel()
@@ -363,7 +363,7 @@ func (s *shardRun) stop(ctx context.Context) {
 
 // renewOnce renews the Lease while a graceful stop drains, within one
 // RenewPeriod; a failure is logged: the peers wait for the Lease to
-// expire, and the drain goes on until the shutdown's abandonAt.
+// expire, and the drain goes on until the shutdown schedule's AbandonAt.
 func (s *shardRun) renewOnce(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewPeriod)
 	defer cancel()

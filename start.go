@@ -94,16 +94,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	// Manager itself with the cause of its stop, which is then an error
 	// whatever its type (a lost Lease's may wrap DeadlineExceeded).
 	byCaller := caller.Err() != nil
-	m.shutdown.Begin()
+	m.schedule.Begin()
 	m.log.Info("shutting down", "timeout", m.opts.ShutdownTimeout)
 	// The work returns first: the leader work drains, giving up at AbandonAt
 	// (lead logs what it abandons); then the lease is released.
-	m.work.Wait(ctx, m.shutdown.AbandonAt)
+	m.work.Wait(ctx, m.schedule.AbandonAt)
 	// The Event writers write what the work recorded, until WritesBy.
 	stopWriters()
 	// Start returns when all that is done, or at the end of ShutdownTimeout.
-	abandoned := m.work.Wait(ctx, m.shutdown.End)
-	stillWriting := m.eventGroup.Wait(ctx, m.shutdown.End)
+	abandoned := m.work.Wait(ctx, m.schedule.End)
+	stillWriting := m.eventGroup.Wait(ctx, m.schedule.End)
 	abandoned = append(abandoned, stillWriting...)
 	if len(abandoned) > 0 {
 		m.log.Error("kctl: shutdown timeout passed: "+
@@ -153,7 +153,7 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.termCtx = nil
 	m.termLease = nil
 	m.mu.Unlock()
-	abandoned := term.Wait(m.ctx, m.shutdown.AbandonAt)
+	abandoned := term.Wait(m.ctx, m.schedule.AbandonAt)
 	if len(abandoned) > 0 {
 		m.log.Error("kctl: shutdown timeout passed: "+
 			"abandoning leader work that ignores its context; "+

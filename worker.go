@@ -60,8 +60,8 @@ func (c *controller[P]) runsEverywhere() bool {
 // run is one term of work (the whole Manager run, or one leadership term),
 // once the caches have synced: a new queue filled with every cached key,
 // then the workers, until ctx ends. In-flight reconciles may then finish
-// until the shutdown's drainBy, unless leaseCtx ends first: the lease is
-// lost, and another replica may already reconcile the same keys.
+// until the shutdown schedule's DrainBy, unless leaseCtx ends first: the
+// lease is lost, and another replica may already reconcile the same keys.
 func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	obs := c.host.observer(c.name, c.workers)
 	opts := c.queueOpts
@@ -90,11 +90,11 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 		replay(nil)
 	}
 	// Reconciles run on their own context so that a graceful shutdown lets
-	// them finish: it ends at the shutdown's drainBy (ShutdownTimeout less a
-	// reserve after ctx ends), or at once when leadership is lost (another
-	// replica may already be reconciling): then with ErrLeaderLost as the
-	// cause, whichever Lease was lost first (the leader's, or a shard
-	// member's through leaseCtx).
+	// them finish: it ends at the shutdown schedule's DrainBy
+	// (ShutdownTimeout less a reserve after ctx ends), or at once when
+	// leadership is lost (another replica may already be reconciling):
+	// then with ErrLeaderLost as the cause, whichever Lease was lost first
+	// (the leader's, or a shard member's through leaseCtx).
 	work, stop := context.WithCancelCause(leaseCtx)
 	defer stop(nil)
 	var wg sync.WaitGroup

@@ -4,7 +4,9 @@
 // what it serves there: each resource's plural, kind, scope and
 // subresources. kctl reads it to check a declared Resource before its
 // first request, so that a wrong declaration fails with an error naming
-// the difference and the fix, not with a misleading 404.
+// the difference and the fix, not with a misleading 404; and Failed makes
+// a failed answer an error: the server's Status with the call, the RBAC
+// permission a Forbidden call lacks, a resource the server does not serve.
 package discovery
 
 import (

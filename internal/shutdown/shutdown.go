@@ -25,6 +25,7 @@ import (
 //
 // The zero value is not usable: set Timeout. Safe for concurrent use.
 type Schedule struct {
+	// Timeout is T, the whole shutdown's bound (kctl's ShutdownTimeout).
 	Timeout time.Duration
 	once    sync.Once
 	// t0 is set once, by Begin.

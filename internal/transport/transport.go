@@ -3,8 +3,12 @@
 // with kctl's user agent, a client-side rate limit, a bound on every
 // request so that a silent network fails it, retries of 429 Too Many
 // Requests (and of a read's 5xx with Retry-After), and the server's
-// Warning headers logged once per text (internal/warnings). It knows
-// nothing of kctl's types: a Request is a method, a path and a body.
+// Warning headers logged once per text (internal/warnings). It also reads
+// a watch's frames and decodes its events (Events, NextEvent: ERROR
+// Status, the types a watch sends, the watch's own errors), and the
+// metadata of an object that does not decode (ObjectMeta). It knows
+// nothing of kctl's types: a Request is a method, a path and a body, and
+// an event's object is decoded by a function the caller passes.
 package transport
 
 import (
