@@ -81,9 +81,9 @@
 //  17. runnable.go: Runnable, and the two contexts of a leadership term
 //     (the schedule of a graceful shutdown is internal/shutdown's).
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
-//     reconcile chain of middleware, controllerObserver, keyOwner, the
-//     priority function lowIf), and events into keys: predicates
-//     (dropper), then enqueue.
+//     reconcile chain of middleware, controllerObserver, keyOwner), and
+//     events into keys: predicates (dropper), the priority function
+//     lowIf, then enqueue.
 //  19. worker.go: a reconcile's life: wait for caches, dequeue, the reconcile
 //     chain (its read step: the cached copy, panics), requeue.
 //  20. manager.go: Manager: newManager, its observers, elect and member
@@ -92,14 +92,16 @@
 //     controllers' host.
 //  22. start.go: Manager.Start, and lead, one leadership term.
 //
-// Floor 1 declares eleven points the floors above fill, each documented
+// Floor 1 declares ten points the floors above fill, each documented
 // where it is declared with what fills it, and called in one place: a
 // Client's writeNotes (client.go); an informer's shard selector and
 // resync (informer.go) and stream (list_watch.go); the Cache's made hook
 // and read barrier (cache.go); a controller's reconcile chain, its
-// controllerObserver (made by the Manager's observers hook), keyOwner
-// (the Manager's member) and priority function lowIf (controller.go); and
-// the Manager's elect (manager.go). Floor 1 builds its Manager and Cache
+// controllerObserver (made by the Manager's observers hook) and keyOwner
+// (the Manager's member) (controller.go); and the Manager's elect
+// (manager.go). A controller's priority function lowIf is, like its
+// predicates, the value of a builder option (WithPriority), not a point
+// a floor fills. Floor 1 builds its Manager and Cache
 // with newManager and newCache; the exported constructors are floor 2's
 // last file.
 //
