@@ -98,9 +98,6 @@ type codec[P any] struct {
 	memo  *presize.Memo
 }
 
-// metadataKind is the kind of an object's metadata sent alone.
-const metadataKind = "PartialObjectMetadata"
-
 // newCodec is the codec of res's objects, of type P; builtin: res is a
 // k8s.io/api type's.
 func newCodec[P any](

@@ -166,6 +166,9 @@ const (
 	asMetadataList = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 )
 
+// metadataKind is the kind of an object's metadata sent alone.
+const metadataKind = "PartialObjectMetadata"
+
 // newMetadataCodec is the codec of the metadata of res's objects;
 // builtin: res is a k8s.io/api type's.
 func newMetadataCodec(
