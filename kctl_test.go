@@ -9,6 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"io"
 	"log/slog"
 	"net/http"
@@ -304,6 +309,62 @@ func (b *logBuffer) lines(substr string) []string {
 		}
 	}
 	return out
+}
+
+// Floor 1 is read first and on its own: doc.go's reading order promises
+// that each of its files uses only the files before it, so that a reader
+// can stop after any. The structure tool checks the uses it can see; this
+// checks the rest (a type that satisfies an interface through a method in a
+// later file): each prefix of floor 1, from doc.go's numbered list, must
+// type-check without the files after it.
+func TestFloorOne_EachPrefixCompilesWithoutTheFilesAfterIt(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := regexp.MustCompile(`(?m)^//\s+\d+\.\s+(\w+\.go):`)
+	start := bytes.Index(doc, []byte("# Reading order"))
+	end := bytes.Index(doc, []byte("# Floor 2"))
+	if start < 0 || end < start {
+		t.Fatal("doc.go has no \"# Reading order\" before \"# Floor 2\"")
+	}
+	var files []string
+	for _, m := range order.FindAllSubmatch(doc[start:end], -1) {
+		files = append(files, string(m[1]))
+	}
+	if len(files) < 10 {
+		t.Fatalf("doc.go's reading order names %d files: %v", len(files), files)
+	}
+	list := exec.Command("go", "list", "-export", "-deps",
+		"-f", "{{.ImportPath}}\t{{.Export}}", ".")
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -export: %v", err)
+	}
+	exports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, file, _ := strings.Cut(line, "\t")
+		exports[path] = file
+	}
+	fset := token.NewFileSet()
+	lookup := func(path string) (io.ReadCloser, error) {
+		return os.Open(exports[path])
+	}
+	imports := importer.ForCompiler(fset, "gc", lookup)
+	var prefix []*ast.File
+	for i, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix = append(prefix, f)
+		conf := types.Config{Importer: imports}
+		_, err = conf.Check("github.com/kctl-dev/kctl", fset, prefix, nil)
+		if err != nil {
+			t.Fatalf("floor 1 up to %s (%d of %d files) does not compile "+
+				"without the files after it: %v", name, i+1, len(files), err)
+		}
+	}
 }
 
 // Issue 25, item 4: a controller name is taken once per Manager.
