@@ -48,7 +48,9 @@ type jsonList[I any] struct {
 // sets what the pass does not, an object's apiVersion and kind); after
 // any error, or if an item is null, it is decoded again item by item. An
 // item that fails to decode is left out and its error added to skipped;
-// err means the body is not a list at all.
+// err means the body does not decode as a list at all (a JSON object
+// without items, such as {} or null, reads as an empty list: callers
+// decode only a successful answer).
 func List[P any](
 	contentType string,
 	body []byte,

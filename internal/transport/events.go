@@ -73,6 +73,7 @@ func decodeEvent[P any](
 		obj, err := decode(typ, raw)
 		if err != nil {
 			ev.Err = fmt.Errorf("%w (in a %s watch event)", err, typ)
+			return ev // Object stays nil, as Event says
 		}
 		ev.Object = obj
 	default:
