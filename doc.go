@@ -92,50 +92,48 @@
 //     controllers' host.
 //  22. start.go: Manager.Start, and lead, one leadership term.
 //
-// Floor 1 declares ten points the floors above fill, each documented
-// where it is declared with what fills it, and called in one place: a
-// Client's writeNotes (client.go); an informer's shard selector and
-// resync (informer.go) and stream (list_watch.go); the Cache's made hook
-// and read barrier (cache.go); a controller's reconcile chain, its
+// Floor 1 declares ten points the floors above fill, each documented where
+// it is declared with what fills it, and called in one place: a Client's
+// writeNotes (client.go); an informer's shard selector and resync
+// (informer.go) and stream (list_watch.go); the Cache's made hook and read
+// barrier (cache.go); a controller's reconcile chain, its
 // controllerObserver (made by the Manager's observers hook) and keyOwner
 // (the Manager's member) (controller.go); and the Manager's elect
 // (manager.go). A controller's priority function lowIf is, like its
-// predicates, the value of a builder option (WithPriority), not a point
-// a floor fills. Floor 1 builds its Manager and Cache
-// with newManager and newCache; the exported constructors are floor 2's
-// last file.
+// predicates, the value of a builder option (WithPriority), not a point a
+// floor fills. Floor 1 builds its Manager and Cache with newManager and
+// newCache; the exported constructors are floor 2's last file.
 //
 // # Floor 2: production behaviours
 //
 // Floor 2 is production behaviour on those points, read second:
 // client_more.go (Patch, PatchType, PatchOptions; Apply, ApplyConfig,
-// DeleteWithOptions, DeleteAllOf; ObjectClient; Uncached; Declare, a user's own type's Resource;
-// LoadConfig), cache_options.go (ScopeFor, TransformFor, ResyncFor; the
-// periodic resync on the informer's resync hook, spread by
-// internal/resync; an Informer's own indexes, AddIndex and ByIndex; the
-// Manager's field indexes, IndexField and MatchingField),
+// DeleteWithOptions, DeleteAllOf; ObjectClient; Uncached; Declare, a
+// user's own type's Resource; LoadConfig), cache_options.go (ScopeFor,
+// TransformFor, ResyncFor; the periodic resync on the informer's resync
+// hook, spread by internal/resync; an Informer's own indexes, AddIndex and
+// ByIndex; the Manager's field indexes, IndexField and MatchingField),
 // informer_more.go (an Informer as its user reads it: the T-typed Get,
 // List and AddHandler; Stats and Undecodable for the metrics page;
-// WaitForResourceVersion and the wait for one object that read your
-// writes uses), watch_list.go (the
-// watch-list stream and its request, sendInitialEvents, on the
-// informer's stream hook; pages after a refusal), controller_sources.go
-// (configure, through which every builder call goes; Owns and Watches,
-// other types' events as keys; FromChannel, keys from outside the
-// cluster), metadata.go (MetadataInformerFor: a cache of metadata only,
-// under its own key, its codec, and the error a cached read of whole
-// objects then gets; OwnsMetadata, WatchesMetadata), controller_options.go
-// (builder options; the built-in predicates; use, which adds a step to
-// the reconcile chain: WithReconcileTimeout, OnDelete and WithMiddleware,
-// a user's own steps; LoggerFrom, WithLogger, TriggerFrom and
-// QueuedAgain, what a reconcile asks of its context; Enqueue and
-// EnqueueWithPriority; NeedLeader; Priority and WithPriority, which set
-// lowIf; NewKeyController, a reconcile function of keys), finalizer.go
-// (Finalizer, a step of the chain; AddFinalizer, RemoveFinalizer),
-// readyourwrites.go (the writeNotes and the read barrier: cached reads
-// and the next reconcile wait for this Manager's own writes),
-// queue_more.go (what a Queue tells of itself beyond the data path:
-// ShuttingDown, and WaitingUntil, which KeepHistory reads) and
+// WaitForResourceVersion and the wait for one object that read your writes
+// uses), watch_list.go (the watch-list stream and its request,
+// sendInitialEvents, on the informer's stream hook; pages after a
+// refusal), controller_sources.go (configure, through which every builder
+// call goes; Owns and Watches, other types' events as keys; FromChannel,
+// keys from outside the cluster), metadata.go (MetadataInformerFor: a
+// cache of metadata only, under its own key, its codec, and the error a
+// cached read of whole objects then gets; OwnsMetadata, WatchesMetadata),
+// controller_options.go (builder options; the built-in predicates; use,
+// which adds a step to the reconcile chain: WithReconcileTimeout, OnDelete
+// and WithMiddleware, a user's own steps; LoggerFrom, WithLogger,
+// TriggerFrom and QueuedAgain, what a reconcile asks of its context;
+// Enqueue and EnqueueWithPriority; NeedLeader; Priority and WithPriority,
+// which set lowIf; NewKeyController, a reconcile function of keys),
+// finalizer.go (Finalizer, a step of the chain; AddFinalizer,
+// RemoveFinalizer), readyourwrites.go (the writeNotes and the read
+// barrier: cached reads and the next reconcile wait for this Manager's own
+// writes), queue_more.go (what a Queue tells of itself beyond the data
+// path: ShuttingDown, and WaitingUntil, which KeepHistory reads) and
 // constructors.go (NewManager and NewCache: floor 1's newManager and
 // newCache with the watch-list stream, the resync, read your writes, the
 // Manager's own metrics and its own probe checks on their points;
