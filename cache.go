@@ -298,10 +298,10 @@ func initInformer[P any](
 		}
 	}
 	// Not even decoded (protobuf).
-	cl.codec.skipManagedFields = !keep
+	cl.codec.wire.SkipManagedFields = !keep
 	// Its objects are read-only: equal maps may be decoded once, unless
 	// a transform owns (and may change) each object it is given.
-	cl.codec.reuse = transform == nil
+	cl.codec.wire.Reuse = transform == nil
 	var none P
 	*inf = informer[P]{
 		res:       res,

@@ -3,34 +3,25 @@ package kctl
 // Codecs: how objects travel and are decoded, whole or as their metadata
 // only, one by one, as a list or as a watch's events; and typeOps, what
 // the core needs of T itself. Built-in (k8s.io/api) types travel as
-// protobuf (the wire pieces read by hand are in internal/protowire),
-// declared types as JSON; internal/objcodec encodes an object and splits
-// a list into its items.
+// protobuf, declared types as JSON; internal/objcodec encodes an object,
+// splits a list into its items, and holds the protobuf specifics (Wire:
+// the media type asked for, the envelope, slices sized once, maps shared).
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/objcodec"
-	"github.com/kctl-dev/kctl/internal/presize"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The media types, by which answers are decoded: built-in types'
-// protobuf (its envelope, lists and watch frames are internal/protowire's)
-// and declared types' JSON.
-const (
-	mediaProtobuf = protowire.Media
-	mediaJSON     = objcodec.MediaJSON
-)
-
-// protoObject is implemented by *T for every k8s.io/api type T.
-type protoObject = protowire.Message
+// mediaJSON is the media type of declared types' objects and of delete
+// options; built-in types' is protobuf's (protowire.Media).
+const mediaJSON = objcodec.MediaJSON
 
 // typeOps is the work on P = *T that needs T itself. The core (codec,
 // watch stream, store, informer, client, cached reads) is generic over P
@@ -77,25 +68,9 @@ type codec[P any] struct {
 	// proto: a built-in with protobuf support: sent and asked for as
 	// protobuf.
 	proto bool
-	// skipManagedFields: leave managedFields out of protobuf objects (the
-	// cache's default).
-	skipManagedFields bool
-	// as, when set, asks the server for res's objects in another form,
-	// of kind asKind, in protobuf whatever res's own encoding: it follows
-	// the media type of an object's request, asList that of a list
-	// read's (newMetadataCodec, metadata.go).
-	as     string
-	asList string
-	asKind string
-	// sizes decodes protobuf with each slice made once, as long as its
-	// elements (nil: T has no slice to size).
-	sizes *presize.Plan
-	// reuse: objects decoded together (one list; a watch until its first
-	// bookmark, which ends a watch-list's initial events) may share the
-	// maps decoded from equal bytes (a container's resources), in memo.
-	// Only for objects that stay read-only: the informer's.
-	reuse bool
-	memo  *presize.Memo
+	// wire: the media type asked for and protobuf's decoding; the cache
+	// sets its SkipManagedFields and Reuse (objcodec.Wire).
+	wire objcodec.Wire
 }
 
 // newCodec is the codec of res's objects, of type P; builtin: res is a
@@ -106,34 +81,22 @@ func newCodec[P any](
 	builtin bool,
 ) codec[P] {
 	obj := any(ops.newObject())
-	_, ok := obj.(protoObject)
-	c := codec[P]{
+	_, ok := obj.(protowire.Message) // *T, T a k8s.io/api type
+	proto := ok && builtin
+	return codec[P]{
 		ops:        ops,
 		res:        res,
 		apiVersion: res.APIVersion(),
 		builtin:    builtin,
-		proto:      ok && builtin,
+		proto:      proto,
+		wire:       objcodec.WireOf(obj, proto),
 	}
-	if c.proto {
-		c.sizes = presize.Of(obj)
-	}
-	return c
 }
 
 // accept is the Accept header of a request, of a list (a list read), or
 // of a watch.
 func (c codec[P]) accept(watch, list bool) string {
-	switch {
-	case c.as != "" && list && !watch:
-		return mediaProtobuf + c.asList
-	case c.as != "":
-		return mediaProtobuf + c.as
-	case !c.proto:
-		return mediaJSON
-	case watch:
-		return mediaProtobuf + ";stream=watch, " + mediaJSON
-	}
-	return mediaProtobuf + ", " + mediaJSON
+	return c.wire.Accept(c.proto, watch, list)
 }
 
 // setTypeMeta fills obj's apiVersion and kind, which protobuf does not
@@ -158,13 +121,13 @@ func (c codec[P]) encode(
 	return body, contentType, nil
 }
 
-// decode decodes one object from a response body (or a watch event).
+// decode decodes one object from a response body (or a watch event), by
+// its content type: JSON as it is, protobuf out of its envelope.
 func (c codec[P]) decode(contentType string, body []byte) (P, error) {
 	if !protowire.IsProtobuf(contentType) {
 		return c.decodeItem(body, false)
 	}
-	want := cmp.Or(c.asKind, c.res.Kind)
-	raw, err := protowire.Object(body, want)
+	raw, err := c.wire.Object(body, c.res.Kind)
 	if err != nil {
 		var none P
 		return none, fmt.Errorf(
@@ -202,10 +165,8 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 	}()
 	defer protowire.Recovered(&err)
 	if proto {
-		// slices sized once, maps from memo; with
-		// skipManagedFields, around managedFields
-		err = c.sizes.UnmarshalObject(
-			c.memo, obj, raw, c.skipManagedFields)
+		// slices sized once, maps shared, maybe around managedFields
+		err = c.wire.Unmarshal(obj, raw)
 	} else {
 		err = json.Unmarshal(raw, obj)
 	}
@@ -241,9 +202,7 @@ func (c codec[P]) decodeList(
 	contentType string,
 	body []byte,
 ) (items []P, meta metav1.ListMeta, skipped []error, err error) {
-	if c.reuse {
-		c.memo = presize.NewMemo() // this list's
-	}
+	c.wire.Begin() // maps shared by this list's items
 	items, meta, skipped, err = objcodec.List(
 		contentType, body, c.decodeItem, c.setTypeMeta)
 	if err != nil {
@@ -280,9 +239,7 @@ func newWatchStream[P any](
 	contentType string,
 	body io.ReadCloser,
 ) *watchStream[P] {
-	if c.reuse {
-		c.memo = presize.NewMemo() // until the first bookmark
-	}
+	c.wire.Begin() // maps shared until the first bookmark
 	return &watchStream[P]{
 		c:      c,
 		body:   body,
@@ -300,11 +257,9 @@ func (w *watchStream[P]) Next() (watchEvent[P], error) {
 }
 
 // decode decodes the object of an event of type typ: a bookmark ends the
-// maps shared since the stream began (memo).
+// maps shared since the stream began (objcodec.Wire.Event).
 func (w *watchStream[P]) decode(typ string, object []byte) (P, error) {
-	if typ == "BOOKMARK" {
-		w.c.memo = nil
-	}
+	w.c.wire.Event(typ)
 	return w.c.decode(w.ct, object)
 }
 

@@ -47,6 +47,12 @@ type gizmoStatus struct {
 
 var gizmos = Declare[gizmo](Resource{Group: "kctl.example.com", Version: "v1", Kind: "Gizmo", Namespaced: true})
 
+// mediaProtobuf is the media type of built-in types' protobuf.
+const mediaProtobuf = protowire.Media
+
+// protoObject is implemented by *T for every k8s.io/api type T.
+type protoObject = protowire.Message
+
 func podCodec() codec[*corev1.Pod] {
 	res, _ := ResourceOf[corev1.Pod]()
 	return newCodec(opsOf[corev1.Pod](), res, true)
@@ -246,7 +252,7 @@ func TestCodec_ListWithABadItem_SkipsItAndNamesIt(t *testing.T) {
 	list := slices.Concat(pbField(1, nil), pbField(2, good(0)), pbField(2, bad), pbField(2, good(2)))
 	for _, skip := range []bool{false, true} {
 		c := podCodec()
-		c.skipManagedFields = skip
+		c.wire.SkipManagedFields = skip
 		pods, _, skipped, err := c.decodeList(mediaProtobuf, envelope("PodList", list))
 		if err != nil || len(pods) != 2 || pods[0].Name != realisticPod(0).Name || pods[1].Name != realisticPod(2).Name {
 			t.Errorf("skipManagedFields=%v: decodeList(protobuf with a bad item) = %d items, %v; want pods 0 and 2", skip, len(pods), err)
@@ -292,7 +298,7 @@ func TestCodec_SkipManagedFields_DecodesEverythingElse(t *testing.T) {
 		if n := len(full.ManagedFields); n != 2 && n != 4 {
 			t.Fatalf("decodeItem decoded %d managedFields, want 2 (4 when split)", n)
 		}
-		c.skipManagedFields = true
+		c.wire.SkipManagedFields = true
 		got, err := c.decodeItem(body, true)
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +318,7 @@ func TestCodec_DecodedObjectsDoNotAliasTheBody(t *testing.T) {
 		skip bool
 	}{{mediaProtobuf, pb, false}, {mediaProtobuf, pb, true}, {mediaJSON, js, false}} {
 		c := podCodec()
-		c.skipManagedFields = tc.skip
+		c.wire.SkipManagedFields = tc.skip
 		body := bytes.Clone(tc.body)
 		items, _, _, err := c.decodeList(tc.ct, body)
 		want, _, _, _ := c.decodeList(tc.ct, tc.body)
@@ -403,7 +409,7 @@ func TestCodec_InformersList_SharesEqualResourcesAndDecodesAsAClient(t *testing.
 	body := podListBody(t, a, b)
 	client := podCodec()
 	informer := podCodec()
-	informer.reuse = true
+	informer.wire.Reuse = true
 	mine, _, _, err := client.decodeList(mediaProtobuf, body)
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +440,7 @@ func TestWatchStream_Informers_SharesEqualResourcesOnlyUntilTheFirstBookmark(t *
 		stream = append(stream, watchFrame(ev.typ, podProto(ev.pod))...)
 	}
 	c := podCodec()
-	c.reuse = true
+	c.wire.Reuse = true
 	w := newWatchStream(c, mediaProtobuf, io.NopCloser(bytes.NewReader(stream)))
 	var pods []*corev1.Pod
 	for range 4 {
@@ -527,7 +533,7 @@ func FuzzDecodeProtobufList(f *testing.F) {
 func FuzzSkipManagedFields(f *testing.F) {
 	f.Add(rawPodForFuzz(1))
 	full, skip := podCodec(), podCodec()
-	skip.skipManagedFields = true
+	skip.wire.SkipManagedFields = true
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		want, err := full.decodeItem(raw, true)
 		got, skipErr := skip.decodeItem(raw, true)
@@ -639,18 +645,26 @@ func FuzzDecodeJSONWatch(f *testing.F) {
 }
 
 // BenchmarkDecodePodList compares decoding a page of 500 realistic pods from
-// protobuf (with managedFields, and skipping them as the cache does) and from
-// JSON (the same page, as the API server sends either).
+// protobuf (with managedFields, skipping them, and as the cache does: skipping
+// them, equal maps decoded once) and from JSON (the same page, as the API
+// server sends either).
 func BenchmarkDecodePodList(b *testing.B) {
 	pb, js := podListBodies(500)
 	for _, bc := range []struct {
 		name, ct string
 		body     []byte
 		skip     bool
-	}{{"protobuf", mediaProtobuf, pb, false}, {"protobuf-skipManagedFields", mediaProtobuf, pb, true}, {"json", mediaJSON, js, false}} {
+		reuse    bool
+	}{
+		{"protobuf", mediaProtobuf, pb, false, false},
+		{"protobuf-skipManagedFields", mediaProtobuf, pb, true, false},
+		{"protobuf-cache", mediaProtobuf, pb, true, true},
+		{"json", mediaJSON, js, false, false},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := podCodec()
-			c.skipManagedFields = bc.skip
+			c.wire.SkipManagedFields = bc.skip
+			c.wire.Reuse = bc.reuse
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -663,16 +677,25 @@ func BenchmarkDecodePodList(b *testing.B) {
 }
 
 // BenchmarkDecodePodWatch decodes 500 MODIFIED events of realistic pods,
-// with managedFields and skipping them as the cache does.
+// with managedFields, skipping them, and as the cache does (skipping them,
+// equal maps decoded once until the first bookmark).
 func BenchmarkDecodePodWatch(b *testing.B) {
 	var stream []byte
 	for i := range 500 {
 		stream = append(stream, watchFrame("MODIFIED", podProto(realisticPod(i)))...)
 	}
-	for _, skip := range []bool{false, true} {
-		b.Run(map[bool]string{false: "protobuf", true: "protobuf-skipManagedFields"}[skip], func(b *testing.B) {
+	for _, bc := range []struct {
+		name        string
+		skip, reuse bool
+	}{
+		{"protobuf", false, false},
+		{"protobuf-skipManagedFields", true, false},
+		{"protobuf-cache", true, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			c := podCodec()
-			c.skipManagedFields = skip
+			c.wire.SkipManagedFields = bc.skip
+			c.wire.Reuse = bc.reuse
 			b.SetBytes(int64(len(stream)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -710,7 +733,7 @@ func BenchmarkListPods(b *testing.B) {
 	for _, skip := range []bool{false, true} {
 		b.Run(map[bool]string{false: "client", true: "cache"}[skip], func(b *testing.B) {
 			pods := NewClient[corev1.Pod](conn)
-			pods.codec.skipManagedFields = skip
+			pods.codec.wire.SkipManagedFields = skip
 			b.SetBytes(int64(len(pb)))
 			b.ReportAllocs()
 			for b.Loop() {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/objcodec"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -159,17 +160,11 @@ func WatchesMetadata[O any, PO Object[O], T any](
 // server sends as metav1.PartialObjectMetadata: the informers and Owns
 // above read them so.
 
-// asMetadata, after a media type, asks the server for objects as
-// metav1.PartialObjectMetadata, and lists as PartialObjectMetadataList.
-const (
-	asMetadata     = ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-	asMetadataList = ";as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-)
-
 // metadataKind is the kind of an object's metadata sent alone.
-const metadataKind = "PartialObjectMetadata"
+const metadataKind = objcodec.MetadataKind
 
-// newMetadataCodec is the codec of the metadata of res's objects;
+// newMetadataCodec is the codec of the metadata of res's objects, asked
+// for in protobuf as metav1.PartialObjectMetadata (objcodec.Metadata);
 // builtin: res is a k8s.io/api type's.
 func newMetadataCodec(
 	res Resource,
@@ -182,8 +177,6 @@ func newMetadataCodec(
 		apiVersion: res.APIVersion(),
 		builtin:    builtin,
 		proto:      true,
-		as:         asMetadata,
-		asList:     asMetadataList,
-		asKind:     metadataKind,
+		wire:       objcodec.Metadata(),
 	}
 }

@@ -1,7 +1,11 @@
 // Package objcodec holds the mechanics of kctl's codec that need no
 // kctl type: an object encoded as a request body (JSON, or protobuf in
-// its envelope), and a list answer's items decoded one by one, so that
-// one object that does not decode loses only itself, not the list.
+// its envelope), a list answer's items decoded one by one, so that one
+// object that does not decode loses only itself, not the list, and a
+// resource's Wire (wire.go): the media type its requests ask for (its
+// objects whole, or their metadata alone) and how its protobuf is
+// decoded (out of the envelope, slices sized once, around managedFields
+// if asked, equal maps shared by read-only objects decoded together).
 package objcodec
 
 import (
