@@ -179,7 +179,7 @@ func (s *store[P]) list(namespace string, sel labels.Selector, fields []index.Fi
 		return nil, missing
 	}
 	obj := func(e entry[P]) P { return e.obj }
-	return index.List(plan, s.objects, obj), ""
+	return index.List(&plan, s.objects, obj), ""
 }
 
 // labelIndex builds the index of label key that list asked for.

@@ -43,7 +43,7 @@ func (s *Set[K, O]) Fields(
 }
 
 // Plan is how a store walks its objects for a List (see List), each then
-// checked against the whole selector (Matches): the objects named Name,
+// checked against the whole selector: the objects named Name,
 // if set; else the keys Index files under Values, if set; else those of
 // Namespace ("" for all). None: nothing can match (two namespaces are
 // required).

@@ -6,10 +6,10 @@ package index
 import "k8s.io/apimachinery/pkg/labels"
 
 // List returns the objects of objs (a store's, by namespace, "" if
-// cluster-scoped, then name) that p walks and that match it (Matches);
-// obj reads the object of a stored E. It returns nil if p.None.
+// cluster-scoped, then name) that p walks and that match it (keeps); obj
+// reads the object of a stored E. It returns nil if p.None.
 func List[K comparable, O, E any](
-	p Plan[K, O],
+	p *Plan[K, O],
 	objs map[string]map[string]E,
 	obj func(e E) O,
 ) []O {
@@ -17,34 +17,40 @@ func List[K comparable, O, E any](
 		return nil
 	}
 	var out []O
-	match := func(k K, e E) {
-		o := obj(e)
-		if p.Matches(k, o) {
-			out = append(out, o)
-		}
-	}
+	all := p.sel == nil && len(p.fields) == 0 // each object walked matches
 	namespace := p.Namespace
 	switch {
 	case p.Name != "":
 		for ns, inner := range objs {
 			e, ok := inner[p.Name]
-			if ok && (namespace == "" || ns == namespace) {
-				match(p.set.key(ns, p.Name), e)
+			if !ok || (namespace != "" && ns != namespace) {
+				continue
+			}
+			o := obj(e)
+			if all || p.keeps(ns, p.Name, o) {
+				out = append(out, o)
 			}
 		}
 	case p.Index != nil:
 		for _, v := range p.Values {
 			for k := range p.Index.Keys(v) {
 				ns, name := p.set.split(k)
-				if namespace == "" || ns == namespace {
-					match(k, objs[ns][name])
+				if namespace != "" && ns != namespace {
+					continue
+				}
+				o := obj(objs[ns][name])
+				if all || p.keeps(ns, name, o) {
+					out = append(out, o)
 				}
 			}
 		}
 	case namespace != "":
 		out = make([]O, 0, len(objs[namespace]))
 		for name, e := range objs[namespace] {
-			match(p.set.key(namespace, name), e)
+			o := obj(e)
+			if all || p.keeps(namespace, name, o) {
+				out = append(out, o)
+			}
 		}
 	default:
 		n := 0
@@ -54,43 +60,35 @@ func List[K comparable, O, E any](
 		out = make([]O, 0, n)
 		for ns, inner := range objs {
 			for name, e := range inner {
-				match(p.set.key(ns, name), e)
+				o := obj(e)
+				if all || p.keeps(ns, name, o) {
+					out = append(out, o)
+				}
 			}
 		}
 	}
 	return out
 }
 
-// Matches reports whether obj, stored under k, matches p's label selector
-// and meets every field requirement of p.
-func (p Plan[K, O]) Matches(k K, obj O) bool {
+// keeps reports whether obj, stored as namespace/name, matches p's label
+// selector and meets every field requirement of p.
+func (p *Plan[K, O]) keeps(namespace, name string, obj O) bool {
 	if p.sel != nil && !p.sel.Matches(labels.Set(p.set.labels(obj))) {
 		return false
 	}
 	for _, f := range p.fields {
-		if !f.meets(k, p.set.split) {
+		var in bool
+		switch {
+		case f.Index != nil:
+			in = f.Index.Has(f.Value, p.set.key(namespace, name))
+		case f.Field == "metadata.name":
+			in = name == f.Value
+		default:
+			in = namespace == f.Value
+		}
+		if in != f.Equal {
 			return false
 		}
 	}
 	return true
-}
-
-// meets reports whether the object stored under k meets f; split takes k
-// apart into namespace and name.
-func (f Field[K, O]) meets(
-	k K,
-	split func(k K) (namespace, name string),
-) bool {
-	var in bool
-	switch {
-	case f.Index != nil:
-		in = f.Index.Has(f.Value, k)
-	case f.Field == "metadata.name":
-		_, name := split(k)
-		in = name == f.Value
-	default:
-		namespace, _ := split(k)
-		in = namespace == f.Value
-	}
-	return in == f.Equal
 }

@@ -68,7 +68,7 @@ func TestList_EveryPlanAgreesWithAScan(t *testing.T) {
 			})
 			p, missing = s.Plan(tc.ns, sel, fs)
 		}
-		got := names(List(p, objs, func(o *obj) *obj { return o }))
+		got := names(List(&p, objs, func(o *obj) *obj { return o }))
 		var want []string
 		for _, inner := range objs {
 			for _, o := range inner {
