@@ -148,7 +148,7 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 	inScope := func(k objKey) bool {
 		return namespace == "" || k.namespace == namespace
 	}
-	// Marks each of bad; forgets the unlisted in scope, gone while undecodable.
+	// internal/undecodable marks each of bad, forgets the unlisted in scope.
 	if !undecodable.Relist(s.bad, bad, key, inScope) {
 		return // keep every unlisted object: any might be the one without a key
 	}
@@ -159,6 +159,7 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 	var none P
 	for ns, inner := range swept {
 		for name, e := range inner {
+			// listed: put by this replace, or marked undecodable by it
 			listed := e.gen == s.gen || s.bad.Has(objKey{ns, name})
 			if !listed { // deleted
 				s.remove(ns, name)

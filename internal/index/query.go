@@ -43,8 +43,8 @@ func (s *Set[K, O]) Fields(
 }
 
 // Plan is how a store walks its objects for a List (see List), each then
-// checked against the whole selector: the objects named Name,
-// if set; else the keys Index files under Values, if set; else those of
+// checked against the whole selector: the objects named Name, if set;
+// else the keys Index files under Values, if set; else those of
 // Namespace ("" for all). None: nothing can match (two namespaces are
 // required).
 type Plan[K comparable, O any] struct {
