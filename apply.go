@@ -2,16 +2,17 @@ package kctl
 
 // How the informer writes to its store: a list's result (stored) and a
 // watch's events (apply), told to the handlers in store order, and the
-// objects that stop or start decoding into T; and the start of each list
-// or watch (begin), which reshard ends when the shard selector changes.
-// list_watch.go and watch_list.go call them.
+// objects that stop or start decoding into T (internal/undecodable tracks
+// and logs them); and the start of each list or watch (begin), which
+// reshard ends when the shard selector changes. list_watch.go and
+// watch_list.go call them.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
+	"github.com/kctl-dev/kctl/internal/undecodable"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -23,10 +24,7 @@ func (i *informer[P]) keyed(err error) *decodeError {
 	if ok && de.Name != "" {
 		return de
 	}
-	msg := "kctl: cache could not decode an object, " +
-		"not even its metadata: " +
-		"this list deletes no object from the cache"
-	i.log.Warn(msg, "resource", i.name, "err", err)
+	undecodable.Keyless(i.log, i.name, err)
 	return &decodeError{err: err}
 }
 
@@ -40,7 +38,7 @@ func (i *informer[P]) stored(
 ) {
 	i.mu.Lock()
 	initial := !w.synced
-	before := maps.Clone(i.store.bad)
+	before := i.store.bad.Snapshot() // to log what stops or starts decoding
 	emit := func(t EventType, obj, old P) {
 		e := event[P]{Type: t, Object: obj, Old: old}
 		e.Initial = initial
@@ -49,14 +47,14 @@ func (i *informer[P]) stored(
 	}
 	ns := w.opts.Namespace
 	i.store.replace(ns, all, bad, emit)
-	report := i.badChangesLocked(before)
+	changes := i.store.bad.Since(before, i.store.has)
 	w.rv = rv
 	w.synced = true
 	w.listed = w.shard
 	w.err = nil
 	i.notifyLocked()
 	i.mu.Unlock()
-	report()
+	changes.Log(i.log, i.name)
 }
 
 // apply stores one watch event and tells the handlers; an ERROR event is
@@ -101,7 +99,7 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 		i.sharer.Share(obj)
 	}
 	k := objKey{m.GetNamespace(), m.GetName()}
-	wasBad := false
+	wasBad := false // then it decodes again
 	i.mu.Lock()
 	switch {
 	case bookmark:
@@ -110,7 +108,7 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 			i.emitLocked(event[P]{Type: Deleted, Object: obj})
 		}
 	default:
-		_, wasBad = i.store.bad[k]
+		wasBad = i.store.bad.Has(k)
 		t, old, changed := i.store.put(obj)
 		if changed { // else a duplicate
 			ev := event[P]{Type: t, Object: obj, Old: old}
@@ -123,18 +121,10 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 	i.notifyLocked()
 	i.mu.Unlock()
 	if wasBad {
-		i.logDecodesAgain(keyOf(m))
+		undecodable.Again(i.log, i.name, k)
 	}
 	return nil
 }
-
-// Objects that stop decoding into T (a CRD field that changed type, a bad
-// write to a field the schema does not check). The codec still decodes their
-// metadata (decodeError), so the informer knows their key: the store keeps
-// their last good copy and marks them (store.bad) until they decode again or
-// are deleted, a relist never takes them for deleted, and each is logged once
-// and counted (Undecodable in informer_more.go,
-// kctl_cache_undecodable_objects).
 
 // applyUndecodable applies a watch event whose object does not decode into
 // T but whose key is known. A delete removes the object's last good copy,
@@ -155,7 +145,7 @@ func (i *informer[P]) applyUndecodable(
 			i.emitLocked(event[P]{Type: Deleted, Object: last})
 		}
 	} else {
-		first = i.store.markBad(k, bad)
+		first = i.store.bad.Mark(k, bad)
 	}
 	if bad.ResourceVersion != "" {
 		w.rv = bad.ResourceVersion
@@ -163,54 +153,8 @@ func (i *informer[P]) applyUndecodable(
 	i.notifyLocked()
 	i.mu.Unlock()
 	if first {
-		i.logUndecodable(bad)
+		undecodable.Stopped(i.log, i.name, bad)
 	}
-}
-
-// badChangesLocked compares the undecodable objects before a list with
-// the store's now, and returns a function that logs, once per object, each
-// one that stopped decoding or decodes again. Call it after unlocking mu.
-func (i *informer[P]) badChangesLocked(
-	before map[objKey]error,
-) (report func()) {
-	var stopped []error
-	var again []string
-	for k, err := range i.store.bad {
-		if _, was := before[k]; !was {
-			stopped = append(stopped, err)
-		}
-	}
-	for k := range before {
-		_, still := i.store.bad[k]
-		_, stored := i.store.get(k.namespace, k.name)
-		if !still && stored {
-			key := nsKey(k.namespace, k.name)
-			again = append(again, key)
-		}
-	}
-	return func() {
-		for _, err := range stopped {
-			i.logUndecodable(err)
-		}
-		for _, key := range again {
-			i.logDecodesAgain(key)
-		}
-	}
-}
-
-// logDecodesAgain logs that the object key decodes into T again.
-func (i *informer[P]) logDecodesAgain(key string) {
-	msg := "kctl: cache decodes an object again"
-	i.log.Info(msg, "resource", i.name, "object", key)
-}
-
-// logUndecodable logs that an object does not decode into T (err names it).
-func (i *informer[P]) logUndecodable(err error) {
-	msg := "kctl: cache could not decode an object: " +
-		"it keeps the object's last good copy, if any, " +
-		"until the object decodes again or is deleted; " +
-		"fix the object or the Go type"
-	i.log.Warn(msg, "resource", i.name, "err", err)
 }
 
 // begin starts one list or watch of w: it ends the one before, reads

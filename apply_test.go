@@ -49,21 +49,21 @@ func TestStore_Replace_NeverTakesAnUndecodableObjectForDeleted(t *testing.T) {
 	if b, ok := s.get("x", "b"); !ok || b != b1 {
 		t.Errorf("step 1: get(x, b) = %v, %v; want the last good copy b@2", b, ok)
 	}
-	if len(s.bad) != 2 {
-		t.Errorf("step 1: %d objects marked undecodable, want b and never", len(s.bad))
+	if s.bad.Len() != 2 {
+		t.Errorf("step 1: %d objects marked undecodable, want b and never", s.bad.Len())
 	}
 
 	s.replace("", []*corev1.ConfigMap{storeCM("x", "a", "1", nil), storeCM("x", "b", "6", nil)}, nil, changed)
 	step(2, "Updated b@6") // b decodes again; never is gone from the server
-	if len(s.bad) != 0 {
-		t.Errorf("step 2: %d objects still marked undecodable, want none", len(s.bad))
+	if s.bad.Len() != 0 {
+		t.Errorf("step 2: %d objects still marked undecodable, want none", s.bad.Len())
 	}
 
-	s.markBad(objKey{"x", "b"}, badKey("x", "b", "7")) // by a watch event
+	s.bad.Mark(objKey{"x", "b"}, badKey("x", "b", "7")) // by a watch event
 	s.replace("", []*corev1.ConfigMap{storeCM("x", "a", "1", nil)}, nil, changed)
 	step(3, "Deleted b@6") // deleted while undecodable: its last good copy goes
-	if len(s.bad) != 0 {
-		t.Errorf("step 3: %d objects still marked undecodable, want none", len(s.bad))
+	if s.bad.Len() != 0 {
+		t.Errorf("step 3: %d objects still marked undecodable, want none", s.bad.Len())
 	}
 
 	s.replace("", []*corev1.ConfigMap{storeCM("x", "d", "8", nil)}, []*decodeError{{err: errors.New("no metadata")}}, changed)

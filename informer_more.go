@@ -108,7 +108,7 @@ func (s *store[P]) setSize(obj P, size int) {
 func (i *informer[P]) Undecodable() int {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	return len(i.store.bad)
+	return i.store.bad.Len()
 }
 
 // WaitForResourceVersion returns once every list/watch of the informer has

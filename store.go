@@ -8,6 +8,7 @@ import (
 	"iter"
 
 	"github.com/kctl-dev/kctl/internal/index"
+	"github.com/kctl-dev/kctl/internal/undecodable"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -21,12 +22,11 @@ type store[P any] struct {
 	objects map[string]map[string]entry[P]
 	// indexes are the user's, by name, and those of label keys.
 	indexes *index.Set[objKey, P]
-	// bad holds the objects that exist on the server (as the last list or
-	// watch event of each says) but whose last state does not decode into
-	// T, each with its error. objects keeps the last good copy of such an
-	// object, if it ever decoded: readers and handlers see that state until
-	// the object decodes again (put) or is deleted (remove).
-	bad   map[objKey]error
+	// bad holds the objects that exist on the server but whose last state
+	// does not decode into T (internal/undecodable). objects keeps the last
+	// good copy of such an object, if it ever decoded: readers and handlers
+	// see that state until it decodes again (put) or is deleted (remove).
+	bad   *undecodable.Set[objKey]
 	count int
 	bytes int64  // the sum of the sizes measured so far (by Informer.Stats)
 	gen   uint32 // the current replace; put marks each entry with it
@@ -39,20 +39,34 @@ type entry[P any] struct {
 
 type objKey struct{ namespace, name string }
 
+func (k objKey) String() string { return nsKey(k.namespace, k.name) }
+
 func newStore[P any]() *store[P] {
 	labels := func(obj P) map[string]string {
 		return metaOf(obj).GetLabels()
 	}
+	key := func(namespace, name string) objKey {
+		return objKey{namespace, name}
+	}
+	split := func(k objKey) (namespace, name string) {
+		return k.namespace, k.name
+	}
 	return &store[P]{
 		objects: map[string]map[string]entry[P]{},
-		indexes: index.NewSet[objKey](labels),
-		bad:     map[objKey]error{},
+		indexes: index.NewSet(labels, key, split),
+		bad:     undecodable.New[objKey](),
 	}
 }
 
 func (s *store[P]) get(namespace, name string) (P, bool) {
 	e, ok := s.objects[namespace][name]
 	return e.obj, ok
+}
+
+// has reports whether an object is stored under k.
+func (s *store[P]) has(k objKey) bool {
+	_, ok := s.objects[k.namespace][k.name]
+	return ok
 }
 
 // put stores obj unless the object stored under its key has the same
@@ -63,7 +77,7 @@ func (s *store[P]) put(obj P) (t EventType, old P, changed bool) {
 	if s.objects[k.namespace] == nil {
 		s.objects[k.namespace] = map[string]entry[P]{}
 	}
-	delete(s.bad, k) // decodes again
+	s.bad.Clear(k) // decodes again
 	prev, had := s.objects[k.namespace][k.name]
 	e := prev
 	changed = !had || metaOf(prev.obj).GetResourceVersion() != m.GetResourceVersion()
@@ -84,7 +98,7 @@ func (s *store[P]) put(obj P) (t EventType, old P, changed bool) {
 
 // remove deletes namespace/name and reports whether it was stored.
 func (s *store[P]) remove(namespace, name string) bool {
-	delete(s.bad, objKey{namespace, name})
+	s.bad.Clear(objKey{namespace, name})
 	e, had := s.objects[namespace][name]
 	if had {
 		delete(s.objects[namespace], name)
@@ -105,24 +119,11 @@ func (s *store[P]) untrack(k objKey, e entry[P], had bool) {
 	}
 }
 
-// markBad records that the object under k exists but its state does not
-// decode (err), keeping its last good copy, if any; it reports whether the
-// object was decodable before.
-func (s *store[P]) markBad(k objKey, err error) (first bool) {
-	_, was := s.bad[k]
-	s.bad[k] = err
-	if e, ok := s.objects[k.namespace][k.name]; ok {
-		e.gen = s.gen // listed, for replace
-		s.objects[k.namespace][k.name] = e
-	}
-	return !was
-}
-
 // replace makes the objects of namespace ("" means all) exactly a list's
 // result: objs, which decoded, and bad, which did not. It reports each
 // difference to changed: Added, Updated (with old) or Deleted (with the last
 // stored state). An object whose resourceVersion is unchanged is kept and not
-// reported. An object in bad exists: it is marked (markBad) and keeps its
+// reported. An object in bad exists: it is marked (s.bad) and keeps its
 // last good copy, never taken for deleted. If one in bad has no key (not
 // even its metadata decoded), no object is deleted: any might be that one.
 func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, changed func(t EventType, obj, old P)) {
@@ -141,23 +142,15 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 			changed(t, obj, old)
 		}
 	}
-	listedBad := make(map[objKey]bool, len(bad))
-	keyless := false
-	for _, b := range bad {
-		k := objKey{b.Namespace, b.Name}
-		listedBad[k] = true
-		keyless = keyless || b.Name == ""
-		if b.Name != "" {
-			s.markBad(k, b)
-		}
+	key := func(b *decodeError) (objKey, bool) {
+		return objKey{b.Namespace, b.Name}, b.Name != ""
 	}
-	if keyless {
+	inScope := func(k objKey) bool {
+		return namespace == "" || k.namespace == namespace
+	}
+	// internal/undecodable marks each of bad, forgets the unlisted in scope.
+	if !undecodable.Relist(s.bad, bad, key, inScope) {
 		return // keep every unlisted object: any might be the one without a key
-	}
-	for k := range s.bad {
-		if (namespace == "" || k.namespace == namespace) && !listedBad[k] {
-			delete(s.bad, k) // gone while it did not decode; a stored copy is swept below
-		}
 	}
 	swept := s.objects
 	if namespace != "" {
@@ -166,7 +159,9 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 	var none P
 	for ns, inner := range swept {
 		for name, e := range inner {
-			if e.gen != s.gen { // not listed: deleted
+			// listed: put by this replace, or marked undecodable by it
+			listed := e.gen == s.gen || s.bad.Has(objKey{ns, name})
+			if !listed { // deleted
 				s.remove(ns, name)
 				changed(Deleted, e.obj, none)
 			}
@@ -176,58 +171,16 @@ func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, chang
 
 // list returns the objects in namespace ("" means all) whose labels match sel
 // (nil matches all) and that meet every field requirement, walking the
-// fewest objects it can (internal/index plans the walk). The first such
+// fewest objects it can (internal/index plans and walks it). The first such
 // List of a label key returns missing = that key instead, for the caller
 // to build the index under the write lock (labelIndex) and ask again.
 func (s *store[P]) list(namespace string, sel labels.Selector, fields []index.Field[objKey, P]) (out []P, missing string) {
-	if sel != nil && sel.Empty() {
-		sel = nil
-	}
 	plan, missing := s.indexes.Plan(namespace, sel, fields)
-	if plan.None || missing != "" {
+	if missing != "" {
 		return nil, missing
 	}
-	match := func(k objKey, e entry[P]) {
-		if sel != nil && !sel.Matches(labels.Set(metaOf(e.obj).GetLabels())) {
-			return
-		}
-		for _, f := range fields {
-			if !fieldMatches(f, k) {
-				return
-			}
-		}
-		out = append(out, e.obj)
-	}
-	namespace = plan.Namespace
-	switch {
-	case plan.Name != "":
-		for ns, inner := range s.objects {
-			if e, ok := inner[plan.Name]; ok && (namespace == "" || ns == namespace) {
-				match(objKey{ns, plan.Name}, e)
-			}
-		}
-	case plan.Index != nil:
-		for _, v := range plan.Values {
-			for k := range plan.Index.Keys(v) {
-				if namespace == "" || k.namespace == namespace {
-					match(k, s.objects[k.namespace][k.name])
-				}
-			}
-		}
-	case namespace != "":
-		out = make([]P, 0, len(s.objects[namespace]))
-		for name, e := range s.objects[namespace] {
-			match(objKey{namespace, name}, e)
-		}
-	default:
-		out = make([]P, 0, s.count)
-		for ns, inner := range s.objects {
-			for name, e := range inner {
-				match(objKey{ns, name}, e)
-			}
-		}
-	}
-	return out, ""
+	obj := func(e entry[P]) P { return e.obj }
+	return index.List(&plan, s.objects, obj), ""
 }
 
 // labelIndex builds the index of label key that list asked for.
@@ -252,18 +205,4 @@ func (s *store[P]) each() iter.Seq2[objKey, P] {
 func (s *store[P]) all() []P {
 	out, _ := s.list("", nil, nil)
 	return out
-}
-
-// fieldMatches reports whether the object stored under k meets f.
-func fieldMatches[P any](f index.Field[objKey, P], k objKey) bool {
-	var in bool
-	switch {
-	case f.Index != nil:
-		in = f.Index.Has(f.Value, k)
-	case f.Field == "metadata.name":
-		in = k.name == f.Value
-	default:
-		in = k.namespace == f.Value
-	}
-	return in == f.Equal
 }

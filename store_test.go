@@ -413,6 +413,23 @@ func BenchmarkStore_ListByLabel_10k(b *testing.B) {
 	}
 }
 
+// A cached List of one namespace (100 of 10,000 ConfigMaps) and of all,
+// without selectors: the walks that test every object they read.
+func BenchmarkStore_ListNamespace_10k(b *testing.B) {
+	s := newStore[*corev1.ConfigMap]()
+	changed := func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {}
+	s.replace("", benchCMs(10000, "1"), nil, changed)
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := storeList(s, "ns-7", nil); len(got) != 100 {
+			b.Fatal(len(got))
+		}
+		if got := storeList(s, "", nil); len(got) != 10000 {
+			b.Fatal(len(got))
+		}
+	}
+}
+
 // A watch's MODIFIED event applied to an informer of 1,000 ConfigMaps:
 // transform, share, put and the events to one handler.
 func BenchmarkInformer_Apply(b *testing.B) {

@@ -2,7 +2,9 @@
 // an index files the key of every stored object under each value its
 // function returns for the object, so that a cached List by a label or
 // an indexed field costs what it returns, not the size of the store. It
-// also parses the field selectors a cached List answers (fields.go).
+// plans and walks such a List over the store's objects (query.go,
+// walk.go) and parses the field selectors a cached List answers
+// (fields.go).
 //
 // Nothing here locks: the store's owner (the informer) guards a Set as
 // it guards the store.
@@ -73,16 +75,28 @@ const MaxIndexes = 16
 // label keys (AddLabel). The zero Set is unusable: call NewSet.
 type Set[K comparable, O any] struct {
 	byName map[string]*Index[K, O]
-	// labels returns an object's labels, for the label indexes.
+	// labels returns an object's labels, for the label indexes and List.
 	labels func(obj O) map[string]string
+	// key makes the key of the object namespace/name; split takes it
+	// apart. List walks the store's objects by namespace and name.
+	key   func(namespace, name string) K
+	split func(k K) (namespace, name string)
 }
 
-// NewSet returns an empty Set whose label indexes read labels.
+// NewSet returns an empty Set whose label indexes read labels, for a
+// store whose key of the object namespace/name is key(namespace, name)
+// and split(key) gives back namespace and name.
 func NewSet[K comparable, O any](
 	labels func(obj O) map[string]string,
+	key func(namespace, name string) K,
+	split func(k K) (namespace, name string),
 ) *Set[K, O] {
-	byName := map[string]*Index[K, O]{}
-	return &Set[K, O]{byName: byName, labels: labels}
+	return &Set[K, O]{
+		byName: map[string]*Index[K, O]{},
+		labels: labels,
+		key:    key,
+		split:  split,
+	}
 }
 
 // Len is the number of indexes, the user's and the label ones.

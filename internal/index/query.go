@@ -42,16 +42,22 @@ func (s *Set[K, O]) Fields(
 	return fs, unknown, nil
 }
 
-// Plan is how a store walks its objects for a List, each then checked
-// against the whole selector: the objects named Name, if set; else the
-// keys Index files under Values, if set; else those of Namespace ("" for
-// all). None: nothing can match (two namespaces are required).
+// Plan is how a store walks its objects for a List (see List), each then
+// checked against the whole selector: the objects named Name, if set;
+// else the keys Index files under Values, if set; else those of
+// Namespace ("" for all). None: nothing can match (two namespaces are
+// required).
 type Plan[K comparable, O any] struct {
 	Name      string
 	Namespace string
 	None      bool
 	Index     *Index[K, O]
 	Values    []string
+	// the List's selector (nil matches all) and field requirements, and
+	// the Set that planned it (for its labels, key and split).
+	sel    labels.Selector
+	fields []Field[K, O]
+	set    *Set[K, O]
 }
 
 // Plan plans a List of namespace ("" for all) whose labels match sel (nil
@@ -67,7 +73,13 @@ func (s *Set[K, O]) Plan(
 	sel labels.Selector,
 	fs []Field[K, O],
 ) (p Plan[K, O], missing string) {
+	if sel != nil && sel.Empty() {
+		sel = nil
+	}
 	p.Namespace = namespace
+	p.sel = sel
+	p.fields = fs
+	p.set = s
 	for _, f := range fs {
 		switch {
 		case !f.Equal || f.Index != nil:
