@@ -104,8 +104,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	}
 	c.log.Info("controller started", "workers", c.workers)
 	<-ctx.Done()
-	// shuts q down and cancels work: at once if leadership is lost, else once
-	// in-flight reconciles end or at the shutdown schedule's DrainBy; logs why
+	// shuts q down, then cancels work: at once if leadership is lost, else at DrainBy at the latest; logs why
 	shutdown.Drain(ctx, work, stop, q, ErrLeaderLost, c.host.drainBy, c.log, c.busy)
 	// The Manager stops waiting for a reconcile that ignores its context (see
 	// Manager.lead); this goroutine still waits, so that no later term of
