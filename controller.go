@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/causes"
+	"github.com/kctl-dev/kctl/internal/metachange"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -195,20 +197,16 @@ type controller[P any] struct {
 	// finished is when a reconcile last ended, or the run began:
 	// WithLivenessBound's check.
 	finished time.Time
-	// again holds, for each key in active, the channel that enqueue closes
-	// (and deletes) if the key is queued again while it is reconciled:
-	// QueuedAgain.
-	again map[Key]chan struct{}
 	// queue is nil while the controller is not running (a standby replica):
 	// events are then dropped, and each run starts a new queue filled with
 	// every cached key (replays), so nothing that happened meanwhile is lost.
-	queue    *Queue[Key]
-	triggers map[Key]*Trigger // why each queued key is queued; first cause wins
-	// later holds why each key that waits (retry, requeue-after) comes
-	// back; an event that queues the key first wins over it (triggers).
-	later map[Key]*Trigger
+	queue *Queue[Key]
+	// The causes of the keys (internal/causes has the rules):
+	triggers causes.ByKey[Key, Trigger] // why each queued key is queued
+	later    causes.ByKey[Key, Trigger] // why each waiting key (retry, requeue-after) comes back
+	again    causes.Again[Key]          // for each key in active: QueuedAgain's channel
 	// kept holds keys from Enqueue and FromChannel that arrived while the
-	// controller was not running; the next run queues them after its replay.
+	// controller was not running; the next run queues them before its replay.
 	kept map[Key]Trigger
 }
 
@@ -347,7 +345,7 @@ func (c *controller[P]) onEvent(ev event[P]) {
 		t.Cause = "resync"
 	case ev.Type == Updated:
 		t.Cause = "updated"
-		t.Detail = changes(metaOf(ev.Old), m)
+		t.Detail = metachange.Kinds(metaOf(ev.Old), m) // e.g. "spec labels"
 	case ev.Type == Deleted:
 		t.Cause = "deleted"
 		t.gone = ev.Object
@@ -429,20 +427,9 @@ func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 		c.mu.Unlock()
 		return
 	}
-	again, running := c.again[k]
-	if running {
-		close(again)
-		delete(c.again, k)
-	}
-	if prev, ok := c.triggers[k]; ok {
-		prev.Merged++
-		if t.gone != nil { // the last state before a delete
-			prev.gone = t.gone
-		}
-	} else {
-		t.queued = time.Now()
-		c.triggers[k] = &t
-	}
+	c.again.Close(k) // k is queued again while it is reconciled: wakes QueuedAgain
+	t.queued = time.Now()
+	c.triggers.Add(k, t, (*Trigger).merge) // the first cause since the last run wins; later ones merge into it
 	c.mu.Unlock()
 	if how == asKnown || t.low {
 		q.AddLowPriority(k)

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/metachange"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -297,11 +298,11 @@ func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
 
 var (
 	// GenerationChanged passes updates that changed metadata.generation (the spec).
-	GenerationChanged Predicate = updatedOnly(generationChanged)
+	GenerationChanged Predicate = updatedOnly(metachange.Generation)
 	// LabelsChanged passes updates that changed the labels.
-	LabelsChanged Predicate = updatedOnly(labelsChanged)
+	LabelsChanged Predicate = updatedOnly(metachange.Labels)
 	// AnnotationsChanged passes updates that changed the annotations.
-	AnnotationsChanged Predicate = updatedOnly(annotationsChanged)
+	AnnotationsChanged Predicate = updatedOnly(metachange.Annotations)
 	// ResourceVersionChanged passes updates that changed anything, dropping resyncs.
 	ResourceVersionChanged Predicate = updatedOnly(versionChanged)
 )

@@ -6,9 +6,7 @@ package kctl
 // the controller's own type (ownKeys).
 
 import (
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,47 +76,18 @@ type Trigger struct {
 	again chan struct{}
 }
 
+// merge folds a later cause of t's key into t, the first: counted in
+// Merged, and a delete's object kept in gone, the last state (OnDelete).
+func (t *Trigger) merge(later Trigger) {
+	t.Merged++
+	if later.gone != nil {
+		t.gone = later.gone
+	}
+}
+
 // triggerKey is the context key of a reconcile's Trigger (handle puts
 // it there): TriggerFrom (controller_options.go) reads it.
 type triggerKey struct{}
-
-func generationChanged(old, cur metav1.Object) bool {
-	return old.GetGeneration() != cur.GetGeneration()
-}
-
-func labelsChanged(old, cur metav1.Object) bool {
-	return !maps.Equal(old.GetLabels(), cur.GetLabels())
-}
-
-func annotationsChanged(old, cur metav1.Object) bool {
-	return !maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
-}
-
-// changes names the kinds of change between two versions of an object.
-func changes(old, cur metav1.Object) string {
-	var kinds []string
-	if generationChanged(old, cur) {
-		kinds = append(kinds, "spec")
-	}
-	if labelsChanged(old, cur) {
-		kinds = append(kinds, "labels")
-	}
-	if annotationsChanged(old, cur) {
-		kinds = append(kinds, "annotations")
-	}
-	if !slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) {
-		kinds = append(kinds, "finalizers")
-	}
-	wasLive := old.GetDeletionTimestamp() == nil
-	isDeleting := cur.GetDeletionTimestamp() != nil
-	if wasLive && isDeleting {
-		kinds = append(kinds, "deleting")
-	}
-	if len(kinds) == 0 {
-		kinds = append(kinds, "status or other fields")
-	}
-	return strings.Join(kinds, " ")
-}
 
 // live passes on the events of a running informer except those of its first
 // list: each run's replay hands the controller every cached object anyway,

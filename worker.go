@@ -11,10 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/shutdown"
 )
 
 // runLed is the run of a controller that needs leadership (the
@@ -89,12 +89,10 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	for _, replay := range c.replays {
 		replay(nil)
 	}
-	// Reconciles run on their own context so that a graceful shutdown lets
-	// them finish: it ends at the shutdown schedule's DrainBy
-	// (ShutdownTimeout less a reserve after ctx ends), or at once when
-	// leadership is lost (another replica may already be reconciling):
-	// then with ErrLeaderLost as the cause, whichever Lease was lost first
-	// (the leader's, or a shard member's through leaseCtx).
+	// Reconciles run on their own context, so that a graceful shutdown lets
+	// them finish; it ends at once, with ErrLeaderLost as the cause, when
+	// a Lease is lost: the leader's (Drain below), or a shard member's
+	// (leaseCtx).
 	work, stop := context.WithCancelCause(leaseCtx)
 	defer stop(nil)
 	var wg sync.WaitGroup
@@ -106,22 +104,8 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	}
 	c.log.Info("controller started", "workers", c.workers)
 	<-ctx.Done()
-	if errors.Is(context.Cause(ctx), ErrLeaderLost) {
-		c.log.Warn("leadership lost: cancelling in-flight reconciles")
-		stop(context.Cause(ctx))
-		q.ShutDown()
-	} else {
-		drainBy, timeout := c.host.drainBy()
-		drain, cancel := context.WithDeadline(work, drainBy)
-		defer cancel()
-		err := q.ShutDownWithDrain(drain)
-		if errors.Is(context.Cause(drain), ErrLeaderLost) {
-			c.log.Warn("leadership lost during shutdown: cancelling in-flight reconciles")
-		} else if err != nil {
-			c.log.Warn("shutdown timeout nearly passed: cancelling in-flight reconciles", "timeout", timeout, "inFlight", c.busy())
-		}
-		stop(nil)
-	}
+	// shuts q down, then cancels work: at once if leadership is lost, else at DrainBy at the latest; logs why
+	shutdown.Drain(ctx, work, stop, q, ErrLeaderLost, c.host.drainBy, c.log, c.busy)
 	// The Manager stops waiting for a reconcile that ignores its context (see
 	// Manager.lead); this goroutine still waits, so that no later term of
 	// this process reconciles a key that one still reconciles.
@@ -192,15 +176,7 @@ func (c *controller[P]) unsynced() error {
 func (c *controller[P]) busy() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keys := make([]string, 0, len(c.active))
-	for k, since := range c.active {
-		keys = append(keys, fmt.Sprintf("%s (for %v)", k, time.Since(since).Round(time.Millisecond)))
-	}
-	if len(keys) == 0 {
-		return ""
-	}
-	slices.Sort(keys)
-	return "reconciling " + strings.Join(keys, ", ")
+	return shutdown.Busy("reconciling", c.active)
 }
 
 // processNext is the worker loop's body: take a key, reconcile it, decide
@@ -220,15 +196,9 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 		q.Forget(k)
 		return true
 	}
-	t := c.triggers[k]
-	delete(c.triggers, k)
-	if t == nil { // no event since the requeue: the wait ended
-		t = c.later[k]
-	}
-	delete(c.later, k)
+	t := c.triggers.Take(k, c.later) // an event's cause, else the wait's (none since the requeue)
 	c.active[k] = time.Now()
-	again := make(chan struct{})
-	c.again[k] = again
+	again := c.again.Open(k) // closed if k is queued again meanwhile (QueuedAgain)
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -250,8 +220,7 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 // skipLocked drops k, a key this replica does not own (a sharded
 // Manager's other replica reconciles it): counted, logged at debug.
 func (c *controller[P]) skipLocked(k Key) {
-	delete(c.triggers, k)
-	delete(c.later, k)
+	c.triggers.Take(k, c.later) // its causes go with it
 	c.observer.NotOwned()
 	c.log.Debug("key skipped: another replica of the shard group owns it",
 		"namespace", k.Namespace, "name", k.Name)

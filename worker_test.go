@@ -513,6 +513,62 @@ func TestController_DeleteWhileNotRunning_KeepsNothing(t *testing.T) {
 	}
 }
 
+// While a controller runs, the first cause since a key's last reconcile
+// wins and later ones merge into it (Merged), the last state before a
+// delete kept for OnDelete; a key queued while it is reconciled closes
+// QueuedAgain's channel and is queued with that cause; a retry's cause
+// gives way to an event that queued the key first.
+func TestController_Triggers_FirstCauseWinsLaterOnesMerge(t *testing.T) {
+	m := offlineManager(t)
+	c := NewController(m, "triggers", func(context.Context, *corev1.ConfigMap) (Result, error) { return Result{}, nil })
+	var seen []Trigger
+	var last []string
+	c.OnDelete(func(ctx context.Context, cm *corev1.ConfigMap) {
+		tr, _ := TriggerFrom(ctx)
+		seen = append(seen, tr)
+		last = append(last, cm.ResourceVersion)
+		if len(seen) == 1 {
+			c.Enqueue(Key{Namespace: "ns", Name: "a"}) // queued again while it runs
+			select {
+			case <-QueuedAgain(ctx):
+			default:
+				t.Error("QueuedAgain is open after the key was queued again")
+			}
+		}
+	})
+	q := NewQueue(QueueOptions[Key]{})
+	c.queue = q // as run does, without starting the controller
+	c.observer = m.observer("triggers", 1)
+	old := storeCM("ns", "a", "1", nil)
+	c.onEvent(event[*corev1.ConfigMap]{Type: Updated, Object: storeCM("ns", "a", "2", map[string]string{"l": "1"}), Old: old})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "a", "3", nil)})
+	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "a", "4", nil)})
+	if !c.processNext(t.Context(), q, c.chained()) {
+		t.Fatal("processNext: the queue shut down")
+	}
+	if len(seen) != 1 || seen[0].Cause != "updated" || seen[0].Detail != "labels" || seen[0].Merged != 2 || last[0] != "4" {
+		t.Fatalf("OnDelete saw %+v with versions %v; want updated (labels), 2 merged, the last state 4", seen, last)
+	}
+	k := Key{Namespace: "ns", Name: "a"}
+	c.mu.Lock()
+	again := c.triggers[k]
+	c.mu.Unlock()
+	if again == nil || again.Cause != "manual" || q.Len() != 1 {
+		t.Fatalf("after the reconcile: queued %d, by %+v; want the key queued by the Enqueue during it", q.Len(), again)
+	}
+	if !c.processNext(t.Context(), q, c.chained()) { // manual: nothing cached, no OnDelete
+		t.Fatal("processNext: the queue shut down")
+	}
+	c.requeue(k, Trigger{Cause: "retry"}, func() { q.AddAfter(k, time.Hour) })
+	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "a", "5", nil)})
+	if !c.processNext(t.Context(), q, c.chained()) {
+		t.Fatal("processNext: the queue shut down")
+	}
+	if len(seen) != 2 || seen[1].Cause != "deleted" || seen[1].Merged != 0 {
+		t.Errorf("after a retry and a delete, OnDelete saw %+v; want deleted, the event that queued it first", seen[1:])
+	}
+}
+
 // A controller's worker loop without a server, per key: an update of T
 // queued (onEvent), taken by processNext, its object read from the cache
 // (after read-your-writes) and copied, reconciled, and forgotten. 1,000

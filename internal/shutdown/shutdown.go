@@ -2,8 +2,11 @@
 // kctl's Manager.Start and Options.ShutdownTimeout): when, after the
 // Manager's context ends, each of its last steps is due, so that Start
 // returns within ShutdownTimeout even when some work ignores its
-// context. It knows nothing of what those steps do: the Manager and its
-// parts read their deadlines from it.
+// context. The Manager and its parts read their deadlines from it; one
+// step it does itself, for each of kctl's controllers: Drain, how a
+// controller's run ends (its in-flight reconciles drained until DrainBy,
+// or cancelled at once when leadership is lost), and Busy, which names
+// them for its log.
 package shutdown
 
 import (
