@@ -173,9 +173,7 @@ func (i *informer[P]) begin(
 	w.cancel = cancel
 	resharded := w.reshard
 	w.reshard = false
-	if i.shard != nil {
-		w.shard = i.shard()
-	}
+	w.shard = i.shard
 	return actx, resharded
 }
 

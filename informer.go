@@ -86,17 +86,15 @@ type informer[P any] struct {
 	// the stream, it returns errPaged, at once: list in pages. nil:
 	// always in pages. Called in one place, listWatch.
 	stream func(ctx context.Context, w *watchState) (synced bool, err error)
-	// shard, if set (before run; sharding's extra sets it), returns the
-	// shard selector (ListOptions.ShardSelector) of the objects to hold,
-	// "" for all: read before every list and watch (begin). After it
-	// changes, shard.go's reshard makes every watch list again: the store
-	// then holds just the new selector's objects, the others leaving as
-	// Deleted events.
-	shard func() string
 
 	// mu guards what follows. The store changes, and events are queued to
 	// handlers, only under mu: every handler sees the changes in store order.
-	mu    sync.RWMutex
+	mu sync.RWMutex
+	// shard is the shard selector (ListOptions.ShardSelector) that begin
+	// gives each list and watch, "" for all. Sharding sets it; its reshard
+	// then makes every watch list again, the objects the new selector
+	// leaves out leaving as Deleted events (shard.go).
+	shard string
 	store *store[P]
 	// watches has one per namespace in scope, or one for all.
 	watches  []*watchState

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/readahead"
@@ -173,7 +172,7 @@ func (i *informer[P]) list(ctx context.Context, w *watchState) error {
 // watchOnce applies the events of one watch from w.rv: nil if the server
 // ended it cleanly.
 func (i *informer[P]) watchOnce(ctx context.Context, w *watchState) error {
-	timeout := i.watchTimeout()
+	timeout := watchretry.Timeout(i.watchFor)
 	stream, err := i.client.watch(ctx, w.listOpts(), w.rv, timeout)
 	if err != nil {
 		return err
@@ -181,14 +180,6 @@ func (i *informer[P]) watchOnce(ctx context.Context, w *watchState) error {
 	defer stream.Close()
 	i.setErr(w, nil)
 	return i.follow(w, stream)
-}
-
-// watchTimeout is how long a watch asks the server to last.
-func (i *informer[P]) watchTimeout() time.Duration {
-	if i.watchFor > 0 {
-		return i.watchFor
-	}
-	return 5*time.Minute + rand.N(5*time.Minute)
 }
 
 // follow applies the events of stream until it ends: nil if the server
@@ -210,19 +201,12 @@ func (i *informer[P]) follow(w *watchState, stream *watchStream[P]) error {
 
 // retry records and logs the n-th failure in a row of op, then waits out the backoff.
 func (i *informer[P]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
-	limit := watchretry.MaxDelay
+	missing := isNotInstalled(err)
 	level := slog.LevelWarn
-	after := time.Duration(0)
-	if isNotInstalled(err) {
-		limit = watchretry.NotInstalledDelay
-		if w.err != nil && isNotInstalled(w.err) {
-			level = slog.LevelDebug // said once; the poll goes on quietly
-		}
+	if missing && w.err != nil && isNotInstalled(w.err) {
+		level = slog.LevelDebug // said once; the poll goes on quietly
 	}
-	if s, ok := apierrors.SuggestsClientDelay(err); ok {
-		after = time.Duration(s) * time.Second
-	}
-	d := watchretry.Delay(n, limit, rand.Float64(), after)
+	d := watchretry.Wait(n, err, missing)
 	i.setErr(w, err) // client errors name the request and the resource
 	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
 		"namespace", w.opts.Namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)

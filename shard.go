@@ -2,10 +2,11 @@ package kctl
 
 // An extra (sharding): ShardOptions, what a replica of a sharded group is,
 // and the design; what a shard member needs of each informer of the
-// Manager's cache, through the Informer fields the core declares for it
-// (Informer.shard, reshard): set its selector, tell whether its store
-// holds a list made with a selector, and which ranges its store still
-// holds objects of (it adds no state to the informer); and the probe:
+// Manager's cache, through the informer field the core declares for it
+// (informer.shard, the selector begin reads) and watchState.reshard: set
+// its selector and list again with it, tell whether its store holds a
+// list made with a selector, and which ranges its store still holds
+// objects of (it adds no state to the informer); and the probe:
 // does the server serve ListOptions.ShardSelector? Membership is in
 // shard_members.go, the member's state and handovers in shard_state.go,
 // its run loop in shard_run.go, Manager.Shard in shard_manager.go.
@@ -230,16 +231,19 @@ func (o ShardOptions) leaseName() string {
 // shardable is what sharding uses of an Informer[T] of any T.
 type shardable interface {
 	resource() Resource
-	setShard(selector func() string)
+	setShard(selector string)
 	reshard()
 	listedWith(selector string) bool
 	heldRanges(n int) []bool
 }
 
-// setShard makes the informer list and watch with the shard selector
-// that selector returns at each list and watch (Informer.shard). Call it
-// before the informer runs: the Cache's made hook, or before Start.
-func (i *Informer[T]) setShard(selector func() string) {
+// setShard makes the informer list and watch with selector from its
+// next list or watch on (informer.shard, read by begin), from its first
+// list if it does not run yet. It ends no list or watch: after a change,
+// reshard makes each list again with it.
+func (i *informer[P]) setShard(selector string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	i.shard = selector
 }
 
@@ -348,12 +352,12 @@ func listPath(res Resource) string {
 	return p + "/" + res.Plural
 }
 
-// Sharding's way to change what an informer holds: reshard ends every
-// list and watch, so that each lists again with the shard selector then
-// current (informer.shard, read by begin in apply.go).
+// Sharding's way to change what an informer holds: after setShard,
+// reshard ends every list and watch, so that each lists again with the
+// shard selector then set (informer.shard, read by begin in apply.go).
 
 // reshard makes every list/watch list again with the shard selector
-// then current (see Informer.shard): it ends each one's request.
+// then set (see setShard): it ends each one's request.
 func (i *informer[P]) reshard() {
 	i.mu.Lock()
 	defer i.mu.Unlock()

@@ -395,7 +395,7 @@ type slowLister struct {
 }
 
 func (f *slowLister) resource() Resource      { return f.res }
-func (f *slowLister) setShard(func() string)  {}
+func (f *slowLister) setShard(string)         {}
 func (f *slowLister) reshard()                {}
 func (f *slowLister) listedWith(string) bool  { return f.listed.Load() }
 func (f *slowLister) heldRanges(n int) []bool { return make([]bool, n) }

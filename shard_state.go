@@ -33,8 +33,10 @@ import (
 // selector that takes r in (starting[r] until then); held[r] from
 // Serving until a drain's in-flight reconciles are done; selector names
 // the namespaces of the held ranges (shardhash.NothingSelected if none), which
-// are selected; listed holds the namespaces of a selector that every
-// sharded informer has listed with since.
+// are selected, and is every sharded informer's (setShard, under mu);
+// listed holds the namespaces of a selector that every sharded informer
+// has listed with since. mu is taken before an informer's lock (setShard),
+// never while one is held.
 type shardRun struct {
 	m          *Manager
 	cfg        ShardOptions // completed
@@ -146,13 +148,6 @@ func (s *shardRun) leaseOf(ctx context.Context) context.Context {
 // holds it.
 func (s *shardRun) loss() error { return context.Cause(s.lost) }
 
-// currentSelector is the shard selector of the namespaced informers.
-func (s *shardRun) currentSelector() string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.selector
-}
-
 // informerMade sees each informer the cache makes (Manager.Shard wraps
 // the cache's made hook with it): a namespaced informer lists and
 // watches with the member's selector, and read-your-writes waits for its
@@ -163,12 +158,14 @@ func (s *shardRun) informerMade(inf cachedInformer) {
 	if !ok || !inf.resource().Namespaced {
 		return
 	}
-	sh.setShard(s.currentSelector)
 	tracker, ok := s.m.writes.(*writeTracker)
 	if ok {
 		tracker.shardBy(inf.resource(), s.covers)
 	}
 	s.mu.Lock()
+	// Under mu, as updateSelector sets them: the informer gets the
+	// selector now current and every later one, in order.
+	sh.setShard(s.selector)
 	s.informers = append(s.informers, sh)
 	s.mu.Unlock()
 }
@@ -413,8 +410,9 @@ func (s *shardRun) weights() []int {
 }
 
 // updateSelector makes the selector name the namespaces of the held
-// ranges; if it changed, the informers list again with it, except those
-// whose server ignores it. The run loop's only.
+// ranges and gives it to every sharded informer; if it changed, the
+// informers list again with it, except those whose server ignores it.
+// The run loop's only.
 func (s *shardRun) updateSelector() {
 	nss, _ := s.namespaces.List(ListOptions{}) // no selector: no error
 	names := make([]string, len(nss))
@@ -427,6 +425,13 @@ func (s *shardRun) updateSelector() {
 	s.selector = sel
 	s.selected = selected
 	infs := slices.Clone(s.informers)
+	if changed {
+		// Every informer gets it, those whose server ignores it too,
+		// which send it at their next list or watch.
+		for _, inf := range infs {
+			inf.setShard(sel)
+		}
+	}
 	s.mu.Unlock()
 	if !changed {
 		return

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -358,14 +357,14 @@ func shardCMs(t *testing.T, cms *Client[corev1.ConfigMap], ns, prefix string, n 
 }
 
 // shardInformer starts a cache on cfg holding the ConfigMaps of ns with
-// the shard selector that sel holds at each list and watch; paged lists
-// in pages instead of the watch-list stream.
-func shardInformer(t *testing.T, cfg *rest.Config, ns string, sel *atomic.Pointer[string], paged bool) (*Informer[corev1.ConfigMap], *eventRecorder[corev1.ConfigMap]) {
+// the shard selector sel, set before it runs; paged lists in pages
+// instead of the watch-list stream.
+func shardInformer(t *testing.T, cfg *rest.Config, ns string, sel string, paged bool) (*Informer[corev1.ConfigMap], *eventRecorder[corev1.ConfigMap]) {
 	t.Helper()
 	conn := testProbeConn(t, cfg)
 	_, logger := newCacheLogs()
 	c, inf := configMapInformer(t, conn, ns, logger)
-	inf.shard = func() string { return *sel.Load() }
+	inf.setShard(sel)
 	if paged {
 		inf.stream = nil
 	}
@@ -431,9 +430,7 @@ func TestShardInformer_HoldsItsHalf(t *testing.T) {
 			ns := testNamespace(t, cfg)
 			cms := NewClient[corev1.ConfigMap](testProbeConn(t, cfg))
 			uids := shardCMs(t, cms, ns, "before", 40)
-			var cur atomic.Pointer[string]
-			cur.Store(&sel)
-			inf, rec := shardInformer(t, cfg, ns, &cur, paged)
+			inf, rec := shardInformer(t, cfg, ns, sel, paged)
 			want := inRanges(uids, half)
 			if got := cachedNames(inf); !slices.Equal(got, want) {
 				t.Fatalf("synced cache holds %v, want %v (of %d)", got, want, len(uids))
@@ -469,14 +466,12 @@ func TestShardInformer_ReshardMovesObjects(t *testing.T) {
 			ns := testNamespace(t, cfg)
 			cms := NewClient[corev1.ConfigMap](testProbeConn(t, cfg))
 			uids := shardCMs(t, cms, ns, "old", 60)
-			var cur atomic.Pointer[string]
-			cur.Store(&before)
-			inf, rec := shardInformer(t, cfg, ns, &cur, paged)
+			inf, rec := shardInformer(t, cfg, ns, before, paged)
 			if got, want := cachedNames(inf), inRanges(uids, four[0], four[1]); !slices.Equal(got, want) {
 				t.Fatalf("synced cache holds %v, want %v", got, want)
 			}
 			synced := waitDelivered(t, rec, inf)
-			cur.Store(&after)
+			inf.setShard(after)
 			inf.reshard()
 			for name, uid := range shardCMs(t, cms, ns, "new", 20) {
 				uids[name] = uid

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/watchretry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -80,7 +81,7 @@ func (i *informer[P]) watchList(
 	ctx context.Context,
 	w *watchState,
 ) (synced bool, err error) {
-	timeout := i.watchTimeout()
+	timeout := watchretry.Timeout(i.watchFor)
 	start := time.Now()
 	stream, err := i.client.watchList(ctx, w.listOpts(), timeout)
 	if err != nil {

@@ -1,11 +1,13 @@
 // Package watchretry is how kctl's informers try a failed list or watch
-// again: the wait before the n-th retry in a row (Delay), and whether a
-// failure means the resourceVersion or continue token is gone, so the
-// informer must list again (Gone).
+// again: the wait before the n-th retry in a row (Wait, from Delay), and
+// whether a failure means the resourceVersion or continue token is gone,
+// so the informer must list again (Gone); and how long a watch asks the
+// server to last (Timeout).
 package watchretry
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -30,6 +32,32 @@ func Delay(n int, limit time.Duration, r float64, retryAfter time.Duration) time
 		d = FirstDelay << (n - 1)
 	}
 	return max(d-time.Duration(r*float64(d)/2), retryAfter)
+}
+
+// Wait is the wait before retry n (1, 2, ...) after the failure err:
+// Delay up to MaxDelay, or NotInstalledDelay where the resource is not
+// installed (a CRD to appear), less up to half at random, at least the
+// Retry-After of err's server answer.
+func Wait(n int, err error, notInstalled bool) time.Duration {
+	limit := MaxDelay
+	if notInstalled {
+		limit = NotInstalledDelay
+	}
+	after := time.Duration(0)
+	if s, ok := apierrors.SuggestsClientDelay(err); ok {
+		after = time.Duration(s) * time.Second
+	}
+	return Delay(n, limit, rand.Float64(), after)
+}
+
+// Timeout is how long a watch asks the server to last: fixed if set
+// (tests), else 5 to 10 minutes at random, so that watches opened
+// together do not end together.
+func Timeout(fixed time.Duration) time.Duration {
+	if fixed > 0 {
+		return fixed
+	}
+	return 5*time.Minute + rand.N(5*time.Minute)
 }
 
 // Gone reports whether the resourceVersion or continue token is too old, so the informer must list again.

@@ -53,3 +53,35 @@ func TestGone_RecognizesEveryFormOfTooOld(t *testing.T) {
 		}
 	}
 }
+
+func TestWait_CapsAtTheLimitOfTheFailureAndHonoursRetryAfter(t *testing.T) {
+	tooMany := apierrors.NewTooManyRequests("slow down", 20)
+	for _, c := range []struct {
+		n            int
+		err          error
+		notInstalled bool
+		lo, hi       time.Duration
+	}{
+		{1, errors.New("refused"), false, 100 * time.Millisecond, 200 * time.Millisecond},
+		{20, errors.New("refused"), false, 15 * time.Second, 30 * time.Second},
+		{20, errors.New("no such CRD"), true, 5 * time.Second, 10 * time.Second},
+		{1, tooMany, false, 20 * time.Second, 20 * time.Second},
+	} {
+		for range 100 {
+			if got := Wait(c.n, c.err, c.notInstalled); got < c.lo || got > c.hi {
+				t.Fatalf("Wait(%d, %v, %v) = %v, want in [%v, %v]", c.n, c.err, c.notInstalled, got, c.lo, c.hi)
+			}
+		}
+	}
+}
+
+func TestTimeout_FixedOrFiveToTenMinutes(t *testing.T) {
+	if got := Timeout(3 * time.Second); got != 3*time.Second {
+		t.Errorf("Timeout(3s) = %v, want 3s", got)
+	}
+	for range 100 {
+		if got := Timeout(0); got < 5*time.Minute || got >= 10*time.Minute {
+			t.Fatalf("Timeout(0) = %v, want in [5m, 10m)", got)
+		}
+	}
+}
