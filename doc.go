@@ -38,15 +38,18 @@
 //  3. conn.go: Conn, one connection: NewConn, and do (internal/transport:
 //     user agent, timeouts, rate limit, retries of 429, Warning headers,
 //     the pooled buffers answers are read into).
-//  4. codec.go: objects as protobuf or JSON; lists; a watch's events,
-//     decoded one by one (internal/transport reads them, sorts their types
-//     and ends a silent watch); typeOps, what the core needs of T itself,
-//     so that the data path (over P = *T) is compiled once for every type.
-//     internal/protowire reads the protobuf wire and the Kubernetes
-//     messages in it (Status, ListMeta, an object's metadata);
-//     internal/presize decodes an object with each slice made once;
-//     internal/objcodec encodes an object and splits a list answer into
-//     its items, decoded one by one.
+//  4. codec.go: objects as protobuf or JSON, decoded by their content
+//     type; lists; a watch's events, decoded one by one
+//     (internal/transport reads them, sorts their types and ends a silent
+//     watch); typeOps, what the core needs of T itself, so that the data
+//     path (over P = *T) is compiled once for every type.
+//     internal/objcodec encodes an object, splits a list answer into its
+//     items, decoded one by one, and holds a resource's Wire: the media
+//     type asked for (the objects whole, or their metadata alone), the
+//     protobuf envelope, managedFields skipped, equal maps shared by a
+//     cache's objects; internal/presize decodes an object with each slice
+//     made once; internal/protowire reads the protobuf wire and the
+//     Kubernetes messages in it (Status, ListMeta, an object's metadata).
 //  5. client.go: Client[T]: a typed request (its path: internal/apitype),
 //     its answer, its errors (internal/discovery checks a declared type
 //     against the server and makes a failed answer an error); the
@@ -56,21 +59,25 @@
 //  7. client_writes.go: Create, Update, UpdateStatus, Delete.
 //  8. handler.go: Event[T], and how events reach a handler.
 //  9. store.go: the informer's objects by key and its label and field
-//     indexes; a cached List walks the plan internal/index makes.
+//     indexes; a cached List is planned and walked by internal/index;
+//     internal/undecodable marks the objects that do not decode, whose
+//     last good copy the store keeps.
 //  10. informer.go: Informer[T]: its state and its core's reads (Get,
-//     List, waits), compiled once for every T; the shard selector and
-//     resync hooks.
+//     List, waits), compiled once for every T; the shard selector (data
+//     that sharding sets) and the resync hook.
 //  11. apply.go: how a list's result and a watch's events reach the store;
-//     undecodable objects; the start of each list or watch (begin), which
-//     reshard ends.
+//     objects that stop or start decoding (internal/undecodable tracks and
+//     logs them); the start of each list or watch (begin), which reshard
+//     ends.
 //  12. list_watch.go: the informer's write side: paged list (read ahead by
 //     internal/readahead), watch, relist after 410, backoff
-//     (internal/watchretry); the stream hook.
+//     (internal/watchretry: the wait, the watch timeout); the stream hook.
 //  13. cache.go: Cache, one informer per resource (internal/scope: the
 //     namespaces a scope watches); its made hook and its read barrier.
 //  14. cache_reads.go: cached Client reads, as copies, after the barrier.
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
-//     queued); the informer events a source passes on, or replays.
+//     queued, and merge: how a later cause folds into the first); the
+//     informer events a source passes on, or replays.
 //  16. queue.go: Queue: fair, stingy, exclusive, delays, priority,
 //     pacing; its lock and blocking Get around its keys' states and the
 //     rules that move them (internal/keyqueue: queued, processing, dirty,
@@ -83,25 +90,31 @@
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
 //     reconcile chain of middleware, controllerObserver, keyOwner), and
 //     events into keys: predicates (dropper), the priority function
-//     lowIf, then enqueue.
-//  19. worker.go: a reconcile's life: wait for caches, dequeue, the reconcile
-//     chain (its read step: the cached copy, panics), requeue.
+//     lowIf, then enqueue (the keys' causes, first cause wins and later
+//     ones merge, are internal/causes'; an update's kinds of change,
+//     internal/metachange's).
+//  19. worker.go: a reconcile's life: wait for caches, dequeue (the key's
+//     cause taken from internal/causes), the reconcile chain (its read
+//     step: the cached copy, panics), requeue; the end of a run is
+//     internal/shutdown's Drain (reconciles drained until DrainBy, or
+//     cancelled at once when leadership is lost).
 //  20. manager.go: Manager: newManager, its observers, elect and member
 //     hooks, ClientFor, Add, the holder of its probe checks.
 //  21. manager_controllers.go: NewController; the Manager as its
 //     controllers' host.
 //  22. start.go: Manager.Start, and lead, one leadership term.
 //
-// Floor 1 declares ten points the floors above fill, each documented where
-// it is declared with what fills it, and called in one place: a Client's
-// writeNotes (client.go); an informer's shard selector and resync
-// (informer.go) and stream (list_watch.go); the Cache's made hook and read
+// Floor 1 declares nine points the floors above fill, each documented
+// where it is declared with what fills it, and called in one place: a
+// Client's writeNotes (client.go); an informer's resync (informer.go) and
+// stream (list_watch.go); the Cache's made hook and read
 // barrier (cache.go); a controller's reconcile chain, its
 // controllerObserver (made by the Manager's observers hook) and keyOwner
 // (the Manager's member) (controller.go); and the Manager's elect
 // (manager.go). A controller's priority function lowIf is, like its
 // predicates, the value of a builder option (WithPriority), not a point a
-// floor fills. Floor 1 builds its Manager and Cache with newManager and
+// floor fills; nor is an informer's shard selector, data that sharding
+// sets (shard.go's setShard) and floor 1 only reads. Floor 1 builds its Manager and Cache with newManager and
 // newCache; the exported constructors are floor 2's last file.
 //
 // # Floor 2: production behaviours
@@ -175,18 +188,23 @@
 // watch's bound and its events, read and decoded), apitype (a Go type's
 // Resource, its request path and TypeMeta), protowire, presize (protobuf
 // decoded with each slice made once), objcodec (an object encoded as a
-// request body; a list answer's items decoded one by one), pager (a
+// request body; a list answer's items decoded one by one; Wire, a
+// resource's media type and protobuf decoding), pager (a
 // List's pages joined, starting over when the continue token expires),
 // objcopy (an object's deep copy:
 // DeepCopyInto, or a JSON round trip and what a CRD struct needs for it),
 // discovery (the discovery documents, cached, a declared type checked
 // against them, and a failed answer made an error), index (label and
-// field indexes, field selectors, a cached List's plan), scope (the
+// field indexes, field selectors, a cached List's plan and its walk),
+// undecodable (a cache's objects that do not decode: the mark, forget and
+// relist rules and their log lines), scope (the
 // namespaces a cache's scope watches, and whether one list or watch takes
 // in an object), resync (the
 // resync schedule), readahead (a paged list's pages fetched ahead),
-// watchretry (an informer's retry delay, and a resourceVersion that is
-// gone), rvorder (resourceVersions in order), nscover (the namespaces a
+// watchretry (an informer's retry wait and watch timeout, and a
+// resourceVersion that is gone), causes (why each key of a controller is
+// queued; QueuedAgain's channels), metachange (an update's kinds of
+// change; the built-in predicates' comparisons), rvorder (resourceVersions in order), nscover (the namespaces a
 // shard member's caches hold, by resource), keyqueue (a Queue's keys and
 // the rules that move them: queued, processing, dirty, waiting; it does
 // no locking, the Queue locks around it), keyline (a Queue's lines),
@@ -194,7 +212,7 @@
 // (the default RateLimiter's backoff and token bucket), shutdown (the
 // schedule of a graceful shutdown: when in-flight reconciles are
 // cancelled, leader work is abandoned, the lease released and the Event
-// writers stopped), pendingwrites, share, metrics, prom (the metrics
+// writers stopped; and a controller's drain), pendingwrites, share, metrics, prom (the metrics
 // page's text and its name checks), group, fieldlabel (the field labels a
 // server filters by), warnings (the server's Warning headers, logged once
 // each), election (one replica's side of a Lease election), events (Event
@@ -300,7 +318,7 @@
 // The cache stores each object once, shares equal strings, maps and lists
 // between objects (internal/share), and drops managedFields unless asked.
 // Built-in types travel as protobuf, decoded by hand around managedFields
-// (codec.go, internal/presize) with each slice made once at its length, and, in a cache, a
+// (internal/objcodec's Wire, internal/presize) with each slice made once at its length, and, in a cache, a
 // workload's container resources decoded once (internal/presize);
 // declared types travel as JSON. A cached List is answered
 // from indexes, so it costs what it returns (store.go).
