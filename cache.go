@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/objprep"
+	"github.com/kctl-dev/kctl/internal/readmiss"
 	"github.com/kctl-dev/kctl/internal/scope"
 	"github.com/kctl-dev/kctl/internal/share"
 	"k8s.io/apimachinery/pkg/labels"
@@ -97,7 +99,7 @@ type CacheOptions struct {
 // ErrNotCached matches (with errors.Is) the error of a cached read of a
 // type the cache does not watch, with ReaderFailOnMissingInformer, or
 // holds as metadata only (OwnsMetadata, WatchesMetadata).
-var ErrNotCached = errors.New("kctl: type not cached")
+var ErrNotCached = readmiss.ErrNotCached
 
 // Scope selects which objects of a type the cache holds. The zero Scope is
 // every object in the cluster.
@@ -226,7 +228,7 @@ func (c *Cache) caughtUp(
 // cached client read wants it: a read never makes an informer with
 // ReaderFailOnMissingInformer, or of a resource in partial, and warns
 // when it makes one of every object of a type nobody scoped (surprise
-// memory use).
+// memory use): internal/readmiss.
 func (c *Cache) informer(
 	res, key Resource,
 	read bool,
@@ -244,28 +246,24 @@ func (c *Cache) informer(
 		}
 		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", what)
 	}
-	refusal := c.partial[res]
-	if read && refusal != nil {
-		return nil, refusal
-	}
-	scope, scoped := c.scopes[res]
+	sc, scoped := c.scopes[res]
 	if !scoped {
-		scope = c.opts.DefaultScope
-		byNamespace := len(scope.Namespaces) > 0
-		byLabels := scope.Labels != nil && !scope.Labels.Empty()
-		byFields := scope.Fields != ""
-		scoped = byNamespace || byLabels || byFields
+		sc = c.opts.DefaultScope
+		scoped = scope.Narrows(sc.Namespaces, sc.Labels, sc.Fields)
 	}
-	if read && c.opts.ReaderFailOnMissingInformer {
-		return nil, notCached(res)
+	if read { // refused, failed or warned of: internal/readmiss
+		err := readmiss.Check(
+			res.String(),
+			c.partial[res],
+			c.opts.ReaderFailOnMissingInformer,
+			scoped,
+			c.opts.Logger,
+		)
+		if err != nil {
+			return nil, err
+		}
 	}
-	if read && !scoped {
-		msg := "kctl: a client read started caching every " +
-			res.String() + " in the cluster; " +
-			"scope it with kctl.ScopeFor, or read with Uncached()"
-		c.opts.Logger.Warn(msg, "resource", res.String())
-	}
-	inf := newInformer(scope)
+	inf := newInformer(sc)
 	c.informers[key] = inf
 	if c.made != nil {
 		c.made(inf)
@@ -286,22 +284,11 @@ func initInformer[P any](
 	cl *client[P],
 	scope Scope,
 ) {
-	keep := c.opts.KeepManagedFields
 	// the func(*T) of TransformFor
 	transform, _ := c.transforms[res].(func(P))
-	prepare := func(obj P) {
-		if !keep {
-			metaOf(obj).SetManagedFields(nil)
-		}
-		if transform != nil {
-			transform(obj)
-		}
-	}
-	// Not even decoded (protobuf).
-	cl.codec.wire.SkipManagedFields = !keep
-	// Its objects are read-only: equal maps may be decoded once, unless
-	// a transform owns (and may change) each object it is given.
-	cl.codec.wire.Reuse = transform == nil
+	// Drops managedFields, then transforms; sets the decoder to match.
+	keep := c.opts.KeepManagedFields
+	prepare := objprep.Func(keep, transform, &cl.codec.wire)
 	var none P
 	*inf = informer[P]{
 		res:       res,
@@ -330,13 +317,4 @@ func scopeWatches(res Resource, sc Scope) []*watchState {
 		watches = append(watches, &watchState{opts: opts})
 	}
 	return watches
-}
-
-// notCached is the error of a cached read of res, which the cache does
-// not watch, with ReaderFailOnMissingInformer.
-func notCached(res Resource) error {
-	return fmt.Errorf("kctl: a cached read of %s, which the cache does "+
-		"not watch (CacheOptions.ReaderFailOnMissingInformer): "+
-		"watch it first (kctl.InformerFor, Owns, Watches), "+
-		"or read with Uncached(): %w", res, unprefixed(ErrNotCached))
 }

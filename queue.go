@@ -5,14 +5,13 @@ package kctl
 // ShutDownWithDrain); and the RateLimiter of AddRateLimited.
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/backoff"
 	"github.com/kctl-dev/kctl/internal/keyqueue"
+	"github.com/kctl-dev/kctl/internal/shutdown"
 )
 
 // Queue is the work queue between event handlers and workers: handlers Add
@@ -91,19 +90,20 @@ type QueueObserver interface {
 func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	rl := opts.RateLimiter
 	if rl == nil {
-		rl = NewRateLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100)
+		// NewRateLimiter's default (queue_more.go)
+		rl = backoff.NewLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100)
 	}
-	age := max(opts.AgeLowPriorityAfter, 0)
 	q := &Queue[K]{
 		drained: make(chan struct{}),
 		rl:      rl,
 		obs:     opts.Observer,
 	}
 	q.cond.L = &q.mu
+	// Defaults and limits: internal/keyqueue.
 	pacing := keyqueue.Options{
-		Debounce:    max(opts.Debounce, 0),
-		MinInterval: max(opts.MinInterval, 0),
-		Age:         cmp.Or(age, time.Minute),
+		Debounce:    opts.Debounce,
+		MinInterval: opts.MinInterval,
+		Age:         opts.AgeLowPriorityAfter,
 	}
 	q.keys = keyqueue.New[K](pacing, q.fire)
 	return q
@@ -273,21 +273,12 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 	}
 	stop := q.stopDrain
 	q.mu.Unlock()
-	select {
-	case <-q.drained:
-		return nil
-	case <-stop:
-		n, _, _ := q.InFlight()
-		return fmt.Errorf("kctl: queue drain stopped by ShutDown with %d keys still in flight", n)
-	case <-ctx.Done():
-		n, _, _ := q.InFlight()
-		cause := unprefixed(context.Cause(ctx))
-		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, cause)
-	}
+	// nil once drained, else an error counting the keys in flight
+	return shutdown.WaitDrained(ctx, q.drained, stop, q.InFlight)
 }
 
-// The RateLimiter behind AddRateLimited; its default's delays are
-// internal/backoff.
+// The RateLimiter behind AddRateLimited; its default, NewRateLimiter, is
+// in queue_more.go, its delays in internal/backoff.
 
 // RateLimiter decides how long AddRateLimited waits before adding a key.
 // Implementations must be goroutine-safe; the queue calls them outside its lock.
@@ -295,20 +286,4 @@ type RateLimiter[K comparable] interface {
 	When(k K) time.Duration // counts one more failure of k and returns its delay
 	Forget(k K)             // resets k's failure count
 	NumRequeues(k K) int    // k's failure count
-}
-
-// NewRateLimiter delays a key by the larger of its exponential backoff (base *
-// 2^failures capped at max; failures counts its When calls since its Forget;
-// base 0: none) and a token bucket shared by all keys (burst tokens refilled at
-// qps per second, one taken by each When; qps <= 0: none).
-//
-// Every Queue and Controller defaults to controller-runtime's (and client-go's
-// DefaultTypedControllerRateLimiter) limits:
-//
-//	kctl.NewRateLimiter[kctl.Key](5*time.Millisecond, 1000*time.Second, 10, 100)
-//
-// that is 5 ms, 10 ms, 20 ms, ... up to 1000 s (reached at the 19th failure
-// in a row), and at most 100 retries at once, then 10 per second.
-func NewRateLimiter[K comparable](base, max time.Duration, qps float64, burst int) RateLimiter[K] {
-	return backoff.NewLimiter[K](base, max, qps, burst)
 }

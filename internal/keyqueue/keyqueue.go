@@ -9,6 +9,7 @@
 package keyqueue
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 )
 
 // Options are what a Queue's QueueOptions say of when its keys are
-// queued. Debounce and MinInterval are off at 0.
+// queued. Debounce and MinInterval are off at 0 (or less); Age defaults
+// to a minute (at 0 or less).
 type Options struct {
 	// Debounce delays a normal add of a key that is not queued, so that
 	// a burst of adds is one run.
@@ -66,7 +68,7 @@ type Keys[K comparable] struct {
 	opts Options
 }
 
-// New returns an empty Keys. fire is what the waits' timer calls, with
+// New returns an empty Keys, with opts defaulted. fire is what the waits' timer calls, with
 // no lock held: it takes the Queue's lock and calls Due.
 func New[K comparable](opts Options, fire func()) *Keys[K] {
 	s := &Keys[K]{
@@ -77,6 +79,9 @@ func New[K comparable](opts Options, fire func()) *Keys[K] {
 		dirty:      map[K]bool{},
 		opts:       opts,
 	}
+	s.opts.Debounce = max(opts.Debounce, 0)
+	s.opts.MinInterval = max(opts.MinInterval, 0)
+	s.opts.Age = cmp.Or(max(opts.Age, 0), time.Minute)
 	s.waiting.Fire = fire
 	return s
 }

@@ -37,3 +37,18 @@ func TestKeys_ReAddWhileProcessing_IsQueuedAgainAtDone(t *testing.T) {
 	check("Add after Close", s.Add("c", 0, false, now), 0)
 	check("Kept after Close", s.Kept(), 0)
 }
+
+func TestNew_DefaultsAgeAndLimitsPacing(t *testing.T) {
+	s := New[string](Options{Debounce: -time.Second, MinInterval: -time.Second}, func() {})
+	want := Options{Age: time.Minute}
+	if s.opts != want {
+		t.Errorf("New(negative pacing, no Age).opts = %+v, want %+v", s.opts, want)
+	}
+	set := Options{Debounce: time.Second, MinInterval: 2 * time.Second, Age: 3 * time.Second}
+	if s := New[string](set, func() {}); s.opts != set {
+		t.Errorf("New(%+v).opts = %+v, want it kept", set, s.opts)
+	}
+	if s := New[string](Options{Age: -time.Second}, func() {}); s.opts.Age != time.Minute {
+		t.Errorf("New(negative Age).opts.Age = %v, want a minute", s.opts.Age)
+	}
+}

@@ -40,3 +40,13 @@ func Takes(namespace string, sel labels.Selector, fields string, obj metav1.Obje
 	set := labels.Set(obj.GetLabels())
 	return sel == nil || sel.Matches(set)
 }
+
+// Narrows reports whether a scope of namespaces, label selector sel
+// (nil for any) and field selector fields holds fewer than every object
+// of a type: whether it names a namespace, a label or a field.
+func Narrows(namespaces []string, sel labels.Selector, fields string) bool {
+	byNamespace := len(namespaces) > 0
+	byLabels := sel != nil && !sel.Empty()
+	byFields := fields != ""
+	return byNamespace || byLabels || byFields
+}

@@ -45,3 +45,23 @@ func TestTakes_NamespaceAndLabels_NeverAFieldSelector(t *testing.T) {
 		}
 	}
 }
+
+func TestNarrows_ANamespaceALabelOrAField(t *testing.T) {
+	web := labels.SelectorFromSet(labels.Set{"app": "web"})
+	for _, c := range []struct {
+		namespaces []string
+		sel        labels.Selector
+		fields     string
+		want       bool
+	}{
+		{nil, nil, "", false},
+		{nil, labels.Everything(), "", false},
+		{[]string{"a"}, nil, "", true},
+		{nil, web, "", true},
+		{nil, nil, "spec.nodeName=n", true},
+	} {
+		if got := Narrows(c.namespaces, c.sel, c.fields); got != c.want {
+			t.Errorf("Narrows(%q, %v, %q) = %v, want %v", c.namespaces, c.sel, c.fields, got, c.want)
+		}
+	}
+}

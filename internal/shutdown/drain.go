@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/errtext"
 )
 
 // Queue is what Drain needs of a work queue (kctl's Queue).
@@ -71,4 +73,27 @@ func Busy[K comparable](verb string, since map[K]time.Time) string {
 	}
 	slices.Sort(names)
 	return verb + " " + strings.Join(names, ", ")
+}
+
+// WaitDrained is the wait of a work queue's ShutDownWithDrain (kctl's
+// Queue), once it has shut down: it returns nil once drained is closed
+// (no work handed out is left); else, once stop is closed (a ShutDown
+// meanwhile) or ctx ends (wrapping its cause), an error that counts the
+// work still handed out (inFlight's n).
+func WaitDrained(
+	ctx context.Context,
+	drained, stop <-chan struct{},
+	inFlight func() (n int, unfinished, longest time.Duration),
+) error {
+	select {
+	case <-drained:
+		return nil
+	case <-stop:
+		n, _, _ := inFlight()
+		return fmt.Errorf("kctl: queue drain stopped by ShutDown with %d keys still in flight", n)
+	case <-ctx.Done():
+		n, _, _ := inFlight()
+		cause := errtext.Unprefixed(context.Cause(ctx))
+		return fmt.Errorf("kctl: queue drain stopped with %d keys still in flight (is a worker stuck or missing a Done?): %w", n, cause)
+	}
 }
