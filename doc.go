@@ -73,7 +73,12 @@
 //     internal/readahead), watch, relist after 410, backoff
 //     (internal/watchretry: the wait, the watch timeout); the stream hook.
 //  13. cache.go: Cache, one informer per resource (internal/scope: the
-//     namespaces a scope watches); its made hook and its read barrier.
+//     namespaces a scope watches, and whether it narrows); its made hook
+//     and its read barrier. What a cached read does when no informer
+//     exists (refuse, fail with ErrNotCached, or warn of an unscoped type)
+//     is internal/readmiss; what is done to each object before it is
+//     stored (managedFields dropped, TransformFor, the decoder's skip and
+//     reuse) is internal/objprep.
 //  14. cache_reads.go: cached Client reads, as copies, after the barrier.
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
 //     queued, and merge: how a later cause folds into the first); the
@@ -81,10 +86,11 @@
 //  16. queue.go: Queue: fair, stingy, exclusive, delays, priority,
 //     pacing; its lock and blocking Get around its keys' states and the
 //     rules that move them (internal/keyqueue: queued, processing, dirty,
-//     waiting; its line, first in first out or low keys behind normal
+//     waiting, and the pacing defaults; its line, first in first out or low keys behind normal
 //     ones, is internal/keyline, its waiting keys, a heap with one timer,
-//     internal/keywait); AddRateLimited and its RateLimiter
-//     (internal/backoff), ShutDown and ShutDownWithDrain.
+//     internal/keywait); AddRateLimited and its RateLimiter (its
+//     default's delays: internal/backoff), ShutDown and ShutDownWithDrain
+//     (its wait and errors: internal/shutdown's WaitDrained).
 //  17. runnable.go: Runnable, and the two contexts of a leadership term
 //     (the schedule of a graceful shutdown is internal/shutdown's).
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
@@ -146,7 +152,8 @@
 // RemoveFinalizer), readyourwrites.go (the writeNotes and the read
 // barrier: cached reads and the next reconcile wait for this Manager's own
 // writes), queue_more.go (what a Queue tells of itself beyond the data
-// path: ShuttingDown, and WaitingUntil, which KeepHistory reads) and
+// path: ShuttingDown, and WaitingUntil, which KeepHistory reads; and
+// NewRateLimiter) and
 // constructors.go (NewManager and NewCache: floor 1's newManager and
 // newCache with the watch-list stream, the resync, read your writes, the
 // Manager's own metrics and its own probe checks on their points;
@@ -212,7 +219,11 @@
 // (the default RateLimiter's backoff and token bucket), shutdown (the
 // schedule of a graceful shutdown: when in-flight reconciles are
 // cancelled, leader work is abandoned, the lease released and the Event
-// writers stopped; and a controller's drain), pendingwrites, share, metrics, prom (the metrics
+// writers stopped; a controller's drain, and a queue's drain wait),
+// readmiss (a cached read that finds no informer: refused, failed with
+// ErrNotCached, or warned of when unscoped), objprep (a cache's prepare
+// of each object: managedFields dropped, the transform, the decoder set
+// to match), pendingwrites, share, metrics, prom (the metrics
 // page's text and its name checks), group, fieldlabel (the field labels a
 // server filters by), warnings (the server's Warning headers, logged once
 // each), election (one replica's side of a Lease election), events (Event
