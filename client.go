@@ -42,18 +42,9 @@ type ListOptions struct {
 	ShardSelector string
 }
 
+// query is o as a list or watch request's parameters (internal/apitype).
 func (o ListOptions) query() url.Values {
-	q := url.Values{}
-	if o.Labels != nil && !o.Labels.Empty() {
-		q.Set("labelSelector", o.Labels.String())
-	}
-	if o.Fields != "" {
-		q.Set("fieldSelector", o.Fields)
-	}
-	if o.ShardSelector != "" {
-		q.Set("shardSelector", o.ShardSelector)
-	}
-	return q
+	return apitype.ListQuery(o.Labels, o.Fields, o.ShardSelector)
 }
 
 // Client is a typed handle on one resource:
@@ -193,8 +184,7 @@ func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error)
 	defer resp.Body.Close()
 	declared, call := c.asked(r)
 	get := c.conn.discoveryGet()
-	err = c.conn.discovery.Failed(ctx, get, declared, call, resp)
-	return nil, notInstalled(err)
+	return nil, c.conn.discovery.Failed(ctx, get, declared, call, resp)
 }
 
 // checkServed checks c's Resource, and r's subresource if any, against the
@@ -205,8 +195,7 @@ func (c *client[P]) send(ctx context.Context, r request) (*http.Response, error)
 func (c *client[P]) checkServed(ctx context.Context, r request) error {
 	res, call := c.asked(r)
 	get := c.conn.discoveryGet()
-	err := c.conn.discovery.Check(ctx, get, res, call)
-	return notInstalled(err)
+	return c.conn.discovery.Check(ctx, get, res, call)
 }
 
 // asked is c's Resource and r as internal/discovery checks them and

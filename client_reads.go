@@ -7,15 +7,13 @@ package kctl
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/errtext"
 	"github.com/kctl-dev/kctl/internal/pager"
-	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -74,14 +72,9 @@ func (c *client[P]) listObjects(ctx context.Context, opts ListOptions) ([]P, err
 	if err != nil || len(skipped) == 0 {
 		return all, err
 	}
-	for i, e := range skipped {
-		skipped[i] = unprefixed(e)
-	}
 	r := request{list: true, namespace: opts.Namespace}
-	joined := errors.Join(skipped...)
-	return all, fmt.Errorf("kctl: list %s: left out %d "+
-		"object(s) that could not be decoded: %w",
-		c.what(r), len(skipped), joined)
+	// an error naming each object left out (internal/errtext)
+	return all, errtext.LeftOut(c.what(r), skipped)
 }
 
 // listPage is one List request (list_watch.go pages through it); limit 0
@@ -97,12 +90,8 @@ func (c *client[P]) listPage(
 	early func(metav1.ListMeta),
 ) (items []P, meta metav1.ListMeta, skipped []error, err error) {
 	q := opts.query()
-	if limit > 0 {
-		q.Set("limit", strconv.FormatInt(limit, 10))
-	}
-	if continueToken != "" {
-		q.Set("continue", continueToken)
-	}
+	// the page size and the page (internal/apitype)
+	apitype.SetPage(q, limit, continueToken)
 	r := request{
 		verb:      "list",
 		method:    http.MethodGet,
@@ -111,12 +100,8 @@ func (c *client[P]) listPage(
 		query:     q,
 	}
 	err = c.call(ctx, r, func(ct string, body []byte) (err error) {
-		if early != nil && protowire.IsProtobuf(ct) {
-			peeked, ok := protowire.ListMeta(body)
-			if ok {
-				early(peeked)
-			}
-		}
+		// a protobuf page's ListMeta, before decoding (internal/pager)
+		pager.Early(ct, body, early)
 		items, meta, skipped, err = c.codec.decodeList(ct, body)
 		return err
 	})
@@ -147,11 +132,8 @@ func (c *client[P]) openWatch(
 	q url.Values,
 	timeout time.Duration,
 ) (*watchStream[P], error) {
-	seconds := max(1, int(timeout.Seconds()))
-	timeout = time.Duration(seconds) * time.Second
-	q.Set("watch", "true")
-	q.Set("allowWatchBookmarks", "true")
-	q.Set("timeoutSeconds", strconv.Itoa(seconds))
+	// watch=true, bookmarks, timeoutSeconds (internal/apitype)
+	timeout = apitype.SetWatch(q, timeout)
 	r := request{
 		verb:      "watch",
 		method:    http.MethodGet,

@@ -5,8 +5,6 @@ package kctl
 // serve matches ErrNotInstalled. The first file of the core (doc.go).
 
 import (
-	"errors"
-
 	"github.com/kctl-dev/kctl/internal/discovery"
 	"github.com/kctl-dev/kctl/internal/errtext"
 )
@@ -33,31 +31,6 @@ func unprefixed(err error) error { return errtext.Unprefixed(err) }
 // 404 would. It also matches a call on a subresource the server does not
 // serve, e.g. UpdateStatus of a CRD without `subresources: {status: {}}`;
 // that error does not match IsNotFound, since the object may well exist.
-var ErrNotInstalled = errors.New("kctl: resource not installed")
-
-// notInstalledError matches ErrNotInstalled, and status if not nil (the
-// server's NotFound).
-type notInstalledError struct {
-	msg    string
-	status error
-}
-
-func (e *notInstalledError) Error() string { return e.msg }
-
-func (e *notInstalledError) Unwrap() []error {
-	if e.status == nil {
-		return []error{ErrNotInstalled}
-	}
-	return []error{ErrNotInstalled, e.status}
-}
-
-// notInstalled is err, or, if err is internal/discovery's *NotServed (a
-// resource or subresource the server does not serve), one that matches
-// ErrNotInstalled.
-func notInstalled(err error) error {
-	var notServed *discovery.NotServed
-	if !errors.As(err, &notServed) {
-		return err
-	}
-	return &notInstalledError{notServed.Msg, notServed.Status}
-}
+//
+// The errors that match it are internal/discovery's *NotServed.
+var ErrNotInstalled = discovery.ErrNotInstalled

@@ -16,12 +16,7 @@ import (
 type Key struct{ Namespace, Name string }
 
 // String is "namespace/name", or "name" for a cluster-scoped object.
-func (k Key) String() string {
-	if k.Namespace == "" {
-		return k.Name
-	}
-	return k.Namespace + "/" + k.Name
-}
+func (k Key) String() string { return nsKey(k.Namespace, k.Name) }
 
 // Object is what every kctl type T meets through *T: a struct embedding
 // metav1.TypeMeta and metav1.ObjectMeta, as k8s.io/api types and CRD structs do.

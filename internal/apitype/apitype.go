@@ -1,9 +1,9 @@
 // Package apitype says which API resource a Go type is: a declared one
 // from a registry (kctl.Declare), or a k8s.io/api one derived from its
 // package path (group and version) and name (kind), with the plural rules
-// and the tables below; a Resource's request path (Path) and an object's
-// TypeMeta (SetTypeMeta). It is the one place kctl looks at Go types by
-// reflection.
+// and the tables below; a Resource's request path (Path), a list's or
+// watch's query (query.go) and an object's TypeMeta (SetTypeMeta). It is
+// the one place kctl looks at Go types by reflection.
 package apitype
 
 import (

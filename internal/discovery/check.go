@@ -5,6 +5,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
@@ -34,15 +35,26 @@ type Call struct {
 	Name   string
 }
 
+// ErrNotInstalled is kctl.ErrNotInstalled, which every *NotServed
+// matches.
+var ErrNotInstalled = errors.New("kctl: resource not installed")
+
 // NotServed is the error of a resource or subresource the server does
-// not serve; kctl makes it match ErrNotInstalled. Status, if not nil, is
-// the NotFound the server would have answered the call.
+// not serve: it matches ErrNotInstalled, and Status if not nil (the
+// NotFound the server would have answered the call).
 type NotServed struct {
 	Msg    string
 	Status error
 }
 
 func (e *NotServed) Error() string { return e.Msg }
+
+func (e *NotServed) Unwrap() []error {
+	if e.Status == nil {
+		return []error{ErrNotInstalled}
+	}
+	return []error{ErrNotInstalled, e.Status}
+}
 
 // Check checks res, and call's subresource if any, against the server's
 // discovery document of res's group version (Lookup, asking with get):

@@ -42,15 +42,17 @@ func TestCheck_NamesTheDifferenceAndTheFix(t *testing.T) {
 	err = d.Check(t.Context(), get, widget, sub)
 	want = "kctl: update status of widgets.example.com/v1 ns/w: the server serves no status subresource of widgets: " +
 		"add `subresources: {status: {}}` to version v1 of their CRD"
-	if !errors.As(err, &notServed) || err.Error() != want || notServed.Status != nil {
-		t.Errorf("Check of a missing subresource = %v, want a *NotServed %q", err, want)
+	if !errors.As(err, &notServed) || err.Error() != want || notServed.Status != nil ||
+		!errors.Is(err, ErrNotInstalled) || apierrors.IsNotFound(err) {
+		t.Errorf("Check of a missing subresource = %v, want a *NotServed %q matching ErrNotInstalled only", err, want)
 	}
 	otherGroup := widget
 	otherGroup.Group = "example.org"
 	err = d.Check(t.Context(), get, otherGroup, call)
 	want = "kctl: widgets.example.org/v1 is not installed on the API server: apply its CRD " +
 		"(the server serves no group version example.org/v1: check Group and Version in kctl.Declare[main.Widget])"
-	if !errors.As(err, &notServed) || err.Error() != want || !apierrors.IsNotFound(notServed.Status) {
-		t.Errorf("Check of a group version not served = %v, want a *NotServed %q with a NotFound", err, want)
+	if !errors.As(err, &notServed) || err.Error() != want || !apierrors.IsNotFound(notServed.Status) ||
+		!errors.Is(err, ErrNotInstalled) || !apierrors.IsNotFound(err) {
+		t.Errorf("Check of a group version not served = %v, want a *NotServed %q matching ErrNotInstalled and NotFound", err, want)
 	}
 }

@@ -1,8 +1,13 @@
 // Package errtext is how kctl's errors read when one wraps another: each
-// message starts with exactly one "kctl: ", however deep the chain.
+// message starts with exactly one "kctl: ", however deep the chain; and
+// the text of a list that left objects out (LeftOut).
 package errtext
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Prefix starts every kctl error message.
 const Prefix = "kctl: "
@@ -26,3 +31,16 @@ type unprefixed struct{ err error }
 func (e unprefixed) Error() string { return strings.TrimPrefix(e.err.Error(), Prefix) }
 
 func (e unprefixed) Unwrap() error { return e.err }
+
+// LeftOut is the error of a list of what (e.g. "pods/v1 in namespace
+// shop") that left out the objects that could not be decoded, skipped
+// naming each (Unprefixed, in place).
+func LeftOut(what string, skipped []error) error {
+	for i, e := range skipped {
+		skipped[i] = Unprefixed(e)
+	}
+	joined := errors.Join(skipped...)
+	return fmt.Errorf("kctl: list %s: left out %d "+
+		"object(s) that could not be decoded: %w",
+		what, len(skipped), joined)
+}
