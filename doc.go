@@ -31,8 +31,9 @@
 // back. Each of its files uses only the files before it, so you can stop
 // after any:
 //
-//  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled; a
-//     resource internal/discovery finds not served matches it).
+//  1. errors.go: how kctl's errors read and wrap (ErrNotInstalled, which
+//     internal/discovery's error of a resource not served matches;
+//     internal/errtext keeps one "kctl: " in a chain).
 //  2. resource.go: Object, Resource and Key: which API resource a Go type
 //     is; deepCopy (internal/objcopy: DeepCopyInto or a JSON round trip).
 //  3. conn.go: Conn, one connection: NewConn, and do (internal/transport:
@@ -50,12 +51,14 @@
 //     cache's objects; internal/presize decodes an object with each slice
 //     made once; internal/protowire reads the protobuf wire and the
 //     Kubernetes messages in it (Status, ListMeta, an object's metadata).
-//  5. client.go: Client[T]: a typed request (its path: internal/apitype),
-//     its answer, its errors (internal/discovery checks a declared type
-//     against the server and makes a failed answer an error); the
-//     writeNotes hook.
-//  6. client_reads.go: Get, List (internal/pager joins its pages), and
-//     the list pages and watches.
+//  5. client.go: Client[T]: a typed request (its path and a list's query:
+//     internal/apitype), its answer, its errors (internal/discovery checks
+//     a declared type against the server and makes a failed answer an
+//     error); the writeNotes hook.
+//  6. client_reads.go: Get, List (internal/pager joins its pages and peeks
+//     a protobuf page's continue token; internal/errtext names objects
+//     left out), and the list pages and watches (their query parameters:
+//     internal/apitype).
 //  7. client_writes.go: Create, Update, UpdateStatus, Delete.
 //  8. handler.go: Event[T], and how events reach a handler.
 //  9. store.go: the informer's objects by key and its label and field
