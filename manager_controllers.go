@@ -55,11 +55,7 @@ func (c *controller[P]) setUp(m *Manager, name string) {
 	c.name = name
 	c.workers = 1
 	c.log = m.log.With("controller", name)
-	c.triggers = map[Key]*Trigger{}
-	c.later = map[Key]*Trigger{}
-	c.kept = map[Key]Trigger{}
 	c.active = map[Key]time.Time{}
-	c.again = map[Key]chan struct{}{}
 	c.synced = make(chan struct{})
 	c.host = m
 	c.chain = []middleware[P]{{name: "read", rank: rankRead, wrap: c.read}}
