@@ -201,10 +201,9 @@ type controller[P any] struct {
 	// events are then dropped, and each run starts a new queue filled with
 	// every cached key (replays), so nothing that happened meanwhile is lost.
 	queue *Queue[Key]
-	// ledger holds the causes of the keys (internal/causes has the rules):
-	// queued and waiting ones, QueuedAgain's channels, and those of keys
-	// from Enqueue and FromChannel kept while the controller was not
-	// running, which the next run queues before its replay.
+	// ledger holds the keys' causes (internal/causes has the rules): queued,
+	// waiting, QueuedAgain's channels, and those of Enqueue and FromChannel
+	// kept while not running, which the next run queues before its replay.
 	ledger causes.Ledger[Key, Trigger]
 }
 
@@ -426,9 +425,7 @@ func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 		return
 	}
 	t.queued = time.Now()
-	// the first cause since the last run wins, later ones merge into it;
-	// queued while it is reconciled wakes QueuedAgain
-	c.ledger.Queue(k, t, (*Trigger).merge)
+	c.ledger.Queue(k, t, (*Trigger).merge) // first cause wins, later ones merge; wakes QueuedAgain
 	c.mu.Unlock()
 	if how == asKnown || t.low {
 		q.AddLowPriority(k)
