@@ -10,6 +10,7 @@ package kctl
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -17,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/health"
 	"github.com/kctl-dev/kctl/internal/metrics"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 )
 
 // NewManager loads the configuration (see LoadConfig), connects and makes
@@ -39,9 +42,14 @@ func NewManager(opts Options) (*Manager, error) {
 	//
 	// The first three see each informer through the cache's made hook (which a
 	// shard member's Manager.Shard wraps).
+	opts = opts.withDefaults()
 	m, err := newManager(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.KlogToLogger {
+		// Process-wide: only when asked.
+		klog.SetSlogLogger(opts.Logger)
 	}
 	m.countInMetrics()
 	m.addOwnChecks()
@@ -60,6 +68,21 @@ func NewManager(opts Options) (*Manager, error) {
 	return m, nil
 }
 
+// withDefaults is opts with the defaults its fields' docs state: Logger
+// slog.Default(), ShutdownTimeout 30 s, and the cache's Logger Logger.
+func (opts Options) withDefaults() Options {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.Cache.Logger == nil {
+		opts.Cache.Logger = opts.Logger
+	}
+	return opts
+}
+
 // Config returns a copy of the Manager's rest.Config (Options.Config, or
 // the one loaded from the kubeconfig), for code that needs a client of
 // its own, e.g. a clientset or a discovery client:
@@ -71,9 +94,11 @@ func NewManager(opts Options) (*Manager, error) {
 // are set on its connection only.
 func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.config) }
 
-// addOwnChecks adds the Manager's own probe checks: "ping" to /healthz,
-// and "caches" to /readyz (notReady). NewManager calls it.
+// addOwnChecks makes m.health, the Manager's probe checks, with its own:
+// "ping" to /healthz, and "caches" to /readyz (notReady). NewManager
+// calls it.
 func (m *Manager) addOwnChecks() {
+	m.health = &health.Checks{}
 	m.health.Add("ping", false, func(*http.Request) error { return nil })
 	m.health.Add("caches", true, m.notReady)
 }
@@ -108,12 +133,14 @@ func NewCache(conn *Conn, opts CacheOptions) *Cache {
 // The Manager's own metrics (internal/metrics): each informer of its
 // cache and each reconcile of its controllers, counted on the metrics
 // page (ServeMetrics) through floor 1's points, the Cache's made hook
-// and the Manager's observers hook. (Floor 1's newManager counts each
-// request of its connection itself: the registry is its own.)
+// and the Manager's observers hook, and each request of its connection
+// (the Conn's requests).
 
-// countInMetrics puts m.metrics on m's observers hook; NewManager calls
-// it.
+// countInMetrics makes m.metrics, the Manager's registry, and puts it on
+// m's observers hook and its Conn's requests; NewManager calls it.
 func (m *Manager) countInMetrics() {
+	m.metrics = metrics.New()
+	m.conn.requests = m.metrics.Requests
 	m.observers = metricsObservers{m.metrics}
 }
 

@@ -201,13 +201,10 @@ type controller[P any] struct {
 	// events are then dropped, and each run starts a new queue filled with
 	// every cached key (replays), so nothing that happened meanwhile is lost.
 	queue *Queue[Key]
-	// The causes of the keys (internal/causes has the rules):
-	triggers causes.ByKey[Key, Trigger] // why each queued key is queued
-	later    causes.ByKey[Key, Trigger] // why each waiting key (retry, requeue-after) comes back
-	again    causes.Again[Key]          // for each key in active: QueuedAgain's channel
-	// kept holds keys from Enqueue and FromChannel that arrived while the
-	// controller was not running; the next run queues them before its replay.
-	kept map[Key]Trigger
+	// ledger holds the keys' causes (internal/causes has the rules): queued,
+	// waiting, QueuedAgain's channels, and those of Enqueue and FromChannel
+	// kept while not running, which the next run queues before its replay.
+	ledger causes.Ledger[Key, Trigger]
 }
 
 // reconcileFunc is a step of a controller's reconcile chain, over P =
@@ -422,14 +419,13 @@ func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 	q := c.queue
 	if q == nil {
 		if how == asKept {
-			c.kept[k] = t
+			c.ledger.Keep(k, t)
 		}
 		c.mu.Unlock()
 		return
 	}
-	c.again.Close(k) // k is queued again while it is reconciled: wakes QueuedAgain
 	t.queued = time.Now()
-	c.triggers.Add(k, t, (*Trigger).merge) // the first cause since the last run wins; later ones merge into it
+	c.ledger.Queue(k, t, (*Trigger).merge) // first cause wins, later ones merge; wakes QueuedAgain
 	c.mu.Unlock()
 	if how == asKnown || t.low {
 		q.AddLowPriority(k)

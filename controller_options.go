@@ -24,6 +24,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/ctrlnames"
 	"github.com/kctl-dev/kctl/internal/metachange"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -411,6 +412,6 @@ func NewKeyController(
 		return reconcile(ctx, k)
 	}
 	c.res = Resource{Kind: "key"}
-	m.register(&c.controller, name, "keys, made at "+caller())
+	m.register(&c.controller, name, "keys, made at "+ctrlnames.Caller())
 	return c
 }

@@ -238,14 +238,8 @@ func (c *controller[P]) stateOf(k Key) keyState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var s keyState
-	if t := c.triggers[k]; t != nil {
-		queued := *t
-		s.queued = &queued
-	}
-	if t := c.later[k]; t != nil {
-		waiting := *t
-		s.waiting = &waiting
-	}
+	s.queued = c.ledger.Queued(k)
+	s.waiting = c.ledger.Waiting(k)
 	s.since = c.active[k]
 	q := c.queue
 	if q != nil {

@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/clusterconfig"
+	"github.com/kctl-dev/kctl/internal/ctrlnames"
 	"github.com/kctl-dev/kctl/internal/group"
 	"github.com/kctl-dev/kctl/internal/health"
 	"github.com/kctl-dev/kctl/internal/metrics"
+	"github.com/kctl-dev/kctl/internal/misuse"
 	"github.com/kctl-dev/kctl/internal/shutdown"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 )
 
 // namedController is what the Manager uses of a Controller[T] of any T.
@@ -81,10 +82,12 @@ type Manager struct {
 	// controllers' own clients (see writeNotes): NewManager sets
 	// read-your-writes' writeTracker (readyourwrites.go), which is also
 	// the cache's read barrier; nil in newManager's Manager.
-	writes  writeNotes
+	writes writeNotes
+	// metrics is the Manager's registry, which also counts the Conn's
+	// requests; NewManager makes it (countInMetrics, constructors.go).
 	metrics *metrics.Registry
-	// health holds the probe checks; NewManager adds the Manager's own
-	// (ping, and the controllers' caches: addOwnChecks, constructors.go).
+	// health holds the probe checks; NewManager makes it with the
+	// Manager's own (ping, and the controllers' caches: addOwnChecks).
 	health *health.Checks
 	// elect runs lead only while this replica holds the lease (see
 	// ElectLeader); nil runs it at once. A func, not an *elector, so that
@@ -126,7 +129,7 @@ type Manager struct {
 	controllers []interface{ unsynced() error }
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
-	names map[string]string
+	names ctrlnames.Taken
 	// byName holds every controller registered, by name.
 	byName map[string]namedController
 	// observers makes the observer of each run of a controller
@@ -137,7 +140,7 @@ type Manager struct {
 	observers interface {
 		observer(name string, workers int) controllerObserver
 	}
-	errs []error // builder misuse, returned by Start
+	errs misuse.Errs // builder misuse, returned by Start
 
 	// ctx is Start's (carrying the logger); nil before Start.
 	ctx    context.Context
@@ -157,16 +160,12 @@ type Manager struct {
 
 // newManager loads the configuration (see LoadConfig), connects and makes
 // the shared cache: floor 1's Manager. NewManager (constructors.go), its
-// one caller, then puts floor 2's metrics and read-your-writes on its
-// points (observers, writes, the cache's made hook and read barrier). It
-// starts nothing: Start does.
+// one caller, sets opts' defaults (Logger, ShutdownTimeout, the cache's
+// Logger) and switches klog (KlogToLogger) around it, then puts floor 2's
+// metrics and read-your-writes on its points (observers, the Conn's
+// requests, writes, the cache's made hook and read barrier). It starts
+// nothing: Start does.
 func newManager(opts Options) (*Manager, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 30 * time.Second
-	}
 	cfg := opts.Config
 	if cfg == nil {
 		var err error
@@ -180,25 +179,14 @@ func newManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.KlogToLogger {
-		// Process-wide: only when asked.
-		klog.SetSlogLogger(opts.Logger)
-	}
-	if opts.Cache.Logger == nil {
-		opts.Cache.Logger = opts.Logger
-	}
 	m := &Manager{
 		conn:     conn,
 		config:   rest.CopyConfig(cfg),
 		log:      opts.Logger,
 		opts:     opts,
-		metrics:  metrics.New(),
-		health:   &health.Checks{},
-		names:    map[string]string{},
 		byName:   map[string]namedController{},
 		schedule: &shutdown.Schedule{Timeout: opts.ShutdownTimeout},
 	}
-	conn.requests = m.metrics.Requests
 	conn.logWarningsTo(opts.Logger)
 	m.cache = newCache(conn, opts.Cache)
 	return m, nil
@@ -240,12 +228,7 @@ func (m *Manager) misuse(err error) {
 
 // misuseLocked is misuse with m.mu held.
 func (m *Manager) misuseLocked(err error) {
-	if m.started {
-		m.log.Error(err.Error() +
-			" (made after Manager.Start, so it is not returned by Start)")
-		return
-	}
-	m.errs = append(m.errs, err)
+	m.errs.Add(err, m.started, m.log) // logged as an error once started
 }
 
 // Add registers a runnable to start with the Manager. After Start it starts
@@ -265,9 +248,7 @@ func (m *Manager) Add(r Runnable) error {
 func (m *Manager) addLocked(r Runnable) error {
 	switch {
 	case m.ctx != nil && m.ctx.Err() != nil:
-		return fmt.Errorf("kctl: Add(%q) after Start, "+
-			"while the Manager shuts down: it would never run; "+
-			"add it before the Manager's context ends", r.Name)
+		return shutdown.AddTooLate(r.Name) // it would never run
 	case r.NeedLeader:
 		m.leaderOnly = append(m.leaderOnly, r)
 		if m.term != nil {

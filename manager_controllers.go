@@ -9,9 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"runtime"
 	"time"
+
+	"github.com/kctl-dev/kctl/internal/ctrlnames"
 )
 
 // NewController makes a controller named name that calls reconcile for every
@@ -45,7 +45,7 @@ func NewController[T any, PT Object[T]](
 		return c
 	}
 	c.watchOwn(&informer.informer, m.writes)
-	m.register(&c.controller, name, res.Kind+", made at "+caller())
+	m.register(&c.controller, name, res.Kind+", made at "+ctrlnames.Caller())
 	return c
 }
 
@@ -55,11 +55,7 @@ func (c *controller[P]) setUp(m *Manager, name string) {
 	c.name = name
 	c.workers = 1
 	c.log = m.log.With("controller", name)
-	c.triggers = map[Key]*Trigger{}
-	c.later = map[Key]*Trigger{}
-	c.kept = map[Key]Trigger{}
 	c.active = map[Key]time.Time{}
-	c.again = map[Key]chan struct{}{}
 	c.synced = make(chan struct{})
 	c.host = m
 	c.chain = []middleware[P]{{name: "read", rank: rankRead, wrap: c.read}}
@@ -123,33 +119,18 @@ func (m *Manager) register(
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	first, taken := m.names[name]
-	if taken {
-		m.misuseLocked(fmt.Errorf("kctl: two controllers are named %q: "+
-			"one of %s, and one of %s; "+
-			"give each a name of its own "+
-			"(metrics and logs are keyed by it)",
-			name, first, made))
+	err := m.names.Take(name, made) // an error naming what made each, if taken
+	if err != nil {
+		m.misuseLocked(err)
 		return
 	}
-	m.names[name] = made
 	m.byName[name] = c
 	m.controllers = append(m.controllers, c)
-	err := errors.Join(
+	err = errors.Join(
 		m.addLocked(runnable),
 		m.addLocked(everywhere),
 	)
 	if err != nil {
 		c.logError(err.Error())
 	}
-}
-
-// caller names the file and line that called NewController, e.g.
-// "main.go:42".
-func caller() string {
-	_, file, line, ok := runtime.Caller(2)
-	if !ok {
-		return "an unknown place"
-	}
-	return fmt.Sprintf("%s:%d", filepath.Base(file), line)
 }

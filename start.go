@@ -6,9 +6,10 @@ package kctl
 import (
 	"cmp"
 	"context"
-	"errors"
 
 	"github.com/kctl-dev/kctl/internal/group"
+	"github.com/kctl-dev/kctl/internal/misuse"
+	"github.com/kctl-dev/kctl/internal/shutdown"
 )
 
 // Start runs everything until ctx ends or a runnable fails, then shuts down
@@ -44,11 +45,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
 		m.mu.Unlock()
-		return errors.New("kctl: Manager.Start called twice: " +
-			"a Manager runs once; make a new one to start again")
+		return misuse.ErrStartTwice
 	}
 	m.started = true
-	err := errors.Join(m.errs...)
+	err := m.errs.Err()
 	if err != nil {
 		m.mu.Unlock()
 		return err
@@ -105,12 +105,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	abandoned := m.work.Wait(ctx, m.schedule.End)
 	stillWriting := m.eventGroup.Wait(ctx, m.schedule.End)
 	abandoned = append(abandoned, stillWriting...)
-	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: "+
-			"Start returns while these still run, ignoring their context",
-			"timeout", m.opts.ShutdownTimeout,
-			"abandoned", abandoned)
-	}
+	shutdown.LogAbandoned(m.log, m.opts.ShutdownTimeout, abandoned) // an error naming them, if any
 	err = cmp.Or(m.work.Err(), m.eventGroup.Err(), lossOf(member))
 	if err == nil && !byCaller {
 		err = context.Cause(ctx)
@@ -154,12 +149,6 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.termLease = nil
 	m.mu.Unlock()
 	abandoned := term.Wait(m.ctx, m.schedule.AbandonAt)
-	if len(abandoned) > 0 {
-		m.log.Error("kctl: shutdown timeout passed: "+
-			"abandoning leader work that ignores its context; "+
-			"the lease is released, "+
-			"so another replica may start on the same objects",
-			"timeout", m.opts.ShutdownTimeout,
-			"abandoned", abandoned)
-	}
+	// an error naming them, if any: another replica may start on the same objects
+	shutdown.LogAbandonedTerm(m.log, m.opts.ShutdownTimeout, abandoned)
 }

@@ -71,12 +71,9 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	reconcile := c.chained()
 	c.mu.Lock()
 	c.observer = obs
-	clear(c.triggers)
-	clear(c.later)
 	c.queue = q
 	c.finished = time.Now()
-	kept := c.kept
-	c.kept = map[Key]Trigger{}
+	kept := c.ledger.Reset()
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -196,14 +193,14 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 		q.Forget(k)
 		return true
 	}
-	t := c.triggers.Take(k, c.later) // an event's cause, else the wait's (none since the requeue)
+	t := c.ledger.Take(k) // an event's cause, else the wait's (none since the requeue)
 	c.active[k] = time.Now()
-	again := c.again.Open(k) // closed if k is queued again meanwhile (QueuedAgain)
+	again := c.ledger.Open(k) // closed if k is queued again meanwhile (QueuedAgain)
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.active, k)
-		delete(c.again, k)
+		c.ledger.Done(k)
 		c.finished = time.Now()
 		c.mu.Unlock()
 	}()
@@ -220,7 +217,7 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 // skipLocked drops k, a key this replica does not own (a sharded
 // Manager's other replica reconciles it): counted, logged at debug.
 func (c *controller[P]) skipLocked(k Key) {
-	c.triggers.Take(k, c.later) // its causes go with it
+	c.ledger.Take(k) // its causes go with it
 	c.observer.NotOwned()
 	c.log.Debug("key skipped: another replica of the shard group owns it",
 		"namespace", k.Namespace, "name", k.Name)
@@ -268,7 +265,7 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], reconcile rec
 func (c *controller[P]) requeue(k Key, t Trigger, add func()) {
 	c.mu.Lock()
 	t.queued = time.Now()
-	c.later[k] = &t
+	c.ledger.Wait(k, t)
 	c.mu.Unlock()
 	add()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/causes"
 	"github.com/kctl-dev/kctl/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -381,13 +382,13 @@ func (r *deleteReplica) running() bool {
 func (r *deleteReplica) heldDeletes() int {
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	return goneIn(r.c.triggers)
+	return goneIn(&r.c.ledger)
 }
 
 // goneIn counts the triggers that hold a deleted object.
-func goneIn(triggers map[Key]*Trigger) int {
+func goneIn(ledger *causes.Ledger[Key, Trigger]) int {
 	n := 0
-	for _, t := range triggers {
+	for _, t := range ledger.All() {
 		if t.gone != nil {
 			n++
 		}
@@ -495,20 +496,20 @@ func TestController_DeleteWhileNotRunning_KeepsNothing(t *testing.T) {
 	var onDelete []string
 	c.OnDelete(func(_ context.Context, cm *corev1.ConfigMap) { onDelete = append(onDelete, cm.Name) })
 	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "standby", "1", nil)})
-	if n := goneIn(c.triggers); n != 0 {
+	if n := goneIn(&c.ledger); n != 0 {
 		t.Errorf("a controller that does not run keeps %d deleted objects, want 0", n)
 	}
 	q := NewQueue(QueueOptions[Key]{})
 	c.queue = q // as run does, without starting the controller
 	c.onEvent(event[*corev1.ConfigMap]{Type: Deleted, Object: storeCM("ns", "leading", "1", nil)})
-	if n := goneIn(c.triggers); n != 1 {
+	if n := goneIn(&c.ledger); n != 1 {
 		t.Fatalf("a running controller keeps %d deleted objects, want 1", n)
 	}
 	c.observer = m.observer("deletes", 1)
 	if !c.processNext(t.Context(), q, c.chained()) {
 		t.Fatal("processNext: the queue shut down")
 	}
-	if n := goneIn(c.triggers); n != 0 || len(onDelete) != 1 || onDelete[0] != "leading" {
+	if n := goneIn(&c.ledger); n != 0 || len(onDelete) != 1 || onDelete[0] != "leading" {
 		t.Errorf("after the reconcile: %d deleted objects kept, OnDelete ran for %q; want 0 kept and OnDelete for leading", n, onDelete)
 	}
 }
@@ -551,7 +552,7 @@ func TestController_Triggers_FirstCauseWinsLaterOnesMerge(t *testing.T) {
 	}
 	k := Key{Namespace: "ns", Name: "a"}
 	c.mu.Lock()
-	again := c.triggers[k]
+	again := c.ledger.Queued(k)
 	c.mu.Unlock()
 	if again == nil || again.Cause != "manual" || q.Len() != 1 {
 		t.Fatalf("after the reconcile: queued %d, by %+v; want the key queued by the Enqueue during it", q.Len(), again)

@@ -6,7 +6,9 @@
 // step it does itself, for each of kctl's controllers: Drain, how a
 // controller's run ends (its in-flight reconciles drained until DrainBy,
 // or cancelled at once when leadership is lost), and Busy, which names
-// them for its log.
+// them for its log. It also has the Manager's texts of a shutdown: the
+// logs of work abandoned (LogAbandoned, LogAbandonedTerm) and the error
+// of an Add too late (AddTooLate).
 package shutdown
 
 import (
