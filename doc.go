@@ -99,19 +99,24 @@
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
 //     reconcile chain of middleware, controllerObserver, keyOwner), and
 //     events into keys: predicates (dropper), the priority function
-//     lowIf, then enqueue (the keys' causes, first cause wins and later
-//     ones merge, are internal/causes'; an update's kinds of change,
-//     internal/metachange's).
-//  19. worker.go: a reconcile's life: wait for caches, dequeue (the key's
-//     cause taken from internal/causes), the reconcile chain (its read
-//     step: the cached copy, panics), requeue; the end of a run is
-//     internal/shutdown's Drain (reconciles drained until DrainBy, or
-//     cancelled at once when leadership is lost).
-//  20. manager.go: Manager: newManager, its observers, elect and member
-//     hooks, ClientFor, Add, the holder of its probe checks.
+//     lowIf, then enqueue (the keys' causes are kept in internal/causes'
+//     Ledger: first cause wins and later ones merge, QueuedAgain's
+//     channels, keys kept while not running; an update's kinds of change
+//     are internal/metachange's).
+//  19. worker.go: a reconcile's life: wait for caches, a new run's queue
+//     (the kept keys from the Ledger first, then the replay), dequeue (the
+//     key's cause taken from the Ledger), the reconcile chain (its read
+//     step: the cached copy, panics), requeue (the wait's cause); the end
+//     of a run is internal/shutdown's Drain (reconciles drained until
+//     DrainBy, or cancelled at once when leadership is lost).
+//  20. manager.go: Manager: newManager (its defaults, metrics registry and
+//     probe checks are NewManager's), its observers, elect and member
+//     hooks, ClientFor, Add, builder misuse (internal/misuse).
 //  21. manager_controllers.go: NewController; the Manager as its
-//     controllers' host.
-//  22. start.go: Manager.Start, and lead, one leadership term.
+//     controllers' host (a controller's name is taken once:
+//     internal/ctrlnames).
+//  22. start.go: Manager.Start, and lead, one leadership term (the logs
+//     of abandoned work are internal/shutdown's).
 //
 // Floor 1 declares nine points the floors above fill, each documented
 // where it is declared with what fills it, and called in one place: a
@@ -158,9 +163,10 @@
 // path: ShuttingDown, and WaitingUntil, which KeepHistory reads; and
 // NewRateLimiter) and
 // constructors.go (NewManager and NewCache: floor 1's newManager and
-// newCache with the watch-list stream, the resync, read your writes, the
-// Manager's own metrics and its own probe checks on their points;
-// Manager.Config; SignalContext).
+// newCache, with Options' defaults and the klog switch, the watch-list
+// stream, the resync, read your writes, the Manager's own metrics (its
+// registry, which also counts the Conn's requests) and its own probe
+// checks on their points; Manager.Config; SignalContext).
 //
 // # Floor 3: the extras
 //
@@ -212,9 +218,13 @@
 // in an object), resync (the
 // resync schedule), readahead (a paged list's pages fetched ahead),
 // watchretry (an informer's retry wait and watch timeout, and a
-// resourceVersion that is gone), causes (why each key of a controller is
-// queued; QueuedAgain's channels), metachange (an update's kinds of
-// change; the built-in predicates' comparisons), rvorder (resourceVersions in order), nscover (the namespaces a
+// resourceVersion that is gone), causes (a controller's Ledger of why
+// each key is queued, why a wait brings it back, QueuedAgain's channels
+// and the keys kept while it does not run), metachange (an update's kinds
+// of change; the built-in predicates' comparisons), ctrlnames (a
+// Manager's controller names, taken once, and the file and line that made
+// each), misuse (builder mistakes, kept for Start or logged once it has
+// begun), rvorder (resourceVersions in order), nscover (the namespaces a
 // shard member's caches hold, by resource), keyqueue (a Queue's keys and
 // the rules that move them: queued, processing, dirty, waiting; it does
 // no locking, the Queue locks around it), keyline (a Queue's lines),
@@ -222,7 +232,9 @@
 // (the default RateLimiter's backoff and token bucket), shutdown (the
 // schedule of a graceful shutdown: when in-flight reconciles are
 // cancelled, leader work is abandoned, the lease released and the Event
-// writers stopped; a controller's drain, and a queue's drain wait),
+// writers stopped; a controller's drain, a queue's drain wait, and the
+// Manager's shutdown texts: abandoned work's logs, Add's error once the
+// shutdown has begun),
 // readmiss (a cached read that finds no informer: refused, failed with
 // ErrNotCached, or warned of when unscoped), objprep (a cache's prepare
 // of each object: managedFields dropped, the transform, the decoder set
@@ -256,10 +268,10 @@
 // client.go (send, call).
 //
 // A reconcile that fails is retried along three files of floor 1 and
-// three leaves:
+// their leaves:
 //
 //  1. worker.go: handle sees the error, requeue records why the key
-//     comes back,
+//     comes back (Ledger.Wait, internal/causes),
 //  2. predicate.go: as a Trigger with Cause "retry",
 //  3. queue.go: and calls Queue.AddRateLimited, which asks the
 //     RateLimiter (its default's delays are internal/backoff) for the
