@@ -10,8 +10,6 @@ package kctl
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,8 +60,7 @@ func (e terminalError) Error() string {
 func (e terminalError) Unwrap() []error { return []error{e.err, ErrTerminal} }
 
 // outcome is what the reconcile contract makes of one reconcile, named
-// as its history records it (ReconcileEntry.Result). handle acts on it
-// and the history records it: outcomeOf decides for both.
+// as its history records it (ReconcileEntry.Result).
 type outcome string
 
 const (
@@ -129,13 +126,9 @@ func outcomeOf(t Trigger, res Result, err error) outcome {
 // Conflict (apierrors.IsConflict) means the object changed on the server
 // after the copy the write started from was read: with read-your-writes
 // (see ClientFor) that is another writer's change the cache had not seen
-// yet, which the retry will see. It is counted in
-// kctl_reconcile_conflicts_total and as reconcile_total{result="requeue"};
-// the fifth attempt in a row that fails (4 quick retries, about 75 ms)
-// reports its Conflict as any other error.
-//
-// Its state, worker loop and sources are those of its core, written over
-// P, which is *T: the core is compiled once for every T (see typeOps).
+// yet, which the retry will see (its 4 quick retries take about 75 ms).
+// It is counted in kctl_reconcile_conflicts_total and as
+// reconcile_total{result="requeue"}.
 type Controller[T any] struct {
 	controller[*T]
 }
@@ -180,7 +173,7 @@ type controller[P any] struct {
 	channels int
 	// lowIf, if set, says whether an object source's event queues its
 	// keys at low priority: the priority function, which WithPriority
-	// sets; nil: the default of modeOf.
+	// sets; nil: the default of lowOf.
 	lowIf      func(ObjectEvent) bool
 	predicates []Predicate       // own events only
 	filters    []Predicate       // every object source
@@ -322,7 +315,7 @@ type syncer interface {
 func (c *controller[P]) logError(msg string) { c.log.Error(msg) }
 
 // Enqueue is Controller.Enqueue in the core (Manager.Enqueue calls it).
-func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual"}, asKept) }
+func (c *controller[P]) Enqueue(k Key) { c.enqueue(k, Trigger{Cause: "manual", keep: true}) }
 
 // onEvent turns an event of T into a queued key.
 func (c *controller[P]) onEvent(ev event[P]) {
@@ -350,7 +343,8 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	c.enqueue(k, t, c.modeOf(oe))
+	t.low = c.lowOf(oe)
+	c.enqueue(k, t)
 }
 
 // dropper names the first predicate that drops ev: of the filters of
@@ -381,44 +375,26 @@ func (c *controller[P]) noteDrop(k Key, by string) {
 	}
 }
 
-// enqueueMode says how enqueue adds a key.
-type enqueueMode int
-
-const (
-	// asLive is a change seen live: queued at normal priority.
-	asLive enqueueMode = iota
-	// asKnown re-delivers what is known (an initial list, a replay, a
-	// periodic resync): queued at low priority, behind live changes.
-	asKnown
-	// asKept comes from outside the cluster (Enqueue, FromChannel): kept
-	// while the controller does not run, as no replay can recreate it.
-	asKept
-)
-
-// modeOf is how an event's keys are queued: as WithPriority chooses, if
-// set; else asKnown for those of an initial list, a replay and a
-// periodic resync, and asLive for the rest.
-func (c *controller[P]) modeOf(ev ObjectEvent) enqueueMode {
-	low := ev.Initial || ev.Resync
+// lowOf is whether an event's keys are queued at low priority: as
+// WithPriority chooses, if set; else those of an initial list, a replay
+// and a periodic resync are, behind the changes seen live.
+func (c *controller[P]) lowOf(ev ObjectEvent) bool {
 	if c.lowIf != nil {
-		low = c.lowIf(ev)
+		return c.lowIf(ev)
 	}
-	if low {
-		return asKnown
-	}
-	return asLive
+	return ev.Initial || ev.Resync
 }
 
-// enqueue remembers why k is queued (the first cause since the last run
-// wins) and adds it to the queue of the current run. While the controller is
-// not running, keys are dropped (the next run replays every cached object)
-// or, asKept, kept for the next run. It queues k at low priority asKnown
-// or if t.low.
-func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
+// enqueue remembers why k is queued (t, or the first cause since k was
+// last taken) and adds k to the queue of the current run, at low priority
+// if t.low. While the controller is not running, keys are dropped (the
+// next run replays every cached object) or, if t.keep, kept for the next
+// run.
+func (c *controller[P]) enqueue(k Key, t Trigger) {
 	c.mu.Lock()
 	q := c.queue
 	if q == nil {
-		if how == asKept {
+		if t.keep {
 			c.ledger.Keep(k, t)
 		}
 		c.mu.Unlock()
@@ -427,15 +403,9 @@ func (c *controller[P]) enqueue(k Key, t Trigger, how enqueueMode) {
 	t.queued = time.Now()
 	c.ledger.Queue(k, t, (*Trigger).merge) // first cause wins, later ones merge; wakes QueuedAgain
 	c.mu.Unlock()
-	if how == asKnown || t.low {
+	if t.low {
 		q.AddLowPriority(k)
 	} else {
 		q.Add(k)
 	}
-}
-
-func newID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -382,8 +382,8 @@ func (c *Controller[T]) Enqueue(k Key) { c.controller.Enqueue(k) }
 //
 //	c.EnqueueWithPriority(k, kctl.PriorityLow) // after live changes
 func (c *Controller[T]) EnqueueWithPriority(k Key, p Priority) {
-	t := Trigger{Cause: "manual", low: p == PriorityLow}
-	c.enqueue(k, t, asKept)
+	t := Trigger{Cause: "manual", low: p == PriorityLow, keep: true}
+	c.enqueue(k, t)
 }
 
 // NewKeyController makes a controller named name that calls reconcile for

@@ -127,17 +127,16 @@ func addSource[PO any, P any](c *controller[P], s source[PO]) {
 		if c.dropper(oe, s.cause, s.preds) != "" {
 			return
 		}
-		how := c.modeOf(oe)
 		m := metaOf(ev.Object)
 		k := Key{m.GetNamespace(), m.GetName()}
-		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type)}
+		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type), low: c.lowOf(oe)}
 		for _, k := range s.keys(ev.Object) {
-			c.enqueue(k, t, how)
+			c.enqueue(k, t)
 		}
 		moved := !isNil(ev.Old) && any(ev.Old) != any(ev.Object)
 		if moved { // an update that moved the object away from its old keys
 			for _, k := range s.keys(ev.Old) {
-				c.enqueue(k, t, how)
+				c.enqueue(k, t)
 			}
 		}
 	}
@@ -193,9 +192,9 @@ func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) boo
 				if filter != nil && !filter(e) {
 					continue
 				}
-				why := Trigger{Cause: "channel", Detail: fmt.Sprint(e)}
+				why := Trigger{Cause: "channel", Detail: fmt.Sprint(e), keep: true}
 				for _, k := range toKeys(e) {
-					c.enqueue(k, why, asKept)
+					c.enqueue(k, why)
 				}
 			}
 		}

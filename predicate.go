@@ -66,8 +66,12 @@ type Trigger struct {
 	// Attempt is 1, or 1 + the key's consecutive failures.
 	Attempt int
 	queued  time.Time
-	// low queues the key at low priority (EnqueueWithPriority).
+	// low queues the key at low priority (EnqueueWithPriority, and for
+	// events controller.go's lowOf).
 	low bool
+	// keep keeps the cause while the controller does not run (Enqueue,
+	// FromChannel): no replay can recreate it.
+	keep bool
 	// gone is the last state of the object (a P) when a delete queued
 	// the key, for OnDelete; nil otherwise.
 	gone any

@@ -8,6 +8,8 @@ package kctl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -81,7 +83,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 		c.mu.Unlock()
 	}()
 	for k, t := range kept { // before the replay, so their cause is the one recorded
-		c.enqueue(k, t, asLive)
+		c.enqueue(k, t)
 	}
 	for _, replay := range c.replays {
 		replay(nil)
@@ -257,6 +259,13 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], reconcile rec
 		log.Debug("reconciled", attrs...)
 		q.Forget(k)
 	}
+}
+
+// newID is a new reconcileID for handle's log.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // requeue records why k comes back when its wait ends, and adds it. An
