@@ -84,7 +84,8 @@
 //     reuse) is internal/objprep.
 //  14. cache_reads.go: cached Client reads, as copies, after the barrier.
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
-//     queued, and merge: how a later cause folds into the first); the
+//     queued, how: at low priority, kept while not running; and merge:
+//     how a later cause folds into the first); the
 //     informer events a source passes on, or replays.
 //  16. queue.go: Queue: fair, stingy, exclusive, delays, priority,
 //     pacing; its lock and blocking Get around its keys' states and the
@@ -98,8 +99,9 @@
 //     (the schedule of a graceful shutdown is internal/shutdown's).
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
 //     reconcile chain of middleware, controllerObserver, keyOwner), and
-//     events into keys: predicates (dropper), the priority function
-//     lowIf, then enqueue (the keys' causes are kept in internal/causes'
+//     events into keys: predicates (dropper), low priority (lowOf: the
+//     priority function lowIf, else initial lists and resyncs), then
+//     enqueue (the keys' causes are kept in internal/causes'
 //     Ledger: first cause wins and later ones merge, QueuedAgain's
 //     channels, keys kept while not running; an update's kinds of change
 //     are internal/metachange's).
