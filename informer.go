@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/index"
+	"github.com/kctl-dev/kctl/internal/mailbox"
 	"github.com/kctl-dev/kctl/internal/share"
 )
 
@@ -196,7 +197,7 @@ func (i *informer[P]) notifyLocked() {
 // addHandler is AddHandler (informer_more.go) in the core: a handler
 // added after objects were stored first gets them as Initial Added events.
 func (i *informer[P]) addHandler(fn func(event[P])) {
-	h := &handler[P]{fn: fn, wake: make(chan struct{}, 1)}
+	h := &handler[P]{fn: fn, box: mailbox.New[event[P]]()}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, obj := range i.store.all() {
