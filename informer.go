@@ -80,12 +80,10 @@ type informer[P any] struct {
 	// minutes at random; set in tests.
 	watchFor time.Duration
 	log      *slog.Logger
-	// stream, if set, lists and watches in one request, the watch-list
-	// stream (watch_list.go's useWatchList, from the Cache's made hook):
-	// it stores the list and follows the changes as watchOnce does, and
-	// says whether the list was stored. Where the server does not serve
-	// the stream, it returns errPaged, at once: list in pages. nil:
-	// always in pages. Called in one place, listWatch.
+	// stream, if set, lists and watches in one request (watch_list.go):
+	// it stores the list, says so, and follows the changes as watchOnce
+	// does; or returns errPaged at once where the server does not serve
+	// it: list in pages. nil: always in pages. Called once, in listWatch.
 	stream func(ctx context.Context, w *watchState) (synced bool, err error)
 
 	// mu guards what follows. The store changes, and events are queued to

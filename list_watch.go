@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/pager"
@@ -186,21 +185,16 @@ func (i *informer[P]) follow(w *watchState, stream *watchStream[P]) error {
 	return err
 }
 
-// retry records and logs the n-th failure in a row of op, then waits out the backoff.
+// retry records and logs the n-th failure in a row of op, then waits out
+// the backoff (internal/watchretry).
 func (i *informer[P]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
 	missing := isNotInstalled(err)
-	level := slog.LevelWarn
-	if missing && w.err != nil && isNotInstalled(w.err) {
-		level = slog.LevelDebug // said once; the poll goes on quietly
-	}
-	d := watchretry.Wait(n, err, missing)
+	// a CRD still missing was said once; the poll goes on quietly
+	quiet := missing && w.err != nil && isNotInstalled(w.err)
 	i.setErr(w, err) // client errors name the request and the resource
-	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
-		"namespace", w.opts.Namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	msg := "kctl: cache " + op + " failed, retrying"
+	watchretry.Pause(ctx, i.log, quiet, n, err, missing, msg,
+		"resource", i.res.String(), "namespace", w.opts.Namespace)
 }
 
 func (i *informer[P]) setErr(w *watchState, err error) {
