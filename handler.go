@@ -5,7 +5,8 @@ package kctl
 
 import (
 	"context"
-	"sync"
+
+	"github.com/kctl-dev/kctl/internal/mailbox"
 )
 
 // EventType says what happened to an object.
@@ -48,41 +49,13 @@ type event[P any] struct {
 	Resync   bool
 }
 
-// handler delivers events to one handler function from its own goroutine.
+// handler delivers events to one handler function from its own goroutine
+// and unbounded buffer (internal/mailbox), in the order they are pushed.
 type handler[P any] struct {
-	fn      func(event[P])
-	mu      sync.Mutex
-	pending []event[P]    // oldest first
-	wake    chan struct{} // holds a token when pending may be non-empty
+	fn  func(event[P])
+	box *mailbox.Box[event[P]]
 }
 
-func (h *handler[P]) push(e event[P]) {
-	h.mu.Lock()
-	h.pending = append(h.pending, e)
-	h.mu.Unlock()
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
-}
+func (h *handler[P]) push(e event[P]) { h.box.Push(e) }
 
-func (h *handler[P]) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.wake:
-		}
-		h.mu.Lock()
-		batch := h.pending
-		h.pending = nil
-		h.mu.Unlock()
-		for j, e := range batch {
-			if ctx.Err() != nil {
-				return
-			}
-			h.fn(e)
-			batch[j] = event[P]{} // let the object go
-		}
-	}
-}
+func (h *handler[P]) run(ctx context.Context) { h.box.Run(ctx, h.fn) }

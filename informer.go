@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/index"
+	"github.com/kctl-dev/kctl/internal/mailbox"
 	"github.com/kctl-dev/kctl/internal/share"
 )
 
@@ -79,12 +80,10 @@ type informer[P any] struct {
 	// minutes at random; set in tests.
 	watchFor time.Duration
 	log      *slog.Logger
-	// stream, if set, lists and watches in one request, the watch-list
-	// stream (watch_list.go's useWatchList, from the Cache's made hook):
-	// it stores the list and follows the changes as watchOnce does, and
-	// says whether the list was stored. Where the server does not serve
-	// the stream, it returns errPaged, at once: list in pages. nil:
-	// always in pages. Called in one place, listWatch.
+	// stream, if set, lists and watches in one request (watch_list.go):
+	// it stores the list, says so, and follows the changes as watchOnce
+	// does; or returns errPaged at once where the server does not serve
+	// it: list in pages. nil: always in pages. Called once, in listWatch.
 	stream func(ctx context.Context, w *watchState) (synced bool, err error)
 
 	// mu guards what follows. The store changes, and events are queued to
@@ -196,7 +195,7 @@ func (i *informer[P]) notifyLocked() {
 // addHandler is AddHandler (informer_more.go) in the core: a handler
 // added after objects were stored first gets them as Initial Added events.
 func (i *informer[P]) addHandler(fn func(event[P])) {
-	h := &handler[P]{fn: fn, wake: make(chan struct{}, 1)}
+	h := &handler[P]{fn: fn, box: mailbox.New[event[P]]()}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, obj := range i.store.all() {

@@ -11,10 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
-	"github.com/kctl-dev/kctl/internal/readahead"
+	"github.com/kctl-dev/kctl/internal/pager"
 	"github.com/kctl-dev/kctl/internal/watchretry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,45 +122,32 @@ func (i *informer[P]) listWatch(ctx context.Context, w *watchState) {
 // does not serve the watch-list stream: list in pages instead.
 var errPaged = errors.New("kctl: list in pages")
 
-// listedPage is one page of a list.
-type listedPage[P any] struct {
-	objs    []P
-	meta    metav1.ListMeta
-	skipped []error
-}
-
 // list lists w's namespace in pages (so the response buffer stays small),
 // stores the result and tells the handlers what changed. Pages are
 // fetched up to two ahead of the one readied for the store
-// (internal/readahead).
+// (internal/pager, internal/readahead).
 func (i *informer[P]) list(ctx context.Context, w *watchState) error {
 	fetch := func(
 		ctx context.Context,
 		token string,
-		early func(next string),
-	) (listedPage[P], string, error) {
-		var p listedPage[P]
-		var err error
-		onMeta := func(m metav1.ListMeta) { early(m.Continue) }
-		p.objs, p.meta, p.skipped, err = i.client.listPage(
-			ctx, w.listOpts(), cachePageSize, token, onMeta)
-		return p, p.meta.Continue, err
+		early func(metav1.ListMeta),
+	) ([]P, metav1.ListMeta, []error, error) {
+		opts := w.listOpts()
+		return i.client.listPage(ctx, opts, cachePageSize, token, early)
 	}
 	var all []P
 	var bad []*decodeError
-	rv := ""
-	use := func(p listedPage[P]) {
-		for _, err := range p.skipped {
+	use := func(objs []P, skipped []error) {
+		for _, err := range skipped {
 			bad = append(bad, i.keyed(err))
 		}
-		for _, obj := range p.objs {
+		for _, obj := range objs {
 			i.transform(obj)
 			i.sharer.Share(obj)
 			all = append(all, obj)
 		}
-		rv = p.meta.ResourceVersion
 	}
-	err := readahead.Pages(ctx, 2, fetch, use)
+	rv, err := pager.Ahead(ctx, 2, fetch, use)
 	if err != nil {
 		return err
 	}
@@ -199,21 +185,16 @@ func (i *informer[P]) follow(w *watchState, stream *watchStream[P]) error {
 	return err
 }
 
-// retry records and logs the n-th failure in a row of op, then waits out the backoff.
+// retry records and logs the n-th failure in a row of op, then waits out
+// the backoff (internal/watchretry).
 func (i *informer[P]) retry(ctx context.Context, w *watchState, op string, err error, n int) {
 	missing := isNotInstalled(err)
-	level := slog.LevelWarn
-	if missing && w.err != nil && isNotInstalled(w.err) {
-		level = slog.LevelDebug // said once; the poll goes on quietly
-	}
-	d := watchretry.Wait(n, err, missing)
+	// a CRD still missing was said once; the poll goes on quietly
+	quiet := missing && w.err != nil && isNotInstalled(w.err)
 	i.setErr(w, err) // client errors name the request and the resource
-	i.log.Log(ctx, level, "kctl: cache "+op+" failed, retrying", "resource", i.res.String(),
-		"namespace", w.opts.Namespace, "retryIn", d.Round(time.Millisecond), "failures", n, "err", err)
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	msg := "kctl: cache " + op + " failed, retrying"
+	watchretry.Pause(ctx, i.log, quiet, n, err, missing, msg,
+		"resource", i.res.String(), "namespace", w.opts.Namespace)
 }
 
 func (i *informer[P]) setErr(w *watchState, err error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kctl-dev/kctl/internal/mailbox"
 	"github.com/kctl-dev/kctl/internal/share"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -439,7 +440,8 @@ func BenchmarkInformer_Apply(b *testing.B) {
 		sharer:    share.New((*corev1.ConfigMap)(nil)),
 		log:       slog.New(slog.DiscardHandler),
 	}}
-	inf.handlers = []*handler[*corev1.ConfigMap]{{wake: make(chan struct{}, 1)}}
+	box := mailbox.New[event[*corev1.ConfigMap]]
+	inf.handlers = []*handler[*corev1.ConfigMap]{{box: box()}}
 	w := &watchState{synced: true}
 	inf.watches = []*watchState{w}
 	lists := [][]*corev1.ConfigMap{benchCMs(1000, "1"), benchCMs(1000, "2")}
@@ -453,7 +455,7 @@ func BenchmarkInformer_Apply(b *testing.B) {
 			b.Fatal(err)
 		}
 		if n%1000 == 0 {
-			inf.handlers[0].pending = nil
+			inf.handlers[0].box = box() // drop the events pushed
 		}
 	}
 }

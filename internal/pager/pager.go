@@ -1,7 +1,8 @@
 // Package pager reads a paged list to its end: the pages' items joined
 // in order, starting over from the first page when the continue token
 // expires (the server's 410 Gone) in the middle, at most a given number
-// of times.
+// of times (All); or, as kctl's informer lists, fetched ahead of their
+// use page by page (Ahead, with internal/readahead).
 package pager
 
 import apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -1,12 +1,15 @@
 // Package watchretry is how kctl's informers try a failed list or watch
 // again: the wait before the n-th retry in a row (Wait, from Delay), and
 // whether a failure means the resourceVersion or continue token is gone,
-// so the informer must list again (Gone); and how long a watch asks the
-// server to last (Timeout).
+// so the informer must list again (Gone); how long a watch asks the
+// server to last (Timeout); and the log of a failure and the wait that
+// follows it (Pause).
 package watchretry
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -65,4 +68,31 @@ func Gone(err error) bool {
 	var s apierrors.APIStatus
 	return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) || errors.As(err, &s) && s.Status().Code == 410 ||
 		strings.Contains(err.Error(), "too old resource version")
+}
+
+// Pause logs err, the n-th failure in a row, as msg with attrs and the
+// wait before the next try, then waits it out (Wait) or until ctx ends.
+// It logs at Warn, or at Debug if quiet: a resource still not installed,
+// said once, whose poll goes on quietly.
+func Pause(
+	ctx context.Context,
+	log *slog.Logger,
+	quiet bool,
+	n int,
+	err error,
+	notInstalled bool,
+	msg string,
+	attrs ...any,
+) {
+	level := slog.LevelWarn
+	if quiet {
+		level = slog.LevelDebug
+	}
+	d := Wait(n, err, notInstalled)
+	retry := []any{"retryIn", d.Round(time.Millisecond), "failures", n, "err", err}
+	log.Log(ctx, level, msg, append(attrs, retry...)...)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }

@@ -1,8 +1,12 @@
 package watchretry
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +87,30 @@ func TestTimeout_FixedOrFiveToTenMinutes(t *testing.T) {
 		if got := Timeout(0); got < 5*time.Minute || got >= 10*time.Minute {
 			t.Fatalf("Timeout(0) = %v, want in [5m, 10m)", got)
 		}
+	}
+}
+
+// Pause logs the failure with its wait, at Warn or, quiet, at Debug, and
+// returns when ctx ends rather than after the wait.
+func TestPause_LogsTheFailureAndItsWaitUntilCtxEnds(t *testing.T) {
+	var buf bytes.Buffer
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	log := slog.New(slog.NewTextHandler(&buf, opts))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	boom := errors.New("boom")
+	Pause(ctx, log, false, 3, boom, false, "list failed", "resource", "pods")
+	Pause(ctx, log, true, 1, boom, true, "list failed", "resource", "crds")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("logged %q, want two lines", lines)
+	}
+	for j, want := range []string{"level=WARN msg=\"list failed\" resource=pods retryIn=", "level=DEBUG msg=\"list failed\" resource=crds retryIn="} {
+		if !strings.Contains(lines[j], want) {
+			t.Errorf("line %d = %q, want it to contain %q", j, lines[j], want)
+		}
+	}
+	if !strings.Contains(lines[0], "failures=3 err=boom") {
+		t.Errorf("line 0 = %q, want failures=3 err=boom", lines[0])
 	}
 }
