@@ -60,7 +60,8 @@
 //     left out), and the list pages and watches (their query parameters:
 //     internal/apitype).
 //  7. client_writes.go: Create, Update, UpdateStatus, Delete.
-//  8. handler.go: Event[T], and how events reach a handler.
+//  8. handler.go: Event[T], and how events reach a handler: each has its
+//     own goroutine and unbounded buffer (internal/mailbox).
 //  9. store.go: the informer's objects by key and its label and field
 //     indexes; a cached List is planned and walked by internal/index;
 //     internal/undecodable marks the objects that do not decode, whose
@@ -72,9 +73,10 @@
 //     objects that stop or start decoding (internal/undecodable tracks and
 //     logs them); the start of each list or watch (begin), which reshard
 //     ends.
-//  12. list_watch.go: the informer's write side: paged list (read ahead by
-//     internal/readahead), watch, relist after 410, backoff
-//     (internal/watchretry: the wait, the watch timeout); the stream hook.
+//  12. list_watch.go: the informer's write side: paged list
+//     (internal/pager assembles the pages that internal/readahead fetches
+//     ahead), watch, relist after 410, backoff (internal/watchretry: the
+//     wait and its log, the watch timeout); the stream hook.
 //  13. cache.go: Cache, one informer per resource (internal/scope: the
 //     namespaces a scope watches, and whether it narrows); its made hook
 //     and its read barrier. What a cached read does when no informer
@@ -219,8 +221,9 @@
 // namespaces a cache's scope watches, and whether one list or watch takes
 // in an object), resync (the
 // resync schedule), readahead (a paged list's pages fetched ahead),
-// watchretry (an informer's retry wait and watch timeout, and a
-// resourceVersion that is gone), causes (a controller's Ledger of why
+// watchretry (an informer's retry wait and its log, the watch timeout,
+// and a resourceVersion that is gone), mailbox (the unbounded buffer and
+// goroutine between an informer and each handler), causes (a controller's Ledger of why
 // each key is queued, why a wait brings it back, QueuedAgain's channels
 // and the keys kept while it does not run), metachange (an update's kinds
 // of change; the built-in predicates' comparisons), ctrlnames (a
@@ -262,7 +265,7 @@
 // internal/transport reads the event, the codec decodes its object into
 // *T) → list_watch.go (follow) → apply.go (apply stores it in store.go
 // under the informer's lock and emits an Event) → handler.go (the
-// handler's goroutine) → predicate.go (live passes it on) → controller.go
+// handler's goroutine, fed by internal/mailbox's buffer) → predicate.go (live passes it on) → controller.go
 // (onEvent: the predicates pass it, enqueue queues its Key) → queue.go
 // (Add, then a worker's Get) → worker.go (processNext, handle: the
 // reconcile chain, whose read step hands your function a copy of the
