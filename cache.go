@@ -31,28 +31,19 @@ import (
 // The zero Cache is unusable: call NewCache, which starts nothing. Start runs
 // the informers made so far and any made later. Safe for concurrent use.
 type Cache struct {
-	conn   *Conn
-	opts   CacheOptions
-	mu     sync.Mutex
-	scopes map[Resource]Scope
-	// transforms holds a func(*T) for the resource's type T.
-	transforms map[Resource]any
-	// resyncs holds the resync periods set by ResyncFor, which the
-	// resync (cache_options.go) reads through the made hook.
-	resyncs   map[Resource]time.Duration
+	conn *Conn
+	opts CacheOptions
+	mu   sync.Mutex
+	// types is each type's scope, transform and resync period, set
+	// before its informer is made (cache_options.go), and the error of a
+	// cached read of a type the cache holds as metadata only, which makes
+	// no informer (metadata.go): internal/scope.
+	types     scope.PerType[Resource, Scope]
 	informers map[Resource]cachedInformer
-	// partial holds, by resource, the error of a cached read of it while
-	// the cache holds its objects in part only (metadata.go puts it there
-	// when it makes an informer of their metadata): such a read makes no
-	// informer.
-	partial map[Resource]error
 	// made, if set, sees every informer once, when it is made, under mu
-	// and before it runs. NewCache sets it: each informer syncs with the
-	// watch-list stream and resyncs as configured. NewManager sets it:
-	// that too, the metrics page shows each informer, read-your-writes
-	// tracks the Manager's writes in the whole ones, and a shard member
-	// sets their shard selector (Manager.Shard wraps it). Called in one
-	// place, Cache.informer.
+	// and before it runs: NewCache and NewManager set it (constructors.go:
+	// the watch-list stream, the resync, metrics, read-your-writes; a shard
+	// member wraps it). Called in one place, Cache.informer.
 	made func(inf cachedInformer)
 	// barrier, if set, holds back a cached read, and a reconcile, until
 	// the informer has caught up with the writes it could see:
@@ -120,13 +111,9 @@ func newCache(conn *Conn, opts CacheOptions) *Cache {
 		opts.Logger = slog.Default()
 	}
 	return &Cache{
-		conn:       conn,
-		opts:       opts,
-		scopes:     map[Resource]Scope{},
-		transforms: map[Resource]any{},
-		resyncs:    map[Resource]time.Duration{},
-		informers:  map[Resource]cachedInformer{},
-		partial:    map[Resource]error{},
+		conn:      conn,
+		opts:      opts,
+		informers: map[Resource]cachedInformer{},
 	}
 }
 
@@ -226,9 +213,9 @@ func (c *Cache) caughtUp(
 // metadata.go's key for their metadata), making it with newInformer (in
 // the scope configured for res, with mu held) on first use. read says a
 // cached client read wants it: a read never makes an informer with
-// ReaderFailOnMissingInformer, or of a resource in partial, and warns
-// when it makes one of every object of a type nobody scoped (surprise
-// memory use): internal/readmiss.
+// ReaderFailOnMissingInformer, or of a resource held in part only
+// (types.Partial), and warns when it makes one of every object of a type
+// nobody scoped (surprise memory use): internal/readmiss.
 func (c *Cache) informer(
 	res, key Resource,
 	read bool,
@@ -246,7 +233,7 @@ func (c *Cache) informer(
 		}
 		return nil, fmt.Errorf("kctl: cannot cache %s: the cache is stopped", what)
 	}
-	sc, scoped := c.scopes[res]
+	sc, scoped := c.types.Scope(res)
 	if !scoped {
 		sc = c.opts.DefaultScope
 		scoped = scope.Narrows(sc.Namespaces, sc.Labels, sc.Fields)
@@ -254,7 +241,7 @@ func (c *Cache) informer(
 	if read { // refused, failed or warned of: internal/readmiss
 		err := readmiss.Check(
 			res.String(),
-			c.partial[res],
+			c.types.Partial(res),
 			c.opts.ReaderFailOnMissingInformer,
 			scoped,
 			c.opts.Logger,
@@ -285,7 +272,7 @@ func initInformer[P any](
 	scope Scope,
 ) {
 	// the func(*T) of TransformFor
-	transform, _ := c.transforms[res].(func(P))
+	transform, _ := c.types.Transform(res).(func(P))
 	// Drops managedFields, then transforms; sets the decoder to match.
 	keep := c.opts.KeepManagedFields
 	prepare := objprep.Func(keep, transform, &cl.codec.wire)

@@ -23,7 +23,7 @@ import (
 
 // ScopeFor sets the scope of T's informer. Call it before the informer is made.
 func ScopeFor[T any, PT Object[T]](c *Cache, s Scope) error {
-	return configure[T](c, func(res Resource) { c.scopes[res] = s })
+	return configure[T](c, func(res Resource) { c.types.SetScope(res, s) })
 }
 
 // TransformFor sets fn to change each of T's objects (after managedFields
@@ -33,7 +33,7 @@ func ScopeFor[T any, PT Object[T]](c *Cache, s Scope) error {
 // object share equal parts with stored ones, rewriting what it points at.
 // Call it before T's informer is made.
 func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
-	return configure[T](c, func(res Resource) { c.transforms[res] = fn })
+	return configure[T](c, func(res Resource) { c.types.SetTransform(res, fn) })
 }
 
 // ResyncFor sets the resync period of T's informer (see
@@ -50,13 +50,13 @@ func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 // its state when its batch comes (one deleted by then is skipped); live
 // changes are not held back by it. Call it before T's informer is made.
 func ResyncFor[T any, PT Object[T]](c *Cache, every time.Duration) error {
-	return configure[T](c, func(res Resource) { c.resyncs[res] = max(every, 0) })
+	return configure[T](c, func(res Resource) { c.types.SetResync(res, max(every, 0)) })
 }
 
 // resyncOf is the resync period of res's informers: ResyncFor's, else
 // CacheOptions.Resync.
 func (c *Cache) resyncOf(res Resource) time.Duration {
-	resync, ok := c.resyncs[res]
+	resync, ok := c.types.Resync(res)
 	if !ok {
 		return c.opts.Resync
 	}
@@ -145,7 +145,7 @@ func configure[T any](c *Cache, set func(res Resource)) error {
 	defer c.mu.Unlock()
 	_, whole := c.informers[res]
 	// partial: the cache holds res's metadata (metadata.go)
-	_, partial := c.partial[res]
+	partial := c.types.Partial(res) != nil
 	if whole || partial {
 		return fmt.Errorf("kctl: the cache of %s is already made: "+
 			"configure it before its first use", res)

@@ -132,7 +132,7 @@ func TestClient_ProtobufWatch_AgainstTheServer_SeesEveryEventType(t *testing.T) 
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if !strings.HasPrefix(w.ct, mediaProtobuf) {
+	if !strings.HasPrefix(w.ContentType(), mediaProtobuf) {
 		t.Error("the watch of a built-in type is not protobuf")
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "watched"}, Data: map[string]string{"a": "1"}}

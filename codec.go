@@ -212,56 +212,33 @@ func (c codec[P]) decodeList(
 	return items, meta, skipped, nil
 }
 
-// The watch stream: one watch response read event by event (its bytes by
-// internal/transport: a protobuf watch's frames, a JSON one's objects),
-// each object decoded into P (*T) by the codec above.
+// The watch stream: one watch response read event by event (its bytes,
+// and its events, by internal/transport: Stream), each object decoded
+// into P (*T) by the codec above.
 
 // watchEvent is one decoded watch event (internal/transport's Event:
 // Type, Object, the Status of an ERROR, Err of an object that failed to
 // decode).
 type watchEvent[P any] = transport.Event[P]
 
-// watchStream reads one watch response. Close may be called concurrently
-// with Next (it unblocks Next); Next is not for concurrent use.
-type watchStream[P any] struct {
-	c    codec[P]
-	body io.ReadCloser
-	// ct is the answer's Content-Type, of every event's object.
-	ct string
-	// events reads the answer's events as bytes.
-	events *transport.Events
-	// what names the watched resource in errors (res.String()).
-	what string
-}
+// watchStream reads one watch response (transport.Stream): Next returns
+// the next event, an error ending the stream (io.EOF: closed cleanly);
+// Close may be called concurrently with Next (it unblocks Next); Next is
+// not for concurrent use.
+type watchStream[P any] = transport.Stream[P]
 
+// newWatchStream reads body, a watch's answer, decoding its objects with
+// c: a bookmark ends the maps shared since the stream began
+// (objcodec.Wire.Event).
 func newWatchStream[P any](
 	c codec[P],
 	contentType string,
 	body io.ReadCloser,
 ) *watchStream[P] {
 	c.wire.Begin() // maps shared until the first bookmark
-	return &watchStream[P]{
-		c:      c,
-		body:   body,
-		ct:     contentType,
-		events: transport.NewEvents(contentType, body),
-		what:   c.res.String(),
+	decode := func(typ string, object []byte) (P, error) {
+		c.wire.Event(typ)
+		return c.decode(contentType, object)
 	}
+	return transport.NewStream(contentType, body, c.res.String(), decode)
 }
-
-// Next returns the next event (transport.NextEvent), its object decoded
-// into P; an error ends the stream (io.EOF: closed cleanly). An event
-// whose object cannot be decoded has Err set.
-func (w *watchStream[P]) Next() (watchEvent[P], error) {
-	return transport.NextEvent(w.events, w.what, w.decode)
-}
-
-// decode decodes the object of an event of type typ: a bookmark ends the
-// maps shared since the stream began (objcodec.Wire.Event).
-func (w *watchStream[P]) decode(typ string, object []byte) (P, error) {
-	w.c.wire.Event(typ)
-	return w.c.decode(w.ct, object)
-}
-
-// Close ends the stream and releases its connection.
-func (w *watchStream[P]) Close() error { return w.body.Close() }

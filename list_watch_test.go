@@ -292,7 +292,7 @@ func checkNoCacheLeaks(t *testing.T) {
 			buf := make([]byte, 1<<20)
 			stacks = string(buf[:runtime.Stack(buf, true)])
 			if !strings.Contains(stacks, "kctl.(*Informer[") && !strings.Contains(stacks, "kctl.(*handler[") &&
-				!strings.Contains(stacks, "kctl.(*Cache)") && !strings.Contains(stacks, "kctl.(*watchStream[") {
+				!strings.Contains(stacks, "kctl.(*Cache)") && !strings.Contains(stacks, "transport.(*Stream[") {
 				return
 			}
 			runtime.Gosched()

@@ -53,7 +53,7 @@ func (c *Cache) metadataInformer(
 	newInformer := func(scope Scope) cachedInformer {
 		// With c.mu held: from now on a cached read of res is an error,
 		// unless the cache holds res's objects whole too.
-		c.partial[res] = cachedAsMetadata(res)
+		c.types.SetPartial(res, cachedAsMetadata(res))
 		cl := newMetadataClient(c.conn, res, builtin)
 		// TransformFor[T]'s func(*T) is not one of *meta: not applied.
 		inf := &Informer[meta]{}

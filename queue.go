@@ -45,11 +45,10 @@ type Queue[K comparable] struct {
 
 	// keys holds the queued, processing, dirty and waiting keys, and
 	// moves them by the guarantees above (internal/keyqueue: its fields
-	// carry the invariants); its timer calls fire. ShutDown closes it.
+	// carry the invariants); its timer calls fire. ShutDown closes it;
+	// its Drained is closed once no key is processing after that.
 	keys *keyqueue.Keys[K]
 
-	// drained is closed once keys is closed and no key is processing.
-	drained chan struct{}
 	// stopDrain is closed by a ShutDown while ShutDownWithDrain waits,
 	// to end the wait; nil when none waits.
 	stopDrain chan struct{}
@@ -94,9 +93,8 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 		rl = backoff.NewLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100)
 	}
 	q := &Queue[K]{
-		drained: make(chan struct{}),
-		rl:      rl,
-		obs:     opts.Observer,
+		rl:  rl,
+		obs: opts.Observer,
 	}
 	q.cond.L = &q.mu
 	// Defaults and limits: internal/keyqueue.
@@ -202,9 +200,6 @@ func (q *Queue[K]) Done(k K) {
 		q.mu.Unlock()
 		return
 	}
-	if q.keys.Closed() && q.keys.Processing() == 0 {
-		close(q.drained)
-	}
 	q.unlockAdded(added)
 	if q.obs != nil {
 		q.obs.Worked(now.Sub(start))
@@ -256,9 +251,6 @@ func (q *Queue[K]) shutDownLocked() {
 		return
 	}
 	q.keys.Close()
-	if q.keys.Processing() == 0 {
-		close(q.drained)
-	}
 	q.cond.Broadcast()
 }
 
@@ -272,9 +264,10 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 		q.stopDrain = make(chan struct{})
 	}
 	stop := q.stopDrain
+	drained := q.keys.Drained()
 	q.mu.Unlock()
 	// nil once drained, else an error counting the keys in flight
-	return shutdown.WaitDrained(ctx, q.drained, stop, q.InFlight)
+	return shutdown.WaitDrained(ctx, drained, stop, q.InFlight)
 }
 
 // The RateLimiter behind AddRateLimited; its default, NewRateLimiter, is

@@ -64,6 +64,9 @@ type Keys[K comparable] struct {
 	// closed is set once, by Close. Then queued, dirty and waiting are
 	// empty and stay so.
 	closed bool
+	// drained is closed once closed is set and no key is processing
+	// (by Close or by the last Done after it).
+	drained chan struct{}
 
 	opts Options
 }
@@ -77,6 +80,7 @@ func New[K comparable](opts Options, fire func()) *Keys[K] {
 		processing: map[K]time.Time{},
 		heldLow:    map[K]bool{},
 		dirty:      map[K]bool{},
+		drained:    make(chan struct{}),
 		opts:       opts,
 	}
 	s.opts.Debounce = max(opts.Debounce, 0)
@@ -193,6 +197,9 @@ func (s *Keys[K]) Done(k K, now time.Time) (added int, start time.Time, ok bool)
 		// A hold: it keeps k's MinInterval end for the next add.
 		s.waiting.Set(k, next, false, false, now)
 	}
+	if s.closed && len(s.processing) == 0 {
+		close(s.drained)
+	}
 	return added, start, true
 }
 
@@ -209,9 +216,16 @@ func (s *Keys[K]) Due(now time.Time) int {
 }
 
 // Close drops the queued, dirty and waiting keys; from then on, adds
-// do nothing. Processing keys are still Done.
+// do nothing. Processing keys are still Done. A second Close does
+// nothing.
 func (s *Keys[K]) Close() {
+	if s.closed {
+		return
+	}
 	s.closed = true
+	if len(s.processing) == 0 {
+		close(s.drained)
+	}
 	clear(s.queued)
 	s.line.Reset()
 	clear(s.dirty)
@@ -221,6 +235,12 @@ func (s *Keys[K]) Close() {
 // Closed reports whether Close was called.
 func (s *Keys[K]) Closed() bool {
 	return s.closed
+}
+
+// Drained is closed once Close was called and no key is processing: a
+// drain's end.
+func (s *Keys[K]) Drained() <-chan struct{} {
+	return s.drained
 }
 
 // Len is the number of queued keys (not waiting, not processing).
@@ -292,6 +312,15 @@ func (s *Keys[K]) Check() error {
 	}
 	if s.closed && (len(s.queued) != 0 || len(s.dirty) != 0 || s.waiting.Len() != 0) {
 		return fmt.Errorf("closed with %d queued, %d dirty and %d waiting", len(s.queued), len(s.dirty), s.waiting.Len())
+	}
+	drained := false
+	select {
+	case <-s.drained:
+		drained = true
+	default:
+	}
+	if want := s.closed && len(s.processing) == 0; drained != want {
+		return fmt.Errorf("drained %v, want %v (closed %v, %d processing)", drained, want, s.closed, len(s.processing))
 	}
 	return nil
 }

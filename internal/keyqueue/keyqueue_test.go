@@ -52,3 +52,43 @@ func TestNew_DefaultsAgeAndLimitsPacing(t *testing.T) {
 		t.Errorf("New(negative Age).opts.Age = %v, want a minute", s.opts.Age)
 	}
 }
+
+// Drained is closed by Close when no key is processing, else by the
+// last Done after Close; a second Close does nothing.
+func TestKeys_Drained_AtCloseOrAtTheLastDoneAfterIt(t *testing.T) {
+	now := time.Unix(0, 0)
+	isDrained := func(s *Keys[string]) bool {
+		select {
+		case <-s.Drained():
+			return true
+		default:
+			return false
+		}
+	}
+	idle := New[string](Options{}, func() {})
+	idle.Close()
+	idle.Close()
+	if !isDrained(idle) {
+		t.Error("Close with nothing processing: not drained")
+	}
+	busy := New[string](Options{}, func() {})
+	busy.Add("a", 0, false, now)
+	busy.Add("b", 0, false, now)
+	a, _ := busy.Pop(now)
+	b, _ := busy.Pop(now)
+	busy.Close()
+	busy.Done(a, now)
+	if isDrained(busy) {
+		t.Error("drained with b still processing")
+	}
+	if err := busy.Check(); err != nil {
+		t.Fatal(err)
+	}
+	busy.Done(b, now)
+	if !isDrained(busy) {
+		t.Error("the last Done after Close: not drained")
+	}
+	if err := busy.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,7 @@
 // Package scope says what a cache's scope lists and watches: the
 // namespaces it watches one by one, and whether one list/watch takes in
-// an object.
+// an object; and holds a cache's configuration of each type (PerType:
+// scope, transform, resync period, metadata only).
 package scope
 
 import (

@@ -82,3 +82,45 @@ func decodeEvent[P any](
 	}
 	return ev
 }
+
+// Stream reads one watch response event by event, each object decoded
+// by the caller's decode (NextEvent). Close may be called concurrently
+// with Next (it unblocks Next); Next is not for concurrent use.
+type Stream[P any] struct {
+	body io.ReadCloser
+	// events reads the answer's events as bytes.
+	events *Events
+	// what names the watched resource in errors.
+	what   string
+	decode func(typ string, object []byte) (P, error)
+}
+
+// NewStream reads body, a watch's answer of Content-Type contentType,
+// decoding each event's object with decode (see NextEvent); what names
+// the watched resource in errors.
+func NewStream[P any](
+	contentType string,
+	body io.ReadCloser,
+	what string,
+	decode func(typ string, object []byte) (P, error),
+) *Stream[P] {
+	return &Stream[P]{
+		body:   body,
+		events: NewEvents(contentType, body),
+		what:   what,
+		decode: decode,
+	}
+}
+
+// Next returns the next event (NextEvent): an error ends the stream
+// (io.EOF: closed cleanly); an event whose object cannot be decoded has
+// Err set.
+func (s *Stream[P]) Next() (Event[P], error) {
+	return NextEvent(s.events, s.what, s.decode)
+}
+
+// ContentType is the answer's, of every event's object.
+func (s *Stream[P]) ContentType() string { return s.events.contentType }
+
+// Close ends the stream and releases its connection.
+func (s *Stream[P]) Close() error { return s.body.Close() }

@@ -266,3 +266,49 @@ func TestNextEvent_EmptyStreamIsEOF(t *testing.T) {
 		}
 	}
 }
+
+// closeCounter is a watch body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closed int
+}
+
+func (c *closeCounter) Close() error {
+	c.closed++
+	return nil
+}
+
+// A Stream reads the events of its body with the caller's decode, ends
+// with io.EOF, and closes its body on Close.
+func TestStream_NextDecodesUntilEOFAndCloseClosesTheBody(t *testing.T) {
+	const ct = "application/json"
+	body := jsonEvent(t, "ADDED", namedPod("a", "1")) +
+		jsonEvent(t, "BOOKMARK", namedPod("", "2"))
+	rc := &closeCounter{Reader: strings.NewReader(body)}
+	var types []string
+	decode := func(typ string, object []byte) (*corev1.Pod, error) {
+		types = append(types, typ)
+		return decodePod(ct)(typ, object)
+	}
+	s := NewStream(ct, rc, "pods", decode)
+	if s.ContentType() != ct {
+		t.Errorf("ContentType() = %q, want %q", s.ContentType(), ct)
+	}
+	ev, err := s.Next()
+	if err != nil || ev.Type != "ADDED" || ev.Object.Name != "a" {
+		t.Fatalf("first Next = %+v, %v; want ADDED a", ev, err)
+	}
+	ev, err = s.Next()
+	if err != nil || ev.Type != "BOOKMARK" || ev.Object.ResourceVersion != "2" {
+		t.Fatalf("second Next = %+v, %v; want BOOKMARK at 2", ev, err)
+	}
+	if _, err := s.Next(); err != io.EOF {
+		t.Errorf("Next at the end = %v, want io.EOF", err)
+	}
+	if got := strings.Join(types, ","); got != "ADDED,BOOKMARK" {
+		t.Errorf("decode saw %s, want ADDED,BOOKMARK", got)
+	}
+	if err := s.Close(); err != nil || rc.closed != 1 {
+		t.Errorf("Close = %v, body closed %d times; want nil, once", err, rc.closed)
+	}
+}

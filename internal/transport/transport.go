@@ -4,7 +4,7 @@
 // request so that a silent network fails it, retries of 429 Too Many
 // Requests (and of a read's 5xx with Retry-After), and the server's
 // Warning headers logged once per text (internal/warnings). It also reads
-// a watch's frames and decodes its events (Events, NextEvent: ERROR
+// a watch's frames and decodes its events (Events, NextEvent, Stream: ERROR
 // Status, the types a watch sends, the watch's own errors), and the
 // metadata of an object that does not decode (ObjectMeta). It knows
 // nothing of kctl's types: a Request is a method, a path and a body, and
