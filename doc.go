@@ -41,16 +41,17 @@
 //     the pooled buffers answers are read into).
 //  4. codec.go: objects as protobuf or JSON, decoded by their content
 //     type; lists; a watch's events, decoded one by one
-//     (internal/transport reads them, sorts their types and ends a silent
-//     watch); typeOps, what the core needs of T itself, so that the data
-//     path (over P = *T) is compiled once for every type.
-//     internal/objcodec encodes an object, splits a list answer into its
-//     items, decoded one by one, and holds a resource's Wire: the media
-//     type asked for (the objects whole, or their metadata alone), the
-//     protobuf envelope, managedFields skipped, equal maps shared by a
-//     cache's objects; internal/presize decodes an object with each slice
-//     made once; internal/protowire reads the protobuf wire and the
-//     Kubernetes messages in it (Status, ListMeta, an object's metadata).
+//     (internal/transport's Stream reads them, sorts their types and ends
+//     a silent watch; the codec decodes each object); typeOps, what the
+//     core needs of T itself, so that the data path (over P = *T) is
+//     compiled once for every type. internal/objcodec encodes an object,
+//     splits a list answer into its items, decoded one by one, and holds a
+//     resource's Wire: the media type asked for (the objects whole, or
+//     their metadata alone), the protobuf envelope, managedFields skipped,
+//     equal maps shared by a cache's objects; internal/presize decodes an
+//     object with each slice made once; internal/protowire reads the
+//     protobuf wire and the Kubernetes messages in it (Status, ListMeta,
+//     an object's metadata).
 //  5. client.go: Client[T]: a typed request (its path and a list's query:
 //     internal/apitype), its answer, its errors (internal/discovery checks
 //     a declared type against the server and makes a failed answer an
@@ -78,35 +79,37 @@
 //     ahead), watch, relist after 410, backoff (internal/watchretry: the
 //     wait and its log, the watch timeout); the stream hook.
 //  13. cache.go: Cache, one informer per resource (internal/scope: the
-//     namespaces a scope watches, and whether it narrows); its made hook
-//     and its read barrier. What a cached read does when no informer
-//     exists (refuse, fail with ErrNotCached, or warn of an unscoped type)
-//     is internal/readmiss; what is done to each object before it is
-//     stored (managedFields dropped, TransformFor, the decoder's skip and
-//     reuse) is internal/objprep.
+//     namespaces a scope watches, whether it narrows, and each type's
+//     configuration, PerType: scope, transform, resync, metadata-only
+//     refusal); its made hook and its read barrier. What a cached read
+//     does when no informer exists (refuse, fail with ErrNotCached, or
+//     warn of an unscoped type) is internal/readmiss; what is done to each
+//     object before it is stored (managedFields dropped, TransformFor, the
+//     decoder's skip and reuse) is internal/objprep.
 //  14. cache_reads.go: cached Client reads, as copies, after the barrier.
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
-//     queued, how: at low priority, kept while not running; and merge:
-//     how a later cause folds into the first); the
-//     informer events a source passes on, or replays.
-//  16. queue.go: Queue: fair, stingy, exclusive, delays, priority,
-//     pacing; its lock and blocking Get around its keys' states and the
-//     rules that move them (internal/keyqueue: queued, processing, dirty,
-//     waiting, and the pacing defaults; its line, first in first out or low keys behind normal
-//     ones, is internal/keyline, its waiting keys, a heap with one timer,
-//     internal/keywait); AddRateLimited and its RateLimiter (its
-//     default's delays: internal/backoff), ShutDown and ShutDownWithDrain
-//     (its wait and errors: internal/shutdown's WaitDrained).
+//     queued, how: at low priority, kept while not running; and merge: how
+//     a later cause folds into the first); the informer events a source
+//     passes on, or replays.
+//  16. queue.go: Queue: fair, stingy, exclusive, delays, priority, pacing;
+//     its lock and blocking Get around its keys' states and the rules that
+//     move them (internal/keyqueue: queued, processing, dirty, waiting,
+//     the pacing defaults, and when a closed queue is drained; its line,
+//     first in first out or low keys behind normal ones, is
+//     internal/keyline, its waiting keys, a heap with one timer,
+//     internal/keywait); AddRateLimited and its RateLimiter (its default's
+//     delays: internal/backoff), ShutDown and ShutDownWithDrain (its wait
+//     and errors: internal/shutdown's WaitDrained).
 //  17. runnable.go: Runnable, and the two contexts of a leadership term
 //     (the schedule of a graceful shutdown is internal/shutdown's).
-//  18. controller.go: Controller[T]: the reconcile contract, its hooks (the
-//     reconcile chain of middleware, controllerObserver, keyOwner), and
-//     events into keys: predicates (dropper), low priority (lowOf: the
+//  18. controller.go: Controller[T]: the reconcile contract, its hooks
+//     (the reconcile chain of middleware, controllerObserver, keyOwner),
+//     and events into keys: predicates (dropper), low priority (lowOf: the
 //     priority function lowIf, else initial lists and resyncs), then
-//     enqueue (the keys' causes are kept in internal/causes'
-//     Ledger: first cause wins and later ones merge, QueuedAgain's
-//     channels, keys kept while not running; an update's kinds of change
-//     are internal/metachange's).
+//     enqueue (the keys' causes are kept in internal/causes' Ledger: first
+//     cause wins and later ones merge, QueuedAgain's channels, keys kept
+//     while not running; an update's kinds of change are
+//     internal/metachange's).
 //  19. worker.go: a reconcile's life: wait for caches, a new run's queue
 //     (the kept keys from the Ledger first, then the replay), dequeue (the
 //     key's cause taken from the Ledger), the reconcile chain (its read
@@ -119,8 +122,8 @@
 //  21. manager_controllers.go: NewController; the Manager as its
 //     controllers' host (a controller's name is taken once:
 //     internal/ctrlnames).
-//  22. start.go: Manager.Start, and lead, one leadership term (the logs
-//     of abandoned work are internal/shutdown's).
+//  22. start.go: Manager.Start, and lead, one leadership term (the logs of
+//     abandoned work are internal/shutdown's).
 //
 // Floor 1 declares nine points the floors above fill, each documented
 // where it is declared with what fills it, and called in one place: a
@@ -261,8 +264,8 @@
 //
 // An object's change travels through nine files of floor 1 from its watch
 // frame to your reconcile (eleven with conn.go and client_reads.go, whose
-// do and watch opened the watch): codec.go (watchStream.Next:
-// internal/transport reads the event, the codec decodes its object into
+// do and watch opened the watch): codec.go (watchStream, internal/transport's
+// Stream: Next reads the event, the codec decodes its object into
 // *T) → list_watch.go (follow) → apply.go (apply stores it in store.go
 // under the informer's lock and emits an Event) → handler.go (the
 // handler's goroutine, fed by internal/mailbox's buffer) → predicate.go (live passes it on) → controller.go
