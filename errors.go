@@ -20,7 +20,9 @@ const errPrefix = errtext.Prefix
 //	return fmt.Errorf("kctl: controller %q: %w", name, unprefixed(err))
 //
 // errors.Is and errors.As see through it. unprefixed(nil) is nil.
-func unprefixed(err error) error { return errtext.Unprefixed(err) }
+func unprefixed(err error) error {
+	return errtext.Unprefixed(err)
+}
 
 // ErrNotInstalled matches (with errors.Is) the error of a call on a resource
 // the API server does not serve: a CRD that is not applied, or an API group
