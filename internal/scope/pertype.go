@@ -27,10 +27,7 @@ func (p *PerType[K, S]) Scope(k K) (S, bool) {
 
 // SetScope sets k's scope.
 func (p *PerType[K, S]) SetScope(k K, s S) {
-	if p.scopes == nil {
-		p.scopes = map[K]S{}
-	}
-	p.scopes[k] = s
+	setIn(&p.scopes, k, s)
 }
 
 // Transform is k's transform (a func(*T)), nil if none was set.
@@ -40,10 +37,7 @@ func (p *PerType[K, S]) Transform(k K) any {
 
 // SetTransform sets k's transform, a func(*T) of k's type T.
 func (p *PerType[K, S]) SetTransform(k K, fn any) {
-	if p.transforms == nil {
-		p.transforms = map[K]any{}
-	}
-	p.transforms[k] = fn
+	setIn(&p.transforms, k, fn)
 }
 
 // Resync is k's resync period, if one was set.
@@ -54,10 +48,7 @@ func (p *PerType[K, S]) Resync(k K) (time.Duration, bool) {
 
 // SetResync sets k's resync period (0: never).
 func (p *PerType[K, S]) SetResync(k K, d time.Duration) {
-	if p.resyncs == nil {
-		p.resyncs = map[K]time.Duration{}
-	}
-	p.resyncs[k] = d
+	setIn(&p.resyncs, k, d)
 }
 
 // Partial is the error of a cached read of k, if the cache holds k's
@@ -70,8 +61,14 @@ func (p *PerType[K, S]) Partial(k K) error {
 // cached read of k is then refused with err (not nil), and makes no
 // informer.
 func (p *PerType[K, S]) SetPartial(k K, err error) {
-	if p.partial == nil {
-		p.partial = map[K]error{}
+	setIn(&p.partial, k, err)
+}
+
+// setIn sets m[k] to v, making m on first use: the zero PerType is
+// ready to use.
+func setIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
 	}
-	p.partial[k] = err
+	(*m)[k] = v
 }
