@@ -128,14 +128,14 @@
 // Floor 1 declares nine points the floors above fill, each documented
 // where it is declared with what fills it, and called in one place: a
 // Client's writeNotes (client.go); an informer's resync (informer.go) and
-// stream (list_watch.go); the Cache's made hook and read
-// barrier (cache.go); a controller's reconcile chain, its
-// controllerObserver (made by the Manager's observers hook) and keyOwner
-// (the Manager's member) (controller.go); and the Manager's elect
-// (manager.go). A controller's priority function lowIf is, like its
-// predicates, the value of a builder option (WithPriority), not a point a
-// floor fills; nor is an informer's shard selector, data that sharding
-// sets (shard.go's setShard) and floor 1 only reads. Floor 1 builds its Manager and Cache with newManager and
+// stream (list_watch.go); the Cache's made hook and read barrier
+// (cache.go); a controller's reconcile chain, its controllerObserver (made
+// by the Manager's observers hook) and keyOwner (the Manager's member)
+// (controller.go); and the Manager's elect (manager.go). A controller's
+// priority function lowIf is, like its predicates, the value of a builder
+// option (WithPriority), not a point a floor fills; nor is an informer's
+// shard selector, data that sharding sets (setShard, floor 3) and floor 1
+// only reads. Floor 1 builds its Manager and Cache with newManager and
 // newCache; the exported constructors are floor 2's last file.
 //
 // # Floor 2: production behaviours
