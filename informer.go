@@ -18,6 +18,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/index"
 	"github.com/kctl-dev/kctl/internal/mailbox"
+	"github.com/kctl-dev/kctl/internal/progress"
 	"github.com/kctl-dev/kctl/internal/share"
 )
 
@@ -98,8 +99,8 @@ type informer[P any] struct {
 	// watches has one per namespace in scope, or one for all.
 	watches  []*watchState
 	handlers []*handler[P]
-	// progress is closed on any progress, for waiters; nil when nobody waits.
-	progress chan struct{}
+	// progress wakes the waiters (wait) on any progress.
+	progress progress.Signal
 	// ctx is run's; nil before run.
 	ctx context.Context
 	// stopped means run's ctx ended: no goroutine is added to wg after this.
@@ -149,22 +150,15 @@ func (i *informer[P]) WaitForSync(ctx context.Context) error {
 }
 
 // Err is nil while the informer is synced and healthy, else it says what it
-// waits for, e.g. an error matching ErrNotInstalled. For readiness checks.
+// waits for, e.g. an error matching ErrNotInstalled. For readiness checks
+// (the texts: internal/progress).
 func (i *informer[P]) Err() error {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	err := i.failureLocked()
-	switch {
-	case err != nil:
-		return err
-	case i.ctx == nil:
-		return fmt.Errorf("kctl: %s is not started: start the Cache", i)
-	case i.stopped:
-		return fmt.Errorf("kctl: %s is stopped", i)
-	case !i.syncedLocked():
-		return fmt.Errorf("kctl: %s is still syncing", i)
-	}
-	return nil
+	started := i.ctx != nil
+	synced := i.syncedLocked()
+	return progress.Err(i.String(), err, started, i.stopped, synced)
 }
 
 func (i *informer[P]) failureLocked() error {
@@ -185,12 +179,8 @@ func (i *informer[P]) goLocked(fn func(ctx context.Context)) {
 	i.wg.Go(func() { fn(ctx) })
 }
 
-func (i *informer[P]) notifyLocked() {
-	if i.progress != nil {
-		close(i.progress)
-		i.progress = nil
-	}
-}
+// notifyLocked wakes the waiters (wait) to look again.
+func (i *informer[P]) notifyLocked() { i.progress.Notify() }
 
 // addHandler is AddHandler (informer_more.go) in the core: a handler
 // added after objects were stored first gets them as Initial Added events.
@@ -261,39 +251,17 @@ func (i *informer[P]) listLocked(
 }
 
 // wait returns once doneLocked (called under mu) holds, or with an error
-// saying why not when ctx ends or the informer stops.
+// saying why not when ctx ends or the informer stops (internal/progress).
 func (i *informer[P]) wait(
 	ctx context.Context,
 	what string,
 	doneLocked func() bool,
 ) error {
-	for {
-		i.mu.Lock()
-		done := doneLocked()
-		if done || i.stopped {
-			i.mu.Unlock()
-			if done {
-				return nil
-			}
-			return fmt.Errorf("kctl: %s stopped before it could %s", i, what)
-		}
-		if i.progress == nil {
-			i.progress = make(chan struct{})
-		}
-		progress := i.progress
-		failure := i.failureLocked()
-		i.mu.Unlock()
-		select {
-		case <-progress:
-		case <-ctx.Done():
-			if failure != nil {
-				cause := unprefixed(failure)
-				return fmt.Errorf("kctl: %s did not %s: %w (%w)",
-					i, what, cause, ctx.Err())
-			}
-			return fmt.Errorf("kctl: %s did not %s: %w", i, what, ctx.Err())
-		}
+	state := func() (done, stopped bool, failure error) {
+		return doneLocked(), i.stopped, i.failureLocked()
 	}
+	name := i.String()
+	return progress.Wait(ctx, &i.mu, &i.progress, name, what, state)
 }
 
 func (i *informer[P]) resource() Resource { return i.res }
