@@ -1,7 +1,8 @@
 package kctl
 
 // The events an informer hands to its handlers, and how: each handler has
-// its own goroutine and unbounded buffer, in store order.
+// its own goroutine and unbounded buffer, in store order. Event[T], the
+// event as a user's handler takes it, is informer_more.go's.
 
 import (
 	"context"
@@ -21,32 +22,17 @@ const (
 // String is "Added", "Updated" or "Deleted".
 func (t EventType) String() string { return [...]string{"Added", "Updated", "Deleted"}[t] }
 
-// Event is one change delivered to a handler. Object and Old are the shared
-// stored objects: do not modify them. Do not drive persistent state from
-// Deleted events (a handler may miss them across restarts): use finalizers.
-type Event[T any] struct {
-	Type   EventType
-	Object *T // the new state; for Deleted, the last known state
-	Old    *T // for Updated: the state before
-	// Initial marks the Added events of the first list, and the replay of
-	// stored objects to a handler added later.
-	Initial bool
-	// Relisted marks a change found by a relist (after 410 Gone or a
-	// reinstalled CRD), not on the watch; a Deleted one's Object is the last
-	// state the cache saw.
-	Relisted bool
-	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
-}
-
-// event is Event[T] in the informer's core, over P = *T (see typeOps):
-// the same fields, so that Event[T](e) converts one.
+// event is one change delivered to a handler, over P = *T (see typeOps):
+// Event[T]'s fields (informer_more.go, where a user's handler takes it),
+// so that Event[T](e) converts one. Object and Old are the shared stored
+// objects: never modify them.
 type event[P any] struct {
 	Type     EventType
-	Object   P
-	Old      P
-	Initial  bool
-	Relisted bool
-	Resync   bool
+	Object   P    // the new state; for Deleted, the last known state
+	Old      P    // for Updated: the state before
+	Initial  bool // an Added of the first list, or of a replay
+	Relisted bool // found by a relist, not on the watch
+	Resync   bool // the periodic re-delivery (Old == Object)
 }
 
 // handler delivers events to one handler function from its own goroutine

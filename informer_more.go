@@ -2,11 +2,12 @@ package kctl
 
 // Floor 2: an Informer as its user reads it directly: Get, List and
 // AddHandler of T, thin methods over the core's (informer.go), which are
-// what floor 1's controllers and cached reads call; and what an Informer
-// tells beyond the data path, which floor 1 never asks: how much it
-// holds (Stats, Undecodable), for the metrics page (the Cache's made hook
-// shows each informer), and WaitForResourceVersion, whose wait for one
-// object read-your-writes uses (readyourwrites.go).
+// what floor 1's controllers and cached reads call, and Event[T], the
+// event a user's handler takes (the core's is handler.go's event); and
+// what an Informer tells beyond the data path, which floor 1 never asks:
+// how much it holds (Stats, Undecodable), for the metrics page (the
+// Cache's made hook shows each informer), and WaitForResourceVersion,
+// whose wait for one object read-your-writes uses (readyourwrites.go).
 
 import (
 	"context"
@@ -42,6 +43,23 @@ func (i *Informer[T]) Get(namespace, name string) (*T, bool) {
 // informer), and a field required to equal a value from its index.
 func (i *Informer[T]) List(opts ListOptions) ([]*T, error) {
 	return i.informer.List(opts)
+}
+
+// Event is one change delivered to a handler. Object and Old are the shared
+// stored objects: do not modify them. Do not drive persistent state from
+// Deleted events (a handler may miss them across restarts): use finalizers.
+type Event[T any] struct {
+	Type   EventType
+	Object *T // the new state; for Deleted, the last known state
+	Old    *T // for Updated: the state before
+	// Initial marks the Added events of the first list, and the replay of
+	// stored objects to a handler added later.
+	Initial bool
+	// Relisted marks a change found by a relist (after 410 Gone or a
+	// reinstalled CRD), not on the watch; a Deleted one's Object is the last
+	// state the cache saw.
+	Relisted bool
+	Resync   bool // the periodic re-delivery of an unchanged object (Old == Object)
 }
 
 // AddHandler calls fn with every event, in order, from its own goroutine and
