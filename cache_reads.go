@@ -5,10 +5,9 @@ package kctl
 
 import (
 	"context"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"github.com/kctl-dev/kctl/internal/apitype"
+	"github.com/kctl-dev/kctl/internal/readmiss"
 )
 
 // cachedReads serves the Get and List of a Manager's Client (ClientFor)
@@ -83,11 +82,10 @@ func cachedGet[P any](
 	if ok {
 		return c.codec.ops.deepCopy(obj), nil
 	}
-	res := inf.res
-	gr := schema.GroupResource{Group: res.Group, Resource: res.Plural}
-	nf := apierrors.NewNotFound(gr, name)
+	// matches apierrors.IsNotFound (internal/readmiss)
 	key := nsKey(namespace, name)
-	return none, fmt.Errorf("kctl: get %s %s (from the cache): %w", res, key, nf)
+	res := apitype.Resource(inf.res)
+	return none, readmiss.NotFound(res, key, name)
 }
 
 // cachedList is cachedReads.list over P = *T: copies of the objects of

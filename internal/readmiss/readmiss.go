@@ -3,7 +3,8 @@
 // the resource's objects in part only, as metadata), fail it
 // (CacheOptions.ReaderFailOnMissingInformer), or let the read make it,
 // with a warning when that informer caches every object of a type
-// nobody scoped (surprise memory use).
+// nobody scoped (surprise memory use); and the error of a cached Get
+// that finds no such object (NotFound).
 package readmiss
 
 import (
@@ -11,7 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/errtext"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // ErrNotCached is kctl's ErrNotCached.
@@ -39,4 +43,13 @@ func Check(res string, refusal error, failOnMissing, scoped bool, log *slog.Logg
 		log.Warn(msg, "resource", res)
 	}
 	return nil
+}
+
+// NotFound is the error of a cached Get of the object name of res, at
+// key (its namespace/name), that the cache does not hold: it matches
+// apierrors.IsNotFound, as the server's answer would.
+func NotFound(res apitype.Resource, key, name string) error {
+	gr := schema.GroupResource{Group: res.Group, Resource: res.Plural}
+	nf := apierrors.NewNotFound(gr, name)
+	return fmt.Errorf("kctl: get %s %s (from the cache): %w", res, key, nf)
 }

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/kctl-dev/kctl/internal/apitype"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 func TestCheck_RefusesFailsOrWarnsOfAnUnscopedType(t *testing.T) {
@@ -38,5 +41,17 @@ func TestCheck_RefusesFailsOrWarnsOfAnUnscopedType(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "a client read started caching every secrets in the cluster") {
 		t.Errorf("an unscoped read did not warn: %q", buf.String())
+	}
+}
+
+func TestNotFound_MatchesIsNotFoundAndNamesTheCache(t *testing.T) {
+	deployments := apitype.Resource{Group: "apps", Version: "v1", Kind: "Deployment", Plural: "deployments", Namespaced: true}
+	err := NotFound(deployments, "shop/web", "web")
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("NotFound = %v, want it to match apierrors.IsNotFound", err)
+	}
+	want := `kctl: get deployments.apps/v1 shop/web (from the cache): deployments.apps "web" not found`
+	if err.Error() != want {
+		t.Errorf("NotFound = %q, want %q", err, want)
 	}
 }
