@@ -69,12 +69,8 @@ type CacheOptions struct {
 	// an object.
 	KeepManagedFields bool
 	// Resync, if positive, re-delivers every object to the handlers every
-	// Resync, as an Updated event with Resync set. A controller queues the
-	// keys of a resync at the low priority of the initial list, behind live
-	// changes. Each informer's period is stretched by a random 0-10 %
-	// (jitter), so that types, and replicas, with one period do not resync
-	// at once. ResyncFor sets it per type. NewCache and NewManager put it
-	// on each informer (cache_options.go). Defaults to never.
+	// Resync, as an Updated event with Resync set, stretched and spread
+	// out as ResyncFor, which sets it per type, says. Defaults to never.
 	Resync time.Duration
 	// ReaderFailOnMissingInformer makes a cached read (a ClientFor
 	// client's Get or List) of a type the cache does not watch yet an

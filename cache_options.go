@@ -42,13 +42,17 @@ func TransformFor[T any, PT Object[T]](c *Cache, fn func(obj *T)) error {
 //
 //	kctl.ResyncFor[corev1.ConfigMap](mgr.Cache(), 10*time.Minute)
 //
-// The period is stretched by a random 0-10 % per informer, and each
-// resync is spread out: the objects are re-delivered in order of
+// The period is stretched by a random 0-10 % per informer (jitter), so
+// that types, and replicas, with one period do not resync at once, and
+// each resync is spread out: the objects are re-delivered in order of
 // namespace and name, in up to 1,000 evenly spaced batches (at most one a
 // millisecond) over the first half of the period, so a resync never
 // arrives as one burst. Each object is re-delivered once per resync, in
 // its state when its batch comes (one deleted by then is skipped); live
-// changes are not held back by it. Call it before T's informer is made.
+// changes are not held back by it, and a controller queues the keys of a
+// resync at the low priority of the initial list, behind live changes.
+// NewCache and NewManager put the period on each informer (resyncBy).
+// Call it before T's informer is made.
 func ResyncFor[T any, PT Object[T]](c *Cache, every time.Duration) error {
 	return configure[T](c, func(res Resource) { c.types.SetResync(res, max(every, 0)) })
 }
