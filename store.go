@@ -127,15 +127,8 @@ func (s *store[P]) untrack(k objKey, e entry[P], had bool) {
 // last good copy, never taken for deleted. If one in bad has no key (not
 // even its metadata decoded), no object is deleted: any might be that one.
 func (s *store[P]) replace(namespace string, objs []P, bad []*decodeError, changed func(t EventType, obj, old P)) {
-	sizes := map[string]int{}
-	for _, obj := range objs {
-		sizes[metaOf(obj).GetNamespace()]++
-	}
-	for ns, n := range sizes {
-		if s.objects[ns] == nil {
-			s.objects[ns] = make(map[string]entry[P], n) // one allocation for the first list
-		}
-	}
+	ns := func(obj P) string { return metaOf(obj).GetNamespace() }
+	index.Presize(s.objects, objs, ns) // one allocation for the first list
 	s.gen++
 	for _, obj := range objs {
 		if t, old, ok := s.put(obj); ok {

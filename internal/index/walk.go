@@ -1,7 +1,8 @@
 package index
 
 // How a store answers a List from its plan: the walk over its objects
-// by namespace and name, each object checked against the whole selector.
+// by namespace and name, each object checked against the whole selector;
+// and those maps' first allocation (Presize).
 
 import "k8s.io/apimachinery/pkg/labels"
 
@@ -91,4 +92,24 @@ func (p *Plan[K, O]) keeps(namespace, name string, obj O) bool {
 		}
 	}
 	return true
+}
+
+// Presize makes, in objs (a store's, as List reads them), the map of
+// each namespace that has none and that some of list (each of
+// namespace ns) go in, as large as their count: the first list of a
+// store allocates each namespace's map once, not at each doubling.
+func Presize[O, E any](
+	objs map[string]map[string]E,
+	list []O,
+	ns func(o O) string,
+) {
+	sizes := map[string]int{}
+	for _, o := range list {
+		sizes[ns(o)]++
+	}
+	for n, size := range sizes {
+		if objs[n] == nil {
+			objs[n] = make(map[string]E, size)
+		}
+	}
 }

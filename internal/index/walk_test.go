@@ -94,3 +94,17 @@ func names(objs []*obj) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Presize makes the missing namespaces' maps, and keeps those there.
+func TestPresize_MakesOnlyTheMissingMaps(t *testing.T) {
+	kept := map[string]int{"a": 1}
+	objs := map[string]map[string]int{"x": kept}
+	list := []key{{"x", "a"}, {"y", "b"}, {"y", "c"}, {"", "d"}}
+	Presize(objs, list, func(k key) string { return k.ns })
+	if len(objs) != 3 || objs["y"] == nil || objs[""] == nil {
+		t.Fatalf("Presize made %v, want maps of x, y and the cluster scope", objs)
+	}
+	if len(objs["x"]) != 1 || len(objs["y"]) != 0 {
+		t.Errorf("Presize = %v: want x's map kept, y's empty", objs)
+	}
+}
