@@ -231,7 +231,7 @@ func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 
 // ShutDown stops the queue: every Get returns shutdown=true from now on, queued
 // and waiting keys are dropped, adds do nothing; keys in flight are still Done.
-// A ShutDown while ShutDownWithDrain waits ends that wait at once (Shut).
+// A ShutDown while ShutDownWithDrain waits ends that wait at once.
 func (q *Queue[K]) ShutDown() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
