@@ -16,16 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// keyed is the decodeError of an object a list could not decode. One
-// without a key (not even its metadata decoded) is logged: the list then
-// deletes no object from the cache, as any might be that one.
+// keyed is the decodeError of an object a list could not decode; one
+// without a key is logged: the list then deletes no object from the
+// cache, as any might be that one (internal/undecodable).
 func (i *informer[P]) keyed(err error) *decodeError {
-	de, ok := errors.AsType[*decodeError](err)
-	if ok && de.Name != "" {
-		return de
-	}
-	undecodable.Keyless(i.log, i.name, err)
-	return &decodeError{err: err}
+	return undecodable.Keyed(i.log, i.name, err)
 }
 
 // stored makes the store's objects of w's namespace a list's result,
@@ -82,10 +77,7 @@ func (i *informer[P]) apply(w *watchState, e watchEvent[P]) error {
 		broken = noName || !change
 	}
 	if broken {
-		msg := "kctl: cache skipped a watch event " +
-			"it could not decode or of unknown type"
-		i.log.Warn(msg, "resource", i.name,
-			"event", e.Type, "err", e.Err)
+		undecodable.Skipped(i.log, i.name, e.Type, e.Err)
 		return nil
 	}
 	obj := e.Object

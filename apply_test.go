@@ -21,7 +21,7 @@ import (
 // Issue 15 item 7: objects that stop decoding into T.
 
 func badKey(ns, name, rv string) *decodeError {
-	return &decodeError{Namespace: ns, Name: name, ResourceVersion: rv, err: errors.New("kctl: decoding " + ns + "/" + name + ": bad")}
+	return &decodeError{Namespace: ns, Name: name, ResourceVersion: rv, Err: errors.New("kctl: decoding " + ns + "/" + name + ": bad")}
 }
 
 // A relist takes an object it lists but cannot decode for one that exists:
@@ -66,7 +66,7 @@ func TestStore_Replace_NeverTakesAnUndecodableObjectForDeleted(t *testing.T) {
 		t.Errorf("step 3: %d objects still marked undecodable, want none", s.bad.Len())
 	}
 
-	s.replace("", []*corev1.ConfigMap{storeCM("x", "d", "8", nil)}, []*decodeError{{err: errors.New("no metadata")}}, changed)
+	s.replace("", []*corev1.ConfigMap{storeCM("x", "d", "8", nil)}, []*decodeError{{Err: errors.New("no metadata")}}, changed)
 	step(4, "Added d@8") // one undecodable without a key: a might be it, so it is kept
 	if _, ok := s.get("x", "a"); !ok {
 		t.Errorf("step 4: a was deleted by a list with an object of unknown key")

@@ -16,6 +16,7 @@ import (
 	"github.com/kctl-dev/kctl/internal/objcodec"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
+	"github.com/kctl-dev/kctl/internal/undecodable"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -136,21 +137,10 @@ func (c codec[P]) decode(contentType string, body []byte) (P, error) {
 	return c.decodeItem(raw, true)
 }
 
-// decodeError is the error of an object that does not decode into T. Its
-// metadata is then decoded alone, so that the object's key is still known
-// (the cache needs it to delete the object, or to keep it across a relist);
-// Name is "" only if even the metadata does not decode.
-type decodeError struct {
-	Namespace       string
-	Name            string
-	ResourceVersion string
-	// err names the object.
-	err error
-}
-
-func (e *decodeError) Error() string { return e.err.Error() }
-
-func (e *decodeError) Unwrap() error { return e.err }
+// decodeError is the error of an object that does not decode into T: it
+// names the object, and carries its key (Namespace, Name) if its metadata
+// decodes alone (internal/undecodable).
+type decodeError = undecodable.Error
 
 // decodeItem decodes one object's own bytes (no envelope), never panicking.
 // Its error is a *decodeError, naming the object if its metadata decodes.
@@ -160,7 +150,8 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 		if err != nil {
 			var none P
 			obj = none
-			err = c.decodeError(raw, proto, err)
+			res := c.res.String()
+			err = undecodable.Decoding(raw, proto, res, err)
 		}
 	}()
 	defer protowire.Recovered(&err)
@@ -172,26 +163,6 @@ func (c codec[P]) decodeItem(raw []byte, proto bool) (obj P, err error) {
 	}
 	c.setTypeMeta(obj)
 	return obj, err
-}
-
-// decodeError is the error of raw, an object that failed to decode with
-// err: it carries the object's key if the metadata alone decodes.
-func (c codec[P]) decodeError(
-	raw []byte,
-	proto bool,
-	err error,
-) *decodeError {
-	m := transport.ObjectMeta(raw, proto)
-	what := c.res.String()
-	if m.Name != "" {
-		what += " " + keyOf(&m)
-	}
-	return &decodeError{
-		Namespace:       m.Namespace,
-		Name:            m.Name,
-		ResourceVersion: m.ResourceVersion,
-		err:             fmt.Errorf("kctl: decoding %s: %w", what, err),
-	}
 }
 
 // decodeList decodes a list into individually allocated objects

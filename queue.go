@@ -49,10 +49,6 @@ type Queue[K comparable] struct {
 	// its Drained is closed once no key is processing after that.
 	keys *keyqueue.Keys[K]
 
-	// stopDrain is closed by a ShutDown while ShutDownWithDrain waits,
-	// to end the wait; nil when none waits.
-	stopDrain chan struct{}
-
 	rl  RateLimiter[K]
 	obs QueueObserver
 }
@@ -231,7 +227,7 @@ func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 
 // How a Queue ends, as client-go's workqueue documents its shutdown:
 // ShutDown drops what waits and wakes every Get; ShutDownWithDrain also
-// waits for the keys in flight.
+// waits for the keys in flight (a controller's graceful stop).
 
 // ShutDown stops the queue: every Get returns shutdown=true from now on, queued
 // and waiting keys are dropped, adds do nothing; keys in flight are still Done.
@@ -239,18 +235,7 @@ func (q *Queue[K]) InFlight() (n int, unfinished, longest time.Duration) {
 func (q *Queue[K]) ShutDown() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.shutDownLocked()
-	if q.stopDrain != nil {
-		close(q.stopDrain)
-		q.stopDrain = nil
-	}
-}
-
-func (q *Queue[K]) shutDownLocked() {
-	if q.keys.Closed() {
-		return
-	}
-	q.keys.Close()
+	q.keys.Shut()
 	q.cond.Broadcast()
 }
 
@@ -259,12 +244,9 @@ func (q *Queue[K]) shutDownLocked() {
 // if ShutDown is called meanwhile, an error at once.
 func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 	q.mu.Lock()
-	q.shutDownLocked()
-	if q.stopDrain == nil {
-		q.stopDrain = make(chan struct{})
-	}
-	stop := q.stopDrain
-	drained := q.keys.Drained()
+	// closed, and the ends of the wait: drained, or a ShutDown's stop
+	drained, stop := q.keys.Drain()
+	q.cond.Broadcast()
 	q.mu.Unlock()
 	// nil once drained, else an error counting the keys in flight
 	return shutdown.WaitDrained(ctx, drained, stop, q.InFlight)

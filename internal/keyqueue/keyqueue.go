@@ -67,6 +67,9 @@ type Keys[K comparable] struct {
 	// drained is closed once closed is set and no key is processing
 	// (by Close or by the last Done after it).
 	drained chan struct{}
+	// stopDrain is closed by a Shut while a Drain's wait goes on, to
+	// end the wait; nil when none waits.
+	stopDrain chan struct{}
 
 	opts Options
 }
@@ -230,6 +233,26 @@ func (s *Keys[K]) Close() {
 	s.line.Reset()
 	clear(s.dirty)
 	s.waiting.Reset()
+}
+
+// Shut is a Queue's ShutDown: Close, and the end of the wait of a
+// Drain before it (its stop is closed).
+func (s *Keys[K]) Shut() {
+	s.Close()
+	if s.stopDrain != nil {
+		close(s.stopDrain)
+		s.stopDrain = nil
+	}
+}
+
+// Drain is a Queue's ShutDownWithDrain: Close, then the two ends of its
+// wait: drained (Drained), and stop, closed by the next Shut.
+func (s *Keys[K]) Drain() (drained, stop <-chan struct{}) {
+	s.Close()
+	if s.stopDrain == nil {
+		s.stopDrain = make(chan struct{})
+	}
+	return s.drained, s.stopDrain
 }
 
 // Closed reports whether Close was called.

@@ -92,3 +92,41 @@ func TestKeys_Drained_AtCloseOrAtTheLastDoneAfterIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Drain closes s and returns the ends of its wait: a Shut closes stop
+// (every Drain before it shares the one stop), and a Drain after that
+// Shut gets a new stop, open.
+func TestKeys_Drain_StopIsClosedByTheNextShut(t *testing.T) {
+	now := time.Unix(0, 0)
+	isClosed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	s := New[string](Options{}, func() {})
+	s.Add("a", 0, false, now)
+	a, _ := s.Pop(now)
+	drained, stop := s.Drain()
+	_, stop2 := s.Drain()
+	if !s.Closed() || isClosed(drained) || isClosed(stop) {
+		t.Fatalf("Drain with a processing: closed=%v, drained=%v, stopped=%v; want true, false, false",
+			s.Closed(), isClosed(drained), isClosed(stop))
+	}
+	s.Shut()
+	if !isClosed(stop) || !isClosed(stop2) {
+		t.Error("Shut did not close the stop of every Drain before it")
+	}
+	_, stop3 := s.Drain()
+	if isClosed(stop3) {
+		t.Error("a Drain after Shut got a closed stop")
+	}
+	s.Shut()
+	s.Shut() // no Drain waits: nothing to close
+	s.Done(a, now)
+	if !isClosed(drained) {
+		t.Error("the last Done after Drain: not drained")
+	}
+}

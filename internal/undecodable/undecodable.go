@@ -2,11 +2,12 @@
 // server (as the last list or watch event of each says) but whose last
 // state does not decode into the cache's type: a CRD field that changed
 // type, a bad write to a field the schema does not check. The codec still
-// decodes their metadata, so the cache knows their key. A Set marks each
-// with its error until it decodes again or is deleted; meanwhile the
-// store (kctl's store.go) keeps its last good copy, if it ever decoded, and
-// a relist never takes it for deleted (Relist). Each is logged once when it
-// stops decoding and once when it decodes again (the Log functions).
+// decodes their metadata, so the cache knows their key (Decoding makes
+// such an object's Error). A Set marks each with its error until it
+// decodes again or is deleted; meanwhile the store (kctl's store.go)
+// keeps its last good copy, if it ever decoded, and a relist never takes
+// it for deleted (Relist). Each is logged once when it stops decoding and
+// once when it decodes again (the Log functions).
 //
 // Nothing here locks: the store's owner (the informer) guards a Set as it
 // guards the store.
@@ -145,6 +146,16 @@ func Stopped(log *slog.Logger, resource string, err error) {
 func Again[K Key](log *slog.Logger, resource string, k K) {
 	msg := "kctl: cache decodes an object again"
 	log.Info(msg, "resource", resource, "object", k.String())
+}
+
+// Skipped logs that the cache of resource skipped a watch event of type
+// typ whose object does not decode, not even its key (err), or that it
+// does not know.
+func Skipped(log *slog.Logger, resource, typ string, err error) {
+	msg := "kctl: cache skipped a watch event " +
+		"it could not decode or of unknown type"
+	log.Warn(msg, "resource", resource,
+		"event", typ, "err", err)
 }
 
 // Keyless logs that a list of resource holds an object whose metadata does
