@@ -51,23 +51,23 @@ var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
 // ErrLeaderLost, so that work drained after a shutdown began may go on
 // while this replica still holds the lease. Without leader election
 // leaseCtx never ends.
-func (r Runnable) inTerm(leaseCtx context.Context) Runnable {
+func (r Runnable) inTerm(leaseCtx context.Context) group.Task {
 	run := r.runTerm
-	if run == nil {
-		return r
+	if run != nil {
+		r.Run = func(ctx context.Context) error { return run(ctx, leaseCtx) }
 	}
-	r.Run = func(ctx context.Context) error { return run(ctx, leaseCtx) }
-	return r
+	return r.task()
 }
 
-// runIn runs r.Run(ctx) in g. An error it returns while ctx has not
-// ended is g's.
-func runIn(g *group.Group, ctx context.Context, r Runnable) {
-	g.Go(r.Name, r.Busy, func() error {
+// task is r as a goroutine of a group (internal/group). An error r.Run(ctx)
+// returns while ctx has not ended is the group's.
+func (r Runnable) task() group.Task {
+	run := func(ctx context.Context) error {
 		err := r.Run(ctx)
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, unprefixed(err))
-	})
+	}
+	return group.Task{Name: r.Name, Busy: r.Busy, Run: run}
 }
