@@ -123,7 +123,7 @@ type Manager struct {
 	terms      group.Terms   // leader-only runnables
 	// writers are the Event writers: run on every replica, stopped after
 	// the rest.
-	writers group.Pending
+	writers group.Last
 	// controllers are those registered, in order, for the readiness
 	// check of their caches (notReady, constructors.go).
 	controllers []interface{ unsynced() error }

@@ -1,9 +1,9 @@
 package kctl
 
-// Runnable, how one runs in a goroutine group (internal/group), and the
-// two contexts a leadership term hands its runnables. Add is the
-// Manager's (manager.go), the terms themselves are lead's (start.go); the
-// schedule of a graceful shutdown is internal/shutdown's.
+// Runnable, as a task of a goroutine group (internal/group, which also
+// keeps them until Start, and for every leadership term), and the two
+// contexts a term hands its runnables. Add is the Manager's (manager.go),
+// lead runs a term (start.go); internal/shutdown has the shutdown's schedule.
 
 import (
 	"context"

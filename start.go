@@ -1,7 +1,8 @@
 package kctl
 
 // How a Manager runs: Start, in the order it starts and stops things, and
-// lead, one leadership term.
+// lead, one leadership term (which runnables run in it, and those added
+// during it, is internal/group's Terms).
 
 import (
 	"cmp"
@@ -57,20 +58,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	logCtx := context.WithValue(caller, loggerKey{}, m.log)
 	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
-	detached := context.WithoutCancel(ctx)
-	eventCtx, stopWriters := context.WithCancel(detached)
-	defer stopWriters()
 	m.ctx = ctx
 	m.cancel = cancel
 	m.work = group.New(cancel)
-	writing := group.New(cancel)
 
 	// 1. The shared cache.
 	runCache := func() error { return m.cache.Start(ctx) }
 	m.work.Go("cache", nil, runCache)
 	// 2. Runnables of every replica, and the Event writers.
 	m.everywhere.Start(ctx, m.work)
-	m.writers.Start(eventCtx, writing)
+	m.writers.Start(ctx, cancel) // until Stop, after the rest
+	defer m.writers.Stop()
 	// 3. The leader work, on this replica while it leads (see lead).
 	if m.elect == nil {
 		lead := func() error {
@@ -95,13 +93,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	// (lead logs what it abandons); then the lease is released.
 	m.work.Wait(ctx, m.schedule.AbandonAt)
 	// The Event writers write what the work recorded, until WritesBy.
-	stopWriters()
+	m.writers.Stop()
 	// Start returns when all that is done, or at the end of ShutdownTimeout.
 	abandoned := m.work.Wait(ctx, m.schedule.End)
-	stillWriting := writing.Wait(ctx, m.schedule.End)
+	stillWriting := m.writers.Wait(ctx, m.schedule.End)
 	abandoned = append(abandoned, stillWriting...)
 	shutdown.LogAbandoned(m.log, m.opts.ShutdownTimeout, abandoned) // an error naming them, if any
-	err = cmp.Or(m.work.Err(), writing.Err(), lossOf(member))
+	err = cmp.Or(m.work.Err(), m.writers.Err(), lossOf(member))
 	if err == nil && !byCaller {
 		err = context.Cause(ctx)
 	}

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Task is a named goroutine's work whose context is given when it runs:
@@ -114,3 +115,41 @@ func (ts *Terms) Current() *Group {
 	defer ts.mu.Unlock()
 	return ts.term
 }
+
+// Last runs the goroutines a kctl Manager stops after the rest (its Event
+// writers, which write what the rest recorded): in a Group of their own,
+// with a context detached from the Manager's that ends only at Stop. Those
+// added before Start wait for it, those added after run at once. The zero
+// value is ready to use. Go is safe for concurrent use; Stop, Wait and
+// Err are for Start's caller, after Start.
+type Last struct {
+	pending Pending
+	// g and stop are Start's.
+	g    *Group
+	stop context.CancelFunc
+}
+
+// Go runs t once Start has been called: at once if it has.
+func (l *Last) Go(t Task) { l.pending.Go(t) }
+
+// Start runs every task added so far, and every one added later, with a
+// context that keeps ctx's values but ends only at Stop, in a Group whose
+// first error cancel receives. Call it once, then Stop.
+func (l *Last) Start(ctx context.Context, cancel context.CancelCauseFunc) {
+	detached := context.WithoutCancel(ctx)
+	lastCtx, stop := context.WithCancel(detached)
+	l.g = New(cancel)
+	l.stop = stop
+	l.pending.Start(lastCtx, l.g)
+}
+
+// Stop ends the tasks' context. It may be called more than once.
+func (l *Last) Stop() { l.stop() }
+
+// Wait is the Group's Wait: see Group.Wait.
+func (l *Last) Wait(stop context.Context, by func() time.Time) []string {
+	return l.g.Wait(stop, by)
+}
+
+// Err is the first error a task returned.
+func (l *Last) Err() error { return l.g.Err() }

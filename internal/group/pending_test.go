@@ -93,3 +93,37 @@ func TestTerms_RunsEveryTaskInEachTermAndNoneBetween(t *testing.T) {
 		}
 	})
 }
+
+func TestLast_RunsDetachedFromTheManagerUntilStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		ctx = context.WithValue(ctx, ctxKey{}, "manager")
+		var l Last
+		stopped := make(chan string, 2)
+		writer := func(name string) Task {
+			return Task{Name: name, Run: func(ctx context.Context) error {
+				<-ctx.Done()
+				stopped <- name + "@" + ctx.Value(ctxKey{}).(string)
+				return nil
+			}}
+		}
+		l.Go(writer("before"))
+		l.Start(ctx, cancel)
+		l.Go(writer("after"))
+		cancel(nil) // the Manager's context ends: its writers go on
+		synctest.Wait()
+		if len(stopped) != 0 {
+			t.Fatalf("%d writers stopped with the Manager's context, want none before Stop", len(stopped))
+		}
+		l.Stop()
+		by := func() time.Time { return time.Now().Add(time.Second) }
+		if running := l.Wait(ctx, by); running != nil || l.Err() != nil {
+			t.Fatalf("Wait() = %q, Err() = %v, want nil and nil", running, l.Err())
+		}
+		got := []string{<-stopped, <-stopped}
+		slices.Sort(got)
+		if want := []string{"after@manager", "before@manager"}; !slices.Equal(got, want) {
+			t.Errorf("stopped %q, want %q", got, want)
+		}
+	})
+}
