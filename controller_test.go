@@ -186,9 +186,7 @@ func TestFromChannel_Closed_EndsTheSourceAndTheControllerGoesOn(t *testing.T) {
 	eventually(t, "a reconciled from the channel", func() bool { return log.saw(ns+"/a", "channel") })
 	const source = "channel source of closed-channel"
 	sourceRuns := func() bool {
-		mgr.mu.Lock()
-		term := mgr.term
-		mgr.mu.Unlock()
+		term := mgr.terms.Current()
 		for _, name := range term.Running() {
 			if name == source {
 				return true

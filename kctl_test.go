@@ -159,8 +159,8 @@ func TestManager_OptIns_FailAfterStartAndElectLeaderChecksItsConfig(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(mgr.ServeMetrics(""), mgr.ServeHealth("")); err != nil || len(mgr.runnables) != 0 {
-		t.Errorf(`ServeMetrics("") and ServeHealth("") = %v and added %d runnables, want nil and none`, err, len(mgr.runnables))
+	if err := errors.Join(mgr.ServeMetrics(""), mgr.ServeHealth("")); err != nil || mgr.everywhere.Len() != 0 {
+		t.Errorf(`ServeMetrics("") and ServeHealth("") = %v and added %d runnables, want nil and none`, err, mgr.everywhere.Len())
 	}
 	if err := mgr.ElectLeader(LeaderElection{Name: "x", Namespace: "ns", RetryPeriod: time.Hour}); err == nil || !strings.Contains(err.Error(), "RetryPeriod") {
 		t.Errorf("ElectLeader with RetryPeriod > RenewDeadline = %v, want an error naming RetryPeriod", err)

@@ -111,19 +111,19 @@ type Manager struct {
 	// schedule is the graceful shutdown's schedule, fixed when Start's ctx ends.
 	schedule *shutdown.Schedule
 
-	// mu guards what follows. Before Start, runnables and leaderOnly collect
+	// mu guards what follows. Before Start, everywhere and writers collect
 	// what Start starts; from Start on, ctx is set and every runnable added
-	// is started at once (leader-only ones in the current term, if any) and
-	// also kept in leaderOnly for the next terms.
+	// is started at once (leader-only ones in the current term, if any).
+	// terms keeps the leader-only ones for every term.
 	mu      sync.Mutex
 	started bool
 	// recorders, by component, hold recorder.go's *EventRecorder.
 	recorders  map[string]any
-	runnables  []Runnable // run on every replica
-	leaderOnly []Runnable // run in every leadership term
-	// eventWriters are the Event writers: run on every replica, stopped after
+	everywhere group.Pending // runnables of every replica
+	terms      group.Terms   // leader-only runnables
+	// writers are the Event writers: run on every replica, stopped after
 	// the rest.
-	eventWriters []Runnable
+	writers group.Last
 	// controllers are those registered, in order, for the readiness
 	// check of their caches (notReady, constructors.go).
 	controllers []interface{ unsynced() error }
@@ -148,14 +148,6 @@ type Manager struct {
 	// work runs the cache, runnables, the leader election or the leader
 	// work.
 	work *group.Group
-	// eventCtx is the Event writers'; it ends after the work has.
-	eventCtx   context.Context
-	eventGroup *group.Group
-	// term runs the current leadership term's runnables; nil while not
-	// leading.
-	term      *group.Group
-	termCtx   context.Context // the current term's leader context
-	termLease context.Context // and its lease context
 }
 
 // newManager loads the configuration (see LoadConfig), connects and makes
@@ -250,14 +242,9 @@ func (m *Manager) addLocked(r Runnable) error {
 	case m.ctx != nil && m.ctx.Err() != nil:
 		return shutdown.AddTooLate(r.Name) // it would never run
 	case r.NeedLeader:
-		m.leaderOnly = append(m.leaderOnly, r)
-		if m.term != nil {
-			runIn(m.term, m.termCtx, r.inTerm(m.termLease))
-		}
-	case m.ctx == nil:
-		m.runnables = append(m.runnables, r)
+		m.terms.Add(r.inTerm)
 	default:
-		runIn(m.work, m.ctx, r)
+		m.everywhere.Go(r.task())
 	}
 	return nil
 }

@@ -53,14 +53,11 @@ func (m *Manager) EventRecorder(component string) *EventRecorder {
 			return nil
 		},
 	}
-	switch {
-	case m.ctx == nil:
-		m.eventWriters = append(m.eventWriters, w)
-	case m.ctx.Err() != nil:
+	if m.ctx != nil && m.ctx.Err() != nil {
 		r.stop() // shutting down: nothing will write its Events
-	default:
-		runIn(m.eventGroup, m.eventCtx, w)
+		return r
 	}
+	m.writers.Go(w.task()) // at once from Start on
 	return r
 }
 

@@ -1,9 +1,9 @@
 package kctl
 
-// Runnable, how one runs in a goroutine group (internal/group), and the
-// two contexts a leadership term hands its runnables. Add is the
-// Manager's (manager.go), the terms themselves are lead's (start.go); the
-// schedule of a graceful shutdown is internal/shutdown's.
+// Runnable, as a task of a goroutine group (internal/group, which also
+// keeps them until Start, and for every leadership term), and the two
+// contexts a term hands its runnables. Add is the Manager's (manager.go),
+// lead runs a term (start.go); internal/shutdown has the shutdown's schedule.
 
 import (
 	"context"
@@ -51,23 +51,23 @@ var ErrLeaderLost = errors.New("kctl: leader election: lost the lease")
 // ErrLeaderLost, so that work drained after a shutdown began may go on
 // while this replica still holds the lease. Without leader election
 // leaseCtx never ends.
-func (r Runnable) inTerm(leaseCtx context.Context) Runnable {
+func (r Runnable) inTerm(leaseCtx context.Context) group.Task {
 	run := r.runTerm
-	if run == nil {
-		return r
+	if run != nil {
+		r.Run = func(ctx context.Context) error { return run(ctx, leaseCtx) }
 	}
-	r.Run = func(ctx context.Context) error { return run(ctx, leaseCtx) }
-	return r
+	return r.task()
 }
 
-// runIn runs r.Run(ctx) in g. An error it returns while ctx has not
-// ended is g's.
-func runIn(g *group.Group, ctx context.Context, r Runnable) {
-	g.Go(r.Name, r.Busy, func() error {
+// task is r as a goroutine of a group (internal/group). An error r.Run(ctx)
+// returns while ctx has not ended is the group's.
+func (r Runnable) task() group.Task {
+	run := func(ctx context.Context) error {
 		err := r.Run(ctx)
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("kctl: runnable %q failed: %w", r.Name, unprefixed(err))
-	})
+	}
+	return group.Task{Name: r.Name, Busy: r.Busy, Run: run}
 }

@@ -15,6 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// runIn runs r in g with ctx, as the Manager does.
+func runIn(g *group.Group, ctx context.Context, r Runnable) {
+	t := r.task()
+	g.Go(t.Name, t.Busy, func() error { return t.Run(ctx) })
+}
+
 func TestGroup_WaitAfterStop_EndsAtDeadlineNamingWhatStillRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stop, cancel := context.WithCancelCause(t.Context())

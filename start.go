@@ -1,7 +1,8 @@
 package kctl
 
 // How a Manager runs: Start, in the order it starts and stops things, and
-// lead, one leadership term.
+// lead, one leadership term (which runnables run in it, and those added
+// during it, is internal/group's Terms).
 
 import (
 	"cmp"
@@ -57,25 +58,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	logCtx := context.WithValue(caller, loggerKey{}, m.log)
 	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
-	detached := context.WithoutCancel(ctx)
-	eventCtx, stopWriters := context.WithCancel(detached)
-	defer stopWriters()
 	m.ctx = ctx
 	m.cancel = cancel
 	m.work = group.New(cancel)
-	m.eventCtx = eventCtx
-	m.eventGroup = group.New(cancel)
 
 	// 1. The shared cache.
 	runCache := func() error { return m.cache.Start(ctx) }
 	m.work.Go("cache", nil, runCache)
 	// 2. Runnables of every replica, and the Event writers.
-	for _, r := range m.runnables {
-		runIn(m.work, ctx, r)
-	}
-	for _, w := range m.eventWriters {
-		runIn(m.eventGroup, eventCtx, w)
-	}
+	m.everywhere.Start(ctx, m.work)
+	m.writers.Start(ctx, cancel) // until Stop, after the rest
+	defer m.writers.Stop()
 	// 3. The leader work, on this replica while it leads (see lead).
 	if m.elect == nil {
 		lead := func() error {
@@ -100,13 +93,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	// (lead logs what it abandons); then the lease is released.
 	m.work.Wait(ctx, m.schedule.AbandonAt)
 	// The Event writers write what the work recorded, until WritesBy.
-	stopWriters()
+	m.writers.Stop()
 	// Start returns when all that is done, or at the end of ShutdownTimeout.
 	abandoned := m.work.Wait(ctx, m.schedule.End)
-	stillWriting := m.eventGroup.Wait(ctx, m.schedule.End)
+	stillWriting := m.writers.Wait(ctx, m.schedule.End)
 	abandoned = append(abandoned, stillWriting...)
 	shutdown.LogAbandoned(m.log, m.opts.ShutdownTimeout, abandoned) // an error naming them, if any
-	err = cmp.Or(m.work.Err(), m.eventGroup.Err(), lossOf(member))
+	err = cmp.Or(m.work.Err(), m.writers.Err(), lossOf(member))
 	if err == nil && !byCaller {
 		err = context.Cause(ctx)
 	}
@@ -132,22 +125,11 @@ func (m *Manager) lead(leaderCtx, leaseCtx context.Context) {
 	m.log.Info("leading: starting controllers and leader-only runnables")
 	// A failing runnable stops the Manager.
 	term := group.New(m.cancel)
-	m.mu.Lock()
-	m.term = term
-	m.termCtx = leaderCtx
-	m.termLease = leaseCtx
-	for _, r := range m.leaderOnly {
-		runIn(term, leaderCtx, r.inTerm(leaseCtx))
-	}
-	m.mu.Unlock()
+	m.terms.Begin(term, leaderCtx, leaseCtx)
 
 	<-leaderCtx.Done()
-	m.mu.Lock()
 	// Runnables added from now on wait for the next term.
-	m.term = nil
-	m.termCtx = nil
-	m.termLease = nil
-	m.mu.Unlock()
+	m.terms.End()
 	abandoned := term.Wait(m.ctx, m.schedule.AbandonAt)
 	// an error naming them, if any: another replica may start on the same objects
 	shutdown.LogAbandonedTerm(m.log, m.opts.ShutdownTimeout, abandoned)

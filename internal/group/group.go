@@ -1,6 +1,8 @@
 // Package group runs named goroutines, as a kctl Manager runs its
 // runnables: the first error is kept and cancels (a tiny errgroup), and a
-// wait may end at a deadline and then names what still runs.
+// wait may end at a deadline and then names what still runs. Pending holds
+// the tasks added before the Manager starts, and Terms its leader-only
+// tasks, run again in each leadership term.
 package group
 
 import (
