@@ -171,12 +171,14 @@ type controller[P any] struct {
 	// channels counts FromChannel sources, whose readers run where
 	// the controller runs.
 	channels int
-	// lowIf, if set, says whether an object source's event queues its
-	// keys at low priority: the priority function, which WithPriority
-	// sets; nil: the default of lowOf.
-	lowIf      func(ObjectEvent) bool
-	predicates []Predicate       // own events only
-	filters    []Predicate       // every object source
+	// lowIf says whether an object source's event queues its keys at
+	// low priority: lowByDefault (setUp), or WithPriority's function.
+	lowIf func(ObjectEvent) bool
+	// predicates filter the events of T: those of WithEventFilter,
+	// then of WithPredicates, each telling the observer of the run
+	// the events it drops (noting, controller_options.go).
+	predicates []Predicate
+	filters    []Predicate       // every object source's, as given
 	queueOpts  QueueOptions[Key] // Observer is set by run
 
 	mu sync.Mutex
@@ -277,9 +279,6 @@ type keyOwner interface {
 	// values, ending only when this replica must stop reconciling at
 	// once (the member lost its Lease).
 	leaseOf(ctx context.Context) context.Context
-	// loss is why the member lost its Lease, nil while it holds it:
-	// Manager.Start returns it.
-	loss() error
 }
 
 // controllerObserver is a controller's one observer: what it does, for
@@ -322,10 +321,10 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	m := metaOf(ev.Object)
 	k := Key{m.GetNamespace(), m.GetName()}
 	oe := objectEvent(ev)
-	by := c.dropper(oe, "WithPredicates", c.predicates)
-	if by != "" {
-		c.noteDrop(k, by)
-		return
+	for _, p := range c.predicates {
+		if !p(oe) {
+			return // p told the observer (noting)
+		}
 	}
 	t := Trigger{Cause: "created"}
 	switch {
@@ -343,47 +342,14 @@ func (c *controller[P]) onEvent(ev event[P]) {
 	if ev.Relisted {
 		t.Detail = strings.TrimSpace(t.Detail + " (found by relist)")
 	}
-	t.low = c.lowOf(oe)
+	t.low = c.lowIf(oe)
 	c.enqueue(k, t)
 }
 
-// dropper names the first predicate that drops ev: of the filters of
-// every object source ("WithEventFilter #2"), then of preds, those of its
-// source (call #i); "" if none does.
-func (c *controller[P]) dropper(ev ObjectEvent, call string, preds []Predicate) string {
-	for i, p := range c.filters {
-		if !p(ev) {
-			return fmt.Sprintf("WithEventFilter #%d", i+1)
-		}
-	}
-	for i, p := range preds {
-		if !p(ev) {
-			return fmt.Sprintf("%s #%d", call, i+1)
-		}
-	}
-	return ""
-}
-
-// noteDrop tells the observer of the run, if any, that a predicate (by)
-// dropped an event of T for key k.
-func (c *controller[P]) noteDrop(k Key, by string) {
-	c.mu.Lock()
-	obs := c.observer
-	c.mu.Unlock()
-	if obs != nil { // nil before the first run
-		obs.dropped(k, by)
-	}
-}
-
-// lowOf is whether an event's keys are queued at low priority: as
-// WithPriority chooses, if set; else those of an initial list, a replay
-// and a periodic resync are, behind the changes seen live.
-func (c *controller[P]) lowOf(ev ObjectEvent) bool {
-	if c.lowIf != nil {
-		return c.lowIf(ev)
-	}
-	return ev.Initial || ev.Resync
-}
+// lowByDefault is the default priority of an event's keys (see
+// WithPriority): those of an initial list, a replay and a periodic
+// resync are low, behind the changes seen live.
+func lowByDefault(ev ObjectEvent) bool { return ev.Initial || ev.Resync }
 
 // enqueue remembers why k is queued (t, or the first cause since k was
 // last taken) and adds k to the queue of the current run, at low priority

@@ -7,7 +7,8 @@ package kctl
 // own; and what a running reconcile asks of its context: LoggerFrom (and
 // WithLogger, for code that calls a reconcile itself), TriggerFrom and
 // QueuedAgain. Its filters (WithPredicates, WithEventFilter, which fill
-// the predicates controller.go's dropper applies) and the built-in
+// the predicates controller.go's onEvent applies: noting names the one
+// that drops an event of T, for the history) and the built-in
 // predicates they and its sources (Owns, Watches, in
 // controller_sources.go) take are here, and Enqueue and
 // EnqueueWithPriority, a key asked for from anywhere. Last,
@@ -32,13 +33,47 @@ import (
 // WithPredicates filters the events of T itself: an event enqueues its key
 // only if every predicate returns true.
 func (c *Controller[T]) WithPredicates(p ...Predicate) *Controller[T] {
-	return c.configure("WithPredicates", func() { c.predicates = append(c.predicates, p...) })
+	return c.configure("WithPredicates", func() {
+		for _, pred := range p {
+			n := len(c.predicates) - len(c.filters) + 1
+			by := fmt.Sprintf("WithPredicates #%d", n)
+			c.predicates = append(c.predicates, c.noting(pred, by))
+		}
+	})
 }
 
 // WithEventFilter filters the events of every object source (T, Owns and
 // Watches): an event enqueues keys only if every predicate returns true.
 func (c *Controller[T]) WithEventFilter(p ...Predicate) *Controller[T] {
-	return c.configure("WithEventFilter", func() { c.filters = append(c.filters, p...) })
+	return c.configure("WithEventFilter", func() {
+		for _, pred := range p {
+			n := len(c.filters)
+			by := fmt.Sprintf("WithEventFilter #%d", n+1)
+			// T's events meet every filter before any predicate
+			c.predicates = slices.Insert(c.predicates, n, c.noting(pred, by))
+			c.filters = append(c.filters, pred)
+		}
+	})
+}
+
+// noting is p, filtering the events of T, telling the observer of the
+// run, if any, that by (the builder call that gave p, e.g.
+// "WithEventFilter #2") dropped an event for its key: the first
+// predicate that drops an event names it (History's LastDropped).
+func (c *controller[P]) noting(p Predicate, by string) Predicate {
+	return func(ev ObjectEvent) bool {
+		if p(ev) {
+			return true
+		}
+		k := Key{ev.Object.GetNamespace(), ev.Object.GetName()}
+		c.mu.Lock()
+		obs := c.observer
+		c.mu.Unlock()
+		if obs != nil { // nil before the first run
+			obs.dropped(k, by)
+		}
+		return false
+	}
 }
 
 // MaxConcurrentReconciles sets how many workers reconcile different keys at
@@ -362,7 +397,7 @@ const (
 // Defaults to nil: low for the events of an initial list, a replay and a
 // periodic resync, normal for the rest (ObjectEvent's Initial and Resync).
 func (c *Controller[T]) WithPriority(fn func(ObjectEvent) Priority) *Controller[T] {
-	var low func(ObjectEvent) bool // nil: the default
+	low := lowByDefault
 	if fn != nil {
 		low = func(ev ObjectEvent) bool { return fn(ev) == PriorityLow }
 	}

@@ -3,6 +3,7 @@ package kctl
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -124,12 +125,13 @@ type source[PO any] struct {
 func addSource[PO any, P any](c *controller[P], s source[PO]) {
 	handle := func(ev event[PO]) {
 		oe := objectEvent(ev)
-		if c.dropper(oe, s.cause, s.preds) != "" {
+		drops := func(p Predicate) bool { return !p(oe) }
+		if slices.ContainsFunc(c.filters, drops) || slices.ContainsFunc(s.preds, drops) {
 			return
 		}
 		m := metaOf(ev.Object)
 		k := Key{m.GetNamespace(), m.GetName()}
-		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type), low: c.lowOf(oe)}
+		t := Trigger{Cause: s.cause, Detail: fmt.Sprintf("%s %s %s", s.kind, k, ev.Type), low: c.lowIf(oe)}
 		for _, k := range s.keys(ev.Object) {
 			c.enqueue(k, t)
 		}

@@ -102,10 +102,9 @@ type Manager struct {
 	electBy string
 	// member, if set (Manager.Shard, before Start), is this replica as
 	// a member of a shard group (shard_state.go's shardRun): every
-	// controller then runs on every replica, its workers skip the keys
-	// member does not own, and Start returns member's loss of its Lease
-	// as an error (keyOwner). nil: every key is this replica's. Fixed
-	// from Start on.
+	// controller then runs on every replica, and its workers skip the
+	// keys member does not own (keyOwner). nil: every key is this
+	// replica's. Fixed from Start on.
 	member keyOwner
 
 	// schedule is the graceful shutdown's schedule, fixed when Start's ctx ends.

@@ -58,6 +58,7 @@ func (c *controller[P]) setUp(m *Manager, name string) {
 	c.active = map[Key]time.Time{}
 	c.synced = make(chan struct{})
 	c.host = m
+	c.lowIf = lowByDefault
 	c.chain = []middleware[P]{{name: "read", rank: rankRead, wrap: c.read}}
 }
 

@@ -66,8 +66,8 @@ type Trigger struct {
 	// Attempt is 1, or 1 + the key's consecutive failures.
 	Attempt int
 	queued  time.Time
-	// low queues the key at low priority (EnqueueWithPriority, and for
-	// events controller.go's lowOf).
+	// low queues the key at low priority (EnqueueWithPriority; for
+	// events, the controller's lowIf).
 	low bool
 	// keep keeps the cause while the controller does not run (Enqueue,
 	// FromChannel): no replay can recreate it.

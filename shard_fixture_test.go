@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/ctrlnames"
 	"github.com/kctl-dev/kctl/internal/podfixture"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -117,7 +118,7 @@ func shardFixture(t *testing.T, cfg *rest.Config, nss []string, perNS int) []Key
 }
 
 // randomSuffix is 6 random letters and digits.
-func randomSuffix() string { return newID()[:6] }
+func randomSuffix() string { return ctrlnames.ReconcileID()[:6] }
 
 // bump changes an annotation of every key's ReplicaSet, so that each is
 // reconciled again.

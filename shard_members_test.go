@@ -463,7 +463,6 @@ type ownsFunc func(k Key) bool
 
 func (f ownsFunc) owns(k Key) bool                           { return f(k) }
 func (ownsFunc) leaseOf(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
-func (ownsFunc) loss() error                                 { return nil }
 
 // With the Manager's member hook set (as Shard sets it), a controller runs
 // without leading, reconciles only the keys the hook owns, skips the

@@ -298,7 +298,8 @@ func (s *shardRun) probe(ctx context.Context) {
 
 // lose stops all work at once: the member could not renew its Lease in
 // time, or a peer deleted it; its peers take its ranges once it
-// expires. The Manager stops with an error matching ErrLeaderLost.
+// expires. The Manager stops, and Start returns an error matching
+// ErrLeaderLost.
 func (s *shardRun) lose(err error) {
 	s.hand.Lost()
 	clear(s.starting)
@@ -315,8 +316,14 @@ func (s *shardRun) lose(err error) {
 	s.loseWork(cause)
 	s.m.mu.Lock()
 	cancel := s.m.cancel
+	work := s.m.work
 	s.m.mu.Unlock()
 	cancel(cause)
+	// Start returns the first error of the Manager's work: the loss is
+	// one, even while draining after the caller's context ended (work
+	// was cancelled unfinished).
+	failed := func() error { return cause }
+	work.Go("shard member's Lease", nil, failed)
 }
 
 // stop is a graceful stop: take no key, renew until no reconcile is in

@@ -144,10 +144,6 @@ func (s *shardRun) leaseOf(ctx context.Context) context.Context {
 	return lease
 }
 
-// loss implements keyOwner: why the member lost its Lease, nil while it
-// holds it.
-func (s *shardRun) loss() error { return context.Cause(s.lost) }
-
 // informerMade sees each informer the cache makes (Manager.Shard wraps
 // the cache's made hook with it): a namespaced informer lists and
 // watches with the member's selector, and read-your-writes waits for its

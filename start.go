@@ -54,7 +54,6 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Unlock()
 		return err
 	}
-	member := m.member
 	logCtx := context.WithValue(caller, loggerKey{}, m.log)
 	ctx, cancel := context.WithCancelCause(logCtx)
 	defer cancel(nil)
@@ -99,21 +98,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	stillWriting := m.writers.Wait(ctx, m.schedule.End)
 	abandoned = append(abandoned, stillWriting...)
 	shutdown.LogAbandoned(m.log, m.opts.ShutdownTimeout, abandoned) // an error naming them, if any
-	err = cmp.Or(m.work.Err(), m.writers.Err(), lossOf(member))
+	err = cmp.Or(m.work.Err(), m.writers.Err())
 	if err == nil && !byCaller {
 		err = context.Cause(ctx)
 	}
 	return err
-}
-
-// lossOf is why a Shard member lost its Lease, or nil if it did not (or
-// is no member). A loss while draining after the caller's context ended
-// is an error too: work was cancelled unfinished.
-func lossOf(member keyOwner) error {
-	if member == nil {
-		return nil
-	}
-	return member.loss()
 }
 
 // lead runs the leader work of one term (the whole run without

@@ -8,14 +8,13 @@ package kctl
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/kctl-dev/kctl/internal/ctrlnames"
 	"github.com/kctl-dev/kctl/internal/shutdown"
 )
 
@@ -228,7 +227,7 @@ func (c *controller[P]) skipLocked(k Key) {
 // handle runs one reconcile of k, the chain of steps around the
 // reconcile function, and applies the reconcile contract.
 func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], reconcile reconcileFunc[P], k Key, t Trigger) {
-	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", newID())
+	log := c.log.With("namespace", k.Namespace, "name", k.Name, "reconcileID", ctrlnames.ReconcileID())
 	ctx = context.WithValue(context.WithValue(ctx, loggerKey{}, log), triggerKey{}, t)
 	start := time.Now()
 	c.observer.WorkerStarted() // busy in a reconcile
@@ -259,13 +258,6 @@ func (c *controller[P]) handle(ctx context.Context, q *Queue[Key], reconcile rec
 		log.Debug("reconciled", attrs...)
 		q.Forget(k)
 	}
-}
-
-// newID is a new reconcileID for handle's log.
-func newID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // requeue records why k comes back when its wait ends, and adds it. An

@@ -1,10 +1,13 @@
 // Package ctrlnames keeps the names of a kctl Manager's controllers: a
 // name is taken once per Manager (metrics and logs are keyed by it), and
 // the error of a second controller of the same name says what made each
-// one, with the file and line that made it (Caller).
+// one, with the file and line that made it (Caller). It also names each
+// reconcile in the logs (ReconcileID).
 package ctrlnames
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -43,4 +46,12 @@ func Caller() string {
 		return "an unknown place"
 	}
 	return fmt.Sprintf("%s:%d", filepath.Base(file), line)
+}
+
+// ReconcileID is a new reconcileID, the attribute that tells one
+// reconcile's log lines from another's: 16 random hex digits.
+func ReconcileID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -32,3 +32,15 @@ func TestCaller_NamesTheCallersCaller(t *testing.T) {
 		t.Errorf("Caller() = %q, want ctrlnames_test.go:<line>", got)
 	}
 }
+
+// Each reconcileID is 16 hex digits, and two are not the same.
+func TestReconcileID_SixteenHexDigitsEachNew(t *testing.T) {
+	a := ReconcileID()
+	b := ReconcileID()
+	if len(a) != 16 || strings.Trim(a, "0123456789abcdef") != "" {
+		t.Errorf("ReconcileID() = %q, want 16 hex digits", a)
+	}
+	if a == b {
+		t.Errorf("two ReconcileIDs are both %q", a)
+	}
+}
