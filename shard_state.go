@@ -33,10 +33,10 @@ import (
 // selector that takes r in (starting[r] until then); held[r] from
 // Serving until a drain's in-flight reconciles are done; selector names
 // the namespaces of the held ranges (shardhash.NothingSelected if none), which
-// are selected, and is every sharded informer's (setShard, under mu);
-// listed holds the namespaces of a selector that every sharded informer
-// has listed with since. mu is taken before an informer's lock (setShard),
-// never while one is held.
+// are selected, and is every sharded informer's once updateSelector
+// returns (setShard); listed holds the namespaces of a selector that every
+// sharded informer has listed with since. mu is never held while an
+// informer's lock is wanted, but by informerMade, for a new informer.
 type shardRun struct {
 	m          *Manager
 	cfg        ShardOptions // completed
@@ -159,8 +159,8 @@ func (s *shardRun) informerMade(inf cachedInformer) {
 		tracker.shardBy(inf.resource(), s.covers)
 	}
 	s.mu.Lock()
-	// Under mu, as updateSelector sets them: the informer gets the
-	// selector now current and every later one, in order.
+	// Under mu: the informer gets the selector now current, and
+	// updateSelector, which copies the list under mu, every later one.
 	sh.setShard(s.selector)
 	s.informers = append(s.informers, sh)
 	s.mu.Unlock()
@@ -421,16 +421,18 @@ func (s *shardRun) updateSelector() {
 	s.selector = sel
 	s.selected = selected
 	infs := slices.Clone(s.informers)
-	if changed {
-		// Every informer gets it, those whose server ignores it too,
-		// which send it at their next list or watch.
-		for _, inf := range infs {
-			inf.setShard(sel)
-		}
-	}
 	s.mu.Unlock()
 	if !changed {
 		return
+	}
+	// Outside mu: an informer holds its lock for a whole store replace,
+	// and owns and covers, which workers and cached reads call, take mu.
+	// The run loop is the one caller, so no later selector is set before
+	// this one; an informer made meanwhile got sel from informerMade.
+	for _, inf := range infs {
+		// Every informer gets it, those whose server ignores it too,
+		// which send it at their next list or watch.
+		inf.setShard(sel)
 	}
 	for _, inf := range infs {
 		if s.ignoresSelector(inf.resource()) {
