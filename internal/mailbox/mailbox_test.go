@@ -2,6 +2,7 @@ package mailbox
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -47,22 +48,62 @@ func TestBox_RunHandsOnEveryValueInOrder(t *testing.T) {
 	}
 }
 
-// After ctx ends, Run returns and calls fn with nothing more; Push still
-// does not block.
+// Once ctx ends, Run calls fn with nothing more, even in the middle of a
+// batch, and returns; Push still does not block.
 func TestBox_RunStopsWithItsContext(t *testing.T) {
 	b := New[string]()
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	called := false
 	b.Push("a")
-	b.Run(ctx, func(string) { called = true })
-	if called {
-		t.Error("Run called fn after its ctx ended")
-	}
-	n := len(b.pending)
 	b.Push("b")
 	b.Push("c")
-	if len(b.pending) != n+2 {
-		t.Errorf("%d values pending after two more pushes, want %d: pushes never block nor drop", len(b.pending), n+2)
+	var got []string
+	b.Run(ctx, func(v string) {
+		got = append(got, v)
+		cancel() // ends ctx inside the batch of three
+	})
+	if !slices.Equal(got, []string{"a"}) {
+		t.Errorf("Run handed on %v, want [a]: nothing after its ctx ended", got)
 	}
+	b.Push("d")
+	b.Push("e")
+	if len(b.pending) != 2 {
+		t.Errorf("%d values pending after two more pushes, want 2: pushes never block nor drop", len(b.pending))
+	}
+}
+
+// Run lets go of each value fn has had, so that a big object handed to a
+// slow handler is not kept alive by the batch it came in.
+func TestBox_RunLetsGoOfTheValuesItHandedOn(t *testing.T) {
+	b := New[*[1 << 16]byte]()
+	ctx, cancel := context.WithCancel(context.Background())
+	freed := make(chan struct{})
+	big := new([1 << 16]byte)
+	runtime.AddCleanup(big, func(ch chan struct{}) { close(ch) }, freed)
+	b.Push(big)
+	b.Push(nil)
+	big = nil
+	calls := 0
+	b.Run(ctx, func(*[1 << 16]byte) {
+		calls++
+		if calls < 2 {
+			return
+		}
+		// the second value: the first is no longer referenced by fn
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			runtime.GC()
+			select {
+			case <-freed:
+				cancel()
+				return
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Error("the first value was not freed while Run handed on the second: Run still holds it")
+				cancel()
+				return
+			}
+			runtime.Gosched()
+		}
+	})
 }

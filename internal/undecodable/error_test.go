@@ -51,8 +51,8 @@ func TestKeyed_LogsOnlyAnErrorWithoutAKey(t *testing.T) {
 	if got.Name != "" || got.Err != other {
 		t.Errorf("Keyed(other) = %+v, want an Error without a key wrapping it", got)
 	}
-	if !strings.Contains(buf.String(), "not even its metadata") {
-		t.Errorf("Keyed(other) logged %q, want Keyless's line", buf.String())
+	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "not even its metadata") {
+		t.Errorf("Keyed(other) logged %q, want Keyless's warning", buf.String())
 	}
 }
 

@@ -96,4 +96,9 @@ func TestSince_ReportsStoppedAndAgainButNotDeleted(t *testing.T) {
 		!strings.Contains(out, "object=x/again") || !strings.Contains(out, "resource=widgets") {
 		t.Errorf("Log wrote %q, want one line per change naming the resource and object", out)
 	}
+	// An object that stops decoding is a warning; one that decodes again, news.
+	if !strings.Contains(out, `level=WARN msg="kctl: cache could not decode`) ||
+		!strings.Contains(out, `level=INFO msg="kctl: cache decodes an object again"`) {
+		t.Errorf("Log wrote %q, want Stopped at WARN and Again at INFO", out)
+	}
 }
