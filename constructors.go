@@ -10,7 +10,9 @@ package kctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
@@ -105,14 +107,22 @@ func (m *Manager) addOwnChecks() {
 
 // notReady is the readiness check of the controllers' caches: nil once every
 // controller's caches have synced, else an error naming each controller that
-// waits, for which cache and why (e.g. its CRD is not installed).
+// waits, by name, for which cache and why (e.g. its CRD is not installed).
 func (m *Manager) notReady(*http.Request) error {
 	m.mu.Lock()
-	controllers := slices.Clone(m.controllers)
+	controllers := maps.Clone(m.byName)
 	m.mu.Unlock()
 	var errs []error
-	for _, c := range controllers {
-		errs = append(errs, c.unsynced())
+	for _, name := range slices.Sorted(maps.Keys(controllers)) {
+		inf := controllers[name].waitsFor()
+		if inf == nil {
+			continue
+		}
+		why := inf.Err()
+		if why == nil {
+			why = errors.New("not synced yet")
+		}
+		errs = append(errs, fmt.Errorf("kctl: controller %q waits for its %v: %w", name, inf, why))
 	}
 	return errors.Join(errs...)
 }

@@ -187,11 +187,8 @@ type controller[P any] struct {
 	// ignored (see configure).
 	started bool
 	// active holds the keys being reconciled and since when, for the log of
-	// an abandoned shutdown.
+	// an abandoned shutdown and WithLivenessBound's check.
 	active map[Key]time.Time
-	// finished is when a reconcile last ended, or the run began:
-	// WithLivenessBound's check.
-	finished time.Time
 	// queue is nil while the controller is not running (a standby replica):
 	// events are then dropped, and each run starts a new queue filled with
 	// every cached key (replays), so nothing that happened meanwhile is lost.

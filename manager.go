@@ -25,7 +25,7 @@ import (
 
 // namedController is what the Manager uses of a Controller[T] of any T.
 type namedController interface {
-	unsynced() error
+	waitsFor() syncer
 	runLed(ctx, leaseCtx context.Context) error
 	runEverywhere(ctx context.Context) error
 	busy() string
@@ -123,9 +123,6 @@ type Manager struct {
 	// writers are the Event writers: run on every replica, stopped after
 	// the rest.
 	writers group.Last
-	// controllers are those registered, in order, for the readiness
-	// check of their caches (notReady, constructors.go).
-	controllers []interface{ unsynced() error }
 	// names holds, by controller name, what made it ("ConfigMap, made at
 	// main.go:42"): a name is taken once per Manager.
 	names ctrlnames.Taken

@@ -126,7 +126,6 @@ func (m *Manager) register(
 		return
 	}
 	m.byName[name] = c
-	m.controllers = append(m.controllers, c)
 	err = errors.Join(
 		m.addLocked(runnable),
 		m.addLocked(everywhere),

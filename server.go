@@ -204,12 +204,20 @@ func (c *Controller[T]) WithLivenessBound(bound time.Duration) *Controller[T] {
 }
 
 // wedged is WithLivenessBound's check at now: an error if keys wait, every
-// worker is busy and no reconcile has finished for bound.
+// worker is busy and no reconcile has finished for bound. While keys wait,
+// a worker whose reconcile finishes takes the next key at once: so none
+// has finished since the latest of those in flight started.
 func (c *controller[P]) wedged(bound time.Duration, now time.Time) error {
 	c.mu.Lock()
 	q := c.queue
 	busy := len(c.active) >= c.workers
-	idle := now.Sub(c.finished)
+	var latest time.Time
+	for _, started := range c.active {
+		if started.After(latest) {
+			latest = started
+		}
+	}
+	idle := now.Sub(latest)
 	c.mu.Unlock()
 	if q == nil || !busy || idle < bound {
 		return nil

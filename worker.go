@@ -8,7 +8,6 @@ package kctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -73,7 +72,6 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 	c.mu.Lock()
 	c.observer = obs
 	c.queue = q
-	c.finished = time.Now()
 	kept := c.ledger.Reset()
 	c.mu.Unlock()
 	defer func() {
@@ -120,7 +118,7 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 // per Manager run: a controller waits for its caches once, and logs it
 // once.
 func (c *controller[P]) syncCaches(ctx context.Context) error {
-	if c.unsynced() != nil {
+	if c.waitsFor() != nil {
 		c.log.Info("controller waiting for its caches to sync")
 	}
 	for {
@@ -149,22 +147,17 @@ func (c *controller[P]) syncCaches(ctx context.Context) error {
 	return nil
 }
 
-// unsynced is nil once every cache of the controller has synced, else an
-// error naming the controller, the first cache it waits for and why (e.g.
-// its CRD is not installed). For the readiness check.
-func (c *controller[P]) unsynced() error {
+// waitsFor is the first cache of the controller that has not synced, nil
+// once all have: for syncCaches' log and the readiness check (notReady,
+// constructors.go, says why it waits).
+func (c *controller[P]) waitsFor() syncer {
 	c.mu.Lock()
 	caches := c.caches
 	c.mu.Unlock()
 	for _, inf := range caches {
-		if inf.HasSynced() {
-			continue
+		if !inf.HasSynced() {
+			return inf
 		}
-		why := inf.Err()
-		if why == nil {
-			why = errors.New("not synced yet")
-		}
-		return fmt.Errorf("kctl: controller %q waits for its %v: %w", c.name, inf, why)
 	}
 	return nil
 }
@@ -202,7 +195,6 @@ func (c *controller[P]) processNext(ctx context.Context, q *Queue[Key], reconcil
 		c.mu.Lock()
 		delete(c.active, k)
 		c.ledger.Done(k)
-		c.finished = time.Now()
 		c.mu.Unlock()
 	}()
 	if t == nil { // a wait (retry, requeue-after) whose key an event had brought back
