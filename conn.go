@@ -41,7 +41,8 @@ type Conn struct {
 	transport *transport.Client
 	// discovery is what the server serves, for declared types' checks.
 	discovery discovery.Cache
-	// requests is a Manager's rest_client_* series; nil: not counted.
+	// requests counts a Manager's rest_client_* series, in do and discoveryGet:
+	// NewManager sets it (countInMetrics, constructors.go); nil: not counted.
 	requests transport.Observer
 }
 

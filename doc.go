@@ -40,7 +40,9 @@
 //     user agent, timeouts, rate limit, retries of 429, Warning headers,
 //     the pooled buffers answers are read into).
 //  4. codec.go: objects as protobuf or JSON, decoded by their content
-//     type; lists; a watch's events, decoded one by one
+//     type (an object that does not decode is an internal/undecodable
+//     Error naming it, with its key if its metadata decodes alone); lists;
+//     a watch's events, decoded one by one
 //     (internal/transport's Stream reads them, sorts their types and ends
 //     a silent watch; the codec decodes each object); typeOps, what the
 //     core needs of T itself, so that the data path (over P = *T) is
@@ -61,18 +63,21 @@
 //     left out), and the list pages and watches (their query parameters:
 //     internal/apitype).
 //  7. client_writes.go: Create, Update, UpdateStatus, Delete.
-//  8. handler.go: Event[T], and how events reach a handler: each has its
-//     own goroutine and unbounded buffer (internal/mailbox).
+//  8. handler.go: the core's event, and how events reach a handler: each
+//     has its own goroutine and unbounded buffer (internal/mailbox).
 //  9. store.go: the informer's objects by key and its label and field
-//     indexes; a cached List is planned and walked by internal/index;
+//     indexes; a cached List is planned and walked by internal/index
+//     (which also makes each namespace's map once for a first list);
 //     internal/undecodable marks the objects that do not decode, whose
 //     last good copy the store keeps.
 //  10. informer.go: Informer[T]: its state and its core's reads (Get,
-//     List, waits), compiled once for every T; the shard selector (data
-//     that sharding sets) and the resync hook.
+//     List, waits: internal/progress wakes the waiters and says why a
+//     wait, or Err, fails), compiled once for every T; the shard selector
+//     (data that sharding sets) and the resync hook.
 //  11. apply.go: how a list's result and a watch's events reach the store;
 //     objects that stop or start decoding (internal/undecodable tracks and
-//     logs them); the start of each list or watch (begin), which reshard
+//     logs them, and a list's object without a key, or a watch event
+//     skipped); the start of each list or watch (begin), which reshard
 //     ends.
 //  12. list_watch.go: the informer's write side: paged list
 //     (internal/pager assembles the pages that internal/readahead fetches
@@ -86,7 +91,8 @@
 //     warn of an unscoped type) is internal/readmiss; what is done to each
 //     object before it is stored (managedFields dropped, TransformFor, the
 //     decoder's skip and reuse) is internal/objprep.
-//  14. cache_reads.go: cached Client reads, as copies, after the barrier.
+//  14. cache_reads.go: cached Client reads, as copies, after the barrier
+//     (a Get's not-found error is internal/readmiss's).
 //  15. predicate.go: ObjectEvent, Predicate and Trigger (why a key is
 //     queued, how: at low priority, kept while not running; and merge: how
 //     a later cause folds into the first); the informer events a source
@@ -98,42 +104,55 @@
 //     first in first out or low keys behind normal ones, is
 //     internal/keyline, its waiting keys, a heap with one timer,
 //     internal/keywait); AddRateLimited and its RateLimiter (its default's
-//     delays: internal/backoff), ShutDown and ShutDownWithDrain (its wait
-//     and errors: internal/shutdown's WaitDrained).
-//  17. runnable.go: Runnable, and the two contexts of a leadership term
-//     (the schedule of a graceful shutdown is internal/shutdown's).
+//     delays: internal/backoff), ShutDown and ShutDownWithDrain (the close
+//     and the ends of the drain's wait, drained or a later ShutDown:
+//     internal/keyqueue's Shut and Drain; the wait and its errors:
+//     internal/shutdown's WaitDrained).
+//  17. runnable.go: Runnable, as a task of a goroutine group, and the two
+//     contexts of a leadership term (the schedule of a graceful shutdown
+//     is internal/shutdown's).
 //  18. controller.go: Controller[T]: the reconcile contract, its hooks
 //     (the reconcile chain of middleware, controllerObserver, keyOwner),
-//     and events into keys: predicates (dropper), low priority (lowOf: the
-//     priority function lowIf, else initial lists and resyncs), then
-//     enqueue (the keys' causes are kept in internal/causes' Ledger: first
+//     and events into keys: predicates (the first that drops an event
+//     stops it; each names itself to the observer: noting, floor 2), low
+//     priority (lowIf: WithPriority's function, else lowByDefault, initial
+//     lists and resyncs), then enqueue (the keys' causes are kept in internal/causes' Ledger: first
 //     cause wins and later ones merge, QueuedAgain's channels, keys kept
 //     while not running; an update's kinds of change are
 //     internal/metachange's).
 //  19. worker.go: a reconcile's life: wait for caches, a new run's queue
 //     (the kept keys from the Ledger first, then the replay), dequeue (the
 //     key's cause taken from the Ledger), the reconcile chain (its read
-//     step: the cached copy, panics), requeue (the wait's cause); the end
+//     step: the cached copy, panics; a reconcile's log ID is
+//     internal/ctrlnames'), requeue (the wait's cause); waitsFor, the
+//     first cache not synced (for the log, and the readiness check); the end
 //     of a run is internal/shutdown's Drain (reconciles drained until
 //     DrainBy, or cancelled at once when leadership is lost).
 //  20. manager.go: Manager: newManager (its defaults, metrics registry and
 //     probe checks are NewManager's), its observers, elect and member
-//     hooks, ClientFor, Add, builder misuse (internal/misuse).
+//     hooks, ClientFor, Add (runnables wait for Start, or run in every
+//     term: internal/group's Pending and Terms), builder misuse
+//     (internal/misuse).
 //  21. manager_controllers.go: NewController; the Manager as its
 //     controllers' host (a controller's name is taken once:
 //     internal/ctrlnames).
-//  22. start.go: Manager.Start, and lead, one leadership term (the logs of
+//  22. start.go: Manager.Start (it returns the first error of its work
+//     groups, where a shard member records its lost Lease), and lead, one
+//     leadership term (a term's runnables are internal/group's Terms; the
+//     Event writers, stopped after the rest, its Last; the logs of
 //     abandoned work are internal/shutdown's).
 //
-// Floor 1 declares nine points the floors above fill, each documented
+// Floor 1 declares ten points the floors above fill, each documented
 // where it is declared with what fills it, and called in one place: a
-// Client's writeNotes (client.go); an informer's resync (informer.go) and
+// Conn's requests observer (conn.go); a Client's writeNotes (client.go); an informer's resync (informer.go) and
 // stream (list_watch.go); the Cache's made hook and read barrier
 // (cache.go); a controller's reconcile chain, its controllerObserver (made
-// by the Manager's observers hook) and keyOwner (the Manager's member)
+// by the Manager's observers hook) and keyOwner (the Manager's member:
+// which keys this replica owns, and the lease of a run on every replica)
 // (controller.go); and the Manager's elect (manager.go). A controller's
 // priority function lowIf is, like its predicates, the value of a builder
-// option (WithPriority), not a point a floor fills; nor is an informer's
+// option (NewController sets lowByDefault, WithPriority replaces it), not
+// a point a floor fills; nor is an informer's
 // shard selector, data that sharding sets (setShard, floor 3) and floor 1
 // only reads. Floor 1 builds its Manager and Cache with newManager and
 // newCache; the exported constructors are floor 2's last file.
@@ -148,7 +167,7 @@
 // hook, spread by internal/resync; an Informer's own indexes, AddIndex and
 // ByIndex; the Manager's field indexes, IndexField and MatchingField),
 // informer_more.go (an Informer as its user reads it: the T-typed Get,
-// List and AddHandler; Stats and Undecodable for the metrics page;
+// List and AddHandler, and Event[T]; Stats and Undecodable for the metrics page;
 // WaitForResourceVersion and the wait for one object that read your writes
 // uses), watch_list.go (the watch-list stream and its request,
 // sendInitialEvents, on the informer's stream hook; pages after a
@@ -157,7 +176,9 @@
 // keys from outside the cluster), metadata.go (MetadataInformerFor: a
 // cache of metadata only, under its own key, its codec, and the error a
 // cached read of whole objects then gets; OwnsMetadata, WatchesMetadata),
-// controller_options.go (builder options; the built-in predicates; use,
+// controller_options.go (builder options; noting, which makes each
+// predicate of T's events name its drop for the history; the built-in
+// predicates; use,
 // which adds a step to the reconcile chain: WithReconcileTimeout, OnDelete
 // and WithMiddleware, a user's own steps; LoggerFrom, WithLogger,
 // TriggerFrom and QueuedAgain, what a reconcile asks of its context;
@@ -173,7 +194,9 @@
 // newCache, with Options' defaults and the klog switch, the watch-list
 // stream, the resync, read your writes, the Manager's own metrics (its
 // registry, which also counts the Conn's requests) and its own probe
-// checks on their points; Manager.Config; SignalContext).
+// checks on their points, the readiness check of the controllers' caches
+// among them (notReady: which cache each waits for, and why);
+// Manager.Config; SignalContext).
 //
 // # Floor 3: the extras
 //
@@ -186,7 +209,8 @@
 // user_metrics.go (Metrics, a program's own series; Reserved), server.go
 // (HTTPServer, ServeMetrics; what the serving packages use of a Manager:
 // Logger, ReportMisuse, DrainDeadline; UserInfo; ServeHealth,
-// AddReadyCheck, AddHealthCheck, AddNotedReadyCheck, WithLivenessBound;
+// AddReadyCheck, AddHealthCheck, AddNotedReadyCheck, WithLivenessBound,
+// which reads the reconciles in flight;
 // ServeSecureMetrics: TokenReview and SubjectAccessReview through kctl's
 // own client), history.go (KeepHistory, History, Histories: it wraps the
 // Manager's observers hook), and sharding (Manager.Shard, through the
@@ -220,7 +244,9 @@
 // against them, and a failed answer made an error), index (label and
 // field indexes, field selectors, a cached List's plan and its walk),
 // undecodable (a cache's objects that do not decode: the mark, forget and
-// relist rules and their log lines), scope (the
+// relist rules and their log lines; an object's decoding Error), progress
+// (how an informer's readers wait for it and the error that says what it
+// waits for), scope (the
 // namespaces a cache's scope watches, and whether one list or watch takes
 // in an object), resync (the
 // resync schedule), readahead (a paged list's pages fetched ahead),
@@ -231,7 +257,7 @@
 // and the keys kept while it does not run), metachange (an update's kinds
 // of change; the built-in predicates' comparisons), ctrlnames (a
 // Manager's controller names, taken once, and the file and line that made
-// each), misuse (builder mistakes, kept for Start or logged once it has
+// each; each reconcile's log ID), misuse (builder mistakes, kept for Start or logged once it has
 // begun), rvorder (resourceVersions in order), nscover (the namespaces a
 // shard member's caches hold, by resource), keyqueue (a Queue's keys and
 // the rules that move them: queued, processing, dirty, waiting; it does
@@ -247,7 +273,9 @@
 // ErrNotCached, or warned of when unscoped), objprep (a cache's prepare
 // of each object: managedFields dropped, the transform, the decoder set
 // to match), pendingwrites, share, metrics, prom (the metrics
-// page's text and its name checks), group, fieldlabel (the field labels a
+// page's text and its name checks), group (goroutine groups, and the
+// Manager's runnables: Pending until Start, Terms for leader-only ones,
+// Last for the Event writers), fieldlabel (the field labels a
 // server filters by), warnings (the server's Warning headers, logged once
 // each), election (one replica's side of a Lease election), events (Event
 // repeats, the flood limit, merging), metricsauth (the secure metrics
