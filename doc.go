@@ -143,8 +143,8 @@
 //     abandoned work are internal/shutdown's).
 //
 // Floor 1 declares ten points the floors above fill, each documented
-// where it is declared with what fills it, and called in one place: a
-// Conn's requests observer (conn.go); a Client's writeNotes (client.go); an informer's resync (informer.go) and
+// where it is declared with what fills it, and called in one place (the
+// Conn's in its two request paths): a Conn's requests observer (conn.go); a Client's writeNotes (client.go); an informer's resync (informer.go) and
 // stream (list_watch.go); the Cache's made hook and read barrier
 // (cache.go); a controller's reconcile chain, its controllerObserver (made
 // by the Manager's observers hook) and keyOwner (the Manager's member:
