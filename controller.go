@@ -168,9 +168,6 @@ type controller[P any] struct {
 	workers int
 	// everyReplica runs the controller on every replica (NeedLeader).
 	everyReplica bool
-	// channels counts FromChannel sources, whose readers run where
-	// the controller runs.
-	channels int
 	// lowIf says whether an object source's event queues its keys at
 	// low priority: lowByDefault (setUp), or WithPriority's function.
 	lowIf func(ObjectEvent) bool

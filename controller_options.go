@@ -311,21 +311,10 @@ func QueuedAgain(ctx context.Context) <-chan struct{} {
 //
 //	c.NeedLeader(false) // reconciles on every replica
 //
-// Call it before FromChannel, whose reader runs where the controller runs;
-// a call after one is an error from Manager.Start. Defaults to true: the
+// A FromChannel reader runs on every replica either way. Defaults to true: the
 // controller runs only while this replica leads (see ElectLeader; without
 // leader election every Manager leads).
 func (c *Controller[T]) NeedLeader(need bool) *Controller[T] {
-	c.mu.Lock()
-	channels := c.channels
-	c.mu.Unlock()
-	if channels > 0 {
-		c.host.misuse(fmt.Errorf("kctl: controller %q: "+
-			"NeedLeader after FromChannel: its reader "+
-			"already runs where the controller did; "+
-			"call NeedLeader first", c.name))
-		return c
-	}
 	return c.configure("NeedLeader", func() { c.everyReplica = !need })
 }
 

@@ -170,19 +170,20 @@ func ownerKeys(res Resource, obj metav1.Object) []Key {
 // FromChannel reconciles keys for events from outside the cluster (a ticker,
 // a webhook): every value received from ch that passes filter (nil passes
 // all) enqueues the keys toKeys returns. The channel is read while the
-// Manager runs; closing it ends the source.
+// Manager runs, on every replica, whether or not the controller runs
+// there (NeedLeader): the keys of a value received while it does not (a
+// standby, or before its caches have synced) are kept, the last cause of
+// each, and queued when it runs; so a standby never holds up a sender.
+// Closing the channel ends the source.
 func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
 	fromChannel(&c.controller, ch, filter, toKeys)
 	return c
 }
 
-// fromChannel is FromChannel in the core.
+// fromChannel is FromChannel in the core: its reader is a runnable of
+// every replica (enqueue keeps the keys while the controller does not run).
 func fromChannel[E any, P any](c *controller[P], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) {
-	c.mu.Lock()
-	c.channels++
-	needLeader := !c.everyReplica
-	c.mu.Unlock()
-	err := c.host.Add(Runnable{Name: "channel source of " + c.name, NeedLeader: needLeader, Run: func(ctx context.Context) error {
+	err := c.host.Add(Runnable{Name: "channel source of " + c.name, Run: func(ctx context.Context) error {
 		for {
 			select {
 			case <-ctx.Done():

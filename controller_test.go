@@ -185,17 +185,12 @@ func TestFromChannel_Closed_EndsTheSourceAndTheControllerGoesOn(t *testing.T) {
 	}
 	eventually(t, "a reconciled from the channel", func() bool { return log.saw(ns+"/a", "channel") })
 	const source = "channel source of closed-channel"
-	sourceRuns := func() bool {
-		term := mgr.terms.Current()
-		for _, name := range term.Running() {
-			if name == source {
-				return true
-			}
-		}
-		return false
-	}
+	mgr.mu.Lock()
+	work := mgr.work // the every-replica runnables' group
+	mgr.mu.Unlock()
+	sourceRuns := func() bool { return slices.Contains(work.Running(), source) }
 	if !sourceRuns() {
-		t.Fatalf("%q is not among the leader work that runs", source)
+		t.Fatalf("%q is not among the work that runs on every replica", source)
 	}
 
 	close(ch)
@@ -519,7 +514,9 @@ func TestControllerMetrics_PanicAndTerminal_AreCountedOnThePage(t *testing.T) {
 }
 
 // Issue 25, item 3: NeedLeader(false) runs a controller on every replica,
-// while the others run only on the leader.
+// while the others run only on the leader. A FromChannel reader runs on
+// every replica either way: a standby reads its channel (a sender is not
+// held up) and keeps the keys until it leads.
 func TestController_NeedLeaderFalse_RunsOnEveryReplica(t *testing.T) {
 	cfg := testConfig(t)
 	ns := testNamespace(t, cfg)
@@ -527,20 +524,27 @@ func TestController_NeedLeaderFalse_RunsOnEveryReplica(t *testing.T) {
 	if err := NewClient[corev1.ConfigMap](connFor(t, cfg)).Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	type replica struct{ led, everywhere, channel atomic.Int32 }
+	type replica struct {
+		led, ledChannel, everywhere, channel atomic.Int32
+		sends                                chan string // unbuffered
+	}
 	replicas := make([]*replica, 2)
 	for i := range replicas {
-		r := &replica{}
+		r := &replica{sends: make(chan string)}
 		replicas[i] = r
 		var logs logBuffer
 		mgr := testManager(t, cfg, ns, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err := mgr.ElectLeader(apiLeaderElection(ns, fmt.Sprint("r", i))); err != nil {
 			t.Fatal(err)
 		}
-		NewController(mgr, "led", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+		led := NewController(mgr, "led", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
+			if tr, _ := TriggerFrom(ctx); tr.Cause == "channel" {
+				r.ledChannel.Add(1)
+			}
 			r.led.Add(1)
 			return Result{}, nil
 		})
+		FromChannel(led, r.sends, nil, func(string) []Key { return []Key{{ns, "work"}} })
 		ch := make(chan string, 1)
 		ch <- "tick"
 		c := NewController(mgr, "everywhere", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) {
@@ -562,32 +566,19 @@ func TestController_NeedLeaderFalse_RunsOnEveryReplica(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, "the leader reconciles", func() bool {
-		return replicas[0].led.Load()+replicas[1].led.Load() > 0
+	for i, r := range replicas {
+		select {
+		case r.sends <- "tick":
+		case <-time.After(30 * time.Second):
+			t.Fatalf("replica %d did not read the leader-only controller's channel in 30s: every replica reads it", i)
+		}
+	}
+	eventually(t, "the leader reconciles, the channel's key too", func() bool {
+		return replicas[0].ledChannel.Load()+replicas[1].ledChannel.Load() > 0
 	})
 	// The standby's caches have synced (its every-replica controller ran):
 	// had it run the leader-only one too, that would have reconciled.
 	if replicas[0].led.Load() > 0 && replicas[1].led.Load() > 0 {
 		t.Error("both replicas ran the leader-only controller")
 	}
-}
-
-func TestController_NeedLeaderAfterFromChannel_IsAnErrorFromStart(t *testing.T) {
-	mgr := testManager(t, noServer(), "default", Options{})
-	c := NewController(mgr, "late", func(ctx context.Context, cm *corev1.ConfigMap) (Result, error) { return Result{}, nil })
-	FromChannel(c, make(chan int), nil, func(int) []Key { return nil })
-	c.NeedLeader(false)
-	err := mgr.Start(startCheckCtx(t))
-	if err == nil || !containsAll(err.Error(), "NeedLeader after FromChannel", "call NeedLeader first") {
-		t.Errorf("Start = %v, want the order of NeedLeader and FromChannel named", err)
-	}
-}
-
-func containsAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

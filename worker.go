@@ -111,33 +111,29 @@ func (c *controller[P]) run(ctx, leaseCtx context.Context) error {
 }
 
 // syncCaches returns nil once the caches of T and of every source have
-// synced, or ctx's error if it ends first. It then fixes the
-// configuration, so that the builder calls made while the caches synced
-// still apply (a controller made after Manager.Start), connects the
-// sources' handlers and closes synced. Only runEverywhere calls it, once
-// per Manager run: a controller waits for its caches once, and logs it
-// once.
+// synced, one at a time, each read under the lock so that a source added
+// meanwhile is waited for too; or ctx's error if it ends first. Past the
+// last, under that lock, it fixes the configuration, so that the builder
+// calls made while the caches synced still apply (a controller made after
+// Manager.Start); it then connects the sources' handlers and closes
+// synced. Only runEverywhere calls it, once per Manager run: a controller
+// waits for its caches once, and logs it once.
 func (c *controller[P]) syncCaches(ctx context.Context) error {
 	if c.waitsFor() != nil {
 		c.log.Info("controller waiting for its caches to sync")
 	}
-	for {
+	for i := 0; ; i++ {
 		c.mu.Lock()
-		caches := c.caches
-		c.mu.Unlock()
-		for _, inf := range caches {
-			if err := inf.WaitForSync(ctx); err != nil {
-				return err
-			}
-		}
-		c.mu.Lock()
-		added := len(c.caches) > len(caches) // a source added meanwhile: wait for its cache too
-		if !added {
+		if i == len(c.caches) {
 			c.started = true
-		}
-		c.mu.Unlock()
-		if !added {
+			c.mu.Unlock()
 			break
+		}
+		inf := c.caches[i]
+		c.mu.Unlock()
+		err := inf.WaitForSync(ctx)
+		if err != nil {
+			return err
 		}
 	}
 	for _, connect := range c.connects {
