@@ -141,11 +141,15 @@ func InformerFor[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
 	return informerFor[T, PT](c, false)
 }
 
-// readInformer is InformerFor for a cached client read: it warns when that
-// makes an informer of every object of a type nobody scoped (surprise
-// memory use).
-func readInformer[T any, PT Object[T]](c *Cache) (*Informer[T], error) {
-	return informerFor[T, PT](c, true)
+// readInformer is InformerFor for a cached client read, which reads its
+// core (cachedReads): it warns when that makes an informer of every
+// object of a type nobody scoped (surprise memory use).
+func readInformer[T any, PT Object[T]](c *Cache) (*informer[*T], error) {
+	inf, err := informerFor[T, PT](c, true)
+	if err != nil {
+		return nil, err
+	}
+	return &inf.informer, nil
 }
 
 func informerFor[T any, PT Object[T]](

@@ -13,35 +13,14 @@ import (
 // cachedReads serves the Get and List of a Manager's Client (ClientFor)
 // from the cache: as copies, once T's informer has synced and has caught
 // up with the Manager's writes that the read could see (the Cache's read
-// barrier: readyourwrites.go).
-type cachedReads[T any, PT Object[T]] struct {
-	// client is the Client it serves, for its discovery check.
-	client *Client[T]
+// barrier: readyourwrites.go). It is over P = *T, so that it is compiled
+// once (see typeOps): ClientFor gives it T's informer.
+type cachedReads[P any] struct {
+	// client is the client it serves, for its discovery check.
+	client *client[P]
 	cache  *Cache
-}
-
-func (r cachedReads[T, PT]) get(
-	ctx context.Context,
-	namespace, name string,
-) (*T, error) {
-	inf, err := readInformer[T, PT](r.cache)
-	if err != nil {
-		return nil, err
-	}
-	c := &r.client.client
-	return cachedGet(ctx, c, r.cache, &inf.informer, namespace, name)
-}
-
-func (r cachedReads[T, PT]) list(
-	ctx context.Context,
-	opts ListOptions,
-) ([]*T, error) {
-	inf, err := readInformer[T, PT](r.cache)
-	if err != nil {
-		return nil, err
-	}
-	c := &r.client.client
-	return cachedList(ctx, c, r.cache, &inf.informer, opts)
+	// informer is T's (readInformer), made on the first read.
+	informer func() (*informer[P], error)
 }
 
 // synced returns once inf, c's informer, has synced. A resource the
@@ -61,26 +40,25 @@ func synced[P any](
 	return err
 }
 
-// cachedGet is cachedReads.get over P = *T: a copy of the object
-// namespace/name in inf, c's informer.
-func cachedGet[P any](
+// get is a copy of the object namespace/name in T's informer.
+func (r *cachedReads[P]) get(
 	ctx context.Context,
-	c *client[P],
-	cache *Cache,
-	inf *informer[P],
 	namespace, name string,
 ) (P, error) {
 	var none P
-	err := synced(ctx, c, inf)
+	inf, err := r.informer()
 	if err == nil {
-		err = cache.caughtUp(ctx, inf, namespace, name)
+		err = synced(ctx, r.client, inf)
+	}
+	if err == nil {
+		err = r.cache.caughtUp(ctx, inf, namespace, name)
 	}
 	if err != nil {
 		return none, err
 	}
 	obj, ok := inf.Get(namespace, name)
 	if ok {
-		return c.codec.ops.deepCopy(obj), nil
+		return r.client.codec.ops.deepCopy(obj), nil
 	}
 	// matches apierrors.IsNotFound (internal/readmiss)
 	key := nsKey(namespace, name)
@@ -88,18 +66,17 @@ func cachedGet[P any](
 	return none, readmiss.NotFound(res, key, name)
 }
 
-// cachedList is cachedReads.list over P = *T: copies of the objects of
-// inf, c's informer, that opts selects.
-func cachedList[P any](
+// list is copies of the objects of T's informer that opts selects.
+func (r *cachedReads[P]) list(
 	ctx context.Context,
-	c *client[P],
-	cache *Cache,
-	inf *informer[P],
 	opts ListOptions,
 ) ([]P, error) {
-	err := synced(ctx, c, inf)
+	inf, err := r.informer()
 	if err == nil {
-		err = cache.caughtUp(ctx, inf, opts.Namespace, "")
+		err = synced(ctx, r.client, inf)
+	}
+	if err == nil {
+		err = r.cache.caughtUp(ctx, inf, opts.Namespace, "")
 	}
 	if err != nil {
 		return nil, err
@@ -110,7 +87,7 @@ func cachedList[P any](
 	}
 	out := make([]P, len(items))
 	for i, obj := range items {
-		out[i] = c.codec.ops.deepCopy(obj)
+		out[i] = r.client.codec.ops.deepCopy(obj)
 	}
 	return out, nil
 }

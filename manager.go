@@ -198,9 +198,12 @@ func (m *Manager) Cache() *Cache { return m.cache }
 // readyourwrites.go.
 func ClientFor[T any, PT Object[T]](m *Manager) *Client[T] {
 	c := NewClient[T, PT](m.conn)
-	c.cached = cachedReads[T, PT]{
-		client: c,
+	c.cached = &cachedReads[*T]{
+		client: &c.client,
 		cache:  m.cache,
+		informer: func() (*informer[*T], error) {
+			return readInformer[T, PT](m.cache)
+		},
 	}
 	c.notes = m.writes
 	return c
