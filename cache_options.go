@@ -67,15 +67,14 @@ func (c *Cache) resyncOf(res Resource) time.Duration {
 	return resync
 }
 
-// resyncBy sets made's resync hook (informer.resync) to resync every
-// period of its resource (resyncOf), stretched by a random 0-10 %
-// (resync.Jitter); not if that period is 0. NewCache and NewManager call
-// it from the Cache's made hook, with c.mu held, before made runs.
+// resyncBy sets made's resync hook (informer.resync) to resync about
+// every period of its resource (resyncOf): see resyncAbout. NewCache and
+// NewManager call it from the Cache's made hook, with c.mu held, before
+// made runs.
 func (c *Cache) resyncBy(made cachedInformer) {
-	inf, ok := made.(interface{ resyncEvery(time.Duration) })
-	period := resync.Jitter(c.resyncOf(made.resource()))
-	if ok && period > 0 {
-		inf.resyncEvery(period)
+	inf, ok := made.(interface{ resyncAbout(time.Duration) })
+	if ok {
+		inf.resyncAbout(c.resyncOf(made.resource()))
 	}
 }
 
@@ -88,6 +87,18 @@ func (c *Cache) resyncBy(made cachedInformer) {
 // then is skipped (its Deleted event went out), one added after the start
 // waits for the next. A batch holds mu only while it queues its events,
 // so live changes go out between batches, at once.
+
+// resyncAbout is resyncEvery of period stretched by a random 0-10 %
+// (resync.Jitter), so that informers made together do not resync
+// together; none if period is 0. resyncBy asserts it, not resyncEvery:
+// too big to be inlined into the method wrappers of each Informer[T], it
+// has them call it rather than copy resyncEvery's closures (typecost).
+func (i *informer[P]) resyncAbout(period time.Duration) {
+	period = resync.Jitter(period)
+	if period > 0 {
+		i.resyncEvery(period)
+	}
+}
 
 // resyncEvery sets the informer's resync hook to resync every period,
 // until run's ctx ends.

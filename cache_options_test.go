@@ -163,10 +163,11 @@ type resyncer struct {
 }
 
 func (r *resyncer) resource() Resource               { return r.res }
-func (r *resyncer) resyncEvery(period time.Duration) { r.period = period }
+func (r *resyncer) resyncAbout(period time.Duration) { r.period = period }
 
 // resyncBy gives each informer its type's period (ResyncFor's, else
-// CacheOptions.Resync), stretched by at most 10 %, and none for 0.
+// CacheOptions.Resync), which resyncAbout stretches by at most 10 %
+// (internal/resync's TestJitter), and none for 0.
 func TestResyncBy_SetsThePeriodWithJitter(t *testing.T) {
 	c := newCache(nil, CacheOptions{Resync: time.Hour})
 	if err := ResyncFor[corev1.Secret](c, 0); err != nil {
@@ -191,8 +192,13 @@ func TestResyncBy_SetsThePeriodWithJitter(t *testing.T) {
 	} {
 		r := &resyncer{res: tc.res}
 		c.resyncBy(r)
-		if r.period < tc.min || r.period > tc.max {
-			t.Errorf("%s resyncs every %v, want within [%v, %v]", tc.res, r.period, tc.min, tc.max)
+		if r.period != tc.min {
+			t.Errorf("%s got the period %v, want %v", tc.res, r.period, tc.min)
+		}
+		inf := &informer[*corev1.Pod]{}
+		inf.resyncAbout(r.period)
+		if (inf.resync != nil) != (tc.max > 0) {
+			t.Errorf("%s: resyncAbout(%v) set the hook: %v, want %v", tc.res, r.period, inf.resync != nil, tc.max > 0)
 		}
 	}
 }
