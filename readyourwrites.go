@@ -99,19 +99,17 @@ func (w *writeTracker) shardBy(res Resource, covers func(namespace string) bool)
 }
 
 // trackable is what read-your-writes needs of an informer of any T.
-// Every informer is one: holds, onChange and waitForGone are below,
-// waitForObject (WaitForResourceVersion's) in informer_more.go.
+// Every informer is one: trackedBy and waitForWrite are below. They are
+// two methods, each too big to be inlined, so that the method wrappers of
+// each Informer[T] and informer[*T] call them rather than copy them
+// (bench/typecost).
 type trackable interface {
 	cachedInformer
-	// holds reports whether the informer's scope takes in obj.
-	holds(obj metav1.Object) bool
-	// onChange calls fn with every change the informer stores.
-	onChange(fn func(obj metav1.Object, deleted bool))
-	// waitForObject waits until the cache holds namespace/name at rv
-	// or newer; waitForGone until it holds no object namespace/name of
-	// uid.
-	waitForObject(ctx context.Context, namespace, name, rv string) error
-	waitForGone(ctx context.Context, namespace, name string, uid types.UID) error
+	// trackedBy is track for this informer.
+	trackedBy(w *writeTracker)
+	// waitForWrite waits until the cache holds wr, the write of
+	// namespace/name: gone if it deleted, else at its rv or newer.
+	waitForWrite(ctx context.Context, namespace, name string, wr pendingwrites.Write) error
 }
 
 // track starts read-your-writes for inf's resource; a Manager's cache
@@ -123,17 +121,21 @@ type trackable interface {
 // range the member drained) ends its write: the cache will not see it.
 func (w *writeTracker) track(made cachedInformer) {
 	inf, ok := made.(trackable)
-	if !ok {
-		return // not an informer of this package
+	if ok { // else not an informer of this package
+		inf.trackedBy(w)
 	}
-	res := inf.resource().String()
+}
+
+// trackedBy is writeTracker.track of i.
+func (i *informer[P]) trackedBy(w *writeTracker) {
+	res := i.name
 	holds := func(obj metav1.Object) bool {
-		return inf.holds(obj) && w.covers.Covered(res, obj.GetNamespace())
+		return i.holds(obj) && w.covers.Covered(res, obj.GetNamespace())
 	}
 	if !w.pending.Track(res, holds) {
 		return
 	}
-	inf.onChange(func(obj metav1.Object, deleted bool) {
+	i.onChange(func(obj metav1.Object, deleted bool) {
 		ns := obj.GetNamespace()
 		if deleted && !w.covers.Covered(res, ns) {
 			w.pending.Forget(res, ns, obj.GetName())
@@ -169,12 +171,7 @@ func (w *writeTracker) wait(
 			w.pending.Forget(r, k.Namespace, k.Name)
 			continue
 		}
-		var err error
-		if wr.Deleted {
-			err = inf.waitForGone(ctx, k.Namespace, k.Name, wr.UID)
-		} else {
-			err = inf.waitForObject(ctx, k.Namespace, k.Name, wr.RV)
-		}
+		err := inf.waitForWrite(ctx, k.Namespace, k.Name, wr)
 		if err != nil {
 			return fmt.Errorf("kctl: a cached read of %s waited %v "+
 				"for the cache to catch up with this Manager's write of %s: %w",
@@ -182,6 +179,19 @@ func (w *writeTracker) wait(
 		}
 	}
 	return nil
+}
+
+// waitForWrite (read-your-writes) returns once the cache holds wr, the
+// write of namespace/name: gone if it deleted, else at its rv or newer.
+func (i *informer[P]) waitForWrite(
+	ctx context.Context,
+	namespace, name string,
+	wr pendingwrites.Write,
+) error {
+	if wr.Deleted {
+		return i.waitForGone(ctx, namespace, name, wr.UID)
+	}
+	return i.waitForObject(ctx, namespace, name, wr.RV)
 }
 
 // waitForGone (read-your-writes of a delete) returns once the cache holds
