@@ -42,6 +42,6 @@ type handler[P any] struct {
 	box *mailbox.Box[event[P]]
 }
 
-func (h *handler[P]) push(e event[P]) { h.box.Push(e) }
+func (h *handler[P]) push(e event[P]) { h.box.Post(e) }
 
 func (h *handler[P]) run(ctx context.Context) { h.box.Run(ctx, h.fn) }

@@ -11,7 +11,7 @@ import (
 )
 
 // Box holds the values pushed and not yet taken by Run. The zero Box is
-// unusable: get one from New. Push is safe for concurrent use; one
+// unusable: get one from New. Post is safe for concurrent use; one
 // goroutine runs Run.
 type Box[E any] struct {
 	mu      sync.Mutex
@@ -24,8 +24,11 @@ func New[E any]() *Box[E] {
 	return &Box[E]{wake: make(chan struct{}, 1)}
 }
 
-// Push appends e for Run; it never blocks.
-func (b *Box[E]) Push(e E) {
+// Post appends e for Run; it never blocks. It is not named Push: generic
+// code calls a Push through an interface (kctl's keyqueue), so the linker
+// keeps every method of that name of a type that may reach an interface,
+// and a Box of each object type would then keep its own copy of it.
+func (b *Box[E]) Post(e E) {
 	b.mu.Lock()
 	b.pending = append(b.pending, e)
 	b.mu.Unlock()

@@ -12,7 +12,7 @@ import (
 // Values pushed before and while Run runs reach fn in order.
 func TestBox_RunHandsOnEveryValueInOrder(t *testing.T) {
 	b := New[int]()
-	b.Push(0)
+	b.Post(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got []int
@@ -27,7 +27,7 @@ func TestBox_RunHandsOnEveryValueInOrder(t *testing.T) {
 		})
 	})
 	for v := 1; v < 1000; v++ {
-		b.Push(v)
+		b.Post(v)
 	}
 	select {
 	case <-all:
@@ -49,13 +49,13 @@ func TestBox_RunHandsOnEveryValueInOrder(t *testing.T) {
 }
 
 // Once ctx ends, Run calls fn with nothing more, even in the middle of a
-// batch, and returns; Push still does not block.
+// batch, and returns; Post still does not block.
 func TestBox_RunStopsWithItsContext(t *testing.T) {
 	b := New[string]()
 	ctx, cancel := context.WithCancel(context.Background())
-	b.Push("a")
-	b.Push("b")
-	b.Push("c")
+	b.Post("a")
+	b.Post("b")
+	b.Post("c")
 	var got []string
 	b.Run(ctx, func(v string) {
 		got = append(got, v)
@@ -64,8 +64,8 @@ func TestBox_RunStopsWithItsContext(t *testing.T) {
 	if !slices.Equal(got, []string{"a"}) {
 		t.Errorf("Run handed on %v, want [a]: nothing after its ctx ended", got)
 	}
-	b.Push("d")
-	b.Push("e")
+	b.Post("d")
+	b.Post("e")
 	if len(b.pending) != 2 {
 		t.Errorf("%d values pending after two more pushes, want 2: pushes never block nor drop", len(b.pending))
 	}
@@ -79,8 +79,8 @@ func TestBox_RunLetsGoOfTheValuesItHandedOn(t *testing.T) {
 	freed := make(chan struct{})
 	big := new([1 << 16]byte)
 	runtime.AddCleanup(big, func(ch chan struct{}) { close(ch) }, freed)
-	b.Push(big)
-	b.Push(nil)
+	b.Post(big)
+	b.Post(nil)
 	big = nil
 	calls := 0
 	b.Run(ctx, func(*[1 << 16]byte) {
