@@ -109,19 +109,20 @@ type cacheReader[P any] interface {
 // NewClient returns an uncached client for T. If T has no Resource (see
 // ResourceOf), every call returns that error.
 func NewClient[T any, PT Object[T]](conn *Conn) *Client[T] {
+	ops := opsOf[T]()
 	r, declared, err := apitype.Of((*T)(nil))
 	if err == nil && conn == nil {
 		err = fmt.Errorf("kctl: NewClient[%s] got a nil Conn: "+
 			"make one with kctl.NewConn", typeName[T]())
 	}
 	if err == nil {
-		err = objcopy.Copyable[T]()
+		err = objcopy.Copyable(ops.newObject)
 	}
 	res := Resource(r)
 	c := client[*T]{
 		conn:     conn,
 		res:      res,
-		codec:    newCodec(opsOf[T](), res, !declared),
+		codec:    newCodec(ops, res, !declared),
 		err:      err,
 		lastBody: new(atomic.Int64),
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kctl-dev/kctl/internal/apitype"
 	"github.com/kctl-dev/kctl/internal/objcodec"
+	"github.com/kctl-dev/kctl/internal/objcopy"
 	"github.com/kctl-dev/kctl/internal/protowire"
 	"github.com/kctl-dev/kctl/internal/transport"
 	"github.com/kctl-dev/kctl/internal/undecodable"
@@ -38,8 +39,6 @@ type typeOps[P any] struct {
 	name string
 	// newObject is new(T).
 	newObject func() P
-	// deepCopy is deepCopy[T] (resource.go).
-	deepCopy func(obj P) P
 	// set is *dst = *src.
 	set func(dst, src P)
 }
@@ -49,10 +48,17 @@ func opsOf[T any]() *typeOps[*T] {
 	return &typeOps[*T]{
 		name:      typeName[T](),
 		newObject: func() *T { return new(T) },
-		deepCopy:  deepCopy[T],
 		set:       func(dst, src *T) { *dst = *src },
 	}
 }
+
+// deepCopy returns a copy of obj that shares no memory with it
+// (internal/objcopy): by DeepCopyInto if *T has one, else by a JSON round
+// trip, which a CRD struct must survive (written there; NewClient checks
+// it). Every copy kctl hands out (cached reads, reconciles) is made so.
+// It panics if the round trip fails for one value (a MarshalJSON that
+// fails); a reconcile recovers such a panic as an error.
+func (o *typeOps[P]) deepCopy(obj P) P { return objcopy.Deep(obj, o.newObject) }
 
 // isNil reports whether obj, a pointer, is nil.
 func isNil[P any](obj P) bool { return objcodec.IsNil(obj) }

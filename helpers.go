@@ -223,7 +223,7 @@ func createOrGet[T any](
 	switch {
 	case err == nil:
 		*obj = *cur
-		before = deepCopy(cur)
+		before = opsOf[T]().deepCopy(cur)
 	case !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled):
 		return nil, OperationResultNone, err
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/kctl-dev/kctl/internal/apitype"
-	"github.com/kctl-dev/kctl/internal/objcopy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,11 +73,3 @@ func nsKey(namespace, name string) string {
 	}
 	return namespace + "/" + name
 }
-
-// deepCopy returns a copy of obj that shares no memory with it
-// (internal/objcopy): by DeepCopyInto if *T has one, else by a JSON round
-// trip, which a CRD struct must survive (written there; NewClient checks
-// it). Every copy kctl hands out (cached reads, reconciles) is made so.
-// It panics if the round trip fails for one value (a MarshalJSON that
-// fails); a reconcile recovers such a panic as an error.
-func deepCopy[T any](obj *T) *T { return objcopy.Deep(obj) }

@@ -287,19 +287,20 @@ func TestResourceOf_EveryListedK8sAPIType_MatchesServerDiscovery(t *testing.T) {
 
 func TestDeepCopy_BuiltinAndDeclared_ShareNoMemory(t *testing.T) {
 	p := realisticPod(1)
-	c := deepCopy(p)
+	c := opsOf[corev1.Pod]().deepCopy(p)
 	c.Labels["app"] = "changed"
 	c.Spec.Containers[0].Name = "changed"
 	if p.Labels["app"] != "web" || p.Spec.Containers[0].Name != "web" {
 		t.Error("deepCopy of a Pod shares memory with the original")
 	}
 	g := &gizmo{ObjectMeta: metav1.ObjectMeta{Name: "g", Labels: map[string]string{"a": "b"}}, Spec: gizmoSpec{Tags: []string{"x"}}}
-	gc := deepCopy(g)
+	gizmos := opsOf[gizmo]()
+	gc := gizmos.deepCopy(g)
 	gc.Labels["a"], gc.Spec.Tags[0] = "changed", "changed"
-	if g.Labels["a"] != "b" || g.Spec.Tags[0] != "x" || !reflect.DeepEqual(deepCopy(g), g) {
+	if g.Labels["a"] != "b" || g.Spec.Tags[0] != "x" || !reflect.DeepEqual(gizmos.deepCopy(g), g) {
 		t.Error("deepCopy of a declared type shares memory or differs")
 	}
-	if deepCopy[gizmo](nil) != nil {
+	if gizmos.deepCopy(nil) != nil {
 		t.Error("deepCopy(nil) != nil")
 	}
 }

@@ -8,14 +8,14 @@ import (
 	"strings"
 )
 
-// deepCopier is *T of a type with a DeepCopyInto method (k8s.io/api
+// deepCopier is P = *T of a type with a DeepCopyInto method (k8s.io/api
 // types, CRD types made with controller-gen).
-type deepCopier[T any] interface{ DeepCopyInto(*T) }
+type deepCopier[P any] interface{ DeepCopyInto(P) }
 
 // Deep returns a copy of obj that shares no memory with it: by
 // DeepCopyInto if *T has one (k8s.io/api types, CRD types made with
 // controller-gen), else by a JSON round trip: json.Marshal, then
-// json.Unmarshal into a new T. A CRD struct without DeepCopyInto must
+// json.Unmarshal into fresh(), a new T. A CRD struct without DeepCopyInto must
 // therefore come back from encoding/json as it went in, as it must to
 // travel to and from the API server anyway:
 //
@@ -31,12 +31,16 @@ type deepCopier[T any] interface{ DeepCopyInto(*T) }
 // A JSON copy costs a marshal and an unmarshal; a DeepCopyInto method avoids
 // it. Deep panics if the round trip fails for one value (a MarshalJSON
 // that fails). Deep(nil) is nil.
-func Deep[T any](obj *T) *T {
-	if obj == nil {
-		return nil
+//
+// Deep and Copyable take P = *T, not T, so that they are compiled once for
+// every T (a function over T is compiled once for each).
+func Deep[P any](obj P, fresh func() P) P {
+	var none P
+	if any(obj) == any(none) {
+		return none
 	}
-	out := new(T)
-	dc, ok := any(obj).(deepCopier[T])
+	out := fresh()
+	dc, ok := any(obj).(deepCopier[P])
 	if ok {
 		dc.DeepCopyInto(out)
 		return out
@@ -44,23 +48,24 @@ func Deep[T any](obj *T) *T {
 	err := jsonCopy(obj, out)
 	if err != nil {
 		panic(fmt.Sprintf("kctl: deep copy of %s through JSON: %v",
-			typeName[T](), err))
+			typeName(out), err))
 	}
 	return out
 }
 
-// Copyable returns an error if Deep cannot copy a T: T has no
-// DeepCopyInto and the JSON round trip of its zero value fails.
-func Copyable[T any]() error {
-	_, ok := any(new(T)).(deepCopier[T])
+// Copyable returns an error if Deep cannot copy a T, of which fresh
+// returns a new one: T has no DeepCopyInto and the JSON round trip of its
+// zero value fails.
+func Copyable[P any](fresh func() P) error {
+	_, ok := any(fresh()).(deepCopier[P])
 	if ok {
 		return nil
 	}
-	err := jsonCopy(new(T), new(T))
+	err := jsonCopy(fresh(), fresh())
 	if err == nil {
 		return nil
 	}
-	name := typeName[T]()
+	name := typeName(fresh())
 	_, short, _ := strings.Cut(name, ".")
 	return fmt.Errorf("kctl: %s cannot be copied through JSON (%w): "+
 		"every field must survive json.Marshal and json.Unmarshal, "+
@@ -76,8 +81,8 @@ func jsonCopy(in, out any) error {
 	return err
 }
 
-// typeName is T's name with its package's, e.g. "v1.Pod" or "main.Widget".
-func typeName[T any]() string {
-	var zero T
-	return fmt.Sprintf("%T", zero)
+// typeName is the name of T, with its package's, of obj, a *T: e.g.
+// "v1.Pod" or "main.Widget".
+func typeName(obj any) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T", obj), "*")
 }

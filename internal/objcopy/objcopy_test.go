@@ -23,14 +23,17 @@ type failError struct{}
 
 func (*failError) Error() string { return "no" }
 
+// newOf is new(T), as Deep and Copyable take it.
+func newOf[T any]() *T { return new(T) }
+
 func TestDeep_ThroughJSON_SharesNoMemory(t *testing.T) {
 	p := &plain{Tags: []string{"x"}}
-	c := Deep(p)
+	c := Deep(p, newOf[plain])
 	c.Tags[0] = "y"
 	if p.Tags[0] != "x" {
 		t.Error("Deep(p) shares the tags with p")
 	}
-	if Deep[plain](nil) != nil {
+	if Deep(nil, newOf[plain]) != nil {
 		t.Error("Deep(nil) != nil")
 	}
 }
@@ -42,14 +45,14 @@ func TestDeep_FailingRoundTrip_PanicsNamingTheType(t *testing.T) {
 			t.Errorf("Deep(&failing{}) panicked with %q", msg)
 		}
 	}()
-	Deep(&failing{})
+	Deep(&failing{}, newOf[failing])
 }
 
 func TestCopyable_FuncField_SaysWhatToDo(t *testing.T) {
-	if err := Copyable[plain](); err != nil {
+	if err := Copyable(newOf[plain]); err != nil {
 		t.Errorf("Copyable[plain]() = %v, want nil", err)
 	}
-	err := Copyable[withFunc]()
+	err := Copyable(newOf[withFunc])
 	want := "kctl: objcopy.withFunc cannot be copied through JSON"
 	if err == nil || !strings.HasPrefix(err.Error(), want) ||
 		!strings.Contains(err.Error(), "give *withFunc a DeepCopyInto method") {
