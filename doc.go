@@ -35,7 +35,7 @@
 //     internal/discovery's error of a resource not served matches;
 //     internal/errtext keeps one "kctl: " in a chain).
 //  2. resource.go: Object, Resource and Key: which API resource a Go type
-//     is; deepCopy (internal/objcopy: DeepCopyInto or a JSON round trip).
+//     is.
 //  3. conn.go: Conn, one connection: NewConn, and do (internal/transport:
 //     user agent, timeouts, rate limit, retries of 429, Warning headers,
 //     the pooled buffers answers are read into).
@@ -46,7 +46,8 @@
 //     (internal/transport's Stream reads them, sorts their types and ends
 //     a silent watch; the codec decodes each object); typeOps, what the
 //     core needs of T itself, so that the data path (over P = *T) is
-//     compiled once for every type. internal/objcodec encodes an object,
+//     compiled once for every type, and its deepCopy (internal/objcopy:
+//     DeepCopyInto or a JSON round trip). internal/objcodec encodes an object,
 //     splits a list answer into its items, decoded one by one, and holds a
 //     resource's Wire: the media type asked for (the objects whole, or
 //     their metadata alone), the protobuf envelope, managedFields skipped,
