@@ -19,7 +19,7 @@ type cachedReads[P any] struct {
 	// client is the client it serves, for its discovery check.
 	client *client[P]
 	cache  *Cache
-	// informer is T's (readInformer), made on the first read.
+	// informer looks T's up on each read (readInformer), made on the first.
 	informer func() (*informer[P], error)
 }
 

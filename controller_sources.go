@@ -174,7 +174,9 @@ func ownerKeys(res Resource, obj metav1.Object) []Key {
 // there (NeedLeader): the keys of a value received while it does not (a
 // standby, or before its caches have synced) are kept, the last cause of
 // each, and queued when it runs; so a standby never holds up a sender.
-// Closing the channel ends the source.
+// filter and toKeys run on every replica too: keep them cheap and free of
+// side effects. A standby holds one kept cause per distinct key until it
+// runs the controller. Closing the channel ends the source.
 func FromChannel[E any, T any](c *Controller[T], ch <-chan E, filter func(E) bool, toKeys func(E) []Key) *Controller[T] {
 	fromChannel(&c.controller, ch, filter, toKeys)
 	return c

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kctl-dev/kctl/internal/jsonpatch"
+	"github.com/kctl-dev/kctl/internal/objcopy"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -223,7 +224,7 @@ func createOrGet[T any](
 	switch {
 	case err == nil:
 		*obj = *cur
-		before = opsOf[T]().deepCopy(cur)
+		before = objcopy.Deep(cur, func() *T { return new(T) })
 	case !apierrors.IsNotFound(err) || errors.Is(err, ErrNotInstalled):
 		return nil, OperationResultNone, err
 	}

@@ -106,6 +106,7 @@ func setup(mgr *kctl.Manager, ns, source string, ln net.Listener, ticks <-chan t
 		return nil
 	})
 	// Ticks enqueue the key, but the filter lets through only those on which the page changed.
+	// The reader runs on every replica: a standby fetches the page too, and keeps the key until it leads.
 	kctl.FromChannel(c, ticks, changes(source), func(time.Time) []kctl.Key { return []kctl.Key{key} })
 	// POST /trigger asks for a reconcile now (c.Enqueue). NeedLeader starts the
 	// endpoint with the controller, after the caches have synced.
