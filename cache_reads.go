@@ -23,21 +23,26 @@ type cachedReads[P any] struct {
 	informer func() (*informer[P], error)
 }
 
-// synced returns once inf, c's informer, has synced. A resource the
-// server does not serve fails at once, after at most one discovery
-// request (whose answer is cached, see discovery), rather than when ctx
-// ends.
-func synced[P any](
+// ready is T's informer once it has synced and has caught up with the
+// writes a read of namespace/name ("" name: a List of namespace) could
+// see. A resource the server does not serve fails at once, after at most
+// one discovery request (whose answer is cached, see discovery), rather
+// than when ctx ends. Each error names the resource.
+func (r *cachedReads[P]) ready(
 	ctx context.Context,
-	c *client[P],
-	inf *informer[P],
-) error {
-	err := c.checkServed(ctx, request{})
+	namespace, name string,
+) (*informer[P], error) {
+	inf, err := r.informer()
+	if err == nil {
+		err = r.client.checkServed(ctx, request{})
+	}
 	if err == nil {
 		err = inf.WaitForSync(ctx)
 	}
-	// Each names the resource.
-	return err
+	if err == nil {
+		err = r.cache.caughtUp(ctx, inf, namespace, name)
+	}
+	return inf, err
 }
 
 // get is a copy of the object namespace/name in T's informer.
@@ -46,13 +51,7 @@ func (r *cachedReads[P]) get(
 	namespace, name string,
 ) (P, error) {
 	var none P
-	inf, err := r.informer()
-	if err == nil {
-		err = synced(ctx, r.client, inf)
-	}
-	if err == nil {
-		err = r.cache.caughtUp(ctx, inf, namespace, name)
-	}
+	inf, err := r.ready(ctx, namespace, name)
 	if err != nil {
 		return none, err
 	}
@@ -71,13 +70,7 @@ func (r *cachedReads[P]) list(
 	ctx context.Context,
 	opts ListOptions,
 ) ([]P, error) {
-	inf, err := r.informer()
-	if err == nil {
-		err = synced(ctx, r.client, inf)
-	}
-	if err == nil {
-		err = r.cache.caughtUp(ctx, inf, opts.Namespace, "")
-	}
+	inf, err := r.ready(ctx, opts.Namespace, "")
 	if err != nil {
 		return nil, err
 	}
