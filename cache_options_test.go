@@ -167,8 +167,8 @@ func (r *resyncer) resyncAbout(period time.Duration) { r.period = period }
 
 // resyncBy gives each informer its type's period (ResyncFor's, else
 // CacheOptions.Resync), which resyncAbout stretches by at most 10 %
-// (internal/resync's TestJitter), and none for 0.
-func TestResyncBy_SetsThePeriodWithJitter(t *testing.T) {
+// (TestResyncAbout_StretchesThePeriod), and none for 0.
+func TestResyncBy_GivesEachTypeItsPeriod(t *testing.T) {
 	c := newCache(nil, CacheOptions{Resync: time.Hour})
 	if err := ResyncFor[corev1.Secret](c, 0); err != nil {
 		t.Fatal(err)
@@ -295,4 +295,66 @@ func TestCachedList_UnindexedField_SuggestsUncachedOnlyWhereTheServerFilters(t *
 	unindexedAgreesWithTheServer[corev1.Service](t, mgr, ns, "spec.type=ClusterIP")
 	unindexedAgreesWithTheServer[corev1.Event](t, mgr, ns, "involvedObject.name=x,reason=y")
 	unindexedAgreesWithTheServer[corev1.Event](t, mgr, ns, "regarding.name=x")
+}
+
+// resyncAbout stretches the period by a random 0-10 % (resync.Jitter), so
+// that informers made together do not resync together: each of eight
+// informers of one object resyncs it first within [period, 1.1 period],
+// and not all of them at period itself.
+func TestResyncAbout_StretchesThePeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const period = 10 * time.Second
+		ctx, cancel := context.WithCancel(t.Context())
+		begin := time.Now()
+		var mu sync.Mutex
+		first := map[int]time.Duration{} // informer -> its first resync
+		var infs []*Informer[corev1.ConfigMap]
+		for i := range 8 {
+			inf := &Informer[corev1.ConfigMap]{informer[*corev1.ConfigMap]{
+				store:     newStore[*corev1.ConfigMap](),
+				transform: func(*corev1.ConfigMap) {},
+				sharer:    share.New((*corev1.ConfigMap)(nil)),
+				log:       slog.New(slog.DiscardHandler),
+			}}
+			inf.watches = []*watchState{{synced: true}}
+			inf.store.put(storeCM("ns", "cm", "1", nil))
+			inf.ctx = ctx
+			inf.AddHandler(func(e Event[corev1.ConfigMap]) {
+				mu.Lock()
+				defer mu.Unlock()
+				_, seen := first[i]
+				if e.Resync && !seen {
+					first[i] = time.Since(begin)
+				}
+			})
+			inf.resyncAbout(period)
+			inf.mu.Lock()
+			inf.goLocked(inf.resync)
+			inf.mu.Unlock()
+			infs = append(infs, inf)
+		}
+		time.Sleep(period + period/10 + time.Second)
+		synctest.Wait()
+		cancel()
+		for _, inf := range infs {
+			inf.wg.Wait()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		stretched := 0
+		for i := range infs {
+			at, ok := first[i]
+			switch {
+			case !ok:
+				t.Errorf("informer %d did not resync by %v", i, period+period/10)
+			case at < period || at > period+period/10:
+				t.Errorf("informer %d resynced first at %v, want within [%v, %v]", i, at, period, period+period/10)
+			case at > period:
+				stretched++
+			}
+		}
+		if stretched == 0 {
+			t.Errorf("every informer resynced first at %v exactly: the period was not stretched", period)
+		}
+	})
 }

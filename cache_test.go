@@ -658,7 +658,7 @@ func TestResyncFor_SetsOneTypesPeriodWithJitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pods.resync == nil { // its period: TestResyncBy_SetsThePeriodWithJitter
+	if pods.resync == nil { // its period: TestResyncBy_GivesEachTypeItsPeriod
 		t.Errorf("Pods never resync, want the default hour")
 	}
 	var resyncs atomic.Int32
